@@ -1,0 +1,70 @@
+"""The ``train`` component: one checkpointed, resumable training attempt."""
+
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Metrics, Model, Output
+
+from spottrain.version import IMAGE
+
+
+@dsl.component(base_image=IMAGE, install_kfp_package=False)
+def train(
+    data: Input[Dataset],
+    checkpoint_dir: str,
+    model: Output[Model],
+    metrics: Output[Metrics],
+    backbone: str = "resnet50",
+    weights: str = "imagenet",
+    image_size: int = 224,
+    batch_size_per_replica: int = 32,
+    train_steps: int = 1000,
+    learning_rate: float = 0.001,
+    save_every_steps: int = 100,
+    mixed_precision: bool = False,
+    tensorboard_dir: str = "",
+    extra_args: list = [],  # noqa: B006 - KFP needs a literal default, never mutated
+    local_workers: int = 1,
+    preempt_at_step: int = 0,
+    expect_gpus: int = 0,
+):
+    """Trains an image classifier, resuming from checkpoint_dir; exits 143 when preempted.
+
+    Args:
+        data: Image folder (<root>/<label>/*.png|jpg), or a gcs_copy pointer to one.
+        checkpoint_dir: Persistent checkpoint folder (gs:// or /gcs/) every retry resumes from.
+        model: The trained model (model.keras, a SavedModel, training_summary.json).
+        metrics: Final step, validation accuracy and loss, global batch size, workers.
+        backbone: resnet50, mobilenet_v2 or small_cnn.
+        weights: imagenet or none.
+        image_size: Square input size in pixels.
+        batch_size_per_replica: Batch size per GPU (global = this x replicas).
+        train_steps: Total optimizer steps across all attempts.
+        learning_rate: Peak learning rate.
+        save_every_steps: Checkpoint interval: at most this many steps are lost per preemption.
+        mixed_precision: Use mixed float16 (GPUs with tensor cores).
+        tensorboard_dir: TensorBoard log folder; empty uses $AIP_TENSORBOARD_LOG_DIR.
+        extra_args: More trainer.task flags, e.g. ["--warmup-steps", "100"].
+        local_workers: Worker processes on this node (MWMS over 127.0.0.1); 1 runs in-process.
+        preempt_at_step: Chaos test: SIGTERM the workers when the run passes this step; 0 = off.
+        expect_gpus: GPUs this task was placed with; fails fast when TensorFlow sees fewer.
+    """
+    from spottrain.runtime.train import run_component
+
+    run_component(
+        data=data,
+        model=model,
+        metrics=metrics,
+        checkpoint_dir=checkpoint_dir,
+        backbone=backbone,
+        weights=weights,
+        image_size=image_size,
+        batch_size_per_replica=batch_size_per_replica,
+        train_steps=train_steps,
+        learning_rate=learning_rate,
+        save_every_steps=save_every_steps,
+        mixed_precision=mixed_precision,
+        tensorboard_dir=tensorboard_dir,
+        extra_args=extra_args,
+        local_workers=local_workers,
+        preempt_at_step=preempt_at_step,
+        expect_gpus=expect_gpus,
+    )

@@ -1,0 +1,263 @@
+"""``python -m spottrain.pipelines compile|upload|run|run-vertex|run-local|nodepool``.
+
+Every subcommand runs the pre-flight guards first and prints a one-line error
+(exit 2) for a bad or missing argument instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+from spottrain.version import IMAGE
+
+ERROR_EXIT = 2
+
+
+def _template(args: argparse.Namespace, default: str) -> Path:
+    from spottrain.pipelines.compile import COMPILED_DIR
+
+    return Path(args.pipeline) if args.pipeline else COMPILED_DIR / default
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Writes the committed YAML, checks drift, or compiles one custom build."""
+    from spottrain.pipelines import compile as comp
+    from spottrain.pipelines import guards, placement
+    from spottrain.pipelines.guards import GuardError
+
+    if args.check:
+        stale = comp.drift(args.image)
+        for path in stale:
+            print(f"stale: {path} (run `make compile`)")
+        return 1 if stale else 0
+    if args.target:
+        if not args.out:
+            raise GuardError("--target needs --out FILE")
+        func = _custom_pipeline(args, placement, guards)
+        Path(args.out).write_text(comp.compile_text(func, args.image))
+        print(f"wrote {args.out}")
+        return 0
+    guards.check_image_gpu(args.image, placement.Placement().gpu_count)
+    changed = comp.write_all(args.image)
+    for path in changed:
+        print(f"wrote {path}")
+    print(f"{len(changed)} file(s) changed" if changed else "compiled YAML is up to date")
+    return 0
+
+
+def _custom_pipeline(args, placement, guards):
+    """A pipeline compiled with non-default placement or Vertex job settings."""
+    if args.target == "vertex":
+        from spottrain.pipelines import vertex
+
+        settings = vertex.VertexTraining(
+            machine_type=args.machine_type,
+            accelerator_type=args.accelerator_type,
+            accelerator_count=args.gpus,
+            replica_count=args.replica_count,
+            strategy=args.strategy,
+            timeout=args.timeout,
+            enable_web_access=not args.no_web_access,
+            retries=args.retries,
+            worker_accelerator_count=args.worker_gpus,
+        )
+        guards.check_image_gpu(args.image, settings.gpus)
+        return vertex.build(settings)
+    from spottrain.pipelines import gke
+
+    train_placement = placement.Placement(
+        pool=args.pool,
+        gpu_type=args.gpu_type,
+        gpu_count=args.gpus,
+        memory_limit=args.memory,
+        retries=args.retries,
+        backoff=args.backoff,
+    )
+    guards.check_image_gpu(args.image, train_placement.gpu_count)
+    fallback = None
+    if args.target == "gke-fallback":
+        fallback = placement.ON_DEMAND_PLACEMENT.with_(
+            gpu_type=args.gpu_type, gpu_count=args.gpus, memory_limit=args.memory
+        )
+    return gke.build(train_placement, fallback=fallback)
+
+
+def cmd_upload(args: argparse.Namespace) -> int:
+    """Uploads a compiled pipeline (or a new version) to a KFP dashboard."""
+    from spottrain.pipelines import compile as comp
+    from spottrain.pipelines import submit
+
+    client = submit.kfp_client(args.host, namespace=args.namespace)
+    ids = submit.upload(
+        client, _template(args, comp.GKE_YAML), args.name, args.version, args.description
+    )
+    print(" ".join(f"{k}={v}" for k, v in ids.items()))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Creates a run on a KFP dashboard after the pre-flight guards."""
+    from spottrain.pipelines import compile as comp
+    from spottrain.pipelines import submit
+
+    params = submit.parse_params(args.params)
+    template = _template(args, comp.GKE_YAML)
+    from spottrain.pipelines import guards
+
+    guards.preflight(template, params)  # before building a client that may prompt for auth
+    client = submit.kfp_client(args.host, namespace=args.namespace)
+    run_id = submit.run(
+        client, template, params, experiment=args.experiment, run_name=args.run_name
+    )
+    print(f"run_id={run_id}")
+    return 0
+
+
+def cmd_run_vertex(args: argparse.Namespace) -> int:
+    """Submits the Vertex pipeline after the pre-flight guards."""
+    from spottrain.pipelines import compile as comp
+    from spottrain.pipelines import submit
+
+    job = submit.vertex_job(
+        _template(args, comp.VERTEX_YAML),
+        submit.parse_params(args.params),
+        project=args.project,
+        region=args.region,
+        bucket=args.bucket,
+    )
+    print(f"submitted {submit.submit_vertex(job, args.service_account)}")
+    return 0
+
+
+def cmd_run_local(args: argparse.Namespace) -> int:
+    """Runs the whole pipeline locally under kfp.local with fake GCS."""
+    from spottrain.pipelines import local
+
+    result = local.run_local(
+        Path(args.out),
+        workers=args.workers,
+        preempt_at_step=args.preempt_at_step,
+        train_steps=args.train_steps,
+        limit=args.limit,
+    )
+    print(result.report())
+    return 0 if result.ok else 1
+
+
+def cmd_nodepool(args: argparse.Namespace) -> int:
+    """Prints (or runs) the gcloud command creating the GPU node pool."""
+    from spottrain.pipelines import placement
+
+    pool = placement.Placement(
+        pool=args.pool, gpu_type=args.gpu_type, gpu_count=args.gpus, memory_limit=""
+    )
+    cmd = placement.nodepool_command(
+        pool,
+        cluster=args.cluster,
+        zone=args.zone,
+        name=args.name,
+        machine_type=args.machine_type,
+        min_nodes=args.min_nodes,
+        max_nodes=args.max_nodes,
+    )
+    print(placement.format_command(cmd))
+    if args.execute:
+        return subprocess.call(cmd)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    p = argparse.ArgumentParser(prog="python -m spottrain.pipelines", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("compile", help="write the committed component and pipeline YAML")
+    c.add_argument("--image", default=IMAGE, help="container image (default %(default)s)")
+    c.add_argument("--check", action="store_true", help="exit 1 if committed YAML is stale")
+    c.add_argument("--target", choices=["gke", "gke-fallback", "vertex"], help="one custom build")
+    c.add_argument("--out", help="where --target writes")
+    c.add_argument("--pool", default="preemptible", help="GKE pool: preemptible|spot|on-demand")
+    c.add_argument("--gpu-type", default="nvidia-tesla-t4", help="GKE accelerator label value")
+    c.add_argument("--gpus", type=int, default=1, help="GPUs per train task / replica")
+    c.add_argument("--memory", default="48G", help="train memory limit on GKE")
+    c.add_argument("--retries", type=int, default=5, help="train retries")
+    c.add_argument("--backoff", default="60s", help="first retry delay")
+    c.add_argument("--machine-type", default="n1-standard-8", help="Vertex machine type")
+    c.add_argument("--accelerator-type", default="NVIDIA_TESLA_T4", help="Vertex accelerator")
+    c.add_argument("--replica-count", type=int, default=1, help="Vertex replicas (MWMS)")
+    c.add_argument("--worker-gpus", type=int, default=None, help="Vertex pool 1 GPUs override")
+    c.add_argument("--strategy", default="SPOT", help="Vertex scheduling strategy")
+    c.add_argument("--timeout", default="86400s", help="Vertex job timeout")
+    c.add_argument("--no-web-access", action="store_true", help="disable the interactive shell")
+    c.set_defaults(func=cmd_compile)
+
+    def kfp_args(s: argparse.ArgumentParser) -> None:
+        s.add_argument("--host", default="", help="KFP dashboard URL (required)")
+        s.add_argument("--namespace", default="kubeflow", help="KFP namespace")
+        s.add_argument("--pipeline", help="compiled YAML (default: the GKE pipeline)")
+
+    u = sub.add_parser("upload", help="upload a pipeline (or a new version) to KFP")
+    kfp_args(u)
+    u.add_argument("--name", default="spottrain-preemptible", help="pipeline name")
+    u.add_argument("--version", default="", help="version name (default: version+time)")
+    u.add_argument("--description", default="", help="description")
+    u.set_defaults(func=cmd_upload)
+
+    r = sub.add_parser("run", help="create a KFP run (param=value ...)")
+    kfp_args(r)
+    r.add_argument("--experiment", default="spottrain", help="experiment name")
+    r.add_argument("--run-name", default="", help="run name")
+    r.add_argument("params", nargs="*", help="pipeline parameters as name=value")
+    r.set_defaults(func=cmd_run)
+
+    v = sub.add_parser("run-vertex", help="submit the Vertex pipeline (param=value ...)")
+    v.add_argument("--project", default="", help="Google Cloud project (required)")
+    v.add_argument("--region", default="", help="Vertex AI region (required)")
+    v.add_argument("--bucket", default="", help="gs bucket for the pipeline root (required)")
+    v.add_argument("--service-account", default="", help="service account of the pipeline")
+    v.add_argument("--pipeline", help="compiled Vertex YAML")
+    v.add_argument("params", nargs="*", help="pipeline parameters as name=value")
+    v.set_defaults(func=cmd_run_vertex)
+
+    lr = sub.add_parser("run-local", help="the whole pipeline under kfp.local + fake GCS")
+    lr.add_argument("--out", default="out", help="output folder")
+    lr.add_argument("--workers", type=int, default=2, help="local MWMS workers")
+    lr.add_argument("--preempt-at-step", type=int, default=None, help="0 = no preemption")
+    lr.add_argument("--train-steps", type=int, default=None, help="total steps")
+    lr.add_argument("--limit", type=int, default=None, help="images to use (0 = all)")
+    lr.set_defaults(func=cmd_run_local)
+
+    n = sub.add_parser("nodepool", help="print (or --execute) the gcloud node-pool command")
+    n.add_argument("--cluster", default="", help="GKE cluster (required)")
+    n.add_argument("--zone", default="", help="cluster zone (required)")
+    n.add_argument("--name", default="", help="pool name")
+    n.add_argument("--pool", default="preemptible", help="preemptible|spot|on-demand")
+    n.add_argument("--gpu-type", default="nvidia-tesla-t4", help="accelerator type")
+    n.add_argument("--gpus", type=int, default=1, help="GPUs per node")
+    n.add_argument("--machine-type", default="n1-highmem-8", help="machine type")
+    n.add_argument("--min-nodes", type=int, default=0, help="autoscaling minimum")
+    n.add_argument("--max-nodes", type=int, default=4, help="autoscaling maximum")
+    n.add_argument("--execute", action="store_true", help="run gcloud instead of printing")
+    n.set_defaults(func=cmd_nodepool)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the CLI; returns the exit code."""
+    from spottrain.pipelines.guards import GuardError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except GuardError as err:  # every config error; one line, no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return ERROR_EXIT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""Pre-flight guards: refuse, before anything is submitted, runs that cannot work.
+
+Each guard raises :class:`GuardError` with one line that names the offending
+value and says what to do. They run at compile time on the settings and again at
+submit time on the compiled template and the run's parameters, so a hand-edited
+or stale template is caught too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PERSISTENT_PREFIXES = ("gs://", "/gcs/")
+_TIMEOUT = re.compile(r"^([0-9]+(\.[0-9]{1,9})?)s$")
+# An image whose name or tag says CPU: Vertex's prebuilt tf-cpu.*, a "-cpu" tag, or
+# the official tensorflow/tensorflow image without its "-gpu" tag.
+_CPU_IMAGE = re.compile(r"(^|[/:._-])cpu([._-]|$)")
+_OFFICIAL_TF = re.compile(r"^(docker\.io/)?tensorflow/tensorflow(:(?P<tag>.+))?$")
+# MWMS uses pools 0 (chief) and 1 (workers); 2 is a reduction server, 3 an evaluator.
+_MWMS_POOLS = (0, 1)
+
+
+class GuardError(ValueError):
+    """A run that would fail or hang; the message is one line naming the bad value."""
+
+
+def check_timeout(timeout: str) -> None:
+    """A Vertex job needs a positive timeout, or a hung job bills until cancelled."""
+    match = _TIMEOUT.match(timeout or "")
+    if not match or float(match.group(1)) <= 0:
+        raise GuardError(
+            f"Vertex job timeout={timeout!r}: set a positive duration like '86400s'; without "
+            "one a hung MultiWorkerMirroredStrategy job runs (and bills) until cancelled"
+        )
+
+
+def _machine(spec: Mapping[str, Any]) -> tuple[str, int]:
+    machine = spec.get("machine_spec") or spec.get("machineSpec") or {}
+    kind = machine.get("accelerator_type") or machine.get("acceleratorType") or ""
+    count = machine.get("accelerator_count") or machine.get("acceleratorCount") or 0
+    return str(kind), int(count) if kind else 0
+
+
+def check_worker_pools(specs: Iterable[Mapping[str, Any]]) -> None:
+    """MWMS needs the same accelerator type and count in the chief and worker pools.
+
+    With unequal pools the strategy blocks forever creating mirrored variables (the
+    seeds' deadlock): no error, no log, a bill.
+    """
+    pools = [
+        (i, _machine(spec))
+        for i, spec in enumerate(specs)
+        if i in _MWMS_POOLS and spec and int(spec.get("replica_count", spec.get("replicaCount", 1)))
+    ]
+    if len(pools) < 2:
+        return
+    (_, chief), (_, worker) = pools[0], pools[1]
+    if chief != worker:
+
+        def show(m: tuple[str, int]) -> str:
+            return f"{m[1]} x {m[0]}" if m[0] else "no accelerator"
+
+        raise GuardError(
+            f"worker pool 1 has {show(worker)} but pool 0 (chief) has {show(chief)}: "
+            "MultiWorkerMirroredStrategy needs equal accelerators on every worker or it hangs"
+        )
+
+
+def is_cpu_only_image(image: str) -> bool:
+    """Whether an image's name or tag marks it CPU-only."""
+    official = _OFFICIAL_TF.match(image)
+    if official:
+        return "gpu" not in (official.group("tag") or "latest")
+    return bool(_CPU_IMAGE.search(image.rsplit("/", 1)[-1]))
+
+
+def check_image_gpu(image: str, gpus: int) -> None:
+    """GPUs with a CPU-only image train on CPU at GPU prices."""
+    if gpus and is_cpu_only_image(image):
+        raise GuardError(
+            f"{gpus} GPU(s) requested but image {image!r} is CPU-only: use a CUDA build "
+            "(tf-gpu.*, tensorflow/tensorflow:*-gpu, or `make image`) or request no GPUs"
+        )
+
+
+def check_checkpoint_dir(checkpoint_dir: str, retries: int) -> None:
+    """Retries resume only from a checkpoint that outlives the pod."""
+    if retries and not str(checkpoint_dir).startswith(PERSISTENT_PREFIXES):
+        raise GuardError(
+            f"checkpoint_dir={checkpoint_dir!r} is not persistent but the train task retries "
+            f"{retries} time(s): a new pod would restart from step 0; use gs://... or /gcs/..."
+        )
+
+
+# -- compiled templates -------------------------------------------------------------
+
+
+def load_template(path: str | Path) -> tuple[dict, dict | None]:
+    """Reads a compiled pipeline: the PipelineSpec and the platform spec (or ``None``)."""
+    docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
+    if not docs or "root" not in docs[0]:
+        raise GuardError(f"{path} is not a compiled KFP pipeline (no 'root')")
+    return docs[0], (docs[1] if len(docs) > 1 else None)
+
+
+def parameter_types(spec: Mapping) -> dict[str, str]:
+    """The pipeline's parameters and their types (``NUMBER_INTEGER`` etc.)."""
+    params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    return {name: p["parameterType"] for name, p in params.items()}
+
+
+def required_parameters(spec: Mapping) -> list[str]:
+    """The parameters without a default."""
+    params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    return sorted(n for n, p in params.items() if not p.get("isOptional"))
+
+
+def _coerce(name: str, kind: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        if kind == "NUMBER_INTEGER":
+            return int(value)
+        if kind == "NUMBER_DOUBLE":
+            return float(value)
+        if kind == "BOOLEAN":
+            lowered = value.lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(value)
+            return lowered in ("true", "1", "yes")
+        if kind in ("LIST", "STRUCT"):
+            return json.loads(value)
+    except ValueError:
+        raise GuardError(
+            f"parameter {name}={value!r} is not a valid {kind.lower().replace('number_', '')}"
+        ) from None
+    return value
+
+
+def check_parameters(spec: Mapping, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Refuses unknown or missing parameter names; converts ``"1"``-style strings.
+
+    Returns:
+        The parameters with values of the template's types.
+    """
+    types = parameter_types(spec)
+    for name in params:
+        if name not in types:
+            close = difflib.get_close_matches(name, types, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise GuardError(
+                f"unknown pipeline parameter {name!r}: {hint}known: {', '.join(sorted(types))}"
+            )
+    missing = [n for n in required_parameters(spec) if n not in params]
+    if missing:
+        raise GuardError(f"missing required pipeline parameter(s): {', '.join(missing)}")
+    return {name: _coerce(name, types[name], value) for name, value in params.items()}
+
+
+def _tasks(spec: Mapping) -> Iterable[tuple[str, Mapping]]:
+    dags = [spec["root"].get("dag", {})]
+    dags += [c.get("dag", {}) for c in spec.get("components", {}).values()]
+    for dag in dags:
+        yield from dag.get("tasks", {}).items()
+
+
+def _train_tasks(spec: Mapping) -> list[tuple[str, Mapping]]:
+    """Tasks that take a ``checkpoint_dir`` (the ones that resume)."""
+    return [
+        (name, task)
+        for name, task in _tasks(spec)
+        if "checkpoint_dir" in task.get("inputs", {}).get("parameters", {})
+        and "gcs-copy" not in task.get("componentRef", {}).get("name", "")
+    ]
+
+
+def max_train_retries(spec: Mapping) -> int:
+    """The largest retry count of a train task in the template."""
+    return max(
+        (int(t.get("retryPolicy", {}).get("maxRetryCount", 0)) for _, t in _train_tasks(spec)),
+        default=0,
+    )
+
+
+def checkpoint_dir_value(spec: Mapping, params: Mapping[str, Any]) -> str | None:
+    """The run's ``checkpoint_dir`` (given, or the template's default)."""
+    if "checkpoint_dir" in params:
+        return str(params["checkpoint_dir"])
+    default = (
+        spec["root"].get("inputDefinitions", {}).get("parameters", {}).get("checkpoint_dir", {})
+    )
+    return default.get("defaultValue")
+
+
+def custom_jobs(spec: Mapping) -> list[dict]:
+    """The Vertex custom job inputs of each custom-job component (defaults and constants)."""
+    jobs = []
+    for name, task in _tasks(spec):
+        comp = spec["components"].get(task.get("componentRef", {}).get("name", ""), {})
+        defs = comp.get("inputDefinitions", {}).get("parameters", {})
+        if "worker_pool_specs" not in defs:
+            continue
+        values = {k: v.get("defaultValue") for k, v in defs.items()}
+        for key, arg in task.get("inputs", {}).get("parameters", {}).items():
+            constant = arg.get("runtimeValue", {}).get("constant")
+            if constant is not None:
+                values[key] = constant
+        jobs.append({"task": name, **values})
+    return jobs
+
+
+def images(spec: Mapping) -> list[str]:
+    """Every container image the template runs, including custom-job ones."""
+    found = [
+        e["container"]["image"]
+        for e in spec.get("deploymentSpec", {}).get("executors", {}).values()
+        if "container" in e
+    ]
+    for job in custom_jobs(spec):
+        for pool in job.get("worker_pool_specs") or []:
+            uri = (pool.get("container_spec") or {}).get("image_uri")
+            if uri:
+                found.append(uri)
+    return found
+
+
+def preflight(
+    template: str | Path, params: Mapping[str, Any], *, local: bool = False
+) -> dict[str, Any]:
+    """Runs every guard on a compiled template and a run's parameters.
+
+    Args:
+        template: The compiled pipeline YAML.
+        params: Parameter values (strings from the command line are converted).
+        local: A kfp.local run, where retries reuse the same machine, so a local
+            checkpoint dir persists across them.
+
+    Returns:
+        The converted parameters.
+    """
+    spec, platform = load_template(template)
+    params = check_parameters(spec, params)
+    retries = max_train_retries(spec)
+    if not local:
+        check_checkpoint_dir(checkpoint_dir_value(spec, params) or "", retries)
+    gpus = _gpus(spec, platform)
+    for image in set(images(spec)):
+        check_image_gpu(image, gpus)
+    for job in custom_jobs(spec):
+        check_timeout(job.get("timeout") or "")
+        check_worker_pools(job.get("worker_pool_specs") or [])
+    return params
+
+
+def _gpus(spec: Mapping, platform: Mapping | None) -> int:
+    counts = [0]
+    for executor in spec.get("deploymentSpec", {}).get("executors", {}).values():
+        accel = executor.get("container", {}).get("resources", {}).get("accelerator", {})
+        counts.append(int(float(accel.get("resourceCount") or accel.get("count") or 0)))
+    for job in custom_jobs(spec):
+        for pool in job.get("worker_pool_specs") or []:
+            counts.append(_machine(pool)[1])
+    return max(counts)

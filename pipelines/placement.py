@@ -1,0 +1,231 @@
+"""Where a pipeline task runs on GKE: node pool, GPUs, memory and retries, in one place.
+
+Every scheduling decision of the preemptible pipeline goes through
+:meth:`Placement.apply`, and :func:`nodepool_command` creates the node pool those
+decisions target from the same constants, so the taint a pool carries and the
+toleration a task needs cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field, replace
+
+from kfp import dsl, kubernetes
+from spottrain.pipelines.guards import GuardError
+
+POOLS = ("preemptible", "spot", "on-demand")
+
+# GKE labels every GPU node with its accelerator type; selecting on it keeps the
+# task off pools with another GPU model (and off CPU pools).
+GPU_NODE_LABEL = "cloud.google.com/gke-accelerator"
+# GKE labels these automatically on preemptible and spot nodes.
+POOL_NODE_LABELS = {
+    "preemptible": ("cloud.google.com/gke-preemptible", "true"),
+    "spot": ("cloud.google.com/gke-spot", "true"),
+}
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# Vertex AI accelerator names for the GKE ones (the equal-GPU guard compares both).
+VERTEX_ACCELERATORS = {
+    "nvidia-tesla-t4": "NVIDIA_TESLA_T4",
+    "nvidia-tesla-v100": "NVIDIA_TESLA_V100",
+    "nvidia-tesla-p100": "NVIDIA_TESLA_P100",
+    "nvidia-tesla-p4": "NVIDIA_TESLA_P4",
+    "nvidia-tesla-k80": "NVIDIA_TESLA_K80",
+    "nvidia-tesla-a100": "NVIDIA_TESLA_A100",
+    "nvidia-a100-80gb": "NVIDIA_A100_80GB",
+    "nvidia-l4": "NVIDIA_L4",
+    "nvidia-h100-80gb": "NVIDIA_H100_80GB",
+}
+
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki|m)?$")
+_DURATION = re.compile(r"^[0-9]+s$")
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint, as ``gcloud --node-taints`` writes it and a toleration matches it."""
+
+    key: str
+    value: str
+    effect: str = "NoSchedule"
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}"
+
+
+# The seed's taint for a preemptible GPU pool, and GKE's documented one for spot pools.
+PREEMPTIBLE_TAINT = Taint("preemptible", "true")
+SPOT_TAINT = Taint("cloud.google.com/gke-spot", "true")
+DEFAULT_TAINTS = {"preemptible": PREEMPTIBLE_TAINT, "spot": SPOT_TAINT}
+
+
+class PlacementError(GuardError):
+    """A placement setting that cannot work; the message names the value."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Scheduling for one task on GKE.
+
+    Attributes:
+        pool: ``preemptible`` (the seed's pool), ``spot`` or ``on-demand``.
+        gpu_type: GKE accelerator name (the ``cloud.google.com/gke-accelerator`` label).
+        gpu_count: GPUs per task; 0 runs on CPU and skips the accelerator selector.
+        memory_limit: Kubernetes quantity, e.g. ``48G``; empty sets none.
+        cpu_limit: Kubernetes quantity; empty sets none.
+        retries: KFP retries after a failure (a preemption is a failure to KFP).
+        backoff: First retry delay (``<seconds>s``); doubles by ``backoff_factor``.
+        backoff_factor: Exponential backoff factor.
+        backoff_max: Maximum delay between retries.
+        taint: The pool's taint to tolerate; ``None`` uses the pool's default.
+        node_pool: Pin to a named node pool (``cloud.google.com/gke-nodepool``).
+        require_pool: Select the pool's nodes (else only tolerate them: the task may
+            land on preemptible or regular nodes, as idempotent copies can).
+    """
+
+    pool: str = "preemptible"
+    gpu_type: str = "nvidia-tesla-t4"
+    gpu_count: int = 1
+    memory_limit: str = "48G"
+    cpu_limit: str = ""
+    retries: int = 5
+    backoff: str = "60s"
+    backoff_factor: float = 2.0
+    backoff_max: str = "3600s"
+    taint: Taint | None = field(default=None)
+    node_pool: str = ""
+    require_pool: bool = True
+
+    def __post_init__(self):
+        if self.pool not in POOLS:
+            raise PlacementError(f"pool={self.pool!r}: expected one of {', '.join(POOLS)}")
+        if self.gpu_count < 0:
+            raise PlacementError(f"gpu_count={self.gpu_count}: must be >= 0")
+        if self.gpu_count and not self.gpu_type:
+            raise PlacementError(f"gpu_count={self.gpu_count} needs a gpu_type")
+        if self.retries < 0:
+            raise PlacementError(f"retries={self.retries}: must be >= 0")
+        for name in ("memory_limit", "cpu_limit"):
+            value = getattr(self, name)
+            if value and not _QUANTITY.match(value):
+                raise PlacementError(f"{name}={value!r} is not a Kubernetes quantity like 48G")
+        for name in ("backoff", "backoff_max"):
+            value = getattr(self, name)
+            if not _DURATION.match(value):
+                raise PlacementError(f"{name}={value!r}: expected whole seconds like '60s'")
+        if self.backoff_factor < 1:
+            raise PlacementError(f"backoff_factor={self.backoff_factor}: must be >= 1")
+
+    @property
+    def effective_taint(self) -> Taint | None:
+        """The taint this task tolerates (none on the on-demand pool)."""
+        if self.pool == "on-demand":
+            return self.taint
+        return self.taint or DEFAULT_TAINTS[self.pool]
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        """The node labels the task requires."""
+        selector: dict[str, str] = {}
+        if self.require_pool and self.pool in POOL_NODE_LABELS:
+            key, value = POOL_NODE_LABELS[self.pool]
+            selector[key] = value
+        if self.gpu_count:
+            selector[GPU_NODE_LABEL] = self.gpu_type
+        if self.node_pool:
+            selector["cloud.google.com/gke-nodepool"] = self.node_pool
+        return selector
+
+    def with_(self, **changes) -> Placement:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+    def apply(self, task: dsl.PipelineTask) -> dsl.PipelineTask:
+        """Sets this placement on a task (GPU, selectors, toleration, limits, retries)."""
+        if self.gpu_count:
+            task.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(self.gpu_count)
+        for key, value in self.node_selector.items():
+            kubernetes.add_node_selector(task, label_key=key, label_value=value)
+        taint = self.effective_taint
+        if taint is not None:
+            kubernetes.add_toleration(
+                task, key=taint.key, operator="Equal", value=taint.value, effect=taint.effect
+            )
+        if self.memory_limit:
+            task.set_memory_limit(self.memory_limit)
+        if self.cpu_limit:
+            task.set_cpu_limit(self.cpu_limit)
+        if self.retries:
+            task.set_retry(
+                num_retries=self.retries,
+                backoff_duration=self.backoff,
+                backoff_factor=self.backoff_factor,
+                backoff_max_duration=self.backoff_max,
+            )
+        return task
+
+
+# The copy steps are idempotent, so they may be preempted too: CPU only, retried.
+COPY_PLACEMENT = Placement(gpu_count=0, memory_limit="4G", backoff="30s", require_pool=False)
+# The on-demand fall-back pool: the same GPUs, no toleration, fewer retries.
+ON_DEMAND_PLACEMENT = Placement(pool="on-demand", retries=2)
+# kfp.local: no GPUs (kfp.local only warns about resources), short whole-second backoff.
+LOCAL_PLACEMENT = Placement(
+    pool="preemptible", gpu_count=0, memory_limit="", retries=3, backoff="1s", backoff_max="10s"
+)
+
+
+def nodepool_command(
+    placement: Placement,
+    *,
+    cluster: str,
+    zone: str,
+    name: str = "",
+    machine_type: str = "n1-highmem-8",
+    min_nodes: int = 0,
+    max_nodes: int = 4,
+) -> list[str]:
+    """The ``gcloud container node-pools create`` command for a placement's pool.
+
+    Autoscaling from ``min_nodes=0`` means an idle pool costs nothing.
+
+    Raises:
+        PlacementError: on a missing cluster/zone or a bad node range.
+    """
+    if not cluster:
+        raise PlacementError("cluster is empty: pass CLUSTER=<your GKE cluster>")
+    if not zone:
+        raise PlacementError("zone is empty: pass ZONE=<the cluster's zone, e.g. us-central1-a>")
+    if not 0 <= min_nodes <= max_nodes or max_nodes < 1:
+        raise PlacementError(
+            f"min_nodes={min_nodes}, max_nodes={max_nodes}: need 0 <= min <= max and max >= 1"
+        )
+    gpu = f"-{placement.gpu_count}gpu" if placement.gpu_count else ""
+    name = name or f"{placement.pool}{gpu}-pool"
+    cmd = [
+        "gcloud", "container", "node-pools", "create", name,
+        f"--cluster={cluster}",
+        f"--zone={zone}",
+        "--enable-autoscaling", f"--min-nodes={min_nodes}", f"--max-nodes={max_nodes}",
+        f"--machine-type={machine_type}",
+    ]  # fmt: skip
+    if placement.pool != "on-demand":
+        cmd.append(f"--{placement.pool}")
+    taint = placement.effective_taint
+    if taint is not None:
+        cmd.append(f"--node-taints={taint}")
+    if placement.gpu_count:
+        cmd.append(
+            f"--accelerator=type={placement.gpu_type},count={placement.gpu_count},"
+            "gpu-driver-version=default"
+        )
+    cmd += ["--scopes=cloud-platform", "--verbosity=error"]
+    return cmd
+
+
+def format_command(cmd: list[str]) -> str:
+    """The command as one copy-pasteable shell line."""
+    return shlex.join(cmd)

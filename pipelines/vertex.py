@@ -1,0 +1,216 @@
+"""The Vertex AI pipeline: the same graph, with training as a SPOT custom job.
+
+``create_custom_training_job_from_component`` turns the train component into a
+Vertex ``CustomJob`` whose worker pools run MultiWorkerMirroredStrategy (chief in
+pool 0, ``replica_count - 1`` workers in pool 1). It is compiled without
+kfp-kubernetes: Vertex cannot load a template with a ``platforms`` document.
+"""
+
+import copy
+from dataclasses import dataclass
+
+from google_cloud_pipeline_components.v1.custom_job import (
+    create_custom_training_job_from_component,
+)
+from kfp import dsl
+from spottrain.components.train.component import train
+from spottrain.pipelines import guards
+from spottrain.pipelines.gke import Outputs, copy_inputs
+
+NAME = "spottrain-vertex"
+DESCRIPTION = (
+    "Copy data and an initial checkpoint, then train as a Vertex AI SPOT custom job "
+    "(MultiWorkerMirroredStrategy over replica_count machines) with checkpointed retries."
+)
+STRATEGIES = ("SPOT", "STANDARD", "FLEX_START")
+
+
+class VertexConfigError(guards.GuardError):
+    """A Vertex training setting that cannot work; the message names the value."""
+
+
+@dataclass(frozen=True)
+class VertexTraining:
+    """Compile-time settings of the Vertex custom training job.
+
+    Attributes:
+        machine_type: Machine of every replica (unless ``worker_machine_type``).
+        accelerator_type: Vertex accelerator enum, e.g. ``NVIDIA_TESLA_T4``; empty = CPU.
+        accelerator_count: GPUs per replica.
+        replica_count: Chief plus workers (MWMS over machines).
+        strategy: ``SPOT`` (preemptible, cheap), ``STANDARD`` or ``FLEX_START``.
+        timeout: Maximum job run time, e.g. ``86400s``: a hung job (the seeds'
+            MWMS deadlock) is cancelled instead of billed forever. Required.
+        enable_web_access: Interactive shell into the replicas (py-spy dump a hang).
+        restart_job_on_worker_restart: Restart all replicas when one restarts, so
+            MWMS never waits on a peer that came back with a fresh state.
+        retries: Pipeline retries of the job (a SPOT preemption fails it).
+        backoff: First retry delay.
+        worker_machine_type: Pool 1's machine if it differs from the chief's.
+        worker_accelerator_type: Pool 1's accelerator (must equal the chief's).
+        worker_accelerator_count: Pool 1's accelerator count (must equal the chief's).
+        boot_disk_size_gb: Boot disk per replica.
+    """
+
+    machine_type: str = "n1-standard-8"
+    accelerator_type: str = "NVIDIA_TESLA_T4"
+    accelerator_count: int = 1
+    replica_count: int = 1
+    strategy: str = "SPOT"
+    timeout: str = "86400s"
+    enable_web_access: bool = True
+    restart_job_on_worker_restart: bool = True
+    retries: int = 5
+    backoff: str = "60s"
+    worker_machine_type: str = ""
+    worker_accelerator_type: str = ""
+    worker_accelerator_count: int | None = None
+    boot_disk_size_gb: int = 100
+
+    def __post_init__(self):
+        guards.check_timeout(self.timeout)
+        if self.strategy not in STRATEGIES:
+            raise VertexConfigError(
+                f"strategy={self.strategy!r}: expected one of {', '.join(STRATEGIES)}"
+            )
+        if self.replica_count < 1:
+            raise VertexConfigError(f"replica_count={self.replica_count}: must be >= 1")
+        if self.accelerator_type and self.accelerator_count < 1:
+            raise VertexConfigError(
+                f"accelerator_count={self.accelerator_count} with accelerator_type="
+                f"{self.accelerator_type!r}: must be >= 1"
+            )
+        if self.retries < 0:
+            raise VertexConfigError(f"retries={self.retries}: must be >= 0")
+
+    @property
+    def gpus(self) -> int:
+        """GPUs per replica."""
+        return self.accelerator_count if self.accelerator_type else 0
+
+    def custom_job_op(self):
+        """The train component wrapped as a Vertex custom job with these settings."""
+        kwargs = dict(
+            display_name="spottrain-train",
+            replica_count=self.replica_count,
+            machine_type=self.machine_type,
+            timeout=self.timeout,
+            strategy=self.strategy,
+            enable_web_access=self.enable_web_access,
+            restart_job_on_worker_restart=self.restart_job_on_worker_restart,
+            boot_disk_size_gb=self.boot_disk_size_gb,
+        )
+        if self.accelerator_type:
+            kwargs.update(
+                accelerator_type=self.accelerator_type, accelerator_count=self.accelerator_count
+            )
+        return create_custom_training_job_from_component(train, **kwargs)
+
+    def worker_pool_specs(self, op) -> list[dict] | None:
+        """Pool specs with the worker overrides applied; ``None`` when there are none.
+
+        The GCPC helper gives every replica the chief's machine; overriding pool 1
+        is the raw path where unequal accelerators can slip in, so the result goes
+        through :func:`guards.check_worker_pools`.
+        """
+        if not (
+            self.worker_machine_type
+            or self.worker_accelerator_type
+            or self.worker_accelerator_count is not None
+        ):
+            return None
+        specs = copy.deepcopy(op.component_spec.inputs["worker_pool_specs"].default)
+        if len(specs) < 2:
+            raise VertexConfigError(
+                f"worker_* overrides need workers: replica_count={self.replica_count}"
+            )
+        machine = specs[1]["machine_spec"]
+        if self.worker_machine_type:
+            machine["machine_type"] = self.worker_machine_type
+        if self.worker_accelerator_type:
+            machine["accelerator_type"] = self.worker_accelerator_type
+        if self.worker_accelerator_count is not None:
+            machine["accelerator_count"] = self.worker_accelerator_count
+        return specs
+
+
+def build(vertex: VertexTraining | None = None, name: str = NAME):
+    """Builds the Vertex pipeline for compile-time job settings.
+
+    Raises:
+        guards.GuardError: unequal accelerators between the worker pools.
+    """
+    vertex = vertex or VertexTraining()
+    op = vertex.custom_job_op()
+    specs = vertex.worker_pool_specs(op)
+    guards.check_worker_pools(specs or op.component_spec.inputs["worker_pool_specs"].default)
+    extra = {"worker_pool_specs": specs} if specs is not None else {}
+
+    @dsl.pipeline(name=name, description=DESCRIPTION)
+    def vertex_pipeline(
+        data_src: str,
+        checkpoint_dir: str,
+        data_dst: str = "",
+        initial_checkpoint: str = "",
+        backbone: str = "resnet50",
+        weights: str = "imagenet",
+        image_size: int = 224,
+        batch_size_per_replica: int = 32,
+        train_steps: int = 1000,
+        learning_rate: float = 0.001,
+        save_every_steps: int = 100,
+        mixed_precision: bool = False,
+        service_account: str = "",
+        tensorboard: str = "",
+        base_output_directory: str = "",
+    ) -> Outputs:
+        """Copies inputs, then trains as a Vertex SPOT custom job with checkpointed retries.
+
+        Args:
+            data_src: Image folder (<root>/<label>/*.png|jpg) on gs://.
+            checkpoint_dir: Persistent folder (gs:// or /gcs/) every retry resumes from.
+            data_dst: Copy the data here (gs://) instead of into a KFP artifact.
+            initial_checkpoint: Checkpoint folder to start from; empty starts fresh.
+            backbone: resnet50, mobilenet_v2 or small_cnn.
+            weights: imagenet or none.
+            image_size: Square input size in pixels.
+            batch_size_per_replica: Batch size per GPU.
+            train_steps: Total optimizer steps across all attempts.
+            learning_rate: Peak learning rate.
+            save_every_steps: Checkpoint interval in steps.
+            mixed_precision: Use mixed float16.
+            service_account: Service account the job runs as (least privilege); empty = default.
+            tensorboard: Vertex TensorBoard resource name to upload logs to; empty = none.
+            base_output_directory: gs:// folder for AIP_MODEL_DIR etc.; empty = the pipeline root.
+        """
+        data, seed = copy_inputs(
+            data_src=data_src,
+            data_dst=data_dst,
+            initial_checkpoint=initial_checkpoint,
+            checkpoint_dir=checkpoint_dir,
+            apply=lambda task: task.set_retry(num_retries=3, backoff_duration="30s"),
+        )
+        job = op(
+            data=data.outputs["copied"],
+            checkpoint_dir=checkpoint_dir,
+            backbone=backbone,
+            weights=weights,
+            image_size=image_size,
+            batch_size_per_replica=batch_size_per_replica,
+            train_steps=train_steps,
+            learning_rate=learning_rate,
+            save_every_steps=save_every_steps,
+            mixed_precision=mixed_precision,
+            expect_gpus=vertex.gpus,
+            service_account=service_account,
+            tensorboard=tensorboard,
+            base_output_directory=base_output_directory,
+            **extra,
+        ).after(seed)
+        job.set_display_name(f"train (Vertex {vertex.strategy})").set_caching_options(False)
+        if vertex.retries:
+            job.set_retry(num_retries=vertex.retries, backoff_duration=vertex.backoff)
+        # Issue 5 adds the profile step here, consuming job.outputs["model"].
+        return Outputs(model=job.outputs["model"], metrics=job.outputs["metrics"])
+
+    return vertex_pipeline

@@ -1,0 +1,264 @@
+"""The ``train`` component's body: runs the trainer and fills the KFP outputs.
+
+The trainer runs in this process (``trainer.task.main``) so that a SIGTERM sent
+to the pod on preemption reaches its handler directly; with several local
+workers or an injected preemption it goes through ``trainer.launch.main``, which
+starts and supervises the worker processes. A non-zero trainer exit code becomes
+this process's exit code, which is what makes KFP's retry policy resume the run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# Mirrors the exit codes of ``trainer.preemption`` (the trainer's contract).
+# Codes >= 128 are retryable: another attempt resumes from the checkpoint.
+EXIT_CODES = {
+    0: "success",
+    64: "fatal configuration error (bad input or incompatible checkpoint; retrying is pointless)",
+    65: "fatal: the loss became NaN",
+    143: "preempted (SIGTERM) after a clean save: retryable",
+    170: "a peer worker was lost: retryable",
+    171: "hung (watchdog): retryable",
+}
+RETRYABLE_MIN = 128
+FATAL_CONFIG = 64
+
+SUMMARY_FILE = "training_summary.json"
+# Metadata key a ``gcs_copy`` output uses when the files live elsewhere (its ``dst``).
+LOCATION_KEY = "location"
+
+
+class TrainFailed(SystemExit):
+    """The trainer exited non-zero; the exit code becomes the task's exit code."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(code)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def describe_exit(code: int) -> str:
+    """Returns a one-line meaning of a trainer exit code."""
+    if code in EXIT_CODES:
+        return EXIT_CODES[code]
+    if code < 0:
+        return f"killed by signal {-code}: retryable"
+    return "retryable" if code >= RETRYABLE_MIN else "failed"
+
+
+def data_location(path: str, metadata: Mapping[str, Any] | None) -> str:
+    """Where the training images are for a ``Dataset`` input.
+
+    A ``gcs_copy`` output either holds the files itself (its ``path``) or points at
+    the ``dst`` it copied to (``metadata["location"]``), e.g. a ``gs://`` folder the
+    trainer streams from without KFP downloading it first.
+    """
+    location = (metadata or {}).get(LOCATION_KEY)
+    return str(location) if location else path
+
+
+def trainer_flags(
+    *,
+    data_dir: str,
+    checkpoint_dir: str,
+    model_dir: str,
+    backbone: str,
+    weights: str,
+    image_size: int,
+    batch_size_per_replica: int,
+    train_steps: int,
+    learning_rate: float,
+    save_every_steps: int,
+    mixed_precision: bool = False,
+    tensorboard_dir: str = "",
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """Builds the ``python -m trainer.task`` flags for one training run."""
+    flags = [
+        "--image-dir", data_dir,
+        "--checkpoint-dir", checkpoint_dir,
+        "--model-dir", model_dir,
+        "--backbone", backbone,
+        "--weights", weights,
+        "--image-size", str(image_size),
+        "--batch-size-per-replica", str(batch_size_per_replica),
+        "--train-steps", str(train_steps),
+        "--learning-rate", repr(float(learning_rate)),
+        "--save-every-steps", str(save_every_steps),
+    ]  # fmt: skip
+    if mixed_precision:
+        flags.append("--mixed-precision")
+    if tensorboard_dir:
+        flags += ["--tensorboard-dir", tensorboard_dir]
+    return flags + [str(a) for a in extra_args]
+
+
+def launcher_argv(
+    flags: Sequence[str], *, local_workers: int, preempt_at_step: int, signal: str = "TERM"
+) -> list[str] | None:
+    """The ``trainer.launch`` argv, or ``None`` when the trainer runs in-process alone."""
+    if local_workers < 1:
+        raise ValueError(f"local_workers must be >= 1, got {local_workers}")
+    if preempt_at_step < 0:
+        raise ValueError(f"preempt_at_step must be >= 0, got {preempt_at_step}")
+    if local_workers == 1 and not preempt_at_step:
+        return None
+    argv = ["--workers", str(local_workers)]
+    if preempt_at_step:
+        argv += ["--preempt-at-step", str(preempt_at_step), "--signal", signal]
+    return [*argv, "--", *flags]
+
+
+def is_chief(tf_config: str | None = None) -> bool:
+    """Whether this replica writes the outputs (MWMS: the chief, else worker 0)."""
+    raw = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
+    if not raw:
+        return True
+    config = json.loads(raw)
+    task = config.get("task") or {}
+    kind, index = task.get("type", "chief"), int(task.get("index", 0))
+    if kind == "chief":
+        return True
+    return kind == "worker" and index == 0 and "chief" not in (config.get("cluster") or {})
+
+
+def check_gpus(expected: int) -> None:
+    """Fails fast when the task was placed for GPUs but TensorFlow cannot use them.
+
+    A CPU-only image or TF build on a GPU node trains anyway, just tens of times
+    slower and at GPU prices; refusing is cheaper (the seeds' tip 1).
+
+    Raises:
+        TrainFailed: with the non-retryable config exit code.
+    """
+    if expected <= 0:
+        return
+    import tensorflow as tf
+
+    if not tf.test.is_built_with_cuda():
+        raise TrainFailed(
+            FATAL_CONFIG,
+            f"expect_gpus={expected} but TensorFlow {tf.__version__} in this image is a "
+            "CPU-only build: use a CUDA image (make image) or set expect_gpus=0",
+        )
+    found = len(tf.config.list_physical_devices("GPU"))
+    if found < expected:
+        raise TrainFailed(
+            FATAL_CONFIG,
+            f"expect_gpus={expected} but TensorFlow sees {found} GPU(s) on this node: "
+            "check the node pool's accelerator and the NVIDIA driver installation",
+        )
+
+
+def run_trainer(flags: Sequence[str], *, local_workers: int = 1, preempt_at_step: int = 0) -> int:
+    """Runs one training attempt and returns the trainer's exit code."""
+    launch = launcher_argv(flags, local_workers=local_workers, preempt_at_step=preempt_at_step)
+    if launch is None:
+        from trainer import task
+
+        log.info("python -m trainer.task %s", " ".join(flags))
+        return int(task.main(list(flags)))
+    from trainer import launch as launcher
+
+    log.info("python -m trainer.launch %s", " ".join(launch))
+    return int(launcher.main(launch))
+
+
+def read_summary(model_dir: str) -> dict[str, Any]:
+    """Reads the chief's ``training_summary.json`` from the model directory."""
+    path = Path(model_dir) / SUMMARY_FILE
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise TrainFailed(
+            FATAL_CONFIG, f"the trainer exited 0 but wrote no {path}: is it the chief?"
+        ) from None
+
+
+def completion_status(model_dir: str | None) -> str:
+    """``"completed"`` if ``model_dir`` holds a training summary, else ``"incomplete"``."""
+    if model_dir and (Path(model_dir) / SUMMARY_FILE).is_file():
+        return "completed"
+    return "incomplete"
+
+
+def numeric_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """The scalar numbers of a training summary, as KFP ``Metrics`` accepts them."""
+    return {
+        k: float(v)
+        for k, v in summary.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+
+
+def train(
+    *,
+    data_dir: str,
+    checkpoint_dir: str,
+    model_dir: str,
+    local_workers: int = 1,
+    preempt_at_step: int = 0,
+    expect_gpus: int = 0,
+    **hyperparameters: Any,
+) -> dict[str, Any] | None:
+    """Runs the trainer; returns its summary (``None`` on a non-chief replica).
+
+    Raises:
+        TrainFailed: when the trainer exits non-zero, carrying its exit code.
+    """
+    if not checkpoint_dir:
+        raise TrainFailed(FATAL_CONFIG, "checkpoint_dir is empty: retries need somewhere to resume")
+    check_gpus(expect_gpus)
+    flags = trainer_flags(
+        data_dir=data_dir, checkpoint_dir=checkpoint_dir, model_dir=model_dir, **hyperparameters
+    )
+    code = run_trainer(flags, local_workers=local_workers, preempt_at_step=preempt_at_step)
+    if code != 0:
+        raise TrainFailed(code, f"trainer exited {code}: {describe_exit(code)}")
+    if not is_chief():
+        log.info("not the chief: outputs are the chief's to write")
+        return None
+    return read_summary(model_dir)
+
+
+def run_component(*, data, model, metrics, **kwargs: Any) -> None:
+    """The ``train`` component body: trains and records the KFP outputs.
+
+    Args:
+        data: The ``Input[Dataset]`` with the image folder.
+        model: The ``Output[Model]``; its path is the trainer's ``--model-dir``.
+        metrics: The ``Output[Metrics]`` filled from ``training_summary.json``.
+        **kwargs: The remaining component inputs, passed to :func:`train`.
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    os.makedirs(model.path, exist_ok=True)
+    try:
+        summary = train(
+            data_dir=data_location(data.path, data.metadata), model_dir=model.path, **kwargs
+        )
+    except TrainFailed as err:
+        # SystemExit with an int code exits silently: say why before KFP sees the code.
+        log.error("%s", err.message)
+        raise
+    if summary is None:
+        return
+    for name, value in numeric_metrics(summary).items():
+        metrics.log_metric(name, value)
+    model.metadata.update(
+        framework="tensorflow",
+        backbone=kwargs.get("backbone", ""),
+        image_size=kwargs.get("image_size", 0),
+        checkpoint_dir=kwargs["checkpoint_dir"],
+        **numeric_metrics(summary),
+    )
+    log.info("training summary: %s", json.dumps(summary, sort_keys=True))
