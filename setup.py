@@ -64,6 +64,8 @@ setup(
     install_requires=[
         f"tensorflow{TF_RANGE}",
         "tensorflow-datasets>=4.9,<5",
+        # TF 2.21 no longer pulls TensorBoard in; tf.summary needs it.
+        "tensorboard>=2.20,<3",
         "kfp>=2.17,<3",
         "kfp-kubernetes>=2.17,<3",
         "google-cloud-pipeline-components>=2.22,<3",

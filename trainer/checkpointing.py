@@ -1,0 +1,211 @@
+"""Checkpoint layout and life cycle; the only module that knows the directories.
+
+Layout of ``--checkpoint-dir`` (written by the chief only)::
+
+    ckpt-<step>.index / .data-*   tf.train.Checkpoint files, numbered by global step
+    checkpoint                     CheckpointManager's state file
+    run_config.json                the config that created the checkpoints
+    FATAL.json                     present after a fatal error (see record_fatal)
+    quarantine/                    unreadable checkpoints moved aside, never deleted
+
+Why workers write elsewhere: under MultiWorkerMirroredStrategy saving runs
+collective ops, so *every* worker must call save at the same step. If they all
+wrote to the same directory they would race on the same files; so the chief
+writes the real directory and each other worker writes a private temporary
+directory that is deleted right after each save.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import tempfile
+import time
+
+from trainer.config import TrainConfig
+from trainer.distribution import Cluster
+from trainer.preemption import ConfigError
+
+log = logging.getLogger(__name__)
+
+RUN_CONFIG = "run_config.json"
+FATAL_MARKER = "FATAL.json"
+_CKPT_RE = re.compile(r"ckpt-(\d+)\.index$")
+
+
+def _gfile():
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def _join(directory: str, name: str) -> str:
+    return f"{directory.rstrip('/')}/{name}"
+
+
+def _read_json(path: str) -> dict | None:
+    gfile = _gfile()
+    if not gfile.exists(path):
+        return None
+    try:
+        with gfile.GFile(path) as f:
+            return json.load(f)
+    except (ValueError, OSError) as e:
+        log.warning("ignoring unreadable %s (%s)", path, e)
+        return None
+
+
+def _write_json(path: str, data: dict) -> None:
+    gfile = _gfile()
+    gfile.makedirs(path.rsplit("/", 1)[0])
+    tmp = f"{path}.tmp"
+    with gfile.GFile(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    gfile.rename(tmp, path, overwrite=True)
+
+
+def check_fatal_marker(cfg: TrainConfig) -> None:
+    """Exits fast when a previous attempt of this exact config failed fatally.
+
+    KFP retries every failure; without this a bad config would spend each retry
+    re-reading data and building a model only to fail the same way again.
+    """
+    marker = _read_json(_join(cfg.checkpoint_dir, FATAL_MARKER))
+    if marker and marker.get("fingerprint") == cfg.fingerprint():
+        raise ConfigError(
+            f"a previous attempt of this config failed fatally: {marker.get('error')} "
+            f"(fix the config, or delete {_join(cfg.checkpoint_dir, FATAL_MARKER)})"
+        )
+
+
+def record_fatal(cfg: TrainConfig, cluster: Cluster, error: str, code: int) -> None:
+    """Writes FATAL.json (chief only) so retries of the same config stop at once."""
+    if not cluster.is_chief or not cfg.checkpoint_dir:
+        return
+    try:
+        _write_json(
+            _join(cfg.checkpoint_dir, FATAL_MARKER),
+            {
+                "fingerprint": cfg.fingerprint(),
+                "error": error,
+                "exit_code": code,
+                "time": time.time(),
+            },
+        )
+    except Exception as e:  # noqa: BLE001 - best effort; the error itself matters more
+        log.warning("could not record the fatal error in %s: %s", cfg.checkpoint_dir, e)
+
+
+def check_run_config(cfg: TrainConfig, cluster: Cluster) -> None:
+    """Refuses to resume checkpoints written by an incompatible config; records ours.
+
+    Raises:
+        ConfigError: naming each field that differs from the stored run.
+    """
+    path = _join(cfg.checkpoint_dir, RUN_CONFIG)
+    stored = _read_json(path)
+    if stored is not None:
+        old = stored.get("compatibility", {})
+        new = cfg.compatibility()
+        diffs = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in new if old.get(k) != new[k]]
+        if diffs:
+            raise ConfigError(
+                f"--checkpoint-dir {cfg.checkpoint_dir!r} holds a different run "
+                f"({'; '.join(diffs)}); use a new checkpoint dir or the original settings"
+            )
+        changed = [k for k, v in cfg.to_dict().items() if stored.get("config", {}).get(k, v) != v]
+        if changed:
+            log.warning("resuming with changed settings: %s", ", ".join(sorted(changed)))
+    if cluster.is_chief:
+        _write_json(path, {"compatibility": cfg.compatibility(), "config": cfg.to_dict()})
+
+
+def list_checkpoints(directory: str) -> list[tuple[int, str]]:
+    """(step, prefix) of every checkpoint in ``directory``, newest first.
+
+    Reads the files themselves rather than only the ``checkpoint`` state file,
+    which can be stale or truncated by a kill during a save.
+    """
+    gfile = _gfile()
+    if not gfile.isdir(directory):
+        return []
+    found = {}
+    for name in gfile.listdir(directory):
+        m = _CKPT_RE.match(name)
+        if m:
+            found[int(m.group(1))] = _join(directory, name[: -len(".index")])
+    return sorted(found.items(), reverse=True)
+
+
+class CheckpointStore:
+    """Saves and restores one tf.train.Checkpoint with the chief/worker split."""
+
+    def __init__(self, cfg: TrainConfig, cluster: Cluster, checkpoint):
+        import tensorflow as tf
+
+        self.cfg = cfg
+        self.cluster = cluster
+        self.checkpoint = checkpoint
+        self.real_dir = cfg.checkpoint_dir.rstrip("/")
+        if cluster.is_chief:
+            self.write_dir = self.real_dir
+        else:
+            self.write_dir = tempfile.mkdtemp(prefix=f"spottrain-{cluster.name}-")
+        self.manager = tf.train.CheckpointManager(
+            checkpoint, self.write_dir, max_to_keep=cfg.keep_checkpoints, checkpoint_name="ckpt"
+        )
+        self.last_save_seconds = 0.0
+
+    def restore_latest(self) -> int:
+        """Restores the newest readable checkpoint; returns its step (0: fresh start).
+
+        An unreadable checkpoint (truncated by a kill, corrupted upload) is
+        skipped with a warning and, by the chief, moved to ``quarantine/`` so
+        that later attempts do not trip on it again.
+        """
+        import tensorflow as tf
+
+        for step, prefix in list_checkpoints(self.real_dir):
+            try:
+                self.checkpoint.restore(prefix).assert_existing_objects_matched()
+            except (tf.errors.OpError, AssertionError, ValueError) as e:
+                reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e)
+                log.warning(
+                    "checkpoint %s is unreadable (%s); falling back to the previous one",
+                    prefix,
+                    reason,
+                )
+                self._quarantine(prefix)
+                continue
+            log.info("restored %s (step %d)", prefix, step)
+            return step
+        return 0
+
+    def _quarantine(self, prefix: str) -> None:
+        if not self.cluster.is_chief:
+            return
+        gfile = _gfile()
+        qdir = _join(self.real_dir, "quarantine")
+        try:
+            gfile.makedirs(qdir)
+            for path in gfile.glob(f"{prefix}.*"):
+                gfile.rename(path, _join(qdir, path.rsplit("/", 1)[-1]), overwrite=True)
+        except Exception as e:  # noqa: BLE001 - quarantine is an optimisation
+            log.warning("could not move %s aside: %s", prefix, e)
+
+    def save(self, step: int) -> str:
+        """Saves at ``step`` on every worker (a collective); returns the chief's path."""
+        start = time.perf_counter()
+        path = self.manager.save(checkpoint_number=step)
+        if not self.cluster.is_chief:
+            # The copy is only a by-product of taking part in the collective save.
+            _gfile().rmtree(self.write_dir)
+            _gfile().makedirs(self.write_dir)
+        self.last_save_seconds = time.perf_counter() - start
+        return _join(self.real_dir, path.rsplit("/", 1)[-1])
+
+    def close(self) -> None:
+        """Removes a worker's temporary directory."""
+        if not self.cluster.is_chief and _gfile().exists(self.write_dir):
+            _gfile().rmtree(self.write_dir)

@@ -1,0 +1,316 @@
+"""Training configuration: flags, defaults and fast validation.
+
+Everything here is cheap: ``validate`` runs before TensorFlow builds a
+strategy, so a bad config fails in seconds with a fatal exit code instead of
+burning GPU time on retries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+
+from trainer.preemption import ConfigError
+
+BACKBONES = ("resnet50", "mobilenet_v2", "small_cnn")
+WEIGHTS = ("imagenet", "none")
+OPTIMIZERS = ("adam", "sgd")
+# Keras applications refuse smaller inputs for these backbones.
+MIN_IMAGE_SIZE = {"resnet50": 32, "mobilenet_v2": 32, "small_cnn": 8}
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
+
+# A resumed run must build exactly the same variables as the run that wrote
+# the checkpoint; these fields decide that. Others (learning rate, steps,
+# batch size) may change between attempts, with a warning.
+COMPATIBILITY_KEYS = (
+    "backbone",
+    "image_size",
+    "fine_tune",
+    "optimizer",
+    "mixed_precision",
+)
+
+
+@dataclass
+class TrainConfig:
+    """All settings of one training run (see ``build_parser`` for the meaning)."""
+
+    image_dir: str = ""
+    dataset: str = "cassava"
+    data_dir: str = ""
+    train_split: str = "train"
+    val_split: str = "validation"
+    val_fraction: float = 0.1
+    backbone: str = "resnet50"
+    weights: str = "imagenet"
+    fine_tune: bool = False
+    image_size: int = 224
+    batch_size_per_replica: int = 32
+    global_batch_size: int = 0
+    train_steps: int = 0
+    epochs: float = 0.0
+    optimizer: str = "adam"
+    learning_rate: float = 1e-3
+    warmup_steps: int = 0
+    clip_norm: float = 0.0
+    mixed_precision: bool = False
+    save_every_steps: int = 100
+    save_every_seconds: float = 0.0
+    keep_checkpoints: int = 3
+    log_every_steps: int = 10
+    checkpoint_dir: str = ""
+    model_dir: str = ""
+    tensorboard_dir: str = ""
+    collective_timeout: float = 60.0
+    cache_max_mb: int = 1024
+    seed: int = 0
+    threads: int = 0
+    class_names: list[str] = field(default_factory=list)  # filled from the data
+
+    def to_dict(self) -> dict:
+        """A JSON-friendly copy."""
+        return dataclasses.asdict(self)
+
+    def fingerprint(self) -> str:
+        """A stable hash of the whole config, to recognise a retry of the same run."""
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def compatibility(self) -> dict:
+        """The fields a checkpoint depends on."""
+        d = self.to_dict()
+        out = {k: d[k] for k in COMPATIBILITY_KEYS}
+        if self.class_names:
+            out["class_names"] = list(self.class_names)
+        return out
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises ConfigError (fatal exit code) instead of exiting 2."""
+
+    def error(self, message):
+        raise ConfigError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The trainer's command line; every flag maps to a TrainConfig field."""
+    d = TrainConfig()
+    p = _Parser(
+        prog="python -m trainer.task",
+        description="Fault-tolerant image-classification training (MWMS, resumable).",
+    )
+    data = p.add_argument_group("data")
+    data.add_argument(
+        "--image-dir",
+        default=d.image_dir,
+        help="Image folder <root>/<label>/*.png|jpg, local or gs://; overrides --dataset.",
+    )
+    data.add_argument("--dataset", default=d.dataset, help="tfds dataset name (default cassava).")
+    data.add_argument(
+        "--data-dir", default=d.data_dir, help="tfds data_dir holding the prepared dataset."
+    )
+    data.add_argument("--train-split", default=d.train_split)
+    data.add_argument(
+        "--val-split",
+        default=d.val_split,
+        help="tfds validation split; empty: hold out --val-fraction of train.",
+    )
+    data.add_argument(
+        "--val-fraction",
+        type=float,
+        default=d.val_fraction,
+        help="Share of an image folder held out for validation.",
+    )
+    data.add_argument(
+        "--cache-max-mb",
+        type=int,
+        default=d.cache_max_mb,
+        help="Decode the training set once into memory when it fits in this.",
+    )
+    model = p.add_argument_group("model")
+    model.add_argument("--backbone", default=d.backbone, help=f"One of {', '.join(BACKBONES)}.")
+    model.add_argument(
+        "--weights", default=d.weights, help="imagenet (download pretrained) or none (random init)."
+    )
+    model.add_argument("--fine-tune", action="store_true", help="Also train the backbone.")
+    model.add_argument("--image-size", type=int, default=d.image_size)
+    model.add_argument(
+        "--mixed-precision",
+        action="store_true",
+        help="mixed_float16 compute (GPU Tensor Cores) with loss scaling.",
+    )
+    opt = p.add_argument_group("optimisation")
+    opt.add_argument("--batch-size-per-replica", type=int, default=d.batch_size_per_replica)
+    opt.add_argument(
+        "--global-batch-size",
+        type=int,
+        default=d.global_batch_size,
+        help="Alternative to --batch-size-per-replica; must divide by replicas.",
+    )
+    opt.add_argument(
+        "--train-steps",
+        type=int,
+        default=d.train_steps,
+        help="Total optimizer steps of the whole run (across restarts).",
+    )
+    opt.add_argument(
+        "--epochs",
+        type=float,
+        default=d.epochs,
+        help="Alternative to --train-steps, converted with the dataset size.",
+    )
+    opt.add_argument("--optimizer", default=d.optimizer, help=f"One of {', '.join(OPTIMIZERS)}.")
+    opt.add_argument("--learning-rate", type=float, default=d.learning_rate)
+    opt.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=d.warmup_steps,
+        help="Linear learning-rate warmup (helps against early NaN losses).",
+    )
+    opt.add_argument(
+        "--clip-norm",
+        type=float,
+        default=d.clip_norm,
+        help="Clip gradients to this global norm (0: off).",
+    )
+    opt.add_argument("--seed", type=int, default=d.seed)
+    ft = p.add_argument_group("fault tolerance and outputs")
+    ft.add_argument("--save-every-steps", type=int, default=d.save_every_steps)
+    ft.add_argument(
+        "--save-every-seconds",
+        type=float,
+        default=d.save_every_seconds,
+        help="Also save when this much time passed since the last save (0: off).",
+    )
+    ft.add_argument("--keep-checkpoints", type=int, default=d.keep_checkpoints)
+    ft.add_argument("--log-every-steps", type=int, default=d.log_every_steps)
+    ft.add_argument(
+        "--checkpoint-dir",
+        default=None,
+        help="Persistent dir (gs:// or /gcs/ in production); default $AIP_CHECKPOINT_DIR.",
+    )
+    ft.add_argument("--model-dir", default=None, help="Final model; default $AIP_MODEL_DIR.")
+    ft.add_argument(
+        "--tensorboard-dir",
+        default=None,
+        help="TensorBoard logs; default $AIP_TENSORBOARD_LOG_DIR.",
+    )
+    ft.add_argument(
+        "--collective-timeout",
+        type=float,
+        default=d.collective_timeout,
+        help="Seconds a collective may wait for a peer before the worker gives up.",
+    )
+    ft.add_argument(
+        "--threads",
+        type=int,
+        default=d.threads,
+        help="TF intra/inter-op threads per process (0: TF default).",
+    )
+    return p
+
+
+def parse_args(argv: list[str], env_dirs: dict[str, str]) -> TrainConfig:
+    """Parses flags into a TrainConfig; output dirs fall back to ``env_dirs``.
+
+    Raises:
+        ConfigError: unknown flag or a value of the wrong type.
+    """
+    ns = build_parser().parse_args(argv)
+    values = vars(ns)
+    for key in ("checkpoint_dir", "model_dir", "tensorboard_dir"):
+        if values[key] is None:
+            values[key] = env_dirs.get(key, "")
+    return TrainConfig(**values)
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Checks every value that does not need data or TensorFlow; raises ConfigError."""
+    _require(
+        cfg.backbone in BACKBONES,
+        f"--backbone {cfg.backbone!r} is unknown; choose one of {', '.join(BACKBONES)}",
+    )
+    _require(
+        cfg.weights in WEIGHTS, f"--weights {cfg.weights!r} is unknown; choose imagenet or none"
+    )
+    _require(
+        not (cfg.weights == "imagenet" and cfg.backbone == "small_cnn"),
+        "--weights imagenet is not available for --backbone small_cnn; use --weights none",
+    )
+    _require(
+        cfg.optimizer in OPTIMIZERS,
+        f"--optimizer {cfg.optimizer!r} is unknown; choose one of {', '.join(OPTIMIZERS)}",
+    )
+    min_size = MIN_IMAGE_SIZE[cfg.backbone]
+    _require(
+        min_size <= cfg.image_size <= 1024,
+        f"--image-size {cfg.image_size} is out of range for {cfg.backbone} ({min_size}..1024)",
+    )
+    _require(
+        cfg.batch_size_per_replica > 0,
+        f"--batch-size-per-replica {cfg.batch_size_per_replica} must be positive",
+    )
+    _require(
+        cfg.global_batch_size >= 0, f"--global-batch-size {cfg.global_batch_size} must be positive"
+    )
+    _require(
+        (cfg.train_steps > 0) != (cfg.epochs > 0),
+        f"give exactly one of --train-steps ({cfg.train_steps}) or --epochs ({cfg.epochs}), "
+        "positive",
+    )
+    _require(cfg.train_steps >= 0, f"--train-steps {cfg.train_steps} must be positive")
+    _require(
+        math.isfinite(cfg.learning_rate) and 0 < cfg.learning_rate < 10,
+        f"--learning-rate {cfg.learning_rate} must be in (0, 10)",
+    )
+    _require(cfg.warmup_steps >= 0, f"--warmup-steps {cfg.warmup_steps} must be >= 0")
+    _require(
+        math.isfinite(cfg.clip_norm) and cfg.clip_norm >= 0,
+        f"--clip-norm {cfg.clip_norm} must be >= 0",
+    )
+    _require(
+        cfg.save_every_steps > 0, f"--save-every-steps {cfg.save_every_steps} must be positive"
+    )
+    _require(
+        cfg.save_every_seconds >= 0, f"--save-every-seconds {cfg.save_every_seconds} must be >= 0"
+    )
+    _require(
+        cfg.keep_checkpoints >= 2,
+        f"--keep-checkpoints {cfg.keep_checkpoints} must be >= 2 "
+        "(a corrupt latest checkpoint needs a previous one to fall back to)",
+    )
+    _require(cfg.log_every_steps > 0, f"--log-every-steps {cfg.log_every_steps} must be positive")
+    _require(0 <= cfg.val_fraction < 1, f"--val-fraction {cfg.val_fraction} must be in [0, 1)")
+    _require(
+        cfg.collective_timeout > 0,
+        f"--collective-timeout {cfg.collective_timeout} must be positive",
+    )
+    _require(cfg.threads >= 0, f"--threads {cfg.threads} must be >= 0")
+    _require(
+        bool(cfg.checkpoint_dir),
+        "no checkpoint dir: pass --checkpoint-dir or set AIP_CHECKPOINT_DIR",
+    )
+    _require(bool(cfg.model_dir), "no model dir: pass --model-dir or set AIP_MODEL_DIR")
+    if not cfg.image_dir:
+        _require(bool(cfg.dataset), "give --image-dir or --dataset")
+
+
+def global_batch(cfg: TrainConfig, num_replicas: int) -> int:
+    """Global batch = per-replica batch x replicas, or the checked --global-batch-size."""
+    if cfg.global_batch_size:
+        _require(
+            cfg.global_batch_size % num_replicas == 0,
+            f"--global-batch-size {cfg.global_batch_size} is not divisible by the "
+            f"{num_replicas} replicas in sync",
+        )
+        return cfg.global_batch_size
+    return cfg.batch_size_per_replica * num_replicas

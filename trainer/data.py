@@ -1,0 +1,255 @@
+"""Input data: image folders (local or gs://) and tfds datasets.
+
+Resumption needs no iterator state: the examples of global step ``s`` are a
+pure function of ``(seed, s)``. Each epoch is a stateless permutation of the
+training set, and a run starting at step ``s`` begins its stream at flat
+position ``s * global_batch``. An interrupted-and-resumed run therefore sees
+exactly the batches an uninterrupted run sees.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import zlib
+from dataclasses import dataclass
+
+from trainer.config import IMAGE_EXTENSIONS, TrainConfig
+from trainer.preemption import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Split:
+    """Examples of one split: file paths or encoded image bytes, and int labels."""
+
+    items: list  # str paths or bytes
+    labels: list[int]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class DataIndex:
+    """What the trainer knows about its data before TensorFlow starts."""
+
+    source: str  # "image_dir" or "tfds"
+    class_names: list[str]
+    train: Split | None = None
+    val: Split | None = None
+    tfds_builder: object | None = None
+
+
+def _gfile():
+    import tensorflow as tf  # gfile reads gs:// in production, local paths in tests
+
+    return tf.io.gfile
+
+
+def _held_out(relative_path: str, fraction: float, seed: int) -> bool:
+    """Stable per-file split: the same file lands in the same split on every worker and run."""
+    h = zlib.crc32(f"{seed}:{relative_path}".encode()) / 2**32
+    return h < fraction
+
+
+def index_image_dir(cfg: TrainConfig) -> DataIndex:
+    """Lists ``<root>/<label>/*`` images; raises ConfigError naming what is wrong."""
+    gfile = _gfile()
+    root = cfg.image_dir.rstrip("/")
+    if not gfile.isdir(root):
+        raise ConfigError(f"--image-dir {cfg.image_dir!r} does not exist or is not a directory")
+    class_names = sorted(
+        name.rstrip("/") for name in gfile.listdir(root) if gfile.isdir(f"{root}/{name}")
+    )
+    if len(class_names) < 2:
+        raise ConfigError(
+            f"--image-dir {cfg.image_dir!r} has {len(class_names)} class folder(s); "
+            "expected <root>/<label>/*.png|jpg with at least 2 labels"
+        )
+    train, val = Split([], []), Split([], [])
+    for label, name in enumerate(class_names):
+        files = sorted(
+            f for f in gfile.listdir(f"{root}/{name}") if f.lower().endswith(IMAGE_EXTENSIONS)
+        )
+        if not files:
+            raise ConfigError(f"class folder {root}/{name!r} has no .png/.jpg images")
+        for f in files:
+            split = val if _held_out(f"{name}/{f}", cfg.val_fraction, cfg.seed) else train
+            split.items.append(f"{root}/{name}/{f}")
+            split.labels.append(label)
+    if not train.labels:
+        raise ConfigError(f"--val-fraction {cfg.val_fraction} leaves no training images")
+    log.info(
+        "image folder %s: %d classes, %d train / %d validation images",
+        root,
+        len(class_names),
+        len(train),
+        len(val),
+    )
+    return DataIndex("image_dir", class_names, train, val)
+
+
+def index_tfds(cfg: TrainConfig) -> DataIndex:
+    """Checks that the tfds dataset exists and is prepared, without downloading anything.
+
+    ``tfds.load`` of an unprepared dataset retries downloads for minutes before
+    failing; a training job should instead fail at once with the fix.
+    """
+    import tensorflow_datasets as tfds
+
+    try:
+        builder = tfds.builder(cfg.dataset, data_dir=cfg.data_dir or None)
+    except Exception as e:  # DatasetNotFoundError and friends; message is long, keep one line
+        raise ConfigError(
+            f"--dataset {cfg.dataset!r} is not a known tfds dataset ({type(e).__name__})"
+        ) from e
+    if not builder.is_prepared():
+        raise ConfigError(
+            f"tfds dataset {cfg.dataset!r} is not prepared in --data-dir "
+            f"{cfg.data_dir or '~/tensorflow_datasets'!r}; run `tfds build {cfg.dataset} "
+            "--data_dir=...` once, or copy a prepared data_dir there"
+        )
+    image_key, label_key = builder.info.supervised_keys or ("image", "label")
+    class_names = list(builder.info.features[label_key].names)
+    splits = builder.info.splits
+    for split in (cfg.train_split, cfg.val_split):
+        if split and split.split("[")[0] not in splits:
+            raise ConfigError(
+                f"split {split!r} is not in tfds dataset {cfg.dataset!r} (has {', '.join(splits)})"
+            )
+    return DataIndex("tfds", class_names, tfds_builder=builder)
+
+
+def index_data(cfg: TrainConfig) -> DataIndex:
+    """Validates and indexes the configured data source (fast; no decoding)."""
+    return index_image_dir(cfg) if cfg.image_dir else index_tfds(cfg)
+
+
+def materialize_tfds(index: DataIndex, cfg: TrainConfig) -> None:
+    """Reads a tfds dataset's encoded images into memory so batches can be indexed by step."""
+    import tensorflow_datasets as tfds
+
+    builder = index.tfds_builder
+    image_key, label_key = builder.info.supervised_keys or ("image", "label")
+
+    def read(split: str) -> Split:
+        ds = builder.as_dataset(
+            split=split, decoders={image_key: tfds.decode.SkipDecoding()}, shuffle_files=False
+        )
+        out = Split([], [])
+        for ex in ds.as_numpy_iterator():
+            out.items.append(ex[image_key])
+            out.labels.append(int(ex[label_key]))
+        return out
+
+    if cfg.val_split:
+        index.train, index.val = read(cfg.train_split), read(cfg.val_split)
+    else:
+        keep = round(100 * (1 - cfg.val_fraction))
+        index.train = read(f"{cfg.train_split}[:{keep}%]")
+        index.val = read(f"{cfg.train_split}[{keep}%:]")
+    log.info("tfds %s: %d train / %d validation", cfg.dataset, len(index.train), len(index.val))
+
+
+def steps_for_epochs(epochs: float, num_train: int, global_batch: int) -> int:
+    """Converts --epochs into a whole number of steps (at least one)."""
+    return max(1, math.ceil(epochs * num_train / global_batch))
+
+
+def _decoder(image_size: int, from_files: bool):
+    import tensorflow as tf
+
+    def decode(item):
+        encoded = tf.io.read_file(item) if from_files else item
+        image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+        image = tf.image.resize(image, [image_size, image_size], antialias=True)
+        return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
+
+    return decode
+
+
+def _decoded_cache(split: Split, cfg: TrainConfig, from_files: bool):
+    """Decodes a split once into a uint8 [N, H, W, 3] tensor on the host, if it fits."""
+    import tensorflow as tf
+
+    nbytes = len(split) * cfg.image_size**2 * 3
+    if nbytes > cfg.cache_max_mb * 2**20:
+        return None
+    with tf.device("/cpu:0"):  # keep it out of accelerator memory
+        ds = tf.data.Dataset.from_tensor_slices(split.items)
+        ds = ds.map(_decoder(cfg.image_size, from_files), num_parallel_calls=tf.data.AUTOTUNE)
+        images = tf.concat(list(ds.batch(1024).prefetch(2)), axis=0)
+    log.info("decoded %d images into a %.1f MB in-memory cache", len(split), nbytes / 2**20)
+    return images
+
+
+class Pipelines:
+    """Builds the training and validation tf.data pipelines for one index."""
+
+    def __init__(self, index: DataIndex, cfg: TrainConfig):
+        import tensorflow as tf
+
+        self.cfg = cfg
+        self.from_files = index.source == "image_dir"
+        self.train = index.train
+        self.val = index.val
+        with tf.device("/cpu:0"):
+            self.train_items = tf.constant(self.train.items)
+            self.train_labels = tf.constant(self.train.labels, tf.int32)
+        self.train_cache = _decoded_cache(self.train, cfg, self.from_files)
+
+    def train_dataset(self, global_batch: int, start_step: int, total_steps: int):
+        """Global batches for steps ``start_step .. total_steps - 1``, step-deterministic."""
+        import tensorflow as tf
+
+        n = len(self.train)
+        seed = self.cfg.seed
+        first = start_step * global_batch  # flat position of the first example
+        end = total_steps * global_batch
+
+        def epoch_order(epoch):
+            perm = tf.random.experimental.stateless_shuffle(
+                tf.range(n, dtype=tf.int64), seed=tf.stack([tf.cast(seed, tf.int64), epoch])
+            )
+            return tf.data.Dataset.from_tensor_slices(perm)
+
+        order = (
+            tf.data.Dataset.range(first // n, math.ceil(end / n))
+            .flat_map(epoch_order)
+            .skip(first % n)
+            .take(end - first)
+        )
+        if self.train_cache is not None:
+            images, labels = self.train_cache, self.train_labels
+            ds = order.batch(global_batch, drop_remainder=True).map(
+                lambda idx: (tf.gather(images, idx), tf.gather(labels, idx)),
+                num_parallel_calls=tf.data.AUTOTUNE,
+            )
+        else:
+            decode = _decoder(self.cfg.image_size, self.from_files)
+            items, labels = self.train_items, self.train_labels
+            ds = order.map(
+                lambda i: (decode(tf.gather(items, i)), tf.gather(labels, i)),
+                num_parallel_calls=tf.data.AUTOTUNE,
+            ).batch(global_batch, drop_remainder=True)
+        options = tf.data.Options()
+        # DATA sharding splits every global batch between workers, so each
+        # worker's share is as deterministic as the global batch itself.
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA
+        )
+        options.deterministic = True
+        return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+    def val_dataset(self, batch_size: int):
+        """The validation split in order, or None when there is none."""
+        import tensorflow as tf
+
+        if not self.val or not len(self.val):
+            return None
+        decode = _decoder(self.cfg.image_size, self.from_files)
+        ds = tf.data.Dataset.from_tensor_slices((self.val.items, self.val.labels))
+        ds = ds.map(lambda x, y: (decode(x), y), num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.batch(batch_size).cache().prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,358 @@
+"""Local multi-worker launcher: ``python -m trainer.launch --workers N -- <trainer flags>``.
+
+Starts N ``trainer.task`` processes on this machine with ``TF_CONFIG`` as
+Vertex AI sets it (one ``chief`` and N-1 ``worker`` tasks on free 127.0.0.1
+ports) and Vertex-like ``AIP_*`` output dirs, streams their logs with a
+prefix, and exits with the code of the first worker that failed. When one
+worker dies the others get ``--grace`` seconds to notice on their own, then
+SIGTERM, then SIGKILL: no orphan, no hang. Workers also die with the launcher
+(PR_SET_PDEATHSIG), so killing the launcher cleans everything up.
+
+Chaos: ``--preempt-at-step K --signal TERM|KILL`` sends the signal to one
+worker once it reports step K. It only fires when this attempt *passes* step
+K, so a retry that resumes at or after K runs to the end, as after a real
+preemption.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+_STEP_RE = re.compile(r"^step (\d+)/(\d+)\b")
+_START_RE = re.compile(r"\bstart_step=(\d+)\b")
+_PR_SET_PDEATHSIG = 1
+
+
+def free_ports(n: int) -> list[int]:
+    """Reserves n distinct free TCP ports on 127.0.0.1 (held open until all are picked)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def tf_configs(ports: list[int]) -> list[tuple[str, dict]]:
+    """(name, TF_CONFIG) per worker: chief first, then workers, as Vertex AI does."""
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    cluster = {"chief": addrs[:1]}
+    if len(addrs) > 1:
+        cluster["worker"] = addrs[1:]
+    out = [("chief-0", {"cluster": cluster, "task": {"type": "chief", "index": 0}})]
+    for i in range(len(addrs) - 1):
+        out.append((f"worker-{i}", {"cluster": cluster, "task": {"type": "worker", "index": i}}))
+    return out
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:  # not Linux: rely on the launcher's own cleanup
+        pass
+
+
+def exit_code(returncode: int) -> int:
+    """Shell convention: a process killed by signal N exits 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@dataclass
+class Worker:
+    """One trainer process and what the launcher saw of it."""
+
+    name: str
+    proc: subprocess.Popen
+    start_step: int | None = None
+    last_step: int = -1
+    code: int | None = None
+    ended_at: float | None = None
+
+
+@dataclass
+class LaunchResult:
+    """Outcome of one launch."""
+
+    code: int
+    worker_codes: dict[str, int] = field(default_factory=dict)
+    first_failure: str | None = None
+    chaos: dict | None = None  # {"worker", "signal", "step"} when chaos fired
+    seconds: float = 0.0
+
+
+class Launcher:
+    """Runs and supervises the local workers."""
+
+    def __init__(
+        self,
+        workers: int,
+        trainer_args: list[str],
+        *,
+        output_dir: str = "",
+        preempt_at_step: int = 0,
+        signal_name: str = "TERM",
+        preempt_worker: str = "random",
+        grace: float = 0.0,
+        kill_after: float = 20.0,
+        seed: int | None = None,
+        module: str = "trainer.task",
+        stream=None,
+    ):
+        if workers < 1:
+            raise ValueError(f"--workers {workers} must be >= 1")
+        if signal_name not in ("TERM", "KILL", "INT"):
+            raise ValueError(f"--signal {signal_name!r} must be TERM, KILL or INT")
+        self.n = workers
+        self.trainer_args = list(trainer_args)
+        self.output_dir = output_dir
+        self.preempt_at_step = preempt_at_step
+        self.signal = getattr(signal, f"SIG{signal_name}")
+        rng = random.Random(seed)
+        self.chaos_target = (
+            rng.randrange(workers) if preempt_worker == "random" else int(preempt_worker)
+        )
+        if not 0 <= self.chaos_target < workers:
+            raise ValueError(f"--preempt-worker {preempt_worker} is not in 0..{workers - 1}")
+        self.grace = grace
+        self.kill_after = kill_after
+        self.module = module
+        self.stream = stream or sys.stdout
+        self.workers: list[Worker] = []
+        self.chaos: dict | None = None
+        self._lock = threading.Lock()
+        self._stopping = False
+
+    def _env(self, tf_config: dict | None) -> dict:
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.pop("TF_CONFIG", None)
+        if tf_config is not None:
+            env["TF_CONFIG"] = json.dumps(tf_config)
+        if self.output_dir:  # what Vertex derives from base_output_directory
+            base = self.output_dir.rstrip("/")
+            env["AIP_MODEL_DIR"] = f"{base}/model"
+            env["AIP_CHECKPOINT_DIR"] = f"{base}/checkpoints"
+            env["AIP_TENSORBOARD_LOG_DIR"] = f"{base}/logs"
+        return env
+
+    def _print(self, line: str) -> None:
+        with self._lock:
+            self.stream.write(line if line.endswith("\n") else line + "\n")
+            self.stream.flush()
+
+    def _pump(self, index: int) -> None:
+        w = self.workers[index]
+        for raw in w.proc.stdout:
+            line = raw.rstrip("\n")
+            self._print(f"[{w.name}] {line}")
+            m = _START_RE.search(line)
+            if m:
+                w.start_step = int(m.group(1))
+            m = _STEP_RE.match(line)
+            if m:
+                w.last_step = int(m.group(1))
+                self._maybe_preempt(index)
+
+    def _maybe_preempt(self, index: int) -> None:
+        w = self.workers[index]
+        k = self.preempt_at_step
+        if (
+            not k
+            or self.chaos
+            or index != self.chaos_target
+            or w.last_step < k
+            or w.start_step is None
+            or w.start_step >= k
+        ):
+            return
+        self.chaos = {
+            "worker": w.name,
+            "signal": signal.Signals(self.signal).name,
+            "step": w.last_step,
+        }
+        self._print(
+            f"[launcher] chaos: sending {self.chaos['signal']} to {w.name} at step {w.last_step}"
+        )
+        try:
+            w.proc.send_signal(self.signal)
+        except ProcessLookupError:
+            pass
+
+    def _forward(self, signum, _frame) -> None:
+        """The launcher itself is being preempted: pass it on, workers save and exit."""
+        self._print(f"[launcher] {signal.Signals(signum).name}: forwarding to the workers")
+        self._stopping = True
+        for w in self.workers:
+            if w.proc.poll() is None:
+                w.proc.send_signal(signal.SIGTERM)
+
+    def run(self) -> LaunchResult:
+        """Starts the workers, waits for them, returns the combined outcome."""
+        started = time.monotonic()
+        configs = tf_configs(free_ports(self.n)) if self.n > 1 else [("chief-0", None)]
+        cmd = [sys.executable, "-m", self.module, *self.trainer_args]
+        in_main = threading.current_thread() is threading.main_thread()
+        old = {}
+        if in_main:
+            for s in (signal.SIGTERM, signal.SIGINT):
+                old[s] = signal.signal(s, self._forward)
+        pumps = []
+        try:
+            for name, tf_config in configs:
+                proc = subprocess.Popen(
+                    cmd,
+                    env=self._env(tf_config),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    bufsize=1,
+                    preexec_fn=_die_with_parent,
+                )
+                self.workers.append(Worker(name, proc))
+            self._print(
+                f"[launcher] started {self.n} worker(s): "
+                + ", ".join(f"{w.name} pid {w.proc.pid}" for w in self.workers)
+            )
+            for i in range(self.n):
+                t = threading.Thread(target=self._pump, args=(i,), daemon=True)
+                t.start()
+                pumps.append(t)
+            first_failure = self._supervise()
+        finally:
+            for w in self.workers:  # never leave a worker behind
+                if w.proc.poll() is None:
+                    w.proc.kill()
+                    w.proc.wait()
+            for t in pumps:
+                t.join(timeout=5)
+            for s, h in old.items():
+                signal.signal(s, h)
+        codes = {w.name: w.code for w in self.workers}
+        code = codes[first_failure] if first_failure else 0
+        if code == 0 and self._stopping:
+            code = 143
+        result = LaunchResult(
+            code, codes, first_failure, self.chaos, round(time.monotonic() - started, 2)
+        )
+        self._print(
+            f"[launcher] exit {code}; workers: "
+            + ", ".join(f"{k}={v}" for k, v in codes.items())
+            + (f"; first failure {first_failure}" if first_failure else "")
+        )
+        return result
+
+    def _supervise(self) -> str | None:
+        first_failure = None
+        deadline_term = deadline_kill = None
+        while True:
+            now = time.monotonic()
+            for w in self.workers:
+                if w.code is None and w.proc.poll() is not None:
+                    w.code, w.ended_at = exit_code(w.proc.returncode), now
+                    if w.code != 0 and first_failure is None:
+                        first_failure = w.name
+                        deadline_term = now + self.grace
+                        self._print(
+                            f"[launcher] {w.name} exited with {w.code}; "
+                            f"stopping the others in {self.grace:g} s"
+                        )
+            alive = [w for w in self.workers if w.code is None]
+            if not alive:
+                return first_failure
+            if deadline_term is not None and now >= deadline_term:
+                for w in alive:
+                    self._print(f"[launcher] SIGTERM {w.name}")
+                    w.proc.send_signal(signal.SIGTERM)
+                deadline_term, deadline_kill = None, now + self.kill_after
+            if deadline_kill is not None and now >= deadline_kill:
+                for w in alive:
+                    self._print(
+                        f"[launcher] SIGKILL {w.name} (no exit {self.kill_after:g} s after SIGTERM)"
+                    )
+                    w.proc.kill()
+                deadline_kill = None
+            time.sleep(0.05)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The launcher's command line (trainer flags follow ``--``)."""
+    p = argparse.ArgumentParser(
+        prog="python -m trainer.launch",
+        description="Run N local MWMS workers of trainer.task (TF_CONFIG on 127.0.0.1).",
+        epilog="Example: python -m trainer.launch --workers 2 --output-dir out -- "
+        "--image-dir digits --backbone small_cnn --weights none --train-steps 200",
+    )
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument(
+        "--output-dir",
+        default="",
+        help="Sets AIP_MODEL_DIR/AIP_CHECKPOINT_DIR/AIP_TENSORBOARD_LOG_DIR "
+        "under it, as Vertex's base_output_directory does.",
+    )
+    p.add_argument(
+        "--preempt-at-step",
+        type=int,
+        default=0,
+        help="Chaos: signal one worker when it reports this step (0: off).",
+    )
+    p.add_argument("--signal", default="TERM", help="TERM (preemption notice) or KILL.")
+    p.add_argument("--preempt-worker", default="random", help="Worker index or 'random'.")
+    p.add_argument("--seed", type=int, default=None, help="Seed for the random worker choice.")
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=0.0,
+        help="Seconds the others may run on after a worker fails.",
+    )
+    p.add_argument(
+        "--kill-after",
+        type=float,
+        default=20.0,
+        help="Seconds between SIGTERM and SIGKILL when stopping workers.",
+    )
+    p.add_argument("trainer_args", nargs=argparse.REMAINDER)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point; returns the exit code."""
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    trainer_args = args.trainer_args
+    if trainer_args and trainer_args[0] == "--":
+        trainer_args = trainer_args[1:]
+    try:
+        launcher = Launcher(
+            args.workers,
+            trainer_args,
+            output_dir=args.output_dir,
+            preempt_at_step=args.preempt_at_step,
+            signal_name=args.signal.upper(),
+            preempt_worker=args.preempt_worker,
+            grace=args.grace,
+            kill_after=args.kill_after,
+            seed=args.seed,
+        )
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 64
+    return launcher.run().code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

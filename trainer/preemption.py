@@ -1,0 +1,96 @@
+"""Signals, the shared stop flag and the exit-code contract.
+
+Exit codes tell an orchestrator (KFP retry, Kubeflow's ExitCode restart policy,
+Vertex's restart_job_on_worker_restart) whether another attempt can help:
+
+* ``0``   success.
+* ``64``  FATAL_CONFIG: bad input or a checkpoint dir holding an incompatible
+  run. Retrying repeats it, so a marker in the checkpoint dir makes every
+  retry of the same config exit at once.
+* ``65``  FATAL_NAN: the loss became NaN/Inf; a retry would reach it again.
+* ``143`` PREEMPTED: SIGTERM received, every worker saved at the same step.
+* ``170`` PEER_LOST: a collective failed or timed out because a worker died.
+* ``171`` HUNG: the watchdog saw no step finish in time.
+
+Retryable codes are all >= 128, which is what Kubeflow's ExitCode policy and
+most shell conventions (128 + signal) already treat as "killed, try again".
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+OK = 0
+FATAL_CONFIG = 64
+FATAL_NAN = 65
+PREEMPTED = 143
+PEER_LOST = 170
+HUNG = 171
+
+RETRYABLE = frozenset({PREEMPTED, PEER_LOST, HUNG})
+FATAL = frozenset({FATAL_CONFIG, FATAL_NAN})
+
+log = logging.getLogger(__name__)
+
+
+def is_retryable(code: int) -> bool:
+    """True for exit codes another attempt may fix (anything killed by a signal too)."""
+    return code in RETRYABLE or code >= 128 or code < 0
+
+
+class TrainerExit(Exception):
+    """Raised to end training with a specific exit code and a one-line reason."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class ConfigError(TrainerExit):
+    """A bad configuration or input: fatal, no retry can fix it."""
+
+    def __init__(self, message: str):
+        super().__init__(FATAL_CONFIG, message)
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT; read once per step and all-reduced across workers.
+
+    The flag is only *local* intent: train_lib all-reduces it every step so that
+    every worker stops (and saves) at the same step, even though only one node
+    may have been told it is about to be preempted.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.signal_name: str | None = None
+
+    def set(self, reason: str) -> None:
+        """Requests a stop at the next step boundary."""
+        self.signal_name = reason
+        self._event.set()
+
+    def is_set(self) -> bool:
+        """Whether a stop was requested locally."""
+        return self._event.is_set()
+
+    def install(self) -> None:
+        """Installs SIGTERM/SIGINT handlers that set this flag.
+
+        Must run *after* the strategy is created: MultiWorkerMirroredStrategy
+        installs a C++ SIGTERM handler that swallows the signal, and the last
+        handler installed wins.
+        """
+
+        def _handler(signum, _frame):
+            name = signal.Signals(signum).name
+            if self.is_set():
+                log.warning("%s again: still saving at the next step boundary", name)
+            else:
+                log.warning("%s received: saving at the next step boundary, then exiting", name)
+            self.set(name)
+
+        signal.signal(signal.SIGTERM, _handler)
+        signal.signal(signal.SIGINT, _handler)

@@ -1,0 +1,371 @@
+"""Wires config, data, model, distribution, checkpointing and preemption together.
+
+The loop is a custom ``strategy.run`` loop rather than ``model.fit``: Keras 3's
+fit fails under MultiWorkerMirroredStrategy and its BackupAndRestore has no
+multi-worker logic (see README). Every step all-reduces a small vector
+``[loss, stop, save]`` so that every worker agrees, at the same step, on
+NaN-ness, on stopping for a preemption and on time-based saves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+
+from trainer import checkpointing, config, data, distribution, preemption
+from trainer import model as model_lib
+from trainer.preemption import ConfigError, TrainerExit
+
+log = logging.getLogger("trainer")
+
+NAN_ADVICE = "lower --learning-rate, add --warmup-steps, set --clip-norm, or use --optimizer adam"
+# Errors a collective raises when a peer died, froze or was torn down.
+_PEER_ERRORS = (
+    "UnavailableError",
+    "DeadlineExceededError",
+    "CancelledError",
+    "AbortedError",
+    "InternalError",
+    "UnknownError",
+)
+
+
+def prepare(argv: list[str], environ: dict | None = None):
+    """Reads the cluster and parses the flags; raises ConfigError.
+
+    Returns:
+        (config, cluster).
+    """
+    try:
+        cluster = distribution.read_cluster(environ)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+    cfg = config.parse_args(argv, distribution.default_dirs(environ))
+    return cfg, cluster
+
+
+def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> data.DataIndex:
+    """Fast checks, in order of cost; raises ConfigError."""
+    config.validate(cfg)
+    checkpointing.check_fatal_marker(cfg)
+    index = data.index_data(cfg)
+    cfg.class_names = index.class_names
+    checkpointing.check_run_config(cfg, cluster)
+    return index
+
+
+def _expected_replicas(cluster: distribution.Cluster) -> int:
+    import tensorflow as tf
+
+    # Listing devices does not initialise the runtime, so MWMS can still be created.
+    return cluster.num_workers * max(1, len(tf.config.list_physical_devices("GPU")))
+
+
+def _write_summary(path: str, summary: dict) -> None:
+    import tensorflow as tf
+
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+        json.dump(summary, f, indent=2, sort_keys=True)
+
+
+class Trainer:
+    """One attempt of a training run on this worker."""
+
+    def __init__(
+        self,
+        cfg: config.TrainConfig,
+        cluster: distribution.Cluster,
+        index: data.DataIndex,
+        stop: preemption.StopFlag | None = None,
+    ):
+        self.cfg = cfg
+        self.cluster = cluster
+        self.index = index
+        self.stop = stop or preemption.StopFlag()
+        self.started = time.monotonic()
+
+    # -- set-up -------------------------------------------------------------
+    def build(self) -> None:
+        """Creates the strategy, data pipelines, model, optimizer and restores state."""
+        import keras
+        import tensorflow as tf
+
+        cfg = self.cfg
+        if cfg.threads:
+            tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
+            tf.config.threading.set_inter_op_parallelism_threads(cfg.threads)
+        replicas = _expected_replicas(self.cluster)
+        self.global_batch = config.global_batch(cfg, replicas)  # fails before MWMS starts
+        self.strategy = distribution.create_strategy(self.cluster, cfg.collective_timeout)
+        # After the strategy: MWMS's own SIGTERM handler would swallow the signal.
+        self.stop.install()
+        self.replicas = self.strategy.num_replicas_in_sync
+        self.global_batch = config.global_batch(cfg, self.replicas)
+        if self.index.source == "tfds":
+            data.materialize_tfds(self.index, cfg)
+        self.total_steps = cfg.train_steps or data.steps_for_epochs(
+            cfg.epochs, len(self.index.train), self.global_batch
+        )
+        if cfg.mixed_precision:
+            keras.mixed_precision.set_global_policy("mixed_float16")
+        # Same initial weights and dropout masks on every run with this seed; the
+        # dropout RNG state is a model variable, so it is checkpointed too.
+        keras.utils.set_random_seed(cfg.seed)
+        with self.strategy.scope():
+            self.model = model_lib.build_model(cfg, len(self.index.class_names))
+            self.optimizer = model_lib.build_optimizer(cfg)
+            # Build slots before restoring, or their saved values would be dropped.
+            self.optimizer.build(self.model.trainable_variables)
+            self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        ckpt = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step_var)
+        self.store = checkpointing.CheckpointStore(cfg, self.cluster, ckpt)
+        self.start_step = self.store.restore_latest()
+        if self.start_step > self.total_steps:
+            raise ConfigError(
+                f"--train-steps {self.total_steps} is below the checkpointed step "
+                f"{self.start_step} in {cfg.checkpoint_dir!r}"
+            )
+        self.pipelines = data.Pipelines(self.index, cfg)
+        self._train_step = self._make_train_step()
+        self.writer = (
+            tf.summary.create_file_writer(cfg.tensorboard_dir)
+            if self.cluster.is_chief and cfg.tensorboard_dir
+            else None
+        )
+
+    def _make_train_step(self):
+        import tensorflow as tf
+
+        cfg, model, optimizer = self.cfg, self.model, self.optimizer
+        strategy, gb, replicas = self.strategy, self.global_batch, self.replicas
+        # Clipping and loss scaling must see the *global* gradient (and every
+        # worker must agree on whether it is finite), so then we all-reduce it
+        # ourselves and hand each replica 1/replicas of it to the optimizer,
+        # whose own sum restores the total. Costs a second gradient all-reduce.
+        reduce_first = bool(cfg.clip_norm) or cfg.mixed_precision
+
+        def step_fn(images, labels, stop_local, save_local):
+            with tf.GradientTape() as tape:
+                logits = model(images, training=True)
+                per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=gb)
+                scaled = optimizer.scale_loss(loss) if cfg.mixed_precision else loss
+            variables = model.trainable_variables
+            grads = tape.gradient(scaled, variables)
+            ctx = tf.distribute.get_replica_context()
+            if reduce_first:
+                grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+                if cfg.clip_norm:
+                    scale = (
+                        tf.cast(optimizer.dynamic_scale, tf.float32) if cfg.mixed_precision else 1.0
+                    )
+                    grads, _ = tf.clip_by_global_norm([g / scale for g in grads], cfg.clip_norm)
+                    grads = [g * scale for g in grads]
+                grads = [g / replicas for g in grads]
+            optimizer.apply_gradients(zip(grads, variables, strict=True))
+            return ctx.all_reduce(
+                tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local])
+            )
+
+        @tf.function
+        def train_step(batch, stop_local, save_local):
+            images, labels = batch
+            out = strategy.run(step_fn, args=(images, labels, stop_local, save_local))
+            return strategy.experimental_local_results(out)[0]
+
+        return train_step
+
+    # -- the loop -----------------------------------------------------------
+    def _save(self, step: int, why: str) -> None:
+        self.step_var.assign(step)
+        path = self.store.save(step)
+        log.info(
+            "saved %s at step %d (%s, %.0f ms)",
+            path,
+            step,
+            why,
+            1000 * self.store.last_save_seconds,
+        )
+
+    def train(self) -> int:
+        """Runs steps ``start_step .. total_steps``; returns the final step."""
+        import numpy as np
+        import tensorflow as tf
+
+        cfg = self.cfg
+        # Parsed by trainer.launch (chaos timing) and handy in logs.
+        print(
+            f"start_step={self.start_step} total_steps={self.total_steps} "
+            f"global_batch={self.global_batch} replicas={self.replicas}",
+            flush=True,
+        )
+        if self.start_step == self.total_steps:
+            log.info("checkpoint already at the final step %d", self.total_steps)
+            return self.start_step
+        dataset = self.pipelines.train_dataset(self.global_batch, self.start_step, self.total_steps)
+        iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+        step = self.start_step
+        last_save = time.monotonic()
+        last_log, last_log_step = time.monotonic(), step
+        self.first_step_seconds = None
+        while step < self.total_steps:
+            timed_save = bool(cfg.save_every_seconds) and (
+                time.monotonic() - last_save >= cfg.save_every_seconds
+            )
+            try:
+                batch = next(iterator)
+                out = self._train_step(
+                    batch,
+                    tf.constant(float(self.stop.is_set())),
+                    tf.constant(float(timed_save)),
+                )
+                loss, stop_votes, save_votes = (float(v) for v in np.asarray(out))
+            except tf.errors.ResourceExhaustedError as e:
+                raise ConfigError(
+                    f"out of memory at step {step + 1} with per-replica batch "
+                    f"{self.global_batch // self.replicas}; lower --batch-size-per-replica "
+                    "or --image-size"
+                ) from e
+            except tf.errors.OpError as e:
+                if self.cluster.multi_worker and type(e).__name__ in _PEER_ERRORS:
+                    first = (str(e).strip().splitlines() or [""])[0][:200]
+                    raise TrainerExit(
+                        preemption.PEER_LOST,
+                        f"lost a peer worker at step {step + 1} ({type(e).__name__}: {first})",
+                    ) from e
+                raise
+            step += 1
+            if self.first_step_seconds is None:
+                self.first_step_seconds = time.monotonic() - self.started
+                log.info("first step done %.1f s after start", self.first_step_seconds)
+            if not math.isfinite(loss):
+                # No save: the newest checkpoint stays the last good one.
+                raise TrainerExit(
+                    preemption.FATAL_NAN, f"loss is {loss} at step {step}; {NAN_ADVICE}"
+                )
+            if step % cfg.log_every_steps == 0 or step == self.total_steps:
+                now = time.monotonic()
+                rate = (step - last_log_step) / max(now - last_log, 1e-9)
+                last_log, last_log_step = now, step
+                print(
+                    f"step {step}/{self.total_steps} loss={loss:.4f} {rate:.1f} steps/s", flush=True
+                )
+                if self.writer:
+                    with self.writer.as_default(step=step):
+                        tf.summary.scalar("loss", loss)
+                        tf.summary.scalar("steps_per_second", rate)
+            if stop_votes > 0:
+                self._save(step, "preemption")
+                raise TrainerExit(
+                    preemption.PREEMPTED,
+                    f"preempted: saved at step {step} of {self.total_steps}, 0 steps lost",
+                )
+            if step % cfg.save_every_steps == 0 or save_votes > 0 or step == self.total_steps:
+                self._save(step, "timer" if save_votes > 0 else "interval")
+                last_save = time.monotonic()
+        return step
+
+    # -- the end --------------------------------------------------------------
+    def evaluate(self) -> dict:
+        """Validation loss and accuracy, computed by each worker on the whole split."""
+        import tensorflow as tf
+
+        ds = self.pipelines.val_dataset(max(64, self.global_batch))
+        if ds is None:
+            return {}
+        model = self.model
+
+        @tf.function
+        def eval_batch(images, labels):
+            logits = model(images, training=False)
+            losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+            correct = tf.cast(
+                tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32
+            )
+            return tf.reduce_sum(losses), tf.reduce_sum(correct)
+
+        total_loss = total_correct = count = 0.0
+        for images, labels in ds:
+            batch_loss, correct = eval_batch(images, labels)
+            total_loss += float(batch_loss)
+            total_correct += float(correct)
+            count += int(labels.shape[0])
+        return {
+            "val_loss": total_loss / count,
+            "val_accuracy": total_correct / count,
+            "val_examples": int(count),
+        }
+
+    def export(self, final_step: int, metrics: dict) -> dict:
+        """Saves the model and a JSON summary to the model dir (chief; workers to temp)."""
+        import tempfile
+
+        import tensorflow as tf
+
+        model_dir = (
+            self.cfg.model_dir.rstrip("/")
+            if self.cluster.is_chief
+            else tempfile.mkdtemp(prefix=f"spottrain-model-{self.cluster.name}-")
+        )
+        tf.io.gfile.makedirs(model_dir)
+        # Every worker saves (reads of synced variables can be collectives); only
+        # the chief's copy is kept.
+        self.model.save(f"{model_dir}/model.keras")
+        self.model.export(f"{model_dir}/saved_model", verbose=False)
+        summary = {
+            "final_step": final_step,
+            "train_steps": self.total_steps,
+            "start_step": self.start_step,
+            "global_batch_size": self.global_batch,
+            "num_workers": self.cluster.num_workers,
+            "replicas": self.replicas,
+            "class_names": self.index.class_names,
+            "seconds": round(time.monotonic() - self.started, 2),
+            **metrics,
+        }
+        if self.cluster.is_chief:
+            _write_summary(f"{model_dir}/training_summary.json", summary)
+            if self.writer:
+                with self.writer.as_default(step=final_step):
+                    for key in ("val_loss", "val_accuracy"):
+                        if key in metrics:
+                            tf.summary.scalar(key, metrics[key])
+                self.writer.flush()
+        else:
+            tf.io.gfile.rmtree(model_dir)
+        return summary
+
+    def close(self) -> None:
+        """Flushes logs and removes temp dirs."""
+        if getattr(self, "writer", None):
+            self.writer.flush()
+        if getattr(self, "store", None):
+            self.store.close()
+
+
+def run(argv: list[str], environ: dict | None = None) -> int:
+    """Runs one attempt; returns the exit code (see trainer.preemption)."""
+    cfg = cluster = trainer = None
+    try:
+        cfg, cluster = prepare(argv, environ)
+        index = validate_all(cfg, cluster)
+        trainer = Trainer(cfg, cluster, index)
+        trainer.build()
+        final_step = trainer.train()
+        metrics = trainer.evaluate()
+        summary = trainer.export(final_step, metrics)
+        log.info("done: %s", json.dumps({k: v for k, v in summary.items() if k != "class_names"}))
+        return preemption.OK
+    except TrainerExit as e:
+        level = logging.WARNING if preemption.is_retryable(e.code) else logging.ERROR
+        log.log(level, "exit %d: %s", e.code, e)
+        if e.code in preemption.FATAL and cfg is not None and cluster is not None:
+            checkpointing.record_fatal(cfg, cluster, str(e), e.code)
+        return e.code
+    finally:
+        if trainer is not None:
+            trainer.close()
