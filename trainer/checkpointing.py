@@ -25,7 +25,7 @@ import time
 
 from trainer.config import TrainConfig
 from trainer.distribution import Cluster
-from trainer.preemption import ConfigError
+from trainer.preemption import FATAL_CONFIG, ConfigError, TrainerExit
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +73,10 @@ def check_fatal_marker(cfg: TrainConfig) -> None:
     """
     marker = _read_json(_join(cfg.checkpoint_dir, FATAL_MARKER))
     if marker and marker.get("fingerprint") == cfg.fingerprint():
-        raise ConfigError(
+        raise TrainerExit(
+            int(marker.get("exit_code", FATAL_CONFIG)),
             f"a previous attempt of this config failed fatally: {marker.get('error')} "
-            f"(fix the config, or delete {_join(cfg.checkpoint_dir, FATAL_MARKER)})"
+            f"(fix the config, or delete {_join(cfg.checkpoint_dir, FATAL_MARKER)})",
         )
 
 

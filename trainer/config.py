@@ -69,6 +69,8 @@ class TrainConfig:
     cache_max_mb: int = 1024
     seed: int = 0
     threads: int = 0
+    price_per_hour: float = 0.0
+    on_demand_price_per_hour: float = 0.0
     class_names: list[str] = field(default_factory=list)  # filled from the data
 
     def to_dict(self) -> dict:
@@ -77,7 +79,9 @@ class TrainConfig:
 
     def fingerprint(self) -> str:
         """A stable hash of the whole config, to recognise a retry of the same run."""
-        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        d = self.to_dict()
+        d.pop("class_names")  # filled from the data later; the flags decide the run
+        blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def compatibility(self) -> dict:
@@ -211,6 +215,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.threads,
         help="TF intra/inter-op threads per process (0: TF default).",
     )
+    ft.add_argument(
+        "--price-per-hour",
+        type=float,
+        default=d.price_per_hour,
+        help="$/hour of one worker at the price paid (spot), for the ledger.",
+    )
+    ft.add_argument(
+        "--on-demand-price-per-hour",
+        type=float,
+        default=d.on_demand_price_per_hour,
+        help="$/hour of one on-demand worker, to report the saving.",
+    )
     return p
 
 
@@ -295,6 +311,11 @@ def validate(cfg: TrainConfig) -> None:
         f"--collective-timeout {cfg.collective_timeout} must be positive",
     )
     _require(cfg.threads >= 0, f"--threads {cfg.threads} must be >= 0")
+    for flag, price in (
+        ("--price-per-hour", cfg.price_per_hour),
+        ("--on-demand-price-per-hour", cfg.on_demand_price_per_hour),
+    ):
+        _require(math.isfinite(price) and price >= 0, f"{flag} {price} must be >= 0")
     _require(
         bool(cfg.checkpoint_dir),
         "no checkpoint dir: pass --checkpoint-dir or set AIP_CHECKPOINT_DIR",

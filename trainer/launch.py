@@ -9,9 +9,9 @@ SIGTERM, then SIGKILL: no orphan, no hang. Workers also die with the launcher
 (PR_SET_PDEATHSIG), so killing the launcher cleans everything up.
 
 Chaos: ``--preempt-at-step K --signal TERM|KILL`` sends the signal to one
-worker once it reports step K. It only fires when this attempt *passes* step
-K, so a retry that resumes at or after K runs to the end, as after a real
-preemption.
+worker once it reports step K. It only fires on an attempt that starts from
+step 0, so the retry that resumes from the checkpoint runs to the end, as
+after a real preemption (one injected fault per run, not one per attempt).
 """
 
 from __future__ import annotations
@@ -177,8 +177,7 @@ class Launcher:
             or self.chaos
             or index != self.chaos_target
             or w.last_step < k
-            or w.start_step is None
-            or w.start_step >= k
+            or w.start_step != 0
         ):
             return
         self.chaos = {

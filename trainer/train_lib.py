@@ -16,6 +16,7 @@ import os
 import time
 
 from trainer import checkpointing, config, data, distribution, preemption
+from trainer import ledger as ledger_lib
 from trainer import model as model_lib
 from trainer.preemption import ConfigError, TrainerExit
 
@@ -80,8 +81,10 @@ class Trainer:
         cfg: config.TrainConfig,
         cluster: distribution.Cluster,
         index: data.DataIndex,
+        ledger: ledger_lib.Ledger,
         stop: preemption.StopFlag | None = None,
     ):
+        self.ledger = ledger
         self.cfg = cfg
         self.cluster = cluster
         self.index = index
@@ -124,6 +127,7 @@ class Trainer:
         ckpt = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step_var)
         self.store = checkpointing.CheckpointStore(cfg, self.cluster, ckpt)
         self.start_step = self.store.restore_latest()
+        self.ledger.begin(self.start_step)
         if self.start_step > self.total_steps:
             raise ConfigError(
                 f"--train-steps {self.total_steps} is below the checkpointed step "
@@ -183,6 +187,7 @@ class Trainer:
     def _save(self, step: int, why: str) -> None:
         self.step_var.assign(step)
         path = self.store.save(step)
+        self.ledger.progress(step, saved=True)
         log.info(
             "saved %s at step %d (%s, %.0f ms)",
             path,
@@ -239,6 +244,7 @@ class Trainer:
                     ) from e
                 raise
             step += 1
+            self.ledger.progress(step)
             if self.first_step_seconds is None:
                 self.first_step_seconds = time.monotonic() - self.started
                 log.info("first step done %.1f s after start", self.first_step_seconds)
@@ -349,22 +355,32 @@ class Trainer:
 
 def run(argv: list[str], environ: dict | None = None) -> int:
     """Runs one attempt; returns the exit code (see trainer.preemption)."""
-    cfg = cluster = trainer = None
+    cfg = cluster = trainer = ledger = None
     try:
         cfg, cluster = prepare(argv, environ)
+        ledger = ledger_lib.Ledger(
+            cfg.checkpoint_dir,
+            cluster.is_chief,
+            workers=cluster.num_workers,
+            price_per_hour=cfg.price_per_hour,
+            on_demand_price_per_hour=cfg.on_demand_price_per_hour,
+        )
         index = validate_all(cfg, cluster)
-        trainer = Trainer(cfg, cluster, index)
+        trainer = Trainer(cfg, cluster, index, ledger)
         trainer.build()
         final_step = trainer.train()
         metrics = trainer.evaluate()
         summary = trainer.export(final_step, metrics)
         log.info("done: %s", json.dumps({k: v for k, v in summary.items() if k != "class_names"}))
+        ledger.end(preemption.OK)
         return preemption.OK
     except TrainerExit as e:
         level = logging.WARNING if preemption.is_retryable(e.code) else logging.ERROR
         log.log(level, "exit %d: %s", e.code, e)
         if e.code in preemption.FATAL and cfg is not None and cluster is not None:
             checkpointing.record_fatal(cfg, cluster, str(e), e.code)
+        if ledger is not None:
+            ledger.end(e.code, str(e))
         return e.code
     finally:
         if trainer is not None:

@@ -1,0 +1,173 @@
+"""Attempt ledger: one JSON record per attempt, beside the checkpoints.
+
+Pod logs vanish with the pod; this file survives, so after a run you can see
+how many attempts it took, how each ended, how many steps each lost and what
+spot capacity saved. Only the chief writes it. An attempt killed outright
+(SIGKILL, node gone) cannot write its own ending: the next attempt closes its
+record from the last progress it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+log = logging.getLogger(__name__)
+
+LEDGER = "attempts.json"
+# How an attempt ended, by exit code (see trainer.preemption).
+OUTCOMES = {
+    0: "success",
+    64: "fatal_config",
+    65: "nan",
+    143: "preempted",
+    170: "worker_lost",
+    171: "hang",
+}
+
+
+def _gfile():
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def read(checkpoint_dir: str) -> list[dict]:
+    """The records in ``checkpoint_dir`` (empty when there is no ledger)."""
+    path = f"{checkpoint_dir.rstrip('/')}/{LEDGER}"
+    gfile = _gfile()
+    if not gfile.exists(path):
+        return []
+    try:
+        with gfile.GFile(path) as f:
+            return json.load(f).get("attempts", [])
+    except (ValueError, OSError) as e:
+        log.warning("ignoring unreadable ledger %s (%s)", path, e)
+        return []
+
+
+def totals(records: list[dict]) -> dict:
+    """Sums over attempts: counts, steps lost, cost and saving."""
+    out = {
+        "attempts": len(records),
+        "preemptions": sum(
+            r.get("outcome") in ("preempted", "killed", "worker_lost", "hang") for r in records
+        ),
+        "steps_lost": sum(r.get("steps_lost") or 0 for r in records),
+        "seconds": round(sum(r.get("seconds") or 0 for r in records), 1),
+    }
+    if any("cost" in r for r in records):
+        out["cost"] = round(sum(r.get("cost", 0) for r in records), 4)
+        out["on_demand_cost"] = round(sum(r.get("on_demand_cost", 0) for r in records), 4)
+        out["saving"] = round(out["on_demand_cost"] - out["cost"], 4)
+    return out
+
+
+class Ledger:
+    """Appends and updates this attempt's record (a no-op on non-chief workers)."""
+
+    def __init__(
+        self,
+        checkpoint_dir: str,
+        enabled: bool,
+        *,
+        workers: int = 1,
+        price_per_hour: float = 0.0,
+        on_demand_price_per_hour: float = 0.0,
+        min_interval_s: float = 2.0,
+    ):
+        self.path = f"{checkpoint_dir.rstrip('/')}/{LEDGER}"
+        self.dir = checkpoint_dir
+        self.enabled = enabled and bool(checkpoint_dir)
+        self.workers = workers
+        self.price = price_per_hour
+        self.on_demand_price = on_demand_price_per_hour
+        self.min_interval_s = min_interval_s
+        self.records: list[dict] = []
+        self.current: dict | None = None
+        self._last_write = 0.0
+
+    def begin(self, start_step: int) -> dict | None:
+        """Opens this attempt's record; closes a previous attempt that died silently."""
+        if not self.enabled:
+            return None
+        self.records = read(self.dir)
+        if self.records and self.records[-1].get("outcome") == "running":
+            prev = self.records[-1]
+            prev["outcome"] = "killed"
+            prev["exit_code"] = None
+            # Everything after the step this attempt resumes from was redone.
+            prev["steps_lost"] = max(0, prev.get("last_step", start_step) - start_step)
+            # Progress is written every few seconds, so a killed attempt may have
+            # gone a little further than its record says.
+            prev["steps_lost_is_lower_bound"] = True
+            self._close_times(prev, prev.get("updated", prev["started"]))
+            log.warning(
+                "previous attempt %d ended without a record (killed); it lost %d step(s)",
+                prev["attempt"],
+                prev["steps_lost"],
+            )
+        self.current = {
+            "attempt": len(self.records) + 1,
+            "started": time.time(),
+            "start_step": start_step,
+            "last_step": start_step,
+            "saved_step": start_step,
+            "outcome": "running",
+            "workers": self.workers,
+        }
+        self.records.append(self.current)
+        self._write(force=True)
+        return self.current
+
+    def progress(self, step: int, saved: bool = False) -> None:
+        """Notes a finished step (written at most every ``min_interval_s`` unless saved)."""
+        if not self.current:
+            return
+        self.current["last_step"] = step
+        if saved:
+            self.current["saved_step"] = step
+        self._write(force=saved)
+
+    def end(self, code: int, message: str = "") -> dict | None:
+        """Closes this attempt with its exit code; returns the record."""
+        if not self.enabled:
+            return None
+        if self.current is None:  # failed before training began (e.g. bad config)
+            self.begin(start_step=0)
+        rec = self.current
+        rec["outcome"] = OUTCOMES.get(code, f"exit_{code}")
+        rec["exit_code"] = code
+        if message:
+            rec["message"] = message
+        # A clean exit saves at its last step; a NaN stop leaves the last good save.
+        rec["steps_lost"] = 0 if code in (0, 143) else rec["last_step"] - rec["saved_step"]
+        self._close_times(rec, time.time())
+        self._write(force=True)
+        return rec
+
+    def _close_times(self, rec: dict, ended: float) -> None:
+        rec["ended"] = ended
+        rec["seconds"] = round(ended - rec["started"], 2)
+        if self.price or self.on_demand_price:
+            hours = rec["seconds"] / 3600 * rec.get("workers", 1)
+            rec["cost"] = round(hours * self.price, 6)
+            rec["on_demand_cost"] = round(hours * self.on_demand_price, 6)
+
+    def _write(self, force: bool) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_write < self.min_interval_s:
+            return
+        if self.current is not None:
+            self.current["updated"] = time.time()
+        gfile = _gfile()
+        try:
+            gfile.makedirs(self.dir)
+            tmp = f"{self.path}.tmp"
+            with gfile.GFile(tmp, "w") as f:
+                json.dump({"attempts": self.records, "totals": totals(self.records)}, f, indent=2)
+            gfile.rename(tmp, self.path, overwrite=True)
+            self._last_write = now
+        except Exception as e:  # noqa: BLE001 - the ledger must never stop training
+            log.warning("could not write the attempt ledger %s: %s", self.path, e)
