@@ -57,9 +57,10 @@ Exit codes of the CLI:
        ``--allow-refused`` was given).
     1: some files were refused (no-clobber or unsafe names) or failed
        (verification mismatch, retries exhausted).
-    2: bad input, nothing copied: unparsable arguments, missing source or
-       bucket, empty source (without ``--allow-empty``), permission denied,
-       destination not a directory, overlapping SRC and DST.
+    2: bad input or setup: unparsable arguments, missing source or bucket,
+       empty source (without ``--allow-empty``), destination not a directory,
+       overlapping SRC and DST (all found before anything is written), or
+       permission denied (which stops the copy where it is found).
     130: interrupted.
 """
 
@@ -515,6 +516,10 @@ class _Copy:
             if blob.name.endswith("/") and not blob.size:
                 markers += 1  # a console "folder": nothing to copy
                 continue
+            # Real GCS omits mediaLink (not in _LIST_FIELDS); fake-gcs-server sends it
+            # anyway, pointing at itself. Dropping it makes downloads use the
+            # client's endpoint on both, as the library does without it.
+            blob._properties.pop("mediaLink", None)
             entries[rel] = _Entry(rel, blob.size or 0, blob.crc32c, blob.generation, blob)
         return entries, markers
 
@@ -1182,8 +1187,8 @@ DST); then a differing destination file is refused, never overwritten.
 exit codes:
   0    everything copied or already identical (or refused, with --allow-refused)
   1    files refused (no-clobber, unsafe names) or failed (checksum, retries)
-  2    bad input, nothing copied: missing source or bucket, empty source,
-       permission denied, destination not a directory, overlapping SRC/DST
+  2    bad input or setup: missing source or bucket, empty source, destination
+       not a directory, overlapping SRC/DST (nothing written), permission denied
   130  interrupted
 """
 
