@@ -2,8 +2,35 @@
 
 import os
 
+import pytest
+
 # One intra/inter-op thread per TF process: tests start several worker processes on
 # 2 cores, where oversubscription costs 25-45 % (measured).
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+# -- GCS emulator (spottrain.gcs_emulator) -------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def fake_gcs():
+    """One fake-gcs-server (in-memory) for the session; STORAGE_EMULATOR_HOST points at it.
+
+    Tests share it: make buckets with unique names (or use ``gcs_bucket``).
+    """
+    from spottrain.gcs_emulator import FakeGcs
+
+    with FakeGcs() as gcs:
+        yield gcs
+
+
+@pytest.fixture
+def gcs_bucket(fake_gcs, request):
+    """A fresh, empty bucket in the session's fake-gcs-server."""
+    import re
+    import uuid
+
+    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
+    return fake_gcs.create_bucket(f"{stem}-{uuid.uuid4().hex[:8]}")
