@@ -143,6 +143,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
         preempt_at_step=args.preempt_at_step,
         train_steps=args.train_steps,
         limit=args.limit,
+        fallback=args.fallback,
     )
     print(result.report())
     return 0 if result.ok else 1
@@ -229,6 +230,9 @@ def parser() -> argparse.ArgumentParser:
     lr.add_argument("--preempt-at-step", type=int, default=None, help="0 = no preemption")
     lr.add_argument("--train-steps", type=int, default=None, help="total steps")
     lr.add_argument("--limit", type=int, default=None, help="images to use (0 = all)")
+    lr.add_argument(
+        "--fallback", action="store_true", help="no spot retries; the on-demand fall-back resumes"
+    )
     lr.set_defaults(func=cmd_run_local)
 
     n = sub.add_parser("nodepool", help="print (or --execute) the gcloud node-pool command")

@@ -78,7 +78,6 @@ def build(
     train_placement = train_placement or Placement()
     expect_gpus = train_placement.gpu_count
 
-    @dsl.pipeline(name=name, description=DESCRIPTION)
     def preemptible_pipeline(
         data_src: str,
         checkpoint_dir: str,
@@ -145,29 +144,40 @@ def build(
         trained.set_caching_options(False)
         if fallback is not None:
             add_fallback(trained, fallback, data=data.outputs["copied"], **hyper)
+            return None
         # Issue 5 adds the profile step here, consuming trained.outputs["model"].
         return Outputs(model=trained.outputs["model"], metrics=trained.outputs["metrics"])
 
-    return preemptible_pipeline
+    if fallback is not None:
+        # The model comes from the spot task or the fall-back, and KFP can only pick
+        # one of two outputs across dsl.If/dsl.Else branches: no pipeline outputs.
+        del preemptible_pipeline.__annotations__["return"]
+    return dsl.pipeline(name=name, description=DESCRIPTION)(preemptible_pipeline)
 
 
-def add_fallback(spot_task: dsl.PipelineTask, placement: Placement, **train_args) -> None:
+def add_fallback(
+    spot_task: dsl.PipelineTask, placement: Placement, **train_args
+) -> dsl.PipelineTask:
     """Resumes training on ``placement`` if ``spot_task`` failed for good.
 
-    A tiny CPU step that runs whatever the spot task's fate checks whether its
-    model exists; only if not does a GPU task start on the on-demand pool, so a
-    completed spot run costs no on-demand node.
+    A tiny CPU step that runs whatever the spot task's fate reads the checkpoint
+    dir; only when the run is incomplete does a GPU task start on the on-demand
+    pool, so a completed spot run costs no on-demand node.
+
+    Returns:
+        The fall-back train task (inside its ``dsl.If``).
     """
     from spottrain.components.training_status.component import training_status
 
-    status = training_status(model=spot_task.outputs["model"]).set_display_name(
-        "spot training finished?"
-    )
+    status = training_status(
+        checkpoint_dir=train_args["checkpoint_dir"], train_steps=train_args["train_steps"]
+    ).set_display_name("spot training finished?")
     status.after(spot_task).ignore_upstream_failure().set_caching_options(False)
     with dsl.If(status.output == "incomplete", name="fall back to on-demand"):
         resumed = train(preempt_at_step=0, expect_gpus=placement.gpu_count, **train_args)
         placement.apply(resumed.set_display_name(f"train ({placement.pool})"))
         resumed.set_caching_options(False)
+    return resumed
 
 
 __all__ = ["NAME", "ON_DEMAND_PLACEMENT", "Outputs", "build", "copy_inputs"]

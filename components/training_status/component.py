@@ -1,23 +1,23 @@
-"""The ``training_status`` component: did an upstream train task finish?"""
-
-from typing import Optional
+"""The ``training_status`` component: how far did the training in a checkpoint dir get?"""
 
 from kfp import dsl
-from kfp.dsl import Input, Model
 
 from spottrain.version import IMAGE
 
 
 @dsl.component(base_image=IMAGE, install_kfp_package=False)
-def training_status(model: Optional[Input[Model]] = None) -> str:  # noqa: UP045 - KFP reads Optional
-    """Returns "completed" when the model holds a training summary, else "incomplete".
+def training_status(checkpoint_dir: str, train_steps: int) -> str:
+    """Returns "completed", "incomplete" or "fatal" for the run in checkpoint_dir.
 
-    Runs after a train task even when it failed (ignore_upstream_failure), to decide
-    whether an on-demand fall-back has to resume the training.
+    Runs after a spot train task whatever its fate (ignore_upstream_failure), reading
+    only the checkpoint dir, so it works when that task produced no outputs; an
+    on-demand fall-back resumes the training only on "incomplete" ("fatal": the
+    trainer recorded a non-retryable error, which would fail on-demand too).
 
     Args:
-        model: The train task's model; absent when that task failed.
+        checkpoint_dir: The train task's checkpoint folder (gs://, /gcs/ or local).
+        train_steps: The step count that means done.
     """
-    from spottrain.runtime.train import completion_status
+    from spottrain.runtime.train import training_status as status
 
-    return completion_status(model.path if model is not None else None)
+    return status(checkpoint_dir, train_steps)

@@ -185,11 +185,29 @@ def read_summary(model_dir: str) -> dict[str, Any]:
         ) from None
 
 
-def completion_status(model_dir: str | None) -> str:
-    """``"completed"`` if ``model_dir`` holds a training summary, else ``"incomplete"``."""
-    if model_dir and (Path(model_dir) / SUMMARY_FILE).is_file():
-        return "completed"
-    return "incomplete"
+def training_status(checkpoint_dir: str, train_steps: int) -> str:
+    """How far the run in ``checkpoint_dir`` got.
+
+    Returns:
+        ``"fatal"`` when the trainer left its FATAL marker (retrying is pointless),
+        ``"completed"`` when the newest checkpoint is at ``train_steps`` or beyond,
+        else ``"incomplete"``.
+    """
+    import tensorflow as tf
+
+    from trainer import checkpointing
+
+    if tf.io.gfile.exists(f"{checkpoint_dir.rstrip('/')}/{checkpointing.FATAL_MARKER}"):
+        return "fatal"
+    steps = [step for step, _ in checkpointing.list_checkpoints(checkpoint_dir)]
+    done = bool(steps) and max(steps) >= int(train_steps)
+    log.info(
+        "checkpoint_dir=%s newest step %s of %s",
+        checkpoint_dir,
+        max(steps, default=None),
+        train_steps,
+    )
+    return "completed" if done else "incomplete"
 
 
 def numeric_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
@@ -231,6 +249,11 @@ def train(
     return read_summary(model_dir)
 
 
+def launcher_argv_is_none(kwargs: Mapping[str, Any]) -> bool:
+    """Whether these component inputs run the trainer in-process (no local launcher)."""
+    return kwargs.get("local_workers", 1) == 1 and not kwargs.get("preempt_at_step", 0)
+
+
 def run_component(*, data, model, metrics, **kwargs: Any) -> None:
     """The ``train`` component body: trains and records the KFP outputs.
 
@@ -249,6 +272,11 @@ def run_component(*, data, model, metrics, **kwargs: Any) -> None:
     except TrainFailed as err:
         # SystemExit with an int code exits silently: say why before KFP sees the code.
         log.error("%s", err.message)
+        if os.environ.get("TF_CONFIG") and launcher_argv_is_none(kwargs):
+            # The trainer ran in this process as one MWMS replica: a normal shutdown
+            # would wait at the coordination service's barrier for peers that are gone.
+            logging.shutdown()
+            os._exit(err.code)
         raise
     if summary is None:
         return

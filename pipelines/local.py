@@ -1,0 +1,246 @@
+"""The preemptible pipeline end to end on this machine: kfp.local plus fake GCS.
+
+``python -m spottrain.pipelines run-local`` starts fake-gcs-server, uploads the
+digits image folder to an emulated bucket and runs the *same* pipeline function
+as on GKE under ``kfp.local`` (``SubprocessRunner(use_venv=False)``): copy from
+``gs://`` -> train with local MWMS workers and one injected preemption -> KFP's
+own retry resumes from the checkpoint. Only the placement differs: no GPUs and a
+one-second backoff (kfp.local ignores the kfp-kubernetes settings anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spottrain.pipelines import placement
+
+BUCKET = "spottrain-demo"
+# Small enough for 2 cores in well under 5 minutes, big enough to learn digits.
+DEFAULTS: dict[str, Any] = dict(
+    backbone="small_cnn",
+    weights="none",
+    image_size=32,
+    batch_size_per_replica=16,
+    train_steps=120,
+    learning_rate=0.003,
+    save_every_steps=20,
+)
+DEFAULT_PREEMPT_AT = 50
+DEFAULT_LIMIT = 600
+LOCAL_COPY_PLACEMENT = placement.COPY_PLACEMENT.with_(backoff="1s", backoff_max="10s")
+_RETRY_LOG = re.compile(r"Task (\S+) failed \(attempt (\d+)/(\d+)\)")
+_FAILED_LOG = re.compile(r"Task (\S+) finished with status (\S+)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class _TaskLog(logging.Filter):
+    """Reads kfp.local's log lines (its only record of retries and task states).
+
+    A filter on the root logger, not a handler: kfp.local swaps the root handlers
+    while it runs a task.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.retries: dict[str, int] = {}
+        self.failed: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = _ANSI.sub("", record.getMessage())
+        match = _RETRY_LOG.search(message)
+        if match:
+            task = match.group(1).strip("'")
+            self.retries[task] = self.retries.get(task, 0) + 1
+        match = _FAILED_LOG.search(message)
+        if match:
+            task = match.group(1).strip("'")
+            if match.group(2) == "FAILURE":
+                self.failed.add(task)
+            else:
+                self.failed.discard(task)
+        return True
+
+
+@dataclass
+class LocalResult:
+    """What a local pipeline run produced."""
+
+    out: Path
+    ok: bool
+    seconds: float
+    params: dict[str, Any]
+    retries: dict[str, int] = field(default_factory=dict)
+    failed_tasks: list[str] = field(default_factory=list)
+    model_dir: Path | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+    def report(self) -> str:
+        """A human summary of the run."""
+        lines = [
+            "",
+            f"== spottrain local pipeline: {'SUCCEEDED' if self.ok else 'FAILED'} "
+            f"in {self.seconds:.0f} s ==",
+        ]
+        if self.error:
+            lines.append(f"error:          {self.error}")
+        for task, count in sorted(self.retries.items()):
+            lines.append(f"retries:        {task} failed {count}x and was retried by KFP")
+        if not self.retries:
+            lines.append("retries:        none")
+        if self.failed_tasks:
+            lines.append(f"failed tasks:   {', '.join(self.failed_tasks)} (out of retries)")
+        if self.summary:
+            s = self.summary
+            lines.append(
+                f"training:       final_step={s.get('final_step')}/{s.get('train_steps')} "
+                f"val_accuracy={s.get('val_accuracy', float('nan')):.3f} "
+                f"val_loss={s.get('val_loss', float('nan')):.3f} "
+                f"workers={s.get('num_workers')} global_batch={s.get('global_batch_size')}"
+            )
+        lines.append(f"data:           {self.params.get('data_src')} (fake GCS)")
+        lines.append(f"checkpoints:    {self.params.get('checkpoint_dir')}")
+        if self.model_dir:
+            lines.append(f"model:          {self.model_dir}")
+        lines.append(f"pipeline root:  {self.out / 'pipeline_root'}")
+        return "\n".join(lines)
+
+
+def _stage(message: str) -> None:
+    print(f"\n>>> {message}", flush=True)
+
+
+def run_local(
+    out: Path,
+    *,
+    workers: int | None = 2,
+    preempt_at_step: int | None = DEFAULT_PREEMPT_AT,
+    train_steps: int | None = None,
+    limit: int | None = DEFAULT_LIMIT,
+    retries: int = 3,
+    fallback: bool = False,
+    **overrides: Any,
+) -> LocalResult:
+    """Runs the preemptible pipeline locally and returns what it produced.
+
+    Args:
+        out: Output folder; its checkpoints and pipeline root are reset first, so
+            every run starts at step 0 and the injected preemption fires.
+        workers: Local MWMS worker processes of the train task.
+        preempt_at_step: SIGTERM the workers once when passing this step; 0 = off.
+        train_steps: Total steps (default ``DEFAULTS``).
+        limit: How many digits images to use (0 = all 1,797).
+        retries: KFP retries of the train task.
+        fallback: Build with the on-demand fall-back and no spot retries, so the
+            injected preemption exhausts the spot task and the fall-back resumes.
+        **overrides: Other pipeline parameters.
+    """
+    import kfp.local
+    from spottrain.pipelines import compile as comp
+    from spottrain.pipelines import gke, guards
+
+    from spottrain import datasets, gcs_copy
+    from spottrain.gcs_emulator import FakeGcs
+
+    started = time.monotonic()
+    out = Path(out).resolve()
+    root, checkpoints = out / "pipeline_root", out / "checkpoints"
+    for stale in (root, checkpoints):
+        shutil.rmtree(stale, ignore_errors=True)
+    params: dict[str, Any] = {
+        **DEFAULTS,
+        "data_src": f"gs://{BUCKET}/digits",
+        "checkpoint_dir": str(checkpoints),
+        "local_workers": 2 if workers is None else workers,
+        "preempt_at_step": DEFAULT_PREEMPT_AT if preempt_at_step is None else preempt_at_step,
+        **({"train_steps": train_steps} if train_steps else {}),
+        **overrides,
+    }
+    if fallback:
+        pipeline = gke.build(
+            placement.LOCAL_PLACEMENT.with_(retries=0),
+            copy_placement=LOCAL_COPY_PLACEMENT,
+            fallback=placement.LOCAL_PLACEMENT.with_(pool="on-demand", retries=retries),
+        )
+    else:
+        pipeline = gke.build(
+            placement.LOCAL_PLACEMENT.with_(retries=retries), copy_placement=LOCAL_COPY_PLACEMENT
+        )
+    template = out / "pipeline.yaml"
+    out.mkdir(parents=True, exist_ok=True)
+    template.write_text(comp.compile_text(pipeline))
+    params = guards.preflight(template, params, local=True)
+
+    _stage(f"writing the digits image folder to {out / 'digits'}")
+    n = datasets.write_digits(str(out / "digits"), DEFAULT_LIMIT if limit is None else limit)
+    counter = _TaskLog()
+    root_logger = logging.getLogger()
+    old_level = root_logger.level
+    root_logger.setLevel(min(old_level or logging.INFO, logging.INFO))
+    root_logger.addFilter(counter)
+    result = LocalResult(out=out, ok=False, seconds=0.0, params=params)
+    try:
+        with FakeGcs() as gcs:
+            _stage(f"fake-gcs-server at {gcs.host}: uploading {n} images to {params['data_src']}")
+            gcs.create_bucket(BUCKET)
+            gcs_copy.copy(str(out / "digits"), params["data_src"], progress="off")
+            _stage(
+                "running the preemptible pipeline under kfp.local "
+                f"({params['local_workers']} workers, preemption at step "
+                f"{params['preempt_at_step'] or 'never'})"
+            )
+            kfp.local.init(
+                runner=kfp.local.SubprocessRunner(use_venv=False),
+                pipeline_root=str(root),
+                raise_on_error=False,
+            )
+            with warnings.catch_warnings():
+                # Expected here: kfp.local ignores the GKE settings and runs the
+                # image's code in this environment instead of the container.
+                warnings.filterwarnings("ignore", "Task .* have no effect", UserWarning)
+                warnings.filterwarnings("ignore", "You may be attemping", RuntimeWarning)
+                task = pipeline(**params)
+        _collect(task, root, result)
+    except Exception as err:  # report what happened, then let the caller see it failed
+        result.error = f"{type(err).__name__}: {err}"
+    finally:
+        root_logger.removeFilter(counter)
+        root_logger.setLevel(old_level)
+    result.retries = counter.retries
+    result.failed_tasks = sorted(counter.failed)
+    result.seconds = time.monotonic() - started
+    if not result.error and not result.ok:
+        result.error = "the pipeline failed: see the task logs above"
+    return result
+
+
+def _collect(task: Any, root: Path, result: LocalResult) -> None:
+    outputs = getattr(task, "outputs", None) or {}
+    model = outputs.get("model") if isinstance(outputs, dict) else None
+    if model is not None:
+        result.model_dir = Path(model.path)
+        metrics = outputs.get("metrics")
+        if metrics is not None:
+            result.metrics = {k: float(v) for k, v in metrics.metadata.items()}
+    else:
+        # The fall-back pipeline has no outputs: take the newest trained model.
+        found = sorted(root.glob("*/train*/model/training_summary.json"), key=_mtime)
+        result.model_dir = found[-1].parent if found else None
+    summary_path = result.model_dir / "training_summary.json" if result.model_dir else None
+    if summary_path and summary_path.is_file():
+        result.summary = json.loads(summary_path.read_text())
+    done = result.summary.get("final_step", -1) >= result.params["train_steps"]
+    result.ok = bool(result.summary) and done
+
+
+def _mtime(path: Path) -> float:
+    return path.stat().st_mtime

@@ -1,0 +1,205 @@
+"""Compiled pipelines, parsed into the real protos: placement, retries, Vertex job specs."""
+
+import pytest
+import yaml
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import aiplatform_v1
+from google.protobuf import json_format
+from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from spottrain.pipelines import compile as comp
+from spottrain.pipelines import gke, guards, placement, vertex
+from spottrain.version import IMAGE
+
+
+def compiled(func, image=IMAGE):
+    docs = list(yaml.safe_load_all(comp.compile_text(func, image)))
+    spec = json_format.ParseDict(docs[0], pipeline_spec_pb2.PipelineSpec())
+    platform = None
+    if len(docs) > 1:
+        platform = json_format.ParseDict(docs[1], pipeline_spec_pb2.PlatformSpec())
+    return docs, spec, platform
+
+
+def k8s_executor(platform, executor):
+    struct = platform.platforms["kubernetes"].deployment_spec.executors[executor]
+    return json_format.ParseDict(
+        json_format.MessageToDict(struct), k8s_pb2.KubernetesExecutorConfig()
+    )
+
+
+def task_named(spec, component_prefix):
+    tasks = dict(spec.root.dag.tasks)
+    for comp_spec in spec.components.values():
+        tasks.update(comp_spec.dag.tasks)
+    return {n: t for n, t in tasks.items() if t.component_ref.name.startswith(component_prefix)}
+
+
+@pytest.fixture(scope="module")
+def gke_default():
+    return compiled(gke.build())
+
+
+def test_gke_train_task_on_preemptible_gpu_pool_with_retries(gke_default):
+    docs, spec, platform = gke_default
+    assert len(docs) == 2
+    train = task_named(spec, "comp-train")["train"]
+    assert train.retry_policy.max_retry_count == 5
+    assert train.retry_policy.backoff_duration.seconds == 60
+    assert train.retry_policy.backoff_factor == 2.0
+    resources = spec.deployment_spec.fields["executors"].struct_value.fields["exec-train"]
+    container = json_format.ParseDict(
+        json_format.MessageToDict(resources)["container"],
+        pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec(),
+    )
+    assert container.resources.accelerator.resource_type == "nvidia.com/gpu"
+    assert container.resources.accelerator.resource_count == "1"
+    assert container.resources.resource_memory_limit == "48G"
+    assert container.image == IMAGE
+
+    config = k8s_executor(platform, "exec-train")
+    assert dict(config.node_selector.labels) == {
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-t4",
+        "cloud.google.com/gke-preemptible": "true",
+    }
+    [tol] = config.tolerations
+    assert (tol.key, tol.operator, tol.value, tol.effect) == (
+        "preemptible",
+        "Equal",
+        "true",
+        "NoSchedule",
+    )
+
+
+def test_gke_copy_steps_tolerate_preemptible_nodes_without_requiring_them(gke_default):
+    _, spec, platform = gke_default
+    copies = task_named(spec, "comp-gcs-copy")
+    assert len(copies) == 2
+    for task in copies.values():
+        assert task.retry_policy.max_retry_count == 5
+        assert not task.caching_options.enable_cache
+    for executor in ("exec-gcs-copy", "exec-gcs-copy-2"):
+        config = k8s_executor(platform, executor)
+        assert [t.key for t in config.tolerations] == ["preemptible"]
+        assert not config.node_selector.labels
+
+
+def test_gke_graph_copies_then_trains(gke_default):
+    _, spec, _ = gke_default
+    train = spec.root.dag.tasks["train"]
+    assert set(train.dependent_tasks) == {"gcs-copy", "gcs-copy-2"}
+    seed = spec.root.dag.tasks["gcs-copy-2"]
+    assert seed.inputs.parameters["no_clobber"].runtime_value.constant.bool_value is True
+    assert seed.inputs.parameters["dst"].component_input_parameter == "checkpoint_dir"
+    assert train.inputs.artifacts["data"].task_output_artifact.producer_task == "gcs-copy"
+    assert set(spec.root.output_definitions.artifacts) == {"model", "metrics"}
+
+
+def test_spot_placement_selects_spot_label_and_tolerates_its_taint():
+    pool = placement.Placement(pool="spot", gpu_type="nvidia-l4", gpu_count=2, retries=7)
+    _, spec, platform = compiled(gke.build(pool))
+    config = k8s_executor(platform, "exec-train")
+    assert config.node_selector.labels["cloud.google.com/gke-spot"] == "true"
+    assert config.node_selector.labels["cloud.google.com/gke-accelerator"] == "nvidia-l4"
+    assert [(t.key, t.value) for t in config.tolerations] == [("cloud.google.com/gke-spot", "true")]
+    assert task_named(spec, "comp-train")["train"].retry_policy.max_retry_count == 7
+    expect = spec.root.dag.tasks["train"].inputs.parameters["expect_gpus"]
+    assert expect.runtime_value.constant.number_value == 2
+
+
+def test_fallback_runs_on_demand_only_when_spot_training_incomplete():
+    _, spec, platform = compiled(gke.build(fallback=placement.ON_DEMAND_PLACEMENT))
+    status = spec.root.dag.tasks["training-status"]
+    assert status.trigger_policy.strategy == (
+        pipeline_spec_pb2.PipelineTaskSpec.TriggerPolicy.TriggerStrategy.ALL_UPSTREAM_TASKS_COMPLETED
+    )
+    [branch] = [t for t in spec.root.dag.tasks.values() if t.trigger_policy.condition]
+    assert "incomplete" in branch.trigger_policy.condition
+    fallback_train = task_named(spec, "comp-train")["train-2"]
+    assert fallback_train.retry_policy.max_retry_count == 2
+    config = k8s_executor(platform, "exec-train-2")
+    assert not config.tolerations  # on-demand pool: no preemptible taint to tolerate
+    assert "cloud.google.com/gke-preemptible" not in config.node_selector.labels
+
+
+def test_image_override_reaches_every_executor():
+    docs, spec, _ = compiled(gke.build(), image="example.com/me/trainer:dev")
+    images = {e["container"]["image"] for e in docs[0]["deploymentSpec"]["executors"].values()}
+    assert images == {"example.com/me/trainer:dev"}
+
+
+@pytest.fixture(scope="module")
+def vertex_two_replicas():
+    settings = vertex.VertexTraining(replica_count=3, accelerator_count=2, timeout="7200s")
+    return settings, compiled(vertex.build(settings))
+
+
+def test_vertex_pipeline_has_no_kubernetes_section(vertex_two_replicas):
+    _, (docs, _, platform) = vertex_two_replicas
+    assert len(docs) == 1 and platform is None
+
+
+def test_vertex_worker_pools_parse_into_custom_job_spec(vertex_two_replicas):
+    settings, (docs, spec, _) = vertex_two_replicas
+    [job] = guards.custom_jobs(docs[0])
+    job_spec = json_format.ParseDict(
+        {
+            "worker_pool_specs": job["worker_pool_specs"],
+            "scheduling": {
+                "timeout": job["timeout"],
+                "restart_job_on_worker_restart": job["restart_job_on_worker_restart"],
+                "strategy": job["strategy"],
+            },
+            "enable_web_access": job["enable_web_access"],
+        },
+        aiplatform_v1.CustomJobSpec()._pb,
+    )
+    chief, workers = job_spec.worker_pool_specs
+    assert chief.replica_count == 1 and workers.replica_count == 2
+    for pool in (chief, workers):
+        assert pool.machine_spec.accelerator_type == aiplatform_v1.AcceleratorType.NVIDIA_TESLA_T4
+        assert pool.machine_spec.accelerator_count == 2
+        assert pool.container_spec.image_uri == IMAGE
+    assert job_spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
+    assert job_spec.scheduling.timeout.seconds == 7200
+    assert job_spec.scheduling.restart_job_on_worker_restart
+    assert job_spec.enable_web_access
+    train = task_named(spec, "comp-train")["train"]
+    assert train.retry_policy.max_retry_count == 5
+    assert train.inputs.parameters["expect_gpus"].runtime_value.constant.number_value == 2
+    for name in ("service_account", "tensorboard", "base_output_directory"):
+        assert train.inputs.parameters[name].component_input_parameter == name
+
+
+def test_vertex_template_builds_a_pipeline_job_offline(tmp_path):
+    from spottrain.pipelines import submit
+
+    path = tmp_path / "vertex.yaml"
+    path.write_text(comp.compile_text(vertex.build()))
+    job = submit.vertex_job(
+        path,
+        {"data_src": "gs://b/digits", "checkpoint_dir": "gs://b/ckpt", "train_steps": "50"},
+        project="my-project",
+        region="us-central1",
+        bucket="my-bucket",
+        credentials=AnonymousCredentials(),
+    )
+    runtime = job._gca_resource.runtime_config
+    assert runtime.gcs_output_directory == "gs://my-bucket/pipeline-root"
+    assert runtime.parameter_values["train_steps"] == 50  # "50" converted by the guard
+    assert runtime.parameter_values["checkpoint_dir"] == "gs://b/ckpt"
+    assert job.project == "my-project" and job.location == "us-central1"
+
+
+def test_committed_yaml_matches_a_fresh_compile():
+    stale = comp.drift()
+    assert not stale, f"stale compiled YAML (run `make compile`): {stale}"
+
+
+def test_drift_check_notices_an_edit(tmp_path, monkeypatch):
+    monkeypatch.setattr(comp, "COMPILED_DIR", tmp_path)
+    monkeypatch.setattr(comp, "COMPONENTS_DIR", tmp_path / "components")
+    assert len(comp.write_all()) == 6
+    (tmp_path / comp.GKE_YAML).write_text("edited")
+    assert comp.drift() == [tmp_path / comp.GKE_YAML]
