@@ -170,7 +170,7 @@ class CheckpointStore:
         for step, prefix in list_checkpoints(self.real_dir):
             try:
                 self.checkpoint.restore(prefix).assert_existing_objects_matched()
-            except (tf.errors.OpError, AssertionError, ValueError) as e:
+            except (tf.errors.OpError, AssertionError, ValueError, IndexError, OSError) as e:
                 reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e)
                 log.warning(
                     "checkpoint %s is unreadable (%s); falling back to the previous one",

@@ -124,7 +124,15 @@ class Trainer:
             # Build slots before restoring, or their saved values would be dropped.
             self.optimizer.build(self.model.trainable_variables)
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-        ckpt = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step_var)
+        ckpt = tf.train.Checkpoint(
+            model=self.model,
+            optimizer=self.optimizer,
+            step=self.step_var,
+            # Keras 3 RNG states (dropout's SeedGenerator) are not trackable
+            # attributes of the model; without them a resumed run draws other
+            # dropout masks and stops being identical to an uninterrupted one.
+            non_trainable=[v.value for v in self.model.non_trainable_variables],
+        )
         self.store = checkpointing.CheckpointStore(cfg, self.cluster, ckpt)
         self.start_step = self.store.restore_latest()
         self.ledger.begin(self.start_step)

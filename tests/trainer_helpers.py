@@ -1,0 +1,74 @@
+"""Helpers for trainer tests: tiny, fast settings and real subprocess runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_args(digits_dir: str, out: Path, **overrides) -> list[str]:
+    """Trainer flags for a small CNN on 32x32 digits (seconds per run on CPU)."""
+    flags = {
+        "image-dir": digits_dir,
+        "backbone": "small_cnn",
+        "weights": "none",
+        "image-size": 32,
+        "batch-size-per-replica": 32,
+        "train-steps": 60,
+        "learning-rate": 0.001,
+        "save-every-steps": 20,
+        "log-every-steps": 5,
+        "checkpoint-dir": str(out / "checkpoints"),
+        "model-dir": str(out / "model"),
+        "collective-timeout": 20,
+    }
+    flags.update({k.replace("_", "-"): v for k, v in overrides.items()})
+    args = []
+    for key, value in flags.items():
+        if value is None:
+            continue
+        args += [f"--{key}"] if value is True else [f"--{key}", str(value)]
+    return args
+
+
+def env() -> dict:
+    """Subprocess environment: one TF thread each, quiet C++ logs, no inherited TF_CONFIG."""
+    e = dict(os.environ)
+    e.pop("TF_CONFIG", None)
+    e.update(
+        TF_NUM_INTRAOP_THREADS="1",
+        TF_NUM_INTEROP_THREADS="1",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PYTHONUNBUFFERED="1",
+    )
+    return e
+
+
+def run_module(module: str, args: list[str], timeout: float = 300, extra_env=None):
+    """Runs ``python -m module args``; returns (CompletedProcess, seconds)."""
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        env={**env(), **(extra_env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return proc, time.monotonic() - start
+
+
+def summary(out: Path) -> dict:
+    """The chief's training_summary.json."""
+    return json.loads((out / "model" / "training_summary.json").read_text())
+
+
+def ledger(out: Path) -> list[dict]:
+    """The attempt ledger records."""
+    return json.loads((out / "checkpoints" / "attempts.json").read_text())["attempts"]
