@@ -34,3 +34,16 @@ def gcs_bucket(fake_gcs, request):
 
     stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
     return fake_gcs.create_bucket(f"{stem}-{uuid.uuid4().hex[:8]}")
+
+
+# -- Trainer (trainer/) ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def digits_dir(tmp_path_factory):
+    """scikit-learn's bundled digits written as an image folder <root>/<label>/*.png."""
+    from spottrain.datasets import write_digits
+
+    root = tmp_path_factory.mktemp("digits")
+    assert write_digits(str(root)) == 1797
+    return str(root)

@@ -28,8 +28,9 @@ def _launch(workers, args, **kw):
 
 def test_two_workers_sigterm_resume_exact_steps_zero_lost_and_accurate(digits_dir, tmp_path):
     out = tmp_path / "run"
-    args = tiny_args(digits_dir, out, train_steps=200, save_every_steps=50,
-                     batch_size_per_replica=16)
+    args = tiny_args(
+        digits_dir, out, train_steps=200, save_every_steps=50, batch_size_per_replica=16
+    )
     first = _launch(2, args, preempt_at_step=70, signal_name="TERM", seed=0)
     assert first.chaos and first.chaos["signal"] == "SIGTERM"
     # Every worker, not only the signalled one, stopped cleanly with the retryable code.
@@ -53,10 +54,12 @@ def test_two_workers_sigterm_resume_exact_steps_zero_lost_and_accurate(digits_di
 def test_sigkill_of_a_worker_survivor_exits_bounded_then_resumes(digits_dir, tmp_path):
     out = tmp_path / "run"
     save_every = 20
-    args = tiny_args(digits_dir, out, train_steps=80, save_every_steps=save_every,
-                     collective_timeout=15)
-    launcher = launch.Launcher(2, args, preempt_at_step=30, signal_name="KILL",
-                               preempt_worker="1", grace=90)  # let the chief fail on its own
+    args = tiny_args(
+        digits_dir, out, train_steps=80, save_every_steps=save_every, collective_timeout=15
+    )
+    launcher = launch.Launcher(
+        2, args, preempt_at_step=30, signal_name="KILL", preempt_worker="1", grace=90
+    )  # let the chief fail on its own
     killed_at = None
     result = launcher.run()
     assert result.chaos and result.chaos["worker"] == "worker-0"
@@ -93,11 +96,13 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(digits_dir, tmp_path):
 
 def test_incompatible_config_on_existing_checkpoints_fails_fast(digits_dir, tmp_path):
     out = tmp_path / "run"
-    proc, _ = run_module("trainer.task", tiny_args(digits_dir, out, train_steps=4,
-                                                   save_every_steps=2))
+    proc, _ = run_module(
+        "trainer.task", tiny_args(digits_dir, out, train_steps=4, save_every_steps=2)
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
-    proc, seconds = run_module("trainer.task", tiny_args(digits_dir, out, train_steps=8,
-                                                         image_size=40))
+    proc, seconds = run_module(
+        "trainer.task", tiny_args(digits_dir, out, train_steps=8, image_size=40)
+    )
     assert proc.returncode == preemption.FATAL_CONFIG
     errors = [ln for ln in proc.stdout.splitlines() if " ERROR " in ln]
     assert len(errors) == 1 and "image_size: 32 -> 40" in errors[0], proc.stdout
@@ -113,8 +118,7 @@ def test_interrupted_run_is_bit_identical_to_uninterrupted(digits_dir, tmp_path)
     clean, broken = tmp_path / "clean", tmp_path / "broken"
     steps = dict(train_steps=50, save_every_steps=20)
     assert _launch(1, tiny_args(digits_dir, clean, **steps)).code == 0
-    hit = _launch(1, tiny_args(digits_dir, broken, **steps), preempt_at_step=25,
-                  signal_name="TERM")
+    hit = _launch(1, tiny_args(digits_dir, broken, **steps), preempt_at_step=25, signal_name="TERM")
     assert hit.code == preemption.PREEMPTED
     assert _launch(1, tiny_args(digits_dir, broken, **steps)).code == 0
     a, b = _weights(clean / "model" / "model.keras"), _weights(broken / "model" / "model.keras")
@@ -133,9 +137,14 @@ def test_launcher_sigterm_is_forwarded_and_workers_save(digits_dir, tmp_path):
 
     out = tmp_path / "run"
     args = tiny_args(digits_dir, out, train_steps=100000, save_every_steps=100000)
-    proc = subprocess.Popen([sys.executable, "-m", "trainer.launch", "--workers", "2", "--",
-                             *args], cwd=REPO, env=env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer.launch", "--workers", "2", "--", *args],
+        cwd=REPO,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     pids = []
     deadline = time.monotonic() + 120
     for line in proc.stdout:

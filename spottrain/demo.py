@@ -1,0 +1,112 @@
+"""``make run`` before the pipeline: the trainer alone, with one injected preemption.
+
+Writes the digits image folder, trains with 2 local MWMS workers through the
+launcher, sends SIGTERM to one worker mid-run, restarts the job as an
+orchestrator would, and prints a summary built from the trainer's own ledger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from spottrain.datasets import write_digits
+from trainer import launch, ledger, preemption
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the demo; returns 0 when the run finished with exactly the requested steps."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="out", help="Output folder (recreated).")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--preempt-at-step", type=int, default=120)
+    p.add_argument("--max-attempts", type=int, default=5)
+    args = p.parse_args(argv)
+
+    out = Path(args.out).resolve()
+    run_dir = out / "demo-run"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    print(f"== writing scikit-learn digits to {out / 'digits'}", flush=True)
+    write_digits(str(out / "digits"))
+    trainer_args = [
+        "--image-dir",
+        str(out / "digits"),
+        "--backbone",
+        "small_cnn",
+        "--weights",
+        "none",
+        "--image-size",
+        "32",
+        "--batch-size-per-replica",
+        "16",
+        "--learning-rate",
+        "0.002",
+        "--train-steps",
+        str(args.steps),
+        "--save-every-steps",
+        "50",
+        "--log-every-steps",
+        "20",
+        "--price-per-hour",
+        "0.35",
+        "--on-demand-price-per-hour",
+        "1.20",
+    ]
+    started = time.monotonic()
+    for attempt in range(1, args.max_attempts + 1):
+        print(
+            f"== attempt {attempt}: {args.workers} workers"
+            + (f", SIGTERM at step {args.preempt_at_step}" if attempt == 1 else ""),
+            flush=True,
+        )
+        result = launch.Launcher(
+            args.workers,
+            trainer_args,
+            output_dir=str(run_dir),
+            preempt_at_step=args.preempt_at_step if attempt == 1 else 0,
+            signal_name="TERM",
+        ).run()
+        if result.code == 0:
+            break
+        if not preemption.is_retryable(result.code):
+            print(f"== attempt {attempt} failed with fatal exit {result.code}; not retrying")
+            return result.code
+        print(
+            f"== attempt {attempt} ended with retryable exit {result.code}; restarting", flush=True
+        )
+    else:
+        print(f"== gave up after {args.max_attempts} attempts")
+        return 1
+    summary = json.loads((run_dir / "model" / "training_summary.json").read_text())
+    records = ledger.read(str(run_dir / "checkpoints"))
+    totals = ledger.totals(records)
+    print("\n== attempts (checkpoints/attempts.json)")
+    print(f"{'#':>2} {'outcome':<12} {'start':>6} {'saved':>6} {'lost':>5} {'seconds':>8}")
+    for r in records:
+        print(
+            f"{r['attempt']:>2} {r['outcome']:<12} {r['start_step']:>6} {r['saved_step']:>6} "
+            f"{r.get('steps_lost', 0):>5} {r.get('seconds', 0):>8.1f}"
+        )
+    print("\n== summary")
+    print(f"steps:          {summary['final_step']} of {summary['train_steps']} requested")
+    print(f"preemptions:    {totals['preemptions']}")
+    print(f"steps lost:     {totals['steps_lost']}")
+    print(f"val accuracy:   {summary.get('val_accuracy', float('nan')):.3f}")
+    if "cost" in totals:
+        print(
+            f"est. cost:      ${totals['cost']:.4f} spot vs ${totals['on_demand_cost']:.4f} "
+            "on-demand"
+        )
+    print(f"wall time:      {time.monotonic() - started:.1f} s")
+    print(f"outputs:        {run_dir} (model/, checkpoints/, logs/)")
+    ok = summary["final_step"] == summary["train_steps"] == args.steps
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Packaging, image and tooling invariants users rely on."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def test_wheel_installs_only_trainer_and_spottrain(tmp_path):
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("spottrain-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"trainer", "spottrain"}, top
+    # The compiled component YAMLs travel with the package.
+    assert "spottrain/components/train/component.yaml" in names
+    assert "trainer/task.py" in names and "spottrain/pipelines/__init__.py" in names
+
+
+def test_dockerfile_tf_matches_setup_py():
+    setup = (REPO / "setup.py").read_text()
+    lo, hi = re.search(r'TF_RANGE = ">=([\d.]+),<([\d.]+)"', setup).groups()
+    base = re.search(
+        r"^FROM tensorflow/tensorflow:([\d.]+)-gpu$", (REPO / "Dockerfile").read_text(), re.M
+    )
+    assert base, "Dockerfile must start from a tensorflow/tensorflow:<ver>-gpu image"
+
+    def v(s):
+        return tuple(int(x) for x in s.split("."))
+
+    assert v(lo) <= v(base.group(1)) < v(hi), (base.group(1), lo, hi)
+    assert 'ENTRYPOINT ["python", "-m", "trainer.task"]' in (REPO / "Dockerfile").read_text()
+
+
+def test_hadolint_passes():
+    proc = subprocess.run(
+        [str(BIN / "hadolint"), "Dockerfile"], cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_lint_and_format_clean():
+    for args in (["check", "."], ["format", "--check", "."]):
+        proc = subprocess.run([str(BIN / "ruff"), *args], cwd=REPO, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_make_help_lists_the_targets_users_expect():
+    out = subprocess.run(
+        ["make", "-s", "help"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    for target in ("run", "test", "lint", "venv", "compile", "bench"):
+        assert re.search(rf"^\s+{target}\s", out, re.M), f"make help lacks {target}:\n{out}"
