@@ -37,6 +37,43 @@ data: venv ## Write scikit-learn's digits as an image folder under $(OUT)/digits
 run: venv ## The main job, locally end to end with one injected preemption
 	$(PY) -m spottrain.demo --out $(OUT)
 
+# -- Pipelines (python -m spottrain.pipelines) ----------------------------------------
+# Lower-case command-line variables (name=value) are pipeline parameters, e.g.
+#   make run-preemptible HOST=https://... data_src=gs://b/imgs checkpoint_dir=gs://b/ckpt
+PIPELINE_PARAMS = $(filter $(addsuffix %,a b c d e f g h i j k l m n o p q r s t u v w x y z),$(MAKEOVERRIDES))
+IMAGE ?= $(shell $(PY) -c 'from spottrain.version import IMAGE; print(IMAGE)')
+# $(call require,VAR,example): stop with a one-line message when VAR is empty.
+require = @if [ -z "$($(1))" ]; then echo "make $@: $(1) is required, e.g. make $@ $(2)" >&2; exit 2; fi
+
+compile: venv ## Compile components and pipelines to the committed YAML [IMAGE=...]
+	$(PY) -m spottrain.pipelines compile $(if $(filter command line,$(origin IMAGE)),--image "$(IMAGE)")
+
+upload: venv ## Upload the GKE pipeline to KFP: HOST=<url> [NAME=...] [VERSION=...]
+	$(call require,HOST,HOST=https://<your-kfp-dashboard>)
+	$(PY) -m spottrain.pipelines upload --host "$(HOST)" $(if $(NAME),--name "$(NAME)") $(if $(VERSION),--version "$(VERSION)")
+
+run-preemptible: venv ## Create a KFP run on GKE: HOST=<url> data_src=gs://... checkpoint_dir=gs://... [param=value ...]
+	$(call require,HOST,HOST=https://<your-kfp-dashboard> data_src=gs://... checkpoint_dir=gs://...)
+	$(PY) -m spottrain.pipelines run --host "$(HOST)" $(PIPELINE_PARAMS)
+
+run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= data_src=gs://... checkpoint_dir=gs://... [param=value ...]
+	$(call require,PROJECT,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
+	$(call require,REGION,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
+	$(call require,BUCKET,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
+	$(PY) -m spottrain.pipelines run-vertex --project "$(PROJECT)" --region "$(REGION)" --bucket "$(BUCKET)" $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(PIPELINE_PARAMS)
+
+gke-nodepool: venv ## Print the gcloud command for a preemptible GPU node pool: CLUSTER= ZONE= [POOL=spot GPU_TYPE= GPUS= MAX_NODES= EXECUTE=1]
+	$(call require,CLUSTER,CLUSTER=my-cluster ZONE=us-central1-a)
+	$(call require,ZONE,CLUSTER=my-cluster ZONE=us-central1-a)
+	$(PY) -m spottrain.pipelines nodepool --cluster "$(CLUSTER)" --zone "$(ZONE)" $(if $(POOL),--pool "$(POOL)") $(if $(GPU_TYPE),--gpu-type "$(GPU_TYPE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(MACHINE_TYPE),--machine-type "$(MACHINE_TYPE)") $(if $(MAX_NODES),--max-nodes "$(MAX_NODES)") $(if $(EXECUTE),--execute)
+
+image: ## Build and push the trainer image [IMAGE=registry/path:tag]
+	@command -v docker >/dev/null || { echo "make image: docker is not installed" >&2; exit 2; }
+	docker build -t "$(IMAGE)" .
+	docker push "$(IMAGE)"
+
+.PHONY: compile upload run-preemptible run-vertex gke-nodepool image
+
 bench: venv ## Benchmarks (ratios measured side by side)
 	$(PY) bench/trainer_overhead.py
 

@@ -1,0 +1,237 @@
+"""The pipelines CLI and Makefile targets, up to (and including) real client requests."""
+
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from spottrain.pipelines import __main__ as cli
+from spottrain.pipelines import compile as comp
+from spottrain.pipelines import placement, submit
+
+REPO = Path(__file__).resolve().parents[1]
+GKE = comp.COMPILED_DIR / comp.GKE_YAML
+VERTEX = comp.COMPILED_DIR / comp.VERTEX_YAML
+# kfp.Client warns about server versions on every construction.
+pytestmark = pytest.mark.filterwarnings("ignore:This client only works:FutureWarning")
+
+
+class KfpApi(BaseHTTPRequestHandler):
+    """Just enough of the KFP v2beta1 REST API to record what kfp.Client sends."""
+
+    existing: dict[str, str] = {}
+    requests: list[tuple[str, str, bytes]] = []
+
+    def _reply(self, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):  # noqa: N802
+        self.requests.append(("GET", self.path, b""))
+        if self.path.startswith("/apis/v2beta1/pipelines?"):
+            found = [
+                {"pipeline_id": pid, "display_name": name}
+                for name, pid in self.existing.items()
+                if name in self.path.replace("%22", '"')
+            ]
+            self._reply({"pipelines": found} if found else {})
+        elif self.path.startswith("/apis/v2beta1/experiments?"):
+            self._reply({"experiments": [{"experiment_id": "e1", "display_name": "spottrain"}]})
+        else:
+            self._reply({})
+
+    def do_POST(self):  # noqa: N802
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.requests.append(("POST", self.path, body))
+        if self.path.startswith("/apis/v2beta1/pipelines/upload_version"):
+            self._reply({"pipeline_id": "p1", "pipeline_version_id": "v2"})
+        elif self.path.startswith("/apis/v2beta1/pipelines/upload"):
+            self._reply({"pipeline_id": "p-new", "display_name": "x"})
+        elif self.path.startswith("/apis/v2beta1/runs"):
+            self._reply({"run_id": "r1", "display_name": "run", "experiment_id": "e1"})
+        else:
+            self._reply({})
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def kfp_api():
+    KfpApi.requests = []
+    KfpApi.existing = {}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KfpApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield KfpApi, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def run_cli(*argv, capsys):
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_upload_creates_a_new_pipeline(kfp_api, capsys):
+    api, host = kfp_api
+    code, out, _ = run_cli("upload", "--host", host, "--name", "spot", capsys=capsys)
+    assert code == 0 and "pipeline_id=p-new" in out
+    [upload] = [r for r in api.requests if r[0] == "POST"]
+    assert upload[1].startswith("/apis/v2beta1/pipelines/upload?")
+    assert b"spottrain-preemptible" in upload[2]  # the compiled YAML is the body
+
+
+def test_upload_adds_a_version_to_an_existing_pipeline(kfp_api, capsys):
+    api, host = kfp_api
+    api.existing = {"spot": "p1"}
+    code, out, _ = run_cli(
+        "upload", "--host", host, "--name", "spot", "--version", "v-7", capsys=capsys
+    )
+    assert code == 0 and "version_id=v2" in out
+    [upload] = [r for r in api.requests if r[0] == "POST"]
+    assert "upload_version" in upload[1] and "v-7" in upload[1] and "pipelineid=p1" in upload[1]
+
+
+def test_run_creates_a_run_with_converted_parameters(kfp_api, capsys):
+    api, host = kfp_api
+    code, out, _ = run_cli(
+        "run", "--host", host, "data_src=gs://b/d", "checkpoint_dir=gs://b/c", "train_steps=77",
+        capsys=capsys,
+    )  # fmt: skip
+    assert code == 0 and "run_id=r1" in out
+    [run] = [json.loads(r[2]) for r in api.requests if r[1].startswith("/apis/v2beta1/runs")]
+    params = run["runtime_config"]["parameters"]
+    assert params["train_steps"] == 77 and params["checkpoint_dir"] == "gs://b/c"
+    # Both documents travel: the PipelineSpec and the kfp-kubernetes platform spec.
+    assert run["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"] == "spottrain-preemptible"
+    assert "kubernetes" in run["pipeline_spec"]["platform_spec"]["platforms"]
+
+
+def test_run_guard_fails_before_any_request(kfp_api, capsys):
+    api, host = kfp_api
+    code, _, err = run_cli(
+        "run", "--host", host, "data_src=gs://b/d", "checkpoint_dir=/tmp/c", capsys=capsys
+    )
+    assert code == cli.ERROR_EXIT
+    assert err.strip().startswith("error: checkpoint_dir='/tmp/c' is not persistent")
+    assert api.requests == []
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["upload"], "HOST is empty"),
+        (["run", "--host", "http://x", "data_src=gs://a", "checkpoint_dir"], "not name=value"),
+        (["run-vertex", "--region", "r", "--bucket", "b"], "PROJECT is empty"),
+        (["nodepool", "--zone", "z"], "cluster is empty"),
+        (["compile", "--target", "vertex", "--out", "/dev/null", "--timeout", "0s"], "timeout"),
+        (["compile", "--target", "gke"], "--target needs --out"),
+    ],
+)
+def test_missing_or_bad_arguments_get_one_line_errors(argv, needle, capsys):
+    code, _, err = run_cli(*argv, capsys=capsys)
+    assert code == cli.ERROR_EXIT
+    assert needle in err and err.count("\n") == 1
+
+
+def test_run_vertex_builds_the_job_up_to_submit():
+    from google.auth.credentials import AnonymousCredentials
+
+    job = submit.vertex_job(
+        VERTEX,
+        {"data_src": "gs://b/d", "checkpoint_dir": "/gcs/b/c"},
+        project="p",
+        region="europe-west4",
+        bucket="gs://b/runs",
+        credentials=AnonymousCredentials(),
+    )
+    assert job._gca_resource.runtime_config.gcs_output_directory == "gs://b/runs/pipeline-root"
+    with pytest.raises(submit.SubmitError, match="platform section"):
+        submit.vertex_job(GKE, {}, project="p", region="r", bucket="b")
+
+
+def test_compile_custom_targets(tmp_path, capsys):
+    out = tmp_path / "spot.yaml"
+    code, _, _ = run_cli(
+        "compile", "--target", "gke", "--out", str(out), "--pool", "spot", "--gpus", "2",
+        "--retries", "9", "--image", "example.com/t:1", capsys=capsys,
+    )  # fmt: skip
+    assert code == 0
+    text = out.read_text()
+    assert "maxRetryCount: 9" in text and "cloud.google.com/gke-spot" in text
+    assert "example.com/t:1" in text
+    code, _, err = run_cli(
+        "compile", "--target", "gke", "--out", str(out), "--image", "tensorflow/tensorflow:2.21.0",
+        capsys=capsys,
+    )  # fmt: skip
+    assert code == cli.ERROR_EXIT and "CPU-only" in err
+
+
+def test_nodepool_command_matches_the_placement_taint():
+    cmd = placement.nodepool_command(placement.Placement(), cluster="c", zone="z")
+    assert "--preemptible" in cmd
+    assert f"--node-taints={placement.PREEMPTIBLE_TAINT}" in cmd
+    assert "--node-taints=preemptible=true:NoSchedule" in cmd
+    assert any(a.startswith("--accelerator=type=nvidia-tesla-t4,count=1") for a in cmd)
+    assert "--enable-autoscaling" in cmd and "--min-nodes=0" in cmd
+    with pytest.raises(placement.PlacementError, match="min_nodes=3, max_nodes=2"):
+        placement.nodepool_command(
+            placement.Placement(), cluster="c", zone="z", min_nodes=3, max_nodes=2
+        )
+
+
+def make(*args):
+    return subprocess.run(
+        ["make", "--no-print-directory", *args], cwd=REPO, capture_output=True, text=True
+    )
+
+
+def test_make_help_lists_the_pipeline_targets():
+    out = make("help").stdout
+    for target in ("compile", "upload", "run-preemptible", "run-vertex", "gke-nodepool", "image"):
+        assert f" {target} " in out.replace("\x1b[0m", " ").replace("\x1b[36m", " ")
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["upload"], "make upload: HOST is required"),
+        (["run-preemptible"], "make run-preemptible: HOST is required"),
+        (["run-vertex", "PROJECT=p"], "make run-vertex: REGION is required"),
+        (["gke-nodepool", "CLUSTER=c"], "make gke-nodepool: ZONE is required"),
+    ],
+)
+def test_make_targets_name_their_missing_variables(args, needle):
+    result = make(*args)
+    assert result.returncode != 0 and needle in result.stderr
+
+
+def test_make_gke_nodepool_prints_the_spot_command():
+    result = make("gke-nodepool", "CLUSTER=prod", "ZONE=us-central1-a", "POOL=spot", "GPUS=2")
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip().splitlines()[-1]
+    assert line.startswith("gcloud container node-pools create spot-2gpu-pool --cluster=prod")
+    assert "--spot" in line and "--node-taints=cloud.google.com/gke-spot=true:NoSchedule" in line
+
+
+def test_make_run_preemptible_forwards_lower_case_variables_as_parameters():
+    result = make("-n", "run-preemptible", "HOST=h", "data_src=gs://a", "train_steps=5")
+    assert "run --host" in result.stdout
+    assert "data_src=gs://a" in result.stdout and "train_steps=5" in result.stdout
+    assert "HOST=h" not in result.stdout.split("run --host")[1]
+
+
+def test_console_module_entry_point():
+    result = subprocess.run(
+        [sys.executable, "-m", "spottrain.pipelines", "compile", "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

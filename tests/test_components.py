@@ -1,0 +1,158 @@
+"""The components: their runtime modules, kfp.local runs, and use from the YAML files alone."""
+
+import json
+from pathlib import Path
+
+import kfp.local
+import pytest
+import yaml
+from kfp import components, dsl
+from spottrain.components.gcs_copy.component import gcs_copy
+from spottrain.pipelines.compile import COMPONENTS_DIR
+
+import trainer.preemption
+from spottrain.runtime import train as rt
+from spottrain.version import IMAGE
+
+# kfp.local warns that it runs the image's code in this env: that is the point here.
+pytestmark = pytest.mark.filterwarnings("ignore:You may be attemping:RuntimeWarning")
+
+
+@pytest.fixture
+def kfp_local(tmp_path):
+    kfp.local.init(
+        runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root")
+    )
+    return tmp_path
+
+
+def test_exit_codes_mirror_the_trainer_contract():
+    assert rt.FATAL_CONFIG == trainer.preemption.FATAL_CONFIG
+    for code in trainer.preemption.RETRYABLE:
+        assert code >= rt.RETRYABLE_MIN and "retryable" in rt.describe_exit(code)
+    for code in trainer.preemption.FATAL:
+        assert code < rt.RETRYABLE_MIN and "fatal" in rt.describe_exit(code)
+    assert "signal 9" in rt.describe_exit(-9)
+
+
+def test_trainer_flags_parse_with_the_trainers_own_parser():
+    from trainer import config
+
+    flags = rt.trainer_flags(
+        data_dir="gs://b/digits",
+        checkpoint_dir="gs://b/ckpt",
+        model_dir="/tmp/m",
+        backbone="small_cnn",
+        weights="none",
+        image_size=32,
+        batch_size_per_replica=8,
+        train_steps=10,
+        learning_rate=0.01,
+        save_every_steps=5,
+        mixed_precision=True,
+        extra_args=["--warmup-steps", "3"],
+    )
+    args = config.build_parser().parse_args(flags)
+    assert args.image_dir == "gs://b/digits" and args.checkpoint_dir == "gs://b/ckpt"
+    assert (args.image_size, args.train_steps, args.warmup_steps) == (32, 10, 3)
+    assert args.mixed_precision and args.learning_rate == 0.01
+
+
+def test_launcher_is_used_only_for_several_workers_or_chaos():
+    from trainer import launch
+
+    assert rt.launcher_argv(["--x"], local_workers=1, preempt_at_step=0) is None
+    argv = rt.launcher_argv(["--train-steps", "9"], local_workers=2, preempt_at_step=4)
+    args = launch.build_parser().parse_args(argv)
+    assert (args.workers, args.preempt_at_step, args.signal) == (2, 4, "TERM")
+    assert args.trainer_args[-2:] == ["--train-steps", "9"]
+    with pytest.raises(ValueError, match="local_workers must be >= 1, got 0"):
+        rt.launcher_argv([], local_workers=0, preempt_at_step=0)
+
+
+@pytest.mark.parametrize(
+    "tf_config, chief",
+    [
+        ("", True),
+        ('{"cluster": {"chief": ["a"], "worker": ["b"]}, "task": {"type": "chief"}}', True),
+        ('{"cluster": {"chief": ["a"], "worker": ["b"]}, "task": {"type": "worker"}}', False),
+        ('{"cluster": {"worker": ["a", "b"]}, "task": {"type": "worker", "index": 0}}', True),
+        ('{"cluster": {"worker": ["a", "b"]}, "task": {"type": "worker", "index": 1}}', False),
+    ],
+)
+def test_only_the_chief_writes_outputs(tf_config, chief):
+    assert rt.is_chief(tf_config) is chief
+
+
+def test_copy_component_copies_from_gcs_into_its_artifact(kfp_local, gcs_bucket):
+    for name in ("a/1.png", "b/2.png"):
+        gcs_bucket.blob(f"imgs/{name}").upload_from_string(b"x" * 10)
+    task = gcs_copy(src=f"gs://{gcs_bucket.name}/imgs")
+    copied = task.outputs["copied"]
+    assert sorted(p.name for p in Path(copied.path).rglob("*.png")) == ["1.png", "2.png"]
+    assert copied.metadata["files_copied"] == 2 and "location" not in copied.metadata
+    # Train reads the artifact's own path when the files are in it.
+    assert rt.data_location(copied.path, copied.metadata) == copied.path
+
+
+def test_copy_component_to_a_destination_records_where(kfp_local, gcs_bucket):
+    gcs_bucket.blob("ckpt/ckpt-5.index").upload_from_string(b"new")
+    dst = kfp_local / "ckpt"
+    dst.mkdir()
+    (dst / "ckpt-5.index").write_bytes(b"resumed")  # a newer checkpoint a rerun must keep
+    task = gcs_copy(src=f"gs://{gcs_bucket.name}/ckpt", dst=str(dst), no_clobber=True)
+    copied = task.outputs["copied"]
+    assert (dst / "ckpt-5.index").read_bytes() == b"resumed"
+    assert copied.metadata["files_refused"] == 1
+    assert rt.data_location(copied.path, copied.metadata) == str(dst)
+    manifest = json.loads((Path(copied.path) / "copy_summary.json").read_text())
+    assert manifest["location"] == str(dst)
+
+
+def test_copy_component_with_no_source_is_a_no_op(kfp_local):
+    task = gcs_copy(src="", dst=str(kfp_local / "ckpt"))
+    assert task.outputs["copied"].metadata["files_copied"] == 0
+
+
+def test_component_yaml_carries_descriptions_image_and_types():
+    spec = yaml.safe_load((COMPONENTS_DIR / "train" / "component.yaml").read_text())
+    [executor] = spec["deploymentSpec"]["executors"].values()
+    assert executor["container"]["image"] == IMAGE
+    assert "pip install" not in json.dumps(executor)  # install_kfp_package=False
+    inputs = spec["root"]["inputDefinitions"]
+    assert inputs["artifacts"]["data"]["artifactType"]["schemaTitle"] == "system.Dataset"
+    assert "resumes" in inputs["parameters"]["checkpoint_dir"]["description"]
+    outputs = spec["root"]["outputDefinitions"]["artifacts"]
+    assert outputs["model"]["artifactType"]["schemaTitle"] == "system.Model"
+    assert outputs["metrics"]["artifactType"]["schemaTitle"] == "system.Metrics"
+
+
+def test_a_new_pipeline_built_from_the_yaml_files_alone_runs_locally(kfp_local, digits_dir):
+    copy_op = components.load_component_from_file(str(COMPONENTS_DIR / "gcs_copy/component.yaml"))
+    train_op = components.load_component_from_file(str(COMPONENTS_DIR / "train/component.yaml"))
+    status_op = components.load_component_from_file(
+        str(COMPONENTS_DIR / "training_status/component.yaml")
+    )
+
+    @dsl.pipeline(name="from-yaml")
+    def from_yaml(src: str, checkpoint_dir: str, steps: int) -> str:
+        data = copy_op(src=src)
+        trained = train_op(
+            data=data.outputs["copied"],
+            checkpoint_dir=checkpoint_dir,
+            backbone="small_cnn",
+            weights="none",
+            image_size=16,
+            batch_size_per_replica=16,
+            train_steps=steps,
+            save_every_steps=10,
+        )
+        return status_op(checkpoint_dir=checkpoint_dir, train_steps=steps).after(trained).output
+
+    ckpt = kfp_local / "ckpt"
+    task = from_yaml(src=digits_dir, checkpoint_dir=str(ckpt), steps=10)
+    assert task.output == "completed"
+    assert (ckpt / "ckpt-10.index").is_file()
+    # The same status step on a shorter goal than reached and on an empty dir.
+    assert rt.training_status(str(ckpt), 11) == "incomplete"
+    assert rt.training_status(str(kfp_local / "nothing"), 1) == "incomplete"
