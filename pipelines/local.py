@@ -82,6 +82,7 @@ class LocalResult:
     model_dir: Path | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""
 
     def report(self) -> str:
@@ -106,6 +107,12 @@ class LocalResult:
                 f"val_accuracy={s.get('val_accuracy', float('nan')):.3f} "
                 f"val_loss={s.get('val_loss', float('nan')):.3f} "
                 f"workers={s.get('num_workers')} global_batch={s.get('global_batch_size')}"
+            )
+        for a in self.attempts:
+            lines.append(
+                f"attempt {a.get('attempt')}:      {a.get('outcome')} (exit {a.get('exit_code')}), "
+                f"steps {a.get('start_step')}->{a.get('last_step')}, "
+                f"{a.get('steps_lost') or 0} lost, {a.get('seconds', 0):.0f} s"
             )
         lines.append(f"data:           {self.params.get('data_src')} (fake GCS)")
         lines.append(f"checkpoints:    {self.params.get('checkpoint_dir')}")
@@ -238,6 +245,9 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
     summary_path = result.model_dir / "training_summary.json" if result.model_dir else None
     if summary_path and summary_path.is_file():
         result.summary = json.loads(summary_path.read_text())
+    from trainer import ledger
+
+    result.attempts = ledger.read(str(result.params["checkpoint_dir"]))
     done = result.summary.get("final_step", -1) >= result.params["train_steps"]
     result.ok = bool(result.summary) and done
 

@@ -21,6 +21,10 @@ def test_preempted_train_task_is_retried_by_kfp_and_resumes_to_the_exact_step(tm
     assert result.metrics["final_step"] == 60.0
     assert result.model_dir.name == "model" and (result.model_dir / "model.keras").is_file()
     assert (tmp_path / "checkpoints" / "ckpt-60.index").is_file()
+    # The trainer's own ledger agrees: a preempted attempt, then a resumed success.
+    outcomes = [(a["outcome"], a["exit_code"]) for a in result.attempts]
+    assert outcomes == [("preempted", 143), ("success", 0)]
+    assert result.attempts[1]["start_step"] == summary["start_step"]
     report = result.report()
     assert "SUCCEEDED" in report and "train failed 1x and was retried by KFP" in report
 
