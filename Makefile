@@ -35,7 +35,7 @@ data: venv ## Write scikit-learn's digits as an image folder under $(OUT)/digits
 	$(PY) -m spottrain.datasets digits $(OUT)/digits
 
 run: venv ## The main job, locally end to end with one injected preemption
-	$(PY) -m spottrain.demo --out $(OUT)
+	$(PY) -m spottrain.pipelines run-local --out $(OUT)/pipeline
 
 # -- Pipelines (python -m spottrain.pipelines) ----------------------------------------
 # Lower-case command-line variables (name=value) are pipeline parameters, e.g.
