@@ -31,6 +31,12 @@ Guarantees:
     * Idempotent: a destination file with the source's size and CRC32C is
       skipped, so a rerun of an unchanged tree moves 0 bytes. CRC32C comes from
       the object listing for GCS and is computed (google-crc32c) for local files.
+      So that a rerun need not read every local byte again, a local file's
+      CRC32C is remembered together with its size, mtime, ctime and inode: in a
+      ``user.spottrain.crc32c`` xattr on files this tool wrote or compared at
+      the destination, and in ``spottrain-local-file`` custom metadata on
+      objects it uploaded. Every write to a file moves its ctime, which users
+      cannot set back, so a changed file is always hashed again.
     * No-clobber mode never overwrites a destination that exists and differs;
       it is reported as refused. Uploads and rewrites carry
       ``if_generation_match=0`` (or the generation that was compared), so a
@@ -79,6 +85,7 @@ import os
 import random
 import re
 import secrets
+import stat
 import sys
 import threading
 import time
@@ -107,9 +114,12 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _TEMP_RE = re.compile(r"^\.spottrain-[0-9a-f]{12}\.part$")
 _CKPT_WORD = re.compile(r"checkpoint|ckpt", re.IGNORECASE)
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
-_READ_CHUNK = 4 * 2**20
+_READ_CHUNK = 2**20
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-_LIST_FIELDS = "items(name,size,crc32c,generation),nextPageToken"
+_LIST_FIELDS = "items(name,size,crc32c,generation,metadata),nextPageToken"
+# Custom metadata on uploaded objects: the local file's identity when it was
+# uploaded, so that a rerun can skip an unchanged file without reading it.
+_UPLOAD_META = "spottrain-local-file"
 
 T = TypeVar("T")
 
@@ -198,12 +208,92 @@ def _crc_b64(digest: bytes) -> str:
     return base64.b64encode(digest).decode("ascii")
 
 
-def _file_crc32c(path: str) -> str:
+def _file_crc32c(path: str, *, store: bool = False) -> str:
+    """CRC32C of a file's content; ``store`` caches it in the file's xattr."""
+    before = os.stat(path) if store else None
     checksum = google_crc32c.Checksum()
-    with open(path, "rb") as f:
+    with open(path, "rb", buffering=0) as f:
         while chunk := f.read(_READ_CHUNK):
             checksum.update(chunk)
-    return _crc_b64(checksum.digest())
+    value = _crc_b64(checksum.digest())
+    if store:
+        _store_crc(path, value, before)
+    return value
+
+
+# The CRC32C of a local file we wrote or hashed is cached in an extended attribute,
+# so that a rerun over an unchanged tree need not read every byte again. It is
+# trusted only while the file's size, mtime and inode are unchanged AND its ctime
+# is no later than when the cache was written (ctime changes on every write,
+# truncate, utime or rename, and cannot be set back by users), so content
+# changed after caching is always hashed again. Filesystems without user xattrs
+# just hash every time.
+_XATTR = "user.spottrain.crc32c"
+_CTIME_SLACK_NS = 50_000_000  # the kernel stamps ctime from a coarse clock
+
+
+def _cached_crc(path: str, st: os.stat_result | None) -> str | None:
+    if not hasattr(os, "getxattr"):
+        return None
+    try:
+        if st is None:
+            st = os.stat(path)
+        fields = os.getxattr(path, _XATTR).decode("ascii").split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(fields) != 6 or fields[0] != "v1":
+        return None
+    value, size, mtime_ns, ino, stamp_ns = fields[1:]
+    if (
+        st.st_size == int(size)
+        and st.st_mtime_ns == int(mtime_ns)
+        and st.st_ino == int(ino)
+        and st.st_ctime_ns <= int(stamp_ns) + _CTIME_SLACK_NS
+    ):
+        return value
+    return None
+
+
+def _upload_record(st: os.stat_result, value: str) -> str:
+    """The local file's identity and CRC32C, stored on the object it was uploaded to.
+
+    ``st`` is from before the file was hashed, so a change while hashing leaves
+    a record that no longer matches. ctime is in it for the reason given above.
+    """
+    return f"v1 {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {value}"
+
+
+def _crc_from_upload_record(st: os.stat_result, existing: _Entry) -> str | None:
+    """The CRC32C of an unchanged local file that ``existing`` was uploaded from."""
+    metadata = getattr(existing.blob, "metadata", None) or {}
+    fields = str(metadata.get(_UPLOAD_META, "")).split()
+    if len(fields) != 6 or fields[0] != "v1" or fields[5] != existing.crc32c:
+        return None
+    if [str(st.st_size), str(st.st_mtime_ns), str(st.st_ctime_ns), str(st.st_ino)] != fields[1:5]:
+        return None
+    return fields[5]
+
+
+def _store_crc(path: str, value: str, before: os.stat_result | None = None) -> None:
+    """Caches ``value`` as the CRC32C of ``path`` (best effort).
+
+    ``before``: the file's stat from before it was hashed; if it changed while
+    being hashed, nothing is cached.
+    """
+    if not hasattr(os, "setxattr"):
+        return
+    try:
+        st = os.stat(path)
+        if before is not None and (
+            (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            != (before.st_size, before.st_mtime_ns, before.st_ctime_ns, before.st_ino)
+        ):
+            return
+        stamp = time.time_ns()
+        record = f"v1 {value} {st.st_size} {st.st_mtime_ns} {st.st_ino} {stamp}"
+        os.setxattr(path, _XATTR, record.encode("ascii"))
+    except OSError:
+        pass  # read-only, no xattr support, or gone: the cache is only an optimisation
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:
@@ -304,6 +394,7 @@ class _Entry:
     crc32c: str | None = None  # known for GCS; computed lazily for local files
     generation: int | None = None
     blob: storage.Blob | None = None  # the listed source object (pins its generation)
+    stat: os.stat_result | None = None  # local files: as listed
 
 
 def _is_temp(name: str) -> bool:
@@ -343,7 +434,8 @@ def copy(
         client: the GCS client; default: anonymous when
             ``STORAGE_EMULATOR_HOST`` is set, else application default
             credentials. With more than 10 workers its connection pool is
-            enlarged.
+            enlarged; during the copy its session skips the per-request proxy
+            lookup in the environment when no proxy is configured.
         progress: ``"bar"``, ``"log"`` (a log line every 10 s), ``"off"``, or
             ``"auto"``: a bar when stderr is a terminal, else log lines.
         retries: retries per request for transient errors.
@@ -381,7 +473,8 @@ def copy(
         retry_delay=retry_delay,
         sliced_threshold=sliced_download_threshold,
     )
-    summary = job.run(no_clobber=no_clobber, allow_empty=allow_empty, progress=progress)
+    with _no_env_rescans(client):
+        summary = job.run(no_clobber=no_clobber, allow_empty=allow_empty, progress=progress)
     summary.seconds = time.monotonic() - started
     log.info("%s", summary)
     if job.fatal is not None:
@@ -422,6 +515,40 @@ def _widen_pool(client: storage.Client, size: int) -> None:
     adapter = requests.adapters.HTTPAdapter(pool_connections=size, pool_maxsize=size)
     client._http.mount("https://", adapter)
     client._http.mount("http://", adapter)
+
+
+@contextlib.contextmanager
+def _no_env_rescans(client: storage.Client | None):
+    """Stops requests from re-reading the environment on every request, when moot.
+
+    With ``trust_env`` on, requests scans all of ``os.environ`` twice per request
+    for proxy settings: 15-18 % of a small download's CPU here (measured), more
+    in Kubernetes pods, whose environment lists every service. On Linux, with no
+    ``*_proxy`` variable and no netrc, that scan always finds nothing; the one
+    other thing it reads, a CA bundle variable, is set on the session directly.
+    Everything is restored afterwards.
+    """
+    session = getattr(client, "_http", None)
+    moot = (
+        sys.platform.startswith("linux")
+        and getattr(session, "trust_env", False)
+        and not any(k.lower().endswith("_proxy") for k in os.environ)
+        and "NETRC" not in os.environ
+        and not os.path.exists(os.path.expanduser("~/.netrc"))
+    )
+    if not moot:
+        yield
+        return
+    verify = session.verify
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    session.trust_env = False
+    if bundle and verify is True:
+        session.verify = bundle  # what requests would have taken from the environment
+    try:
+        yield
+    finally:
+        session.trust_env = True
+        session.verify = verify
 
 
 class _Copy:
@@ -546,32 +673,45 @@ class _Copy:
 
     @staticmethod
     def _list_local(root: str) -> tuple[dict[str, _Entry], list[str]]:
-        """Walks ``root``: (files by relative "/" name, our temp files)."""
+        """Walks ``root``: (files by relative "/" name, our temp files).
+
+        Symlinks to files are followed (copied as files); symlinks to
+        directories are not descended into, like ``os.walk``.
+        """
         entries: dict[str, _Entry] = {}
         temps: list[str] = []
-
-        def fail(exc: OSError) -> None:
-            if isinstance(exc, PermissionError):
-                raise CopyError(f"permission denied reading {exc.filename}") from exc
-            raise CopyError(f"cannot read {exc.filename}: {exc.strerror}") from exc
-
-        for dirpath, _dirs, files in os.walk(root, onerror=fail):
-            for name in files:
-                path = os.path.join(dirpath, name)
-                if _is_temp(name):
-                    temps.append(path)
+        cut = len(os.path.join(root, ""))
+        pending = [root]
+        while pending:
+            directory = pending.pop()
+            try:
+                with os.scandir(directory) as it:
+                    items = list(it)
+            except PermissionError as exc:
+                raise CopyError(f"permission denied reading {directory}") from exc
+            except OSError as exc:
+                raise CopyError(f"cannot read {directory}: {exc.strerror}") from exc
+            for item in items:
+                if item.is_dir(follow_symlinks=False):
+                    pending.append(item.path)
+                    continue
+                if _is_temp(item.name):
+                    temps.append(item.path)
                     continue
                 try:
-                    st = os.stat(path)  # follows symlinks: a linked file is copied as a file
+                    st = item.stat()  # follows symlinks
                 except FileNotFoundError:
                     continue  # a dangling symlink, or deleted while walking
                 except PermissionError as exc:
-                    fail(exc)
-                if not _is_regular(st.st_mode):
-                    log.warning("skipping %s: not a regular file", path)
+                    raise CopyError(f"permission denied reading {item.path}") from exc
+                if not stat.S_ISREG(st.st_mode):
+                    if not stat.S_ISDIR(st.st_mode):
+                        log.warning("skipping %s: not a regular file", item.path)
                     continue
-                rel = os.path.relpath(path, root).replace(os.sep, "/")
-                entries[rel] = _Entry(rel, st.st_size)
+                rel = item.path[cut:]
+                if os.sep != "/":
+                    rel = rel.replace(os.sep, "/")
+                entries[rel] = _Entry(rel, st.st_size, stat=st)
         return entries, temps
 
     def _resolve(self, allow_empty: bool) -> dict[str, _Entry]:
@@ -602,7 +742,8 @@ class _Copy:
                 if not os.access(src.path, os.R_OK):
                     raise CopyError(f"permission denied reading {src.path}")
                 single_name = os.path.basename(src.path)
-                sources = {single_name: _Entry(single_name, os.path.getsize(src.path))}
+                st = os.stat(src.path)
+                sources = {single_name: _Entry(single_name, st.st_size, stat=st)}
             elif os.path.isdir(src.path):
                 if not os.access(src.path, os.R_OK | os.X_OK):
                     raise CopyError(f"permission denied reading {src.path}")
@@ -649,7 +790,8 @@ class _Copy:
             self.dst_root, rel = os.path.split(target)
             found = None
             if os.path.isfile(target):
-                found = _Entry(rel, os.path.getsize(target))
+                st = os.stat(target)
+                found = _Entry(rel, st.st_size, stat=st)
             if os.path.isdir(self.dst_root):
                 self._remove_stale_temps(
                     os.path.join(self.dst_root, n) for n in os.listdir(self.dst_root) if _is_temp(n)
@@ -704,9 +846,20 @@ class _Copy:
         # Biggest first: a large file started last would run alone at the end.
         order = sorted(sources.values(), key=lambda e: (-e.size, e.rel))
         bar = _Progress(len(order), sum(e.size for e in order), progress)
+        # Decisions that need no I/O (names, sizes, known or cached checksums) are
+        # made here; only files to hash or to copy go to the pool. An unchanged
+        # tree then costs listing time only.
+        todo = []
+        for entry in order:
+            decision = self._decide(entry, hash_files=False)
+            if decision is None or decision[0] == "copy" and not self.dry_run:
+                todo.append(entry)
+            else:
+                self._record("copied" if decision[0] == "copy" else decision[0], entry, decision[1])
+                bar.advance(entry.size)
         pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="copy")
         try:
-            futures = [pool.submit(self._one, entry, bar) for entry in order]
+            futures = [pool.submit(self._one, entry, bar) for entry in todo]
             for future in concurrent.futures.as_completed(futures):
                 future.result()  # _one records its errors; this re-raises only bugs
         except BaseException:
@@ -779,37 +932,63 @@ class _Copy:
         self._record(outcome, entry, detail)
         bar.advance(entry.size)
 
-    def _one_inner(self, entry: _Entry) -> tuple[str, str]:
-        target = self._dst_url(entry)
+    def _local_crc(self, path: str, entry: _Entry, *, hash_files: bool, cache: bool) -> str | None:
+        """CRC32C of a local file: known, cached in its xattr, or (if allowed) computed."""
+        if entry.crc32c is None:
+            entry.crc32c = _cached_crc(path, entry.stat)
+        if entry.crc32c is None and hash_files:
+            entry.crc32c = _file_crc32c(path, store=cache)
+        return entry.crc32c
+
+    def _decide(self, entry: _Entry, *, hash_files: bool) -> tuple[str, str] | None:
+        """("copy" | "skipped" | "refused" | "failed", detail) for one file.
+
+        Returns None when the answer needs a file hashed and ``hash_files`` is off.
+        """
         if not self.dst.is_gcs:
             unsafe = _unsafe_local_name(entry.rel)
             if unsafe:
                 return "refused", f"unsafe name {entry.rel!r} ({unsafe})"
-        if self.src.is_gcs:
-            if not entry.crc32c:
-                return "failed", f"no CRC32C reported for {self._src_url(entry)}"
-        elif self.dst.is_gcs or entry.rel in self.existing:
-            # Needed to compare, and for uploads to verify what the server got.
-            # (local->local into nothing: the copy computes it while reading.)
-            entry.crc32c = _file_crc32c(self._src_url(entry))
-
+        if self.src.is_gcs and not entry.crc32c:
+            return "failed", f"no CRC32C reported for {self._src_url(entry)}"
         existing = self.existing.get(entry.rel)
-        if existing is not None:
-            if existing.size == entry.size:
-                if existing.crc32c is None:  # a local file: hash it now, only if sizes match
-                    existing.crc32c = _file_crc32c(target)
-                if existing.crc32c == entry.crc32c:
-                    return "skipped", ""
-            if self.no_clobber:
-                return "refused", (
-                    f"exists and differs from {self._src_url(entry)} "
-                    f"({existing.size} vs {entry.size} bytes), no-clobber"
-                )
+        if existing is None:
+            return "copy", ""
+        differs = (
+            f"exists and differs from {self._src_url(entry)} "
+            f"({existing.size} vs {entry.size} bytes), no-clobber"
+        )
+        if existing.size == entry.size:
+            if entry.crc32c is None and self.dst.is_gcs and entry.stat is not None:
+                entry.crc32c = _crc_from_upload_record(entry.stat, existing)
+            src_crc = entry.crc32c or self._local_crc(
+                self._src_url(entry), entry, hash_files=hash_files, cache=False
+            )
+            # Hashing the destination also caches its CRC32C there (our file).
+            dst_crc = existing.crc32c or self._local_crc(
+                self._dst_url(entry), existing, hash_files=hash_files, cache=not self.dry_run
+            )
+            if src_crc is None or dst_crc is None:
+                return None
+            if src_crc == dst_crc:
+                return "skipped", ""
+        return ("refused", differs) if self.no_clobber else ("copy", "")
+
+    def _one_inner(self, entry: _Entry) -> tuple[str, str]:
+        decision = self._decide(entry, hash_files=True)
+        assert decision is not None
+        if decision[0] != "copy":
+            return decision
         if self.dry_run:
             return "copied", ""
+        existing = self.existing.get(entry.rel)
         if self.dst.is_gcs:
+            if not self.src.is_gcs:
+                # Uploads are verified against it. (local->local computes it while
+                # reading; a cached value is then checked against that.)
+                self._local_crc(self._src_url(entry), entry, hash_files=True, cache=False)
             return self._to_gcs(entry, existing)
-        return self._to_local(entry, target, existing is not None)
+        return self._to_local(entry, self._dst_url(entry), existing is not None)
 
     # -- writing to GCS ---------------------------------------------------------------
 
@@ -833,6 +1012,8 @@ class _Copy:
                     # if the bytes it received do not match; the emulator ignores it,
                     # hence the comparison below as well.
                     blob.crc32c = entry.crc32c
+                    if entry.stat is not None:
+                        blob.metadata = {_UPLOAD_META: _upload_record(entry.stat, entry.crc32c)}
                     blob.upload_from_filename(
                         self._src_url(entry),
                         if_generation_match=state["if_generation_match"],
@@ -923,7 +1104,11 @@ class _Copy:
                     raise _Corrupt(
                         f"CRC32C mismatch after copy: source {entry.crc32c}, destination {got}"
                     )
-                tmp.publish(target, replace=exists or not self.no_clobber)
+                # fsync only in no-clobber mode: after a power loss, a published but
+                # empty file would be refused there forever, whereas in clobber mode
+                # the next run sees the CRC32C differ and copies it again anyway.
+                tmp.publish(target, replace=exists or not self.no_clobber, durable=self.no_clobber)
+                _store_crc(target, got)
 
         try:
             self._retrying(attempt, f"writing {target}")
@@ -981,12 +1166,6 @@ class _Copy:
         tmp.flush()
         # Read back what landed in the file: local->local has no server to vouch for it.
         return _file_crc32c(tmp.path)
-
-
-def _is_regular(mode: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(mode)
 
 
 def _unsafe_local_name(rel: str) -> str | None:
@@ -1085,11 +1264,15 @@ class _TempFile:
         """Lets another writer (transfer_manager) fill the file by name; lock kept."""
         self._file.close()
 
-    def publish(self, target: str, *, replace: bool) -> None:
-        """Fsyncs and renames onto ``target``; without ``replace``, never over a file."""
+    def publish(self, target: str, *, replace: bool, durable: bool) -> None:
+        """Renames onto ``target``; without ``replace``, never over an existing file.
+
+        ``durable`` fsyncs first, so that after a crash the name cannot point at
+        data that never reached the disk.
+        """
         self.flush()
-        # fsync before rename: after a crash the name must not point at lost data.
-        os.fsync(self._fd)
+        if durable:
+            os.fsync(self._fd)
         if replace:
             os.replace(self.path, target)
         else:
