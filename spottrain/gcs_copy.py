@@ -100,6 +100,9 @@ if TYPE_CHECKING:
 __all__ = ["CopyError", "CopySummary", "copy", "main"]
 
 log = logging.getLogger(__name__)
+# The closing summary line has a logger of its own: the CLI prints it to stdout
+# instead, so it silences this one.
+summary_log = logging.getLogger(__name__ + ".summary")
 
 DEFAULT_WORKERS = 8
 DEFAULT_RETRIES = 5
@@ -108,6 +111,10 @@ DEFAULT_RETRIES = 5
 # 0.19 s sliced vs 0.11 s whole), so only objects above this size are sliced.
 SLICED_DOWNLOAD_THRESHOLD = 256 * 2**20
 SLICED_DOWNLOAD_CHUNK = 32 * 2**20
+# Objects up to this size are fetched in one read instead of 8 KB pieces: 15 % less
+# CPU for 100 KB objects, 30 % for 50 MB (measured; downloads are bound by the
+# client's CPU). Costs up to this much memory per worker.
+SINGLE_SHOT_MAX = 64 * 2**20
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -459,7 +466,8 @@ def copy(
     if progress not in ("auto", "bar", "log", "off"):
         raise CopyError(f"progress must be auto, bar, log or off, got {progress!r}")
     src_loc, dst_loc = _parse(src, "source"), _parse(dst, "destination")
-    if client is None and (src_loc.is_gcs or dst_loc.is_gcs):
+    own_client = client is None and (src_loc.is_gcs or dst_loc.is_gcs)
+    if own_client:
         client = _default_client()
     if client is not None and workers > 10:
         _widen_pool(client, workers + 8)
@@ -473,10 +481,14 @@ def copy(
         retry_delay=retry_delay,
         sliced_threshold=sliced_download_threshold,
     )
-    with _no_env_rescans(client):
-        summary = job.run(no_clobber=no_clobber, allow_empty=allow_empty, progress=progress)
+    try:
+        with _no_env_rescans(client):
+            summary = job.run(no_clobber=no_clobber, allow_empty=allow_empty, progress=progress)
+    finally:
+        if own_client:
+            client.close()
     summary.seconds = time.monotonic() - started
-    log.info("%s", summary)
+    summary_log.info("%s", summary)
     if job.fatal is not None:
         raise CopyError(job.fatal, exit_code=EXIT_USAGE, summary=summary)
     if summary.failed:
@@ -1151,7 +1163,13 @@ class _Copy:
             return _file_crc32c(tmp.path)
         # raw_download: the stored bytes, never gzip-decoded, so the CRC32C applies.
         # checksum=None: the writer computes the CRC32C of what reaches the file.
-        entry.blob.download_to_file(tmp, raw_download=True, checksum=None, retry=None)
+        entry.blob.download_to_file(
+            tmp,
+            raw_download=True,
+            checksum=None,
+            retry=None,
+            single_shot_download=entry.size <= SINGLE_SHOT_MAX,
+        )
         return tmp.crc32c()
 
     def _local_copy(self, entry: _Entry, tmp: _TempFile) -> str:
@@ -1448,6 +1466,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     # Keep the library's own chatter (e.g. urllib3 pool warnings) out of the way.
     logging.getLogger("google").setLevel(logging.WARNING)
+    summary_log.setLevel(logging.WARNING)  # printed to stdout below instead
     try:
         summary = copy(
             args.src,

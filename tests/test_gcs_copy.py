@@ -11,11 +11,13 @@ import http.client
 import http.server
 import os
 import random
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -382,6 +384,38 @@ def test_missing_or_empty_sources_give_one_clear_line(fake_gcs, gcs_bucket, tmp_
     assert info.value.exit_code == 2
     ok = run_cli(str(tmp_path / "empty"), f"gs://{b}/x", "--allow-empty")
     assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to run as nobody"
+)
+def test_local_permission_errors_give_one_clear_line(tmp_path):
+    """Permission checks need a non-root user: the CLI runs as nobody via setpriv."""
+    base = Path(tempfile.mkdtemp(prefix="perm-", dir="/tmp"))
+    try:
+        base.chmod(0o755)  # nobody may look in, not write
+        src = write_tree(base / "src", {"a.txt": b"a", "secret.bin": b"s"})
+        (base / "out").mkdir(mode=0o777)
+        (base / "out").chmod(0o777)
+
+        def as_nobody(*args):
+            return subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+                 "-m", "spottrain.gcs_copy", *args, "--progress", "off"],
+                capture_output=True, text=True, timeout=60, cwd="/tmp",
+            )  # fmt: skip
+
+        proc = as_nobody(str(src), str(base / "dst"))  # cannot create base/dst
+        assert proc.returncode == 2, proc.stderr
+        assert error_lines(proc) == [f"error: permission denied: {base / 'dst'}"]
+
+        (src / "secret.bin").chmod(0o600)  # root's, unreadable for nobody
+        proc = as_nobody(str(src), str(base / "out" / "dst"))
+        assert proc.returncode == 2, proc.stderr
+        assert error_lines(proc) == [f"error: permission denied: {src / 'secret.bin'}"]
+        assert not (base / "out" / "dst" / "secret.bin").exists()
+    finally:
+        shutil.rmtree(base)
 
 
 def test_dry_run_lists_and_writes_nothing(fake_gcs, gcs_bucket, tmp_path):
