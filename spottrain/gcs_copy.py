@@ -670,6 +670,7 @@ class _Copy:
         )
         if blob is None:
             return None
+        blob._properties.pop("mediaLink", None)  # as in _list_gcs
         return _Entry(name.rsplit("/", 1)[-1], blob.size or 0, blob.crc32c, blob.generation, blob)
 
     def _bucket_exists(self, loc: _Loc) -> None:
@@ -1125,6 +1126,9 @@ class _Copy:
         try:
             self._retrying(attempt, f"writing {target}")
         except FileExistsError:
+            # Another copy (say, an overlapping retry) may have put the same file there.
+            if _file_crc32c(target) == entry.crc32c:
+                return "skipped", ""
             return "refused", "created by someone else during the copy, no-clobber"
         except IsADirectoryError:
             return "refused", "a directory of the same name exists"
