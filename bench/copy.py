@@ -89,6 +89,12 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Bench:
     """One emulator, one source tree, and the four ways to copy it."""
 
@@ -122,6 +128,13 @@ class Bench:
         self.gcs.create_bucket(name)
         return name
 
+    def profiled(self, times: dict[str, float], key: str, fn) -> None:
+        """Times ``fn`` into ``times[key]``, with this process's and the server's CPU."""
+        cpu, server = time.process_time(), process_cpu(self.gcs.pid)
+        times[key] = timed(fn)
+        times[key + " cpu"] = time.process_time() - cpu
+        times[key + " server cpu"] = process_cpu(self.gcs.pid) - server
+
     def ours(self, source: str, dest: str) -> None:
         copy(source, dest, client=self.client, workers=self.workers, progress="off")
 
@@ -142,13 +155,12 @@ class Bench:
                 naive_bucket.blob(rel).upload_from_filename(str(self.src / rel))
 
         src = str(self.src)
-        times = {
-            "naive": timed(naive),
-            "rclone": timed(lambda: self.rclone_copy(src, f"fake:{dest['rclone']}")),
-            "ours": timed(lambda: self.ours(src, f"gs://{dest['ours']}")),
-            "cli": timed(lambda: self.cli(src, f"gs://{dest['cli']}")),
-            "noop": timed(lambda: self.ours(src, f"gs://{dest['ours']}")),
-        }
+        times: dict[str, float] = {}
+        self.profiled(times, "naive", naive)
+        times["rclone"] = timed(lambda: self.rclone_copy(src, f"fake:{dest['rclone']}"))
+        self.profiled(times, "ours", lambda: self.ours(src, f"gs://{dest['ours']}"))
+        times["cli"] = timed(lambda: self.cli(src, f"gs://{dest['cli']}"))
+        times["noop"] = timed(lambda: self.ours(src, f"gs://{dest['ours']}"))
         for bucket in dest.values():
             assert gcs_state(self.client, bucket, "") == self.want, bucket
         return times
@@ -165,13 +177,12 @@ class Bench:
                 ref_bucket.blob("ref/" + rel).download_to_filename(str(dest["naive"] / rel))
 
         ref = "gs://bench-ref/ref"
-        times = {
-            "naive": timed(naive),
-            "rclone": timed(lambda: self.rclone_copy("fake:bench-ref/ref", str(dest["rclone"]))),
-            "ours": timed(lambda: self.ours(ref, str(dest["ours"]))),
-            "cli": timed(lambda: self.cli(ref, str(dest["cli"]))),
-            "noop": timed(lambda: self.ours(ref, str(dest["ours"]))),
-        }
+        times: dict[str, float] = {}
+        self.profiled(times, "naive", naive)
+        times["rclone"] = timed(lambda: self.rclone_copy("fake:bench-ref/ref", str(dest["rclone"])))
+        self.profiled(times, "ours", lambda: self.ours(ref, str(dest["ours"])))
+        times["cli"] = timed(lambda: self.cli(ref, str(dest["cli"])))
+        times["noop"] = timed(lambda: self.ours(ref, str(dest["ours"])))
         for root in dest.values():
             assert local_state(root) == self.want, root
             shutil.rmtree(root)
@@ -204,7 +215,7 @@ def main() -> int:
             )
             print(header)
             print("-" * len(header))
-            misses = []
+            misses, cpu_lines = [], []
             for direction, round_ in (
                 ("upload", bench.upload_round),
                 ("download", bench.download_round),
@@ -224,11 +235,21 @@ def main() -> int:
                     f"{ratios['first/no-op']:>11.0f}x",
                     flush=True,
                 )
+                cpu_lines.append(
+                    f"{direction:<10}"
+                    + "".join(
+                        f"{t[k + ' cpu']:>9.3f}{t[k + ' server cpu']:>9.3f}"
+                        for k in ("naive", "ours")
+                    )
+                )
                 misses += [
                     f"{direction} {k}: {ratios[k]:.2f}x < {target}x"
                     for k, target in TARGETS.items()
                     if ratios[k] < target
                 ]
+            print("\nCPU seconds (client = this Python process, server = fake-gcs-server):")
+            print(f"{'direction':<10}{'naive':>9}{'server':>9}{'ours':>9}{'server':>9}")
+            print("\n".join(cpu_lines))
             print(
                 "\nnaive: sequential google-cloud-storage loop; ours: copy() in this process "
                 "(warm client, like naive);\nCLI: python -m spottrain.gcs_copy as a process, "

@@ -273,6 +273,11 @@ class FakeGcs:
                 os.environ["STORAGE_EMULATOR_HOST"] = self._old_env
 
     @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs (e.g. to measure its CPU time)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def running(self) -> bool:
         """Whether the server process is alive."""
         return self._proc is not None and self._proc.poll() is None
