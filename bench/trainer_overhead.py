@@ -15,16 +15,21 @@ Usage: ``python bench/trainer_overhead.py [--steps 600] [--repeats 3]``
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+# Python puts bench/ first on sys.path, where bench/copy.py (the GCS copy
+# benchmark) would shadow the standard library's copy module.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
 import argparse
 import os
 import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,6 +7,7 @@ Layout of ``--checkpoint-dir`` (written by the chief only)::
     run_config.json                the config that created the checkpoints
     FATAL.json                     present after a fatal error (see record_fatal)
     quarantine/                    unreadable checkpoints moved aside, never deleted
+    diagnostics/                   hang stack dumps (any worker; names are per worker)
 
 Why workers write elsewhere: under MultiWorkerMirroredStrategy saving runs
 collective ops, so *every* worker must call save at the same step. If they all
@@ -63,6 +64,16 @@ def _write_json(path: str, data: dict) -> None:
     with gfile.GFile(tmp, "w") as f:
         json.dump(data, f, indent=2, sort_keys=True)
     gfile.rename(tmp, path, overwrite=True)
+
+
+def diagnostics_path(cfg: TrainConfig, cluster: Cluster, kind: str) -> str:
+    """Where a worker writes a diagnostic file (e.g. a hang's stack dump).
+
+    Unlike checkpoints, every worker writes here, each under its own name, so
+    that the dump of a stuck non-chief worker survives its pod too.
+    """
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return _join(cfg.checkpoint_dir, f"diagnostics/{kind}-{cluster.name}-{stamp}.txt")
 
 
 def check_fatal_marker(cfg: TrainConfig) -> None:

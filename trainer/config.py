@@ -66,6 +66,8 @@ class TrainConfig:
     model_dir: str = ""
     tensorboard_dir: str = ""
     collective_timeout: float = 60.0
+    hang_timeout: float = 600.0
+    startup_timeout: float = 1800.0
     cache_max_mb: int = 1024
     seed: int = 0
     threads: int = 0
@@ -210,6 +212,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="Seconds a collective may wait for a peer before the worker gives up.",
     )
     ft.add_argument(
+        "--hang-timeout",
+        type=float,
+        default=d.hang_timeout,
+        help="Dump stacks and exit 171 (retryable) when no step finishes for this long.",
+    )
+    ft.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=d.startup_timeout,
+        help="The same before the first step (covers a peer that never arrives).",
+    )
+    ft.add_argument(
         "--threads",
         type=int,
         default=d.threads,
@@ -311,6 +325,8 @@ def validate(cfg: TrainConfig) -> None:
         f"--collective-timeout {cfg.collective_timeout} must be positive",
     )
     _require(cfg.threads >= 0, f"--threads {cfg.threads} must be >= 0")
+    _require(cfg.hang_timeout > 0, f"--hang-timeout {cfg.hang_timeout} must be positive")
+    _require(cfg.startup_timeout > 0, f"--startup-timeout {cfg.startup_timeout} must be positive")
     for flag, price in (
         ("--price-per-hour", cfg.price_per_hour),
         ("--on-demand-price-per-hour", cfg.on_demand_price_per_hour),

@@ -9,6 +9,7 @@ NaN-ness, on stopping for a preemption and on time-based saves.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import math
@@ -18,6 +19,7 @@ import time
 from trainer import checkpointing, config, data, distribution, preemption
 from trainer import ledger as ledger_lib
 from trainer import model as model_lib
+from trainer import watchdog as watchdog_lib
 from trainer.preemption import ConfigError, TrainerExit
 
 log = logging.getLogger("trainer")
@@ -90,6 +92,9 @@ class Trainer:
         self.index = index
         self.stop = stop or preemption.StopFlag()
         self.started = time.monotonic()
+        # (seconds waiting for input, seconds for the whole step) of recent steps.
+        self.step_times: collections.deque = collections.deque(maxlen=10_000)
+        self.watchdog = None
 
     # -- set-up -------------------------------------------------------------
     def build(self) -> None:
@@ -98,6 +103,13 @@ class Trainer:
         import tensorflow as tf
 
         cfg = self.cfg
+        # Watches from here: a peer that never arrives blocks MWMS creation forever.
+        self.watchdog = watchdog_lib.Watchdog(
+            cfg.hang_timeout,
+            cfg.startup_timeout,
+            checkpointing.diagnostics_path(cfg, self.cluster, "hang"),
+            self.cluster.name,
+        ).start()
         if cfg.threads:
             tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
             tf.config.threading.set_inter_op_parallelism_threads(cfg.threads)
@@ -204,8 +216,13 @@ class Trainer:
             1000 * self.store.last_save_seconds,
         )
 
-    def train(self) -> int:
-        """Runs steps ``start_step .. total_steps``; returns the final step."""
+    def train(self, on_step=None) -> int:
+        """Runs steps ``start_step .. total_steps``; returns the final step.
+
+        Args:
+            on_step: optional ``callback(step, input_seconds, step_seconds)`` after
+                each step (the profiler uses it to open and close its window).
+        """
         import numpy as np
         import tensorflow as tf
 
@@ -218,6 +235,7 @@ class Trainer:
         )
         if self.start_step == self.total_steps:
             log.info("checkpoint already at the final step %d", self.total_steps)
+            self.watchdog.stop()
             return self.start_step
         dataset = self.pipelines.train_dataset(self.global_batch, self.start_step, self.total_steps)
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
@@ -230,7 +248,9 @@ class Trainer:
                 time.monotonic() - last_save >= cfg.save_every_seconds
             )
             try:
+                t0 = time.perf_counter()
                 batch = next(iterator)
+                t1 = time.perf_counter()
                 out = self._train_step(
                     batch,
                     tf.constant(float(self.stop.is_set())),
@@ -252,6 +272,11 @@ class Trainer:
                     ) from e
                 raise
             step += 1
+            t2 = time.perf_counter()
+            self.watchdog.beat(step)
+            self.step_times.append((t1 - t0, t2 - t0))
+            if on_step is not None:
+                on_step(step, t1 - t0, t2 - t0)
             self.ledger.progress(step)
             if self.first_step_seconds is None:
                 self.first_step_seconds = time.monotonic() - self.started
@@ -281,6 +306,7 @@ class Trainer:
             if step % cfg.save_every_steps == 0 or save_votes > 0 or step == self.total_steps:
                 self._save(step, "timer" if save_votes > 0 else "interval")
                 last_save = time.monotonic()
+        self.watchdog.stop()  # evaluation and export are bounded and not steps
         return step
 
     # -- the end --------------------------------------------------------------
@@ -354,7 +380,9 @@ class Trainer:
         return summary
 
     def close(self) -> None:
-        """Flushes logs and removes temp dirs."""
+        """Stops the watchdog, flushes logs and removes temp dirs."""
+        if self.watchdog is not None:
+            self.watchdog.stop()
         if getattr(self, "writer", None):
             self.writer.flush()
         if getattr(self, "store", None):
