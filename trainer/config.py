@@ -68,6 +68,7 @@ class TrainConfig:
     collective_timeout: float = 60.0
     hang_timeout: float = 600.0
     startup_timeout: float = 1800.0
+    no_supervisor: bool = False
     cache_max_mb: int = 1024
     seed: int = 0
     threads: int = 0
@@ -222,6 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=d.startup_timeout,
         help="The same before the first step (covers a peer that never arrives).",
+    )
+    ft.add_argument(
+        "--no-supervisor",
+        action="store_true",
+        help="Train in this process, without the hang-watchdog supervisor process.",
     )
     ft.add_argument(
         "--threads",

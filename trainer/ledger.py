@@ -95,7 +95,7 @@ class Ledger:
         self.records = read(self.dir)
         if self.records and self.records[-1].get("outcome") == "running":
             prev = self.records[-1]
-            prev["outcome"] = "killed"
+            prev["outcome"] = "hang" if self._hang_dump_since(prev["started"]) else "killed"
             prev["exit_code"] = None
             # Everything after the step this attempt resumes from was redone.
             prev["steps_lost"] = max(0, prev.get("last_step", start_step) - start_step)
@@ -104,8 +104,9 @@ class Ledger:
             prev["steps_lost_is_lower_bound"] = True
             self._close_times(prev, prev.get("updated", prev["started"]))
             log.warning(
-                "previous attempt %d ended without a record (killed); it lost %d step(s)",
+                "previous attempt %d ended without a record (%s); it lost %d step(s)",
                 prev["attempt"],
+                prev["outcome"],
                 prev["steps_lost"],
             )
         self.current = {
@@ -120,6 +121,20 @@ class Ledger:
         self.records.append(self.current)
         self._write(force=True)
         return self.current
+
+    def _hang_dump_since(self, started: float) -> bool:
+        """Whether the watchdog supervisor left a stack dump during that attempt."""
+        gfile = _gfile()
+        for path in gfile.glob(f"{self.dir.rstrip('/')}/diagnostics/hang-*"):
+            if gfile.stat(path).mtime_nsec / 1e9 >= started:
+                return True
+        return False
+
+    def set_start(self, step: int) -> None:
+        """Corrects this attempt's start step once the checkpoint is actually restored."""
+        if self.current and self.current["start_step"] != step:
+            self.current.update(start_step=step, last_step=step, saved_step=step)
+            self._write(force=True)
 
     def progress(self, step: int, saved: bool = False) -> None:
         """Notes a finished step (written at most every ``min_interval_s`` unless saved)."""

@@ -24,7 +24,21 @@ from trainer.preemption import ConfigError, TrainerExit
 
 log = logging.getLogger("trainer")
 
-NAN_ADVICE = "lower --learning-rate, add --warmup-steps, set --clip-norm, or use --optimizer adam"
+
+def nan_advice(cfg: config.TrainConfig) -> str:
+    """The usual remedies for a diverging loss, minus those already in use."""
+    tips = [f"lower --learning-rate (now {cfg.learning_rate:g})"]
+    if not cfg.warmup_steps:
+        tips.append("add --warmup-steps")
+    if not cfg.clip_norm:
+        tips.append("set --clip-norm (e.g. 1.0)")
+    if cfg.optimizer != "adam":
+        tips.append("use --optimizer adam")
+    if cfg.mixed_precision:
+        tips.append("try without --mixed-precision (float16 overflows)")
+    return ", ".join(tips)
+
+
 # Errors a collective raises when a peer died, froze or was torn down.
 _PEER_ERRORS = (
     "UnavailableError",
@@ -94,7 +108,8 @@ class Trainer:
         self.started = time.monotonic()
         # (seconds waiting for input, seconds for the whole step) of recent steps.
         self.step_times: collections.deque = collections.deque(maxlen=10_000)
-        self.watchdog = None
+        # Progress reports to the hang-watchdog supervisor (trainer.watchdog).
+        self.heartbeat = watchdog_lib.Heartbeat()
 
     # -- set-up -------------------------------------------------------------
     def build(self) -> None:
@@ -103,13 +118,11 @@ class Trainer:
         import tensorflow as tf
 
         cfg = self.cfg
-        # Watches from here: a peer that never arrives blocks MWMS creation forever.
-        self.watchdog = watchdog_lib.Watchdog(
-            cfg.hang_timeout,
-            cfg.startup_timeout,
-            checkpointing.diagnostics_path(cfg, self.cluster, "hang"),
-            self.cluster.name,
-        ).start()
+        self.heartbeat.dump_path(checkpointing.diagnostics_path(cfg, self.cluster, "hang"))
+        # Open the ledger record before anything that can hang (MWMS start-up), so
+        # a hung attempt leaves a record the next attempt can close as a hang.
+        found = checkpointing.list_checkpoints(cfg.checkpoint_dir)
+        self.ledger.begin(found[0][0] if found else 0)
         if cfg.threads:
             tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
             tf.config.threading.set_inter_op_parallelism_threads(cfg.threads)
@@ -147,7 +160,7 @@ class Trainer:
         )
         self.store = checkpointing.CheckpointStore(cfg, self.cluster, ckpt)
         self.start_step = self.store.restore_latest()
-        self.ledger.begin(self.start_step)
+        self.ledger.set_start(self.start_step)  # lower if a corrupt checkpoint was skipped
         if self.start_step > self.total_steps:
             raise ConfigError(
                 f"--train-steps {self.total_steps} is below the checkpointed step "
@@ -235,7 +248,7 @@ class Trainer:
         )
         if self.start_step == self.total_steps:
             log.info("checkpoint already at the final step %d", self.total_steps)
-            self.watchdog.stop()
+            self.heartbeat.done()
             return self.start_step
         dataset = self.pipelines.train_dataset(self.global_batch, self.start_step, self.total_steps)
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
@@ -273,7 +286,7 @@ class Trainer:
                 raise
             step += 1
             t2 = time.perf_counter()
-            self.watchdog.beat(step)
+            self.heartbeat.beat(step)
             self.step_times.append((t1 - t0, t2 - t0))
             if on_step is not None:
                 on_step(step, t1 - t0, t2 - t0)
@@ -284,7 +297,7 @@ class Trainer:
             if not math.isfinite(loss):
                 # No save: the newest checkpoint stays the last good one.
                 raise TrainerExit(
-                    preemption.FATAL_NAN, f"loss is {loss} at step {step}; {NAN_ADVICE}"
+                    preemption.FATAL_NAN, f"loss is {loss} at step {step}; {nan_advice(cfg)}"
                 )
             if step % cfg.log_every_steps == 0 or step == self.total_steps:
                 now = time.monotonic()
@@ -306,7 +319,7 @@ class Trainer:
             if step % cfg.save_every_steps == 0 or save_votes > 0 or step == self.total_steps:
                 self._save(step, "timer" if save_votes > 0 else "interval")
                 last_save = time.monotonic()
-        self.watchdog.stop()  # evaluation and export are bounded and not steps
+        self.heartbeat.done()  # evaluation and export are bounded and not steps
         return step
 
     # -- the end --------------------------------------------------------------
@@ -380,9 +393,7 @@ class Trainer:
         return summary
 
     def close(self) -> None:
-        """Stops the watchdog, flushes logs and removes temp dirs."""
-        if self.watchdog is not None:
-            self.watchdog.stop()
+        """Flushes logs and removes temp dirs."""
         if getattr(self, "writer", None):
             self.writer.flush()
         if getattr(self, "store", None):

@@ -1,123 +1,217 @@
 """Hang watchdog: a stuck job prints nothing and burns money, so make it speak and stop.
 
-A daemon thread watches the step heartbeat. When no step finishes within
-``--hang-timeout`` seconds (``--startup-timeout`` before the first step, which
-also covers a peer that never arrives and MWMS waits on forever), it dumps
-every thread's Python stack with ``py-spy dump`` (needs ptrace: add
-``SYS_PTRACE`` to the pod's capabilities on Kubernetes) or, failing that,
-``faulthandler``, to the log and to a file, then exits with HUNG (171) so the
-orchestrator retries instead of paying for an idle GPU.
+``python -m trainer.task`` runs as a small supervisor process with the real
+trainer as its child. The child reports every finished step over a pipe; when
+none arrives within ``--hang-timeout`` seconds (``--startup-timeout`` before the
+first step, which also covers a peer that never arrives while MWMS waits
+forever), the supervisor dumps every thread's Python stack of the child,
+writes it to the log and beside the checkpoints, kills the child and exits
+with HUNG (171), so the orchestrator retries instead of paying for an idle GPU.
+
+Why a separate process: a hung TensorFlow call often holds the GIL (MWMS
+start-up does), which starves any watchdog *thread* in the same process.
+``py-spy dump`` reads the child's memory from outside; a parent may trace its
+own child without extra privileges, though some clusters still need
+``SYS_PTRACE`` in the pod's securityContext. If py-spy fails, the child's
+``faulthandler`` (registered on SIGUSR1, it runs without the GIL) dumps instead.
 """
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import logging
 import os
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from trainer.preemption import HUNG
 
 log = logging.getLogger(__name__)
 
+HEARTBEAT_FD_ENV = "SPOTTRAIN_HEARTBEAT_FD"
+FAULTHANDLER_FILE_ENV = "SPOTTRAIN_FAULTHANDLER_FILE"
+_PR_SET_PDEATHSIG = 1
 
-def dump_stacks(pid: int | None = None, timeout_s: float = 20.0) -> tuple[str, str]:
-    """Returns (tool, text) with every thread's stack of process ``pid`` (default: this one)."""
-    pid = pid or os.getpid()
-    py_spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
-    if os.path.exists(py_spy):
+
+class Heartbeat:
+    """The trainer's side: reports progress to the supervisor (no-op when unsupervised)."""
+
+    def __init__(self, environ: dict | None = None):
+        env = os.environ if environ is None else environ
+        self.fd = int(env.get(HEARTBEAT_FD_ENV, "-1"))
+        path = env.get(FAULTHANDLER_FILE_ENV)
+        if path:
+            # Kept open for the process lifetime: faulthandler writes to the raw fd.
+            self._fault_file = open(path, "w")  # noqa: SIM115
+            faulthandler.register(signal.SIGUSR1, file=self._fault_file, all_threads=True)
+
+    def _send(self, line: str) -> None:
+        if self.fd < 0:
+            return
         try:
-            proc = subprocess.run(
-                [py_spy, "dump", "--pid", str(pid)],
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-            )
-            if proc.returncode == 0 and proc.stdout.strip():
-                return "py-spy", proc.stdout
-            reason = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            log.warning("py-spy dump failed (%s); using faulthandler", reason[0])
-        except (OSError, subprocess.TimeoutExpired) as e:
-            log.warning("py-spy dump failed (%s); using faulthandler", e)
-    if pid != os.getpid():
-        return "none", f"cannot dump process {pid} without py-spy"
-    # faulthandler writes to a real file descriptor only.
-    with tempfile.TemporaryFile("w+") as f:
-        faulthandler.dump_traceback(file=f, all_threads=True)
-        f.seek(0)
-        return "faulthandler", f.read()
+            os.write(self.fd, f"{line}\n".encode())
+        except OSError:  # supervisor gone: nothing to report to
+            self.fd = -1
 
-
-class Watchdog:
-    """Exits the process with HUNG when the heartbeat stops."""
-
-    def __init__(
-        self,
-        hang_timeout_s: float,
-        startup_timeout_s: float,
-        dump_path: str,
-        name: str,
-        exit_fn=os._exit,
-    ):
-        self.hang_timeout_s = hang_timeout_s
-        self.startup_timeout_s = startup_timeout_s
-        self.dump_path = dump_path
-        self.name = name
-        self._exit = exit_fn
-        self._last_beat = time.monotonic()
-        self._step: int | None = None
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="hang-watchdog", daemon=True)
-        self.fired_after: float | None = None
-
-    def start(self) -> Watchdog:
-        """Starts watching (the start-up timeout runs from now)."""
-        self._last_beat = time.monotonic()
-        self._thread.start()
-        return self
+    def dump_path(self, path: str) -> None:
+        """Tells the supervisor where a hang's stack dump should go."""
+        self._send(f"dump {path}")
 
     def beat(self, step: int) -> None:
-        """Records that ``step`` finished."""
-        self._step = step
-        self._last_beat = time.monotonic()
+        """Reports a finished step."""
+        self._send(f"step {step}")
 
-    def stop(self) -> None:
-        """Stops watching (training ended, or it is saving/exporting on purpose)."""
-        self._stopped.set()
+    def done(self) -> None:
+        """Training steps are over; evaluation and export are not watched."""
+        self._send("done")
 
-    def _watch(self) -> None:
-        while not self._stopped.wait(min(1.0, self.hang_timeout_s / 4)):
-            limit = self.startup_timeout_s if self._step is None else self.hang_timeout_s
-            idle = time.monotonic() - self._last_beat
-            if idle >= limit:
+
+def py_spy_dump(pid: int, timeout_s: float = 30.0) -> str | None:
+    """Every thread's Python stack of ``pid`` via py-spy, or None when it cannot."""
+    exe = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if not os.path.exists(exe):
+        return None
+    try:
+        proc = subprocess.run(
+            [exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=timeout_s
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        log.warning("py-spy dump failed: %s", e)
+        return None
+    if proc.returncode != 0 or not proc.stdout.strip():
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        log.warning("py-spy dump failed: %s (needs ptrace; SYS_PTRACE on Kubernetes)", last[0])
+        return None
+    return proc.stdout
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes a local, /gcs/ FUSE or gs:// file (the supervisor does not load TensorFlow)."""
+    if path.startswith("gs://"):
+        from google.cloud import storage
+
+        bucket, _, name = path[5:].partition("/")
+        storage.Client().bucket(bucket).blob(name).upload_from_string(text)
+        return
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class Supervisor:
+    """Runs the trainer as a child process and watches its heartbeat."""
+
+    def __init__(
+        self, cmd: list[str], hang_timeout_s: float, startup_timeout_s: float, name: str = "trainer"
+    ):
+        self.cmd = cmd
+        self.hang_timeout_s = hang_timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self.name = name
+        self.step: int | None = None
+        self.dump_path: str | None = None
+        self.fired_after: float | None = None
+
+    def run(self) -> int:
+        """Starts the child, forwards signals, returns its exit code (or HUNG)."""
+        read_fd, write_fd = os.pipe()
+        fault_file = tempfile.NamedTemporaryFile(
+            prefix="spottrain-faulthandler-", suffix=".txt", delete=False
+        )
+        fault_file.close()
+        env = dict(os.environ)
+        env[HEARTBEAT_FD_ENV] = str(write_fd)
+        env[FAULTHANDLER_FILE_ENV] = fault_file.name
+        child = subprocess.Popen(
+            self.cmd, env=env, pass_fds=(write_fd,), preexec_fn=_die_with_parent
+        )
+        os.close(write_fd)
+
+        def forward(signum, _frame):
+            # A preemption notice is for the trainer: it saves, then exits 143.
+            if child.poll() is None:
+                child.send_signal(signum)
+
+        old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            return self._watch(child, read_fd, fault_file.name)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+            os.close(read_fd)
+            os.unlink(fault_file.name)
+
+    def _watch(self, child: subprocess.Popen, read_fd: int, fault_path: str) -> int:
+        last_beat = time.monotonic()
+        watching, buf, eof = True, b"", False
+        while True:
+            if not eof:
+                ready, _, _ = select.select([read_fd], [], [], 0.5)
+                if ready:
+                    chunk = os.read(read_fd, 65536)
+                    eof = not chunk
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    for line in lines:
+                        kind, _, value = line.decode(errors="replace").partition(" ")
+                        if kind == "step":
+                            self.step, last_beat = int(value), time.monotonic()
+                        elif kind == "dump":
+                            self.dump_path = value
+                        elif kind == "done":
+                            watching = False
+            else:
+                time.sleep(0.2)
+            if child.poll() is not None:
+                return _exit_code(child.returncode)
+            limit = self.startup_timeout_s if self.step is None else self.hang_timeout_s
+            idle = time.monotonic() - last_beat
+            if watching and idle >= limit:
                 self.fired_after = idle
-                self._fire(idle)
-                return
+                self._fire(child, idle, fault_path)
+                return HUNG
 
-    def _fire(self, idle: float) -> None:
-        where = "before the first step" if self._step is None else f"after step {self._step}"
+    def _fire(self, child: subprocess.Popen, idle: float, fault_path: str) -> None:
+        where = "before the first step" if self.step is None else f"after step {self.step}"
         header = (
             f"HANG: no training step finished for {idle:.0f} s ({where}) on "
-            f"{self.name}, pid {os.getpid()}"
+            f"{self.name}, trainer pid {child.pid}"
         )
         log.error(header)
-        tool, text = dump_stacks()
+        text, tool = py_spy_dump(child.pid), "py-spy"
+        if text is None:
+            tool = "faulthandler"
+            child.send_signal(signal.SIGUSR1)
+            time.sleep(2.0)
+            with open(fault_path) as f:
+                text = f.read() or "(no stack dump could be taken)"
         report = f"{header}\nstacks ({tool}):\n{text}"
         print(report, flush=True)
-        try:
-            import tensorflow as tf
-
-            tf.io.gfile.makedirs(os.path.dirname(self.dump_path))
-            with tf.io.gfile.GFile(self.dump_path, "w") as f:
-                f.write(report)
-            log.error("stack dump written to %s; exiting %d (retryable)", self.dump_path, HUNG)
-        except Exception as e:  # noqa: BLE001 - exiting matters more than the file
-            log.error("could not write %s: %s", self.dump_path, e)
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        self._exit(HUNG)
+        child.kill()
+        child.wait()
+        if self.dump_path:
+            try:
+                write_text(self.dump_path, report)
+                log.error("stack dump written to %s; exiting %d (retryable)", self.dump_path, HUNG)
+            except Exception as e:  # noqa: BLE001 - exiting matters more than the file
+                log.error("could not write %s: %s", self.dump_path, e)

@@ -1,0 +1,79 @@
+"""Hang watchdog and NaN guard, with real processes."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from trainer_helpers import ledger, run_module, tiny_args
+
+from trainer import preemption
+
+pytestmark = pytest.mark.slow
+
+
+def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir, tmp_path):
+    """A chief whose worker never starts blocks in MWMS start-up forever without the watchdog."""
+    out = tmp_path / "run"
+    from trainer.launch import free_ports
+
+    chief, worker = free_ports(2)
+    tf_config = json.dumps(
+        {
+            "cluster": {"chief": [f"127.0.0.1:{chief}"], "worker": [f"127.0.0.1:{worker}"]},
+            "task": {"type": "chief", "index": 0},
+        }
+    )
+    timeout = 8
+    start = time.monotonic()
+    proc, seconds = run_module(
+        "trainer.task",
+        tiny_args(digits_dir, out, startup_timeout=timeout),
+        extra_env={"TF_CONFIG": tf_config},
+        timeout=120,
+    )
+    assert proc.returncode == preemption.HUNG, proc.stdout[-3000:]
+    assert seconds < 2 * timeout + 10, f"exited after {seconds:.1f} s"
+    assert "HANG: no training step finished" in proc.stdout
+    dumps = list((out / "checkpoints" / "diagnostics").glob("hang-chief-0-*.txt"))
+    assert len(dumps) == 1
+    text = dumps[0].read_text()
+    # The stack names where it is stuck: creating the multi-worker strategy.
+    assert "create_strategy" in text and "collective_all_reduce_strategy" in text, text[:3000]
+    assert time.monotonic() - start < 120
+    # The killed attempt could not close its ledger record; the next one does, as a hang.
+    proc, _ = run_module("trainer.task", tiny_args(digits_dir, out, train_steps=2))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert [r["outcome"] for r in ledger(out)] == ["hang", "success"]
+
+
+def test_nan_loss_stops_fatal_and_keeps_last_good_checkpoint(digits_dir, tmp_path):
+    out = tmp_path / "run"
+    # float16 activations overflow within a few steps at this learning rate.
+    args = tiny_args(
+        digits_dir,
+        out,
+        mixed_precision=True,
+        learning_rate=5.0,
+        train_steps=300,
+        save_every_steps=1,
+        log_every_steps=1,
+    )
+    proc, _ = run_module("trainer.task", args)
+    assert proc.returncode == preemption.FATAL_NAN, proc.stdout[-3000:]
+    error = next(ln for ln in proc.stdout.splitlines() if " ERROR " in ln)
+    assert "loss is nan" in error.lower() or "loss is inf" in error.lower()
+    assert "--learning-rate (now 5)" in error and "--clip-norm" in error
+    assert "--warmup-steps" in error and "--mixed-precision" in error
+    bad_step = int(error.split(" at step ")[1].split(";")[0])
+    rec = ledger(out)[-1]
+    assert rec["outcome"] == "nan" and rec["last_step"] == bad_step
+    # Nothing was saved at or after the NaN step.
+    saved = sorted(int(p.name[5:-6]) for p in (out / "checkpoints").glob("ckpt-*.index"))
+    assert saved and saved[-1] < bad_step and rec["saved_step"] == saved[-1]
+    # The retry does not burn time: FATAL.json stops it at once with the same code.
+    again, seconds = run_module("trainer.task", args)
+    assert again.returncode == preemption.FATAL_NAN
+    assert "previous attempt of this config failed fatally" in again.stdout
+    assert seconds < 30
