@@ -70,5 +70,6 @@ def test_make_help_lists_the_targets_users_expect():
     out = subprocess.run(
         ["make", "-s", "help"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)  # strip the colours
     for target in ("run", "test", "lint", "venv", "compile", "bench"):
         assert re.search(rf"^\s+{target}\s", out, re.M), f"make help lacks {target}:\n{out}"

@@ -1,7 +1,7 @@
 """The ``train`` component: one checkpointed, resumable training attempt."""
 
 from kfp import dsl
-from kfp.dsl import Dataset, Input, Metrics, Model, Output
+from kfp.dsl import Dataset, Input, Markdown, Metrics, Model, Output
 
 from spottrain.version import IMAGE
 
@@ -12,6 +12,7 @@ def train(
     checkpoint_dir: str,
     model: Output[Model],
     metrics: Output[Metrics],
+    attempts: Output[Markdown],
     backbone: str = "resnet50",
     weights: str = "imagenet",
     image_size: int = 224,
@@ -32,7 +33,10 @@ def train(
         data: Image folder (<root>/<label>/*.png|jpg), or a gcs_copy pointer to one.
         checkpoint_dir: Persistent checkpoint folder (gs:// or /gcs/) every retry resumes from.
         model: The trained model (model.keras, a SavedModel, training_summary.json).
-        metrics: Final step, validation accuracy and loss, global batch size, workers.
+        metrics: Final step, validation accuracy and loss, global batch size, workers, and
+            the attempt ledger's totals (ledger_attempts, ledger_preemptions,
+            ledger_steps_lost, ledger_cost, ledger_saving).
+        attempts: The attempt ledger (checkpoint_dir/attempts.json) as a Markdown table.
         backbone: resnet50, mobilenet_v2 or small_cnn.
         weights: imagenet or none.
         image_size: Square input size in pixels.
@@ -53,6 +57,7 @@ def train(
         data=data,
         model=model,
         metrics=metrics,
+        attempts=attempts,
         checkpoint_dir=checkpoint_dir,
         backbone=backbone,
         weights=weights,

@@ -254,13 +254,60 @@ def launcher_argv_is_none(kwargs: Mapping[str, Any]) -> bool:
     return kwargs.get("local_workers", 1) == 1 and not kwargs.get("preempt_at_step", 0)
 
 
-def run_component(*, data, model, metrics, **kwargs: Any) -> None:
+def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
+    """The attempt ledger as a Markdown table for the KFP UI."""
+    lines = [
+        "# Training attempts",
+        "",
+        "| # | outcome | exit | start step | last step | saved step | steps lost | seconds "
+        "| cost $ |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        lost = r.get("steps_lost", "")
+        if r.get("steps_lost_is_lower_bound"):
+            lost = f"≥{lost}"
+        lines.append(
+            f"| {r.get('attempt')} | {r.get('outcome')} | {r.get('exit_code', '')} "
+            f"| {r.get('start_step')} | {r.get('last_step')} | {r.get('saved_step')} | {lost} "
+            f"| {r.get('seconds', '')} | {r.get('cost', '')} |"
+        )
+    lines += [
+        "",
+        f"**{totals.get('attempts', 0)} attempt(s), "
+        f"{totals.get('preemptions', 0)} preemption(s), "
+        f"{totals.get('steps_lost', 0)} step(s) lost.**",
+    ]
+    if "cost" in totals:
+        lines.append(
+            f"Estimated cost ${totals['cost']:.4f} at the spot price vs "
+            f"${totals['on_demand_cost']:.4f} on demand (saving ${totals['saving']:.4f})."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_ledger(checkpoint_dir: str, metrics, attempts) -> dict[str, Any]:
+    """Exposes ``attempts.json`` as Metrics (``ledger_*``) and a Markdown table."""
+    from trainer import ledger
+
+    records = ledger.read(checkpoint_dir)
+    totals = ledger.totals(records)
+    for name, value in totals.items():
+        metrics.log_metric(f"ledger_{name}", float(value))
+    with open(attempts.path, "w") as f:
+        f.write(ledger_markdown(records, totals))
+    return totals
+
+
+def run_component(*, data, model, metrics, attempts=None, **kwargs: Any) -> None:
     """The ``train`` component body: trains and records the KFP outputs.
 
     Args:
         data: The ``Input[Dataset]`` with the image folder.
         model: The ``Output[Model]``; its path is the trainer's ``--model-dir``.
-        metrics: The ``Output[Metrics]`` filled from ``training_summary.json``.
+        metrics: The ``Output[Metrics]`` filled from ``training_summary.json`` and
+            the attempt ledger's totals (``ledger_*``).
+        attempts: The ``Output[Markdown]`` for the attempt ledger table.
         **kwargs: The remaining component inputs, passed to :func:`train`.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -282,6 +329,9 @@ def run_component(*, data, model, metrics, **kwargs: Any) -> None:
         return
     for name, value in numeric_metrics(summary).items():
         metrics.log_metric(name, value)
+    if attempts is not None:
+        totals = write_ledger(kwargs["checkpoint_dir"], metrics, attempts)
+        log.info("attempt ledger: %s", json.dumps(totals, sort_keys=True))
     model.metadata.update(
         framework="tensorflow",
         backbone=kwargs.get("backbone", ""),

@@ -1,0 +1,31 @@
+"""The train component's ledger outputs: Metrics totals and a Markdown table."""
+
+from __future__ import annotations
+
+from kfp import dsl
+from trainer_helpers import tiny_args
+
+from spottrain.runtime.train import write_ledger
+from trainer import preemption, train_lib
+
+
+def test_ledger_becomes_metrics_and_markdown(digits_dir, tmp_path):
+    out = tmp_path / "run"
+    prices = dict(price_per_hour=0.35, on_demand_price_per_hour=1.2)
+    # A real fatal attempt, then a real successful one, in the same checkpoint dir.
+    assert train_lib.run(tiny_args(digits_dir, out, backbone="nope", **prices)) == 64
+    ok = tiny_args(digits_dir, out, train_steps=4, save_every_steps=2, **prices)
+    assert train_lib.run(ok) == preemption.OK
+
+    metrics = dsl.Metrics(name="metrics", uri=str(tmp_path / "metrics"))
+    attempts = dsl.Markdown(name="attempts", uri=str(tmp_path / "attempts.md"))
+    totals = write_ledger(str(out / "checkpoints"), metrics, attempts)
+
+    assert totals["attempts"] == 2 and totals["steps_lost"] == 0
+    assert metrics.metadata["ledger_attempts"] == 2.0
+    assert metrics.metadata["ledger_saving"] > 0  # spot is cheaper than on-demand
+    table = (tmp_path / "attempts.md").read_text()
+    rows = [ln for ln in table.splitlines() if ln.startswith("| 1 ") or ln.startswith("| 2 ")]
+    assert "fatal_config" in rows[0] and "| 64 |" in rows[0]
+    assert "success" in rows[1] and "| 0 | 4 | 4 |" in rows[1]
+    assert "2 attempt(s), 0 preemption(s), 0 step(s) lost" in table
