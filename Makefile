@@ -37,6 +37,9 @@ data: venv ## Write scikit-learn's digits as an image folder under $(OUT)/digits
 run: venv ## The main job, locally end to end with one injected preemption
 	$(PY) -m spottrain.pipelines run-local --out $(OUT)/pipeline
 
+run-trainer: venv ## The trainer alone: 2 local workers, one SIGTERM, restart, ledger
+	$(PY) -m spottrain.demo --out $(OUT)
+
 # -- Pipelines (python -m spottrain.pipelines) ----------------------------------------
 # Lower-case command-line variables (name=value) are pipeline parameters, e.g.
 #   make run-preemptible HOST=https://... data_src=gs://b/imgs checkpoint_dir=gs://b/ckpt
@@ -83,4 +86,4 @@ bench-copy: venv ## GCS copy vs a sequential loop and rclone on fake-gcs-server 
 clean: ## Remove outputs (keeps .venv)
 	rm -rf $(OUT) .pytest_cache
 
-.PHONY: help venv test lint format data run bench clean
+.PHONY: help venv test lint format data run run-trainer bench bench-copy clean
