@@ -91,6 +91,8 @@ def test_copy_component_copies_from_gcs_into_its_artifact(kfp_local, gcs_bucket)
     copied = task.outputs["copied"]
     assert sorted(p.name for p in Path(copied.path).rglob("*.png")) == ["1.png", "2.png"]
     assert copied.metadata["files_copied"] == 2 and "location" not in copied.metadata
+    stats = task.outputs["metrics"].metadata
+    assert stats["files_copied"] == 2.0 and stats["bytes_copied"] == 20.0
     # Train reads the artifact's own path when the files are in it.
     assert rt.data_location(copied.path, copied.metadata) == copied.path
 
@@ -104,6 +106,7 @@ def test_copy_component_to_a_destination_records_where(kfp_local, gcs_bucket):
     copied = task.outputs["copied"]
     assert (dst / "ckpt-5.index").read_bytes() == b"resumed"
     assert copied.metadata["files_refused"] == 1
+    assert task.outputs["metrics"].metadata["files_refused"] == 1.0
     assert rt.data_location(copied.path, copied.metadata) == str(dst)
     manifest = json.loads((Path(copied.path) / "copy_summary.json").read_text())
     assert manifest["location"] == str(dst)
@@ -112,6 +115,7 @@ def test_copy_component_to_a_destination_records_where(kfp_local, gcs_bucket):
 def test_copy_component_with_no_source_is_a_no_op(kfp_local):
     task = gcs_copy(src="", dst=str(kfp_local / "ckpt"))
     assert task.outputs["copied"].metadata["files_copied"] == 0
+    assert task.outputs["metrics"].metadata["files_refused"] == 0.0
 
 
 def test_component_yaml_carries_descriptions_image_and_types():

@@ -1,7 +1,7 @@
 """The ``gcs_copy`` component: an idempotent folder copy, safe on preemptible nodes."""
 
 from kfp import dsl
-from kfp.dsl import Dataset, Output
+from kfp.dsl import Dataset, Metrics, Output
 
 from spottrain.version import IMAGE
 
@@ -10,6 +10,7 @@ from spottrain.version import IMAGE
 def gcs_copy(
     src: str,
     copied: Output[Dataset],
+    metrics: Output[Metrics],
     dst: str = "",
     no_clobber: bool = False,
     workers: int = 8,
@@ -22,6 +23,7 @@ def gcs_copy(
         src: Source folder, local or gs://. Empty copies nothing and succeeds.
         copied: The copied files when dst is empty; otherwise a pointer to dst
             (metadata "location") that the train component reads from.
+        metrics: Files copied, skipped and refused (no-clobber), bytes and seconds.
         dst: Destination folder, local or gs://. Empty copies into the output artifact.
         no_clobber: Keep files already at the destination (seeding a checkpoint dir).
         workers: Parallel transfers.
@@ -32,6 +34,7 @@ def gcs_copy(
 
     run_component(
         copied=copied,
+        metrics=metrics,
         src=src,
         dst=dst,
         no_clobber=no_clobber,

@@ -44,7 +44,13 @@ def copy(
     if not src:
         Path(out_path).mkdir(parents=True, exist_ok=True)
         log.info("src is empty: nothing to copy to %s", target)
-        summary: dict[str, Any] = {"files_copied": 0, "files_skipped": 0, "bytes_copied": 0}
+        summary: dict[str, Any] = {
+            "files_copied": 0,
+            "files_skipped": 0,
+            "files_refused": 0,
+            "bytes_copied": 0,
+            "seconds": 0.0,
+        }
     else:
         from spottrain import gcs_copy
 
@@ -65,11 +71,12 @@ def copy(
     return summary
 
 
-def run_component(*, copied, src: str, dst: str, **kwargs: Any) -> None:
+def run_component(*, copied, src: str, dst: str, metrics=None, **kwargs: Any) -> None:
     """The ``gcs_copy`` component body.
 
     Args:
         copied: The ``Output[Dataset]``; holds the files when ``dst`` is empty.
+        metrics: The ``Output[Metrics]`` for the copy summary's numbers.
         src: Source folder.
         dst: Destination folder or empty.
         **kwargs: ``no_clobber``, ``workers``, ``allow_empty``, ``dry_run``.
@@ -81,4 +88,7 @@ def run_component(*, copied, src: str, dst: str, **kwargs: Any) -> None:
         # executor's local path, meaningless on another node.
         summary.pop(LOCATION_KEY)
     copied.metadata.update({k: v for k, v in summary.items() if v is not None})
+    if metrics is not None:
+        for key in ("files_copied", "files_skipped", "files_refused", "bytes_copied", "seconds"):
+            metrics.log_metric(key, float(summary[key]))
     log.info("copy summary: %s", json.dumps(summary, sort_keys=True))
