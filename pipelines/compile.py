@@ -27,10 +27,16 @@ VERTEX_YAML = "spottrain_vertex.yaml"
 def components() -> dict[str, object]:
     """The reusable components by directory name."""
     from spottrain.components.gcs_copy.component import gcs_copy
+    from spottrain.components.profile.component import profile
     from spottrain.components.train.component import train
     from spottrain.components.training_status.component import training_status
 
-    return {"gcs_copy": gcs_copy, "train": train, "training_status": training_status}
+    return {
+        "gcs_copy": gcs_copy,
+        "profile": profile,
+        "train": train,
+        "training_status": training_status,
+    }
 
 
 def pipelines() -> dict[str, Callable[[], object]]:

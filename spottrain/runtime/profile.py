@@ -1,0 +1,233 @@
+"""The ``profile`` component's body: profiles the training setup and fills the KFP outputs.
+
+The profiled window runs in this process (:func:`spottrain.profiling.profile`), or,
+with several local workers, under ``trainer.launch`` running
+``python -m spottrain.profiling`` per worker, so that the window uses the same
+MultiWorkerMirroredStrategy (and AllReduce) as the training it describes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spottrain.runtime import train as train_rt
+
+log = logging.getLogger(__name__)
+
+# The profile replaces the trainer's checkpoint and model dirs with a temporary
+# dir of its own; this value only satisfies the trainer's flag parser.
+_REPLACED_DIR = "/tmp/spottrain-profile-replaced"
+
+
+@dataclass
+class ProfileOutput:
+    """The chief's report, metrics and trace run dir (empty on other replicas)."""
+
+    markdown: str = ""
+    html: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    trace_dir: str = ""
+
+
+def profile_flags(
+    *,
+    data_dir: str,
+    backbone: str,
+    weights: str,
+    image_size: int,
+    batch_size_per_replica: int,
+    learning_rate: float,
+    mixed_precision: bool = False,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """The ``trainer.task`` flags of the training to profile (the train task's own)."""
+    return train_rt.trainer_flags(
+        data_dir=data_dir,
+        checkpoint_dir=_REPLACED_DIR,
+        model_dir=_REPLACED_DIR,
+        backbone=backbone,
+        weights=weights,
+        image_size=image_size,
+        batch_size_per_replica=batch_size_per_replica,
+        train_steps=1,  # replaced by warm-up + profiled steps
+        learning_rate=learning_rate,
+        save_every_steps=1,  # replaced: no checkpoint inside the window
+        mixed_precision=mixed_precision,
+        extra_args=extra_args,
+    )
+
+
+def run_profile(
+    flags: Sequence[str],
+    logdir: str,
+    *,
+    local_workers: int = 1,
+    warmup_steps: int = 5,
+    profile_steps: int = 20,
+    bandwidth_gbps: float = 10.0,
+    input_delay_ms: float = 0.0,
+    cloud_profiler: bool = False,
+) -> ProfileOutput:
+    """Profiles the training ``flags`` describe, in-process or with local workers.
+
+    Raises:
+        train_rt.TrainFailed: the profile run exited non-zero (its exit code).
+    """
+    options = dict(
+        warmup_steps=warmup_steps,
+        profile_steps=profile_steps,
+        bandwidth_gbps=bandwidth_gbps,
+        input_delay_ms=input_delay_ms,
+        cloud_profiler=cloud_profiler,
+    )
+    if local_workers < 1:
+        raise ValueError(f"local_workers must be >= 1, got {local_workers}")
+    if local_workers == 1:
+        from spottrain import profiling
+        from trainer.preemption import TrainerExit
+
+        try:
+            result = profiling.profile(flags, logdir, **options)
+        except TrainerExit as e:
+            raise train_rt.TrainFailed(e.code, f"profile: {e}") from e
+        return ProfileOutput(result.markdown, result.html, result.metrics, result.trace_dir)
+    from trainer import launch
+
+    with tempfile.TemporaryDirectory(prefix="spottrain-profile-") as tmp:
+        argv = [
+            "--logdir", logdir,
+            "--warmup-steps", str(warmup_steps),
+            "--profile-steps", str(profile_steps),
+            "--bandwidth-gbps", repr(float(bandwidth_gbps)),
+            "--input-delay-ms", repr(float(input_delay_ms)),
+            "--report", f"{tmp}/report.md",
+            "--html", f"{tmp}/report.html",
+            "--metrics-json", f"{tmp}/metrics.json",
+        ]  # fmt: skip
+        if cloud_profiler:
+            argv.append("--cloud-profiler")
+        log.info("python -m spottrain.profiling under %d local workers", local_workers)
+        code = (
+            launch.Launcher(local_workers, [*argv, "--", *flags], module="spottrain.profiling")
+            .run()
+            .code
+        )
+        if code != 0:
+            raise train_rt.TrainFailed(
+                code, f"profile exited {code}: {train_rt.describe_exit(code)}"
+            )
+        out = Path(tmp)
+        runs = sorted(Path(logdir, "plugins", "profile").glob("*"))
+        return ProfileOutput(
+            markdown=(out / "report.md").read_text(),
+            html=(out / "report.html").read_text(),
+            metrics=json.loads((out / "metrics.json").read_text()),
+            trace_dir=str(runs[-1]) if runs else "",
+        )
+
+
+def training_note(summary: Mapping[str, Any], metrics: Mapping[str, float]) -> str:
+    """A Markdown section comparing the profiled setup with the train task's summary."""
+    lines = [
+        "## The training it describes",
+        "",
+        f"The train task ran {summary.get('final_step', '?')} steps with global batch "
+        f"{summary.get('global_batch_size', '?')} on {summary.get('replicas', '?')} "
+        f"replica(s), {summary.get('num_workers', '?')} worker(s).",
+    ]
+    differs = [
+        f"{label} {metrics.get(key, 0):g} vs {summary[skey]}"
+        for label, key, skey in (
+            ("replicas", "replicas", "replicas"),
+            ("global batch", "global_batch_size", "global_batch_size"),
+        )
+        if skey in summary and float(summary[skey]) != metrics.get(key)
+    ]
+    if differs:
+        lines.append(
+            "The profile ran a different setup (" + "; ".join(differs) + "): its AllReduce and "
+            "throughput numbers do not carry over one to one (a Vertex job's replicas on other "
+            "machines are not profiled here)."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def copy_trace(trace_dir: str, tensorboard_dir: str) -> str:
+    """Copies a profile run dir to ``<tensorboard_dir>/plugins/profile/<run>``; returns it.
+
+    Beside the training's own logs, TensorBoard (or a Vertex TensorBoard uploading
+    that dir) shows the profile next to the loss curves.
+    """
+    import tensorflow as tf
+
+    dst = f"{tensorboard_dir.rstrip('/')}/plugins/profile/{os.path.basename(trace_dir)}"
+    tf.io.gfile.makedirs(dst)
+    for path in tf.io.gfile.glob(f"{trace_dir}/*"):
+        tf.io.gfile.copy(path, f"{dst}/{os.path.basename(path)}", overwrite=True)
+    return dst
+
+
+def run_component(
+    *, data, model, report, report_html, metrics, trace, **kwargs: Any
+) -> ProfileOutput:
+    """The ``profile`` component body.
+
+    Args:
+        data: The ``Input[Dataset]`` with the image folder (or a gcs_copy pointer).
+        model: The train task's ``Input[Model]`` (``None`` when not wired), for context.
+        report: ``Output[Markdown]``: the report.
+        report_html: ``Output[HTML]``: the same report as a page.
+        metrics: ``Output[Metrics]``: the report's numbers.
+        trace: ``Output[Artifact]``: a TensorBoard log dir holding the trace.
+        **kwargs: The remaining component inputs.
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    kwargs = dict(kwargs)
+    train_rt.check_gpus(kwargs.pop("expect_gpus", 0))
+    tensorboard_dir = kwargs.pop("tensorboard_dir", "")
+    options = {
+        k: kwargs.pop(k)
+        for k in (
+            "local_workers",
+            "warmup_steps",
+            "profile_steps",
+            "bandwidth_gbps",
+            "input_delay_ms",
+            "cloud_profiler",
+        )
+        if k in kwargs
+    }
+    flags = profile_flags(data_dir=train_rt.data_location(data.path, data.metadata), **kwargs)
+    os.makedirs(trace.path, exist_ok=True)
+    try:
+        out = run_profile(flags, trace.path, **options)
+    except train_rt.TrainFailed as err:
+        log.error("%s", err.message)
+        raise
+    if not train_rt.is_chief():
+        return out
+    summary_path = Path(model.path) / train_rt.SUMMARY_FILE if model is not None else None
+    if summary_path is not None and summary_path.is_file():
+        note = training_note(json.loads(summary_path.read_text()), out.metrics)
+        out.markdown += "\n" + note
+        from spottrain.profiling import render_html
+
+        out.html = render_html(out.markdown)
+    Path(report.path).parent.mkdir(parents=True, exist_ok=True)
+    Path(report.path).write_text(out.markdown)
+    Path(report_html.path).parent.mkdir(parents=True, exist_ok=True)
+    Path(report_html.path).write_text(out.html)
+    for name, value in sorted(out.metrics.items()):
+        metrics.log_metric(name, float(value))
+    trace.metadata.update(run=os.path.basename(out.trace_dir), logdir_hint="tensorboard --logdir")
+    if tensorboard_dir and out.trace_dir:
+        trace.metadata["tensorboard_copy"] = copy_trace(out.trace_dir, tensorboard_dir)
+    log.info("profile report:\n%s", out.markdown)
+    return out
