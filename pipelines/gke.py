@@ -145,7 +145,13 @@ def build(
         if fallback is not None:
             add_fallback(trained, fallback, data=data.outputs["copied"], **hyper)
             return None
-        # Issue 5 adds the profile step here, consuming trained.outputs["model"].
+        add_profile(
+            trained,
+            train_placement.apply,
+            data=data.outputs["copied"],
+            expect_gpus=expect_gpus,
+            **{k: v for k, v in hyper.items() if k in PROFILE_INPUTS},
+        )
         return Outputs(model=trained.outputs["model"], metrics=trained.outputs["metrics"])
 
     if fallback is not None:
@@ -153,6 +159,32 @@ def build(
         # one of two outputs across dsl.If/dsl.Else branches: no pipeline outputs.
         del preemptible_pipeline.__annotations__["return"]
     return dsl.pipeline(name=name, description=DESCRIPTION)(preemptible_pipeline)
+
+
+# The train inputs the profile shares (it replaces the checkpoint dir and steps).
+PROFILE_INPUTS = (
+    "backbone",
+    "weights",
+    "image_size",
+    "batch_size_per_replica",
+    "learning_rate",
+    "mixed_precision",
+    "tensorboard_dir",
+    "local_workers",
+)
+
+
+def add_profile(trained: dsl.PipelineTask, apply, **profile_args) -> dsl.PipelineTask:
+    """Profiles the training setup once ``trained`` is done, placed by ``apply``.
+
+    Same model, data and strategy on the same kind of node as training, so the
+    report (KFP Markdown, Metrics, trace) describes the run that just finished.
+    """
+    from spottrain.components.profile.component import profile
+
+    task = profile(model=trained.outputs["model"], **profile_args)
+    apply(task.set_display_name("profile"))
+    return task
 
 
 def add_fallback(
@@ -180,4 +212,4 @@ def add_fallback(
     return resumed
 
 
-__all__ = ["NAME", "ON_DEMAND_PLACEMENT", "Outputs", "build", "copy_inputs"]
+__all__ = ["NAME", "ON_DEMAND_PLACEMENT", "Outputs", "add_profile", "build", "copy_inputs"]

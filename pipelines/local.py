@@ -83,6 +83,8 @@ class LocalResult:
     metrics: dict[str, float] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    profile_report: Path | None = None
+    profile_findings: list[str] = field(default_factory=list)
     error: str = ""
 
     def report(self) -> str:
@@ -118,6 +120,9 @@ class LocalResult:
         lines.append(f"checkpoints:    {self.params.get('checkpoint_dir')}")
         if self.model_dir:
             lines.append(f"model:          {self.model_dir}")
+        if self.profile_report:
+            lines.append(f"profile:        {self.profile_report}")
+            lines += [f"                {finding}" for finding in self.profile_findings]
         lines.append(f"pipeline root:  {self.out / 'pipeline_root'}")
         return "\n".join(lines)
 
@@ -245,6 +250,12 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
     summary_path = result.model_dir / "training_summary.json" if result.model_dir else None
     if summary_path and summary_path.is_file():
         result.summary = json.loads(summary_path.read_text())
+    reports = sorted(root.glob("*/profile/report"), key=_mtime)
+    if reports:
+        result.profile_report = reports[-1]
+        # The findings: the report's numbered lines, first sentence of each.
+        found = re.findall(r"^\d+\. (.+?)$", reports[-1].read_text(), flags=re.M)
+        result.profile_findings = [f.replace("**", "").split(". ")[0] for f in found]
     from trainer import ledger
 
     result.attempts = ledger.read(str(result.params["checkpoint_dir"]))
