@@ -1,0 +1,311 @@
+"""The profile: real profiled digits runs (healthy vs input-bound), trace analysis, component."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import kfp.local
+import pytest
+import yaml
+from kfp import components, dsl
+from spottrain.pipelines import compile as comp
+from spottrain.pipelines import gke, vertex
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+from spottrain import profiling
+from spottrain.runtime import profile as rt
+
+pytestmark = pytest.mark.filterwarnings("ignore:You may be attemping:RuntimeWarning")
+
+# Small enough for ~10 ms CPU steps: the input delay below is 4x a step.
+FLAGS = [
+    "--backbone", "small_cnn", "--weights", "none", "--image-size", "32",
+    "--batch-size-per-replica", "16",
+]  # fmt: skip
+INPUT_DELAY_MS = 40
+
+
+def run_cli(tmp_path: Path, name: str, digits_dir: str, *extra: str) -> tuple[str, dict]:
+    out = tmp_path / name
+    cmd = [
+        sys.executable, "-m", "spottrain.profiling",
+        "--logdir", str(out / "logs"),
+        "--warmup-steps", "3", "--profile-steps", "12",
+        "--report", str(out / "report.md"), "--metrics-json", str(out / "metrics.json"),
+        *extra,
+        "--", "--image-dir", digits_dir, *FLAGS,
+        # The real run's dirs: the profile must not touch them.
+        "--checkpoint-dir", str(out / "real_ckpt"), "--model-dir", str(out / "real_model"),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not (out / "real_ckpt").exists() and not (out / "real_model").exists()
+    return (out / "report.md").read_text(), json.loads((out / "metrics.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def digits_runs(digits_dir, tmp_path_factory):
+    """One healthy and one input-bound profile of the same digits training."""
+    tmp = tmp_path_factory.mktemp("profiles")
+    healthy = run_cli(tmp, "healthy", digits_dir)
+    slow = run_cli(tmp, "slow", digits_dir, "--input-delay-ms", str(INPUT_DELAY_MS))
+    return {"healthy": healthy, "slow": slow, "dir": tmp}
+
+
+def test_the_report_tells_an_input_bound_pipeline_from_a_healthy_one(digits_runs):
+    healthy_md, healthy = digits_runs["healthy"]
+    slow_md, slow = digits_runs["slow"]
+    print(healthy_md, slow_md, sep="\n\n")
+    assert slow["input_bound"] == 1.0 and slow["input_wait_share"] >= 0.5
+    assert "Input-bound:" in slow_md and "parallelise the map" in slow_md
+    # The trace finds the slow stage: the sleeping map's Python function.
+    assert "PyFunc" in slow_md
+    assert healthy["input_bound"] == 0.0 and healthy["input_wait_share"] < 0.2
+    assert "Input-bound:" not in healthy_md
+    assert "Not input-bound" in healthy_md or "Partly input-bound" in healthy_md
+    assert slow["step_time_mean_ms"] > healthy["step_time_mean_ms"] + INPUT_DELAY_MS / 2
+
+
+def test_report_has_step_stats_top_ops_and_says_no_accelerator_on_cpu(digits_runs):
+    for md, m in (digits_runs["healthy"], digits_runs["slow"]):
+        assert m["profiled_steps"] == 12 and m["accelerators"] == 0
+        assert m["step_time_min_ms"] <= m["step_time_median_ms"] <= m["step_time_p90_ms"]
+        assert m["step_time_p90_ms"] <= m["step_time_max_ms"]
+        assert "No accelerator" in md and "device_compute_share" not in m
+        assert "| mean | median | p90 | min | max |" in md
+        # Top ops come from the trace: the CNN's convolutions are there, as float32.
+        top = md.split("## Top")[1].split("##")[0]
+        assert "Conv2D" in top and "float32" in top
+        assert m["precision_32bit_share"] > 0.8 and m["precision_16bit_share"] == 0
+        assert "One replica: no gradient AllReduce" in md
+        assert all(isinstance(v, int | float) for v in m.values())
+    # The trace sits where TensorBoard's profile plugin looks for it.
+    logs = digits_runs["dir"] / "healthy" / "logs"
+    assert len(list(logs.glob("plugins/profile/*/*.xplane.pb"))) == 1
+
+
+def test_two_workers_measure_allreduce_against_the_estimate(tmp_path, digits_dir):
+    from trainer import launch
+
+    out = tmp_path / "mw"
+    args = [
+        "--logdir", str(out / "logs"), "--warmup-steps", "3", "--profile-steps", "8",
+        "--bandwidth-gbps", "8", "--metrics-json", str(out / "metrics.json"),
+        "--report", str(out / "report.md"),
+        "--", "--image-dir", digits_dir, *FLAGS,
+        "--checkpoint-dir", str(out / "ckpt"), "--model-dir", str(out / "model"),
+    ]  # fmt: skip
+    result = launch.Launcher(2, args, module="spottrain.profiling").run()
+    assert result.code == 0
+    m = json.loads((out / "metrics.json").read_text())
+    md = (out / "report.md").read_text()
+    assert m["replicas"] == 2 and m["workers"] == 2 and m["global_batch_size"] == 32
+    assert m["allreduce_ms_per_step"] > 0  # CollectiveReduceV2 ops found in the trace
+    expected = m["parameters"] * 4 / (8e9 / 8)
+    assert m["allreduce_estimate_ms_per_step"] == pytest.approx(1000 * expected)
+    assert "AllReduce:" in md and "estimated" in md
+    assert len(list((out / "logs").glob("plugins/profile/*/*.xplane.pb"))) == 1  # chief only
+
+
+def test_allreduce_estimate_is_parameters_times_4_bytes_over_bandwidth():
+    # ResNet50's 25.6 M parameters over 10 Gbit/s: 102 MB / 1.25 GB/s.
+    assert profiling.allreduce_estimate_seconds(25_600_000, 10) == pytest.approx(0.08192)
+    with pytest.raises(ValueError, match="bandwidth_gbps=0"):
+        profiling.allreduce_estimate_seconds(1, 0)
+    with pytest.raises(ValueError, match="parameters=-1"):
+        profiling.allreduce_estimate_seconds(-1, 1)
+
+
+def test_bad_window_names_the_value():
+    with pytest.raises(ValueError, match="warmup_steps=0"):
+        profiling.profile([], "/tmp/x", warmup_steps=0)
+    with pytest.raises(ValueError, match="profile_steps=0"):
+        profiling.profile([], "/tmp/x", profile_steps=0)
+
+
+# -- The analysis on a synthetic GPU trace (no GPU here) ------------------------------------
+
+
+class _Plane:
+    def __init__(self, space, name):
+        self.p = space.planes.add(name=name, id=len(space.planes))
+        self.meta, self.stat_ids = {}, {}
+
+    def _event_meta(self, name, display=""):
+        if (name, display) not in self.meta:
+            i = len(self.meta) + 1
+            self.p.event_metadata[i].CopyFrom(
+                xplane_pb2.XEventMetadata(id=i, name=name, display_name=display)
+            )
+            self.meta[(name, display)] = i
+        return self.meta[(name, display)]
+
+    def _stat(self, name):
+        if name not in self.stat_ids:
+            i = len(self.stat_ids) + 1
+            self.p.stat_metadata[i].CopyFrom(xplane_pb2.XStatMetadata(id=i, name=name))
+            self.stat_ids[name] = i
+        return self.stat_ids[name]
+
+    def line(self, name):
+        return self.p.lines.add(name=name, timestamp_ns=1000)
+
+    def event(self, line, name, start_us, dur_us, display="", **stats):
+        ev = line.events.add(
+            metadata_id=self._event_meta(name, display),
+            offset_ps=int(start_us * 1e6),
+            duration_ps=int(dur_us * 1e6),
+        )
+        for key, value in stats.items():
+            st = ev.stats.add(metadata_id=self._stat(key))
+            if isinstance(value, str):
+                st.str_value = value
+            else:
+                st.int64_value = value
+
+
+def synthetic_gpu_trace():
+    """Two steps of 10 ms: a 4 ms matmul and 2 ms of NCCL on the GPU, 3 ms of PyFunc on host."""
+    space = xplane_pb2.XSpace()
+    host = _Plane(space, "/host:CPU")
+    compute = host.line("tf_Compute/1")
+    gpu = _Plane(space, "/device:GPU:0")
+    stream = gpu.line("Stream #13(Kernel)")
+    copies = gpu.line("Stream #14(MemcpyH2D)")
+    for step in range(2):
+        t = step * 10_000
+        host.event(compute, "model/dense/MatMul:MatMul", t, 100, "MatMul")
+        host.event(compute, "model/py:PyFunc", t + 200, 3000, "PyFunc")
+        host.event(compute, "MemoryAllocation", t, 1, tf_op="model/dense/MatMul", data_type=1)
+        gpu.event(stream, "volta_sgemm_128x64_nn", t + 500, 4000, tf_op="model/dense/MatMul:MatMul")
+        gpu.event(stream, "ncclKernel_AllReduce_RING_LL_Sum_float", t + 5000, 2000)
+        gpu.event(copies, "MemcpyH2D", t, 3000)
+    return space
+
+
+def test_analysis_of_a_gpu_trace_reports_device_share_placement_precision_allreduce():
+    trace = profiling.summarize_xspace([synthetic_gpu_trace()])
+    assert trace.device_planes == ["/device:GPU:0"]
+    assert trace.device_busy_ps == [2 * 6000 * 10**6]  # kernels only, copies excluded
+    assert trace.device_collective_ps == 2 * 2000 * 10**6
+    run = profiling.RunInfo(
+        steps=[(0.0005, 0.010)] * 2,
+        window_seconds=0.020,
+        replicas=2,
+        workers=1,
+        global_batch=64,
+        parameters=1_000_000,
+        accelerators=["GPU:0"],
+        bandwidth_gbps=100,
+        memory_peak_bytes=2 * 2**30,
+        memory_total_bytes=16 * 2**30,
+    )
+    a = profiling.analyse(trace, run)
+    m = a.metrics
+    assert m["device_compute_share"] == pytest.approx(0.6)
+    assert m["input_bound"] == 0.0 and a.has("input_ok")
+    # PyFunc ran only on the host: 6 ms of 6 + 12 ms op time.
+    assert m["host_op_share"] == pytest.approx(6 / 18)
+    assert a.has("host_ops")
+    # 2 ms measured vs 1e6 x 4 B / 100 Gbit/s = 0.32 ms.
+    assert m["allreduce_ms_per_step"] == pytest.approx(2.0)
+    assert m["allreduce_estimate_ms_per_step"] == pytest.approx(0.32)
+    assert a.has("allreduce_slow")
+    assert a.has("memory_headroom") and not a.has("no_accelerator")
+    assert a.has("precision_32bit")  # float32 matmul, no mixed precision
+    md = profiling.render_markdown(a)
+    assert "mixed precision" in md.lower() and "bigger batch" in md
+    assert "<table>" in profiling.render_html(md)
+
+
+def test_analysis_flags_work_between_steps_and_uneven_steps():
+    steps = [(0.0, 0.010)] * 8 + [(0.0, 0.050)] * 2  # 180 ms of steps in a 300 ms window
+    run = profiling.RunInfo(steps=steps, window_seconds=0.3, global_batch=8)
+    a = profiling.analyse(profiling.TraceSummary(), run)
+    assert a.metrics["between_steps_share"] == pytest.approx(0.4)
+    assert a.metrics["step_time_p90_ms"] == pytest.approx(50)
+    assert a.has("between_steps") and a.has("uneven_steps") and a.has("no_accelerator")
+    assert "--log-every-steps" in profiling.render_markdown(a)
+
+
+# -- Component and pipelines ------------------------------------------------------------------
+
+
+def test_profile_component_yaml_runs_locally_and_fills_its_outputs(tmp_path, digits_dir):
+    kfp.local.init(
+        runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root")
+    )
+    profile_op = components.load_component_from_file(
+        str(comp.COMPONENTS_DIR / "profile/component.yaml")
+    )
+
+    @dsl.pipeline(name="profile-only")
+    def profile_only(src: str):
+        data = dsl.importer(artifact_uri=src, artifact_class=dsl.Dataset, reimport=False)
+        profile_op(
+            data=data.output,
+            backbone="small_cnn",
+            weights="none",
+            image_size=16,
+            batch_size_per_replica=8,
+            warmup_steps=2,
+            profile_steps=4,
+            tensorboard_dir=str(tmp_path / "tb"),
+        )
+
+    profile_only(src=digits_dir)
+    [task_dir] = (tmp_path / "root").glob("*/profile")
+    report = (task_dir / "report").read_text()
+    assert report.startswith("# Training profile") and "No accelerator" in report
+    assert "<table>" in (task_dir / "report_html").read_text()
+    metrics = json.loads(next((tmp_path / "root").rglob("executor_output.json")).read_text())
+    found = json.dumps(metrics)
+    assert "step_time_mean_ms" in found and "input_wait_share" in found
+    assert list((task_dir / "trace").glob("plugins/profile/*/*.xplane.pb"))
+    assert list((tmp_path / "tb").glob("plugins/profile/*/*.xplane.pb"))  # beside training's
+
+
+def test_profile_yaml_is_typed_and_uses_the_image():
+    spec = yaml.safe_load((comp.COMPONENTS_DIR / "profile" / "component.yaml").read_text())
+    outputs = spec["root"]["outputDefinitions"]["artifacts"]
+    kinds = {name: o["artifactType"]["schemaTitle"] for name, o in outputs.items()}
+    assert kinds == {
+        "report": "system.Markdown",
+        "report_html": "system.HTML",
+        "metrics": "system.Metrics",
+        "trace": "system.Artifact",
+    }
+    inputs = spec["root"]["inputDefinitions"]["artifacts"]
+    assert inputs["model"].get("isOptional") is True
+    [executor] = spec["deploymentSpec"]["executors"].values()
+    assert "pip install" not in json.dumps(executor)
+
+
+def test_pipelines_profile_after_train_on_the_training_placement():
+    docs = list(yaml.safe_load_all(comp.compile_text(gke.build())))
+    tasks = docs[0]["root"]["dag"]["tasks"]
+    prof = tasks["profile"]
+    assert "train" in prof["dependentTasks"]
+    assert prof["inputs"]["artifacts"]["model"]["taskOutputArtifact"]["producerTask"] == "train"
+    assert prof["retryPolicy"]["maxRetryCount"] == tasks["train"]["retryPolicy"]["maxRetryCount"]
+    executors = docs[0]["deploymentSpec"]["executors"]
+    assert (
+        executors["exec-profile"]["container"]["resources"]["accelerator"]["resourceCount"] == "1"
+    )
+    k8s = docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert k8s["exec-profile"]["nodeSelector"] == k8s["exec-train"]["nodeSelector"]
+    assert k8s["exec-profile"]["tolerations"] == k8s["exec-train"]["tolerations"]
+
+    vdoc = next(yaml.safe_load_all(comp.compile_text(vertex.build())))
+    accel = vdoc["deploymentSpec"]["executors"]["exec-profile"]["container"]["resources"]
+    assert accel["accelerator"]["resourceType"] == "NVIDIA_TESLA_T4"
+    assert "train" in vdoc["root"]["dag"]["tasks"]["profile"]["dependentTasks"]
+
+
+def test_training_note_flags_a_different_setup():
+    note = rt.training_note(
+        {"final_step": 100, "global_batch_size": 64, "replicas": 4, "num_workers": 4},
+        {"replicas": 1.0, "global_batch_size": 16.0},
+    )
+    assert "replicas 1 vs 4" in note and "global batch 16 vs 64" in note
