@@ -66,6 +66,7 @@ setup(
         "tensorflow-datasets>=4.9,<5",
         # TF 2.21 no longer pulls TensorBoard in; tf.summary needs it.
         "tensorboard>=2.20,<3",
+        "markdown>=3.4,<4",  # the profile report's HTML variant
         "kfp>=2.17,<3",
         "kfp-kubernetes>=2.17,<3",
         "google-cloud-pipeline-components>=2.22,<3",
