@@ -112,9 +112,13 @@ DEFAULT_RETRIES = 5
 SLICED_DOWNLOAD_THRESHOLD = 256 * 2**20
 SLICED_DOWNLOAD_CHUNK = 32 * 2**20
 # Objects up to this size are fetched in one read instead of 8 KB pieces: 15 % less
-# CPU for 100 KB objects, 30 % for 50 MB (measured; downloads are bound by the
-# client's CPU). Costs up to this much memory per worker.
-SINGLE_SHOT_MAX = 64 * 2**20
+# CPU for 100 KB objects (measured; small downloads are bound by the client's
+# per-request CPU). Bigger ones are streamed: a one-shot read needs a fresh buffer
+# of the object's size, whose pages the kernel must supply anew on every download
+# (glibc maps big buffers afresh each time); streaming reuses small ones. Measured
+# over 9 consecutive 50 MB downloads: 0.32 s median one-shot (0.08 s only the
+# first time), 0.14 s streamed.
+SINGLE_SHOT_MAX = 2**20
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
