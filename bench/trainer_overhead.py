@@ -25,6 +25,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -66,6 +67,12 @@ def _env() -> dict:
         PYTHONUNBUFFERED="1",
     )
     return env
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of all waited-for child processes so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def run_plain(image_dir: str, steps: int, batch: int, out: Path) -> float:
@@ -142,11 +149,16 @@ def main() -> int:
         image_dir = str(work / "digits")
         write_digits(image_dir)
         plain, ours, saves = [], [], []
+        plain_cpu, ours_cpu = [], []
         for i in range(a.repeats):  # alternate so machine noise hits both sides alike
+            before = _children_cpu()
             plain.append(run_plain(image_dir, a.steps, a.batch, work / f"plain{i}"))
+            plain_cpu.append(_children_cpu() - before)
+            before = _children_cpu()
             wall, out, _ = run_ours(
                 trainer_args(image_dir, a.steps, a.batch, work / f"ours{i}", a.save_every)
             )
+            ours_cpu.append(_children_cpu() - before)
             ours.append(wall)
             saves += [float(ms) for ms in re.findall(r"\(interval, (\d+) ms\)", out)]
             print(f"repeat {i + 1}: plain fit {plain[-1]:.2f} s, ours {ours[-1]:.2f} s", flush=True)
@@ -162,6 +174,10 @@ def main() -> int:
         print(f"plain model.fit:      {mp:.2f} s")
         print(f"ours (checkpointing): {mo:.2f} s")
         print(f"ratio ours/plain:     {mo / mp:.3f}  (target <= 1.05)")
+        cp, co = statistics.median(plain_cpu), statistics.median(ours_cpu)
+        # CPU seconds (user + sys of the whole process tree, one TF thread each)
+        # count work, not waiting, so other load on the machine moves them less.
+        print(f"CPU seconds:          plain {cp:.2f}, ours {co:.2f}, ratio {co / cp:.3f}")
         print(
             f"one checkpoint save:  {statistics.median(saves):.0f} ms median ({len(saves)} saves)"
         )

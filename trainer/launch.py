@@ -8,7 +8,7 @@ worker dies the others get ``--grace`` seconds to notice on their own, then
 SIGTERM, then SIGKILL: no orphan, no hang. Workers also die with the launcher
 (PR_SET_PDEATHSIG), so killing the launcher cleans everything up.
 
-Chaos: ``--preempt-at-step K --signal TERM|KILL`` sends the signal to one
+Chaos: ``--preempt-at-step K --signal TERM|KILL|STOP`` sends the signal to one
 worker once it reports step K. It only fires on an attempt that starts from
 step 0, so the retry that resumes from the checkpoint runs to the end, as
 after a real preemption (one injected fault per run, not one per attempt).
@@ -68,6 +68,15 @@ def _die_with_parent() -> None:
         pass
 
 
+def _children(pid: int) -> list[int]:
+    """Direct child pids (Linux /proc), e.g. the trainer under its supervisor."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
 def exit_code(returncode: int) -> int:
     """Shell convention: a process killed by signal N exits 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -116,8 +125,8 @@ class Launcher:
     ):
         if workers < 1:
             raise ValueError(f"--workers {workers} must be >= 1")
-        if signal_name not in ("TERM", "KILL", "INT"):
-            raise ValueError(f"--signal {signal_name!r} must be TERM, KILL or INT")
+        if signal_name not in ("TERM", "KILL", "INT", "STOP"):
+            raise ValueError(f"--signal {signal_name!r} must be TERM, KILL, INT or STOP")
         self.n = workers
         self.trainer_args = list(trainer_args)
         self.output_dir = output_dir
@@ -184,14 +193,19 @@ class Launcher:
             "worker": w.name,
             "signal": signal.Signals(self.signal).name,
             "step": w.last_step,
+            "at": time.monotonic(),
         }
         self._print(
             f"[launcher] chaos: sending {self.chaos['signal']} to {w.name} at step {w.last_step}"
         )
-        try:
-            w.proc.send_signal(self.signal)
-        except ProcessLookupError:
-            pass
+        # STOP freezes the trainer itself (a live-but-stuck peer), not its
+        # supervisor, which must stay awake to notice the hang.
+        pids = _children(w.proc.pid) if self.signal == signal.SIGSTOP else []
+        for pid in pids or [w.proc.pid]:
+            try:
+                os.kill(pid, self.signal)
+            except ProcessLookupError:
+                pass
 
     def _forward(self, signum, _frame) -> None:
         """The launcher itself is being preempted: pass it on, workers save and exit."""
@@ -310,7 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="Chaos: signal one worker when it reports this step (0: off).",
     )
-    p.add_argument("--signal", default="TERM", help="TERM (preemption notice) or KILL.")
+    p.add_argument(
+        "--signal",
+        default="TERM",
+        help="TERM (preemption notice), KILL (node lost) or STOP (frozen trainer).",
+    )
     p.add_argument("--preempt-worker", default="random", help="Worker index or 'random'.")
     p.add_argument("--seed", type=int, default=None, help="Seed for the random worker choice.")
     p.add_argument(

@@ -73,22 +73,33 @@ class Heartbeat:
 
 
 def py_spy_dump(pid: int, timeout_s: float = 30.0) -> str | None:
-    """Every thread's Python stack of ``pid`` via py-spy, or None when it cannot."""
+    """Every thread's Python stack of ``pid`` via py-spy, or None when it cannot.
+
+    The first try pauses the process for a consistent snapshot; a process that
+    is already stopped (SIGSTOP, a frozen container) refuses that, so the second
+    try reads its memory without pausing it.
+    """
     exe = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     if not os.path.exists(exe):
         return None
-    try:
-        proc = subprocess.run(
-            [exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=timeout_s
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        log.warning("py-spy dump failed: %s", e)
-        return None
-    if proc.returncode != 0 or not proc.stdout.strip():
-        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        log.warning("py-spy dump failed: %s (needs ptrace; SYS_PTRACE on Kubernetes)", last[0])
-        return None
-    return proc.stdout
+    last = "no output"
+    for extra in ([], ["--nonblocking"]):
+        try:
+            proc = subprocess.run(
+                [exe, "dump", *extra, "--pid", str(pid)],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            last = str(e)
+            continue
+        if proc.returncode == 0 and proc.stdout.strip():
+            return proc.stdout
+        errors = [ln for ln in (proc.stderr or proc.stdout).splitlines() if "Error" in ln]
+        last = errors[0] if errors else "no output"
+    log.warning("py-spy dump failed: %s (needs ptrace; SYS_PTRACE on Kubernetes)", last)
+    return None
 
 
 def write_text(path: str, text: str) -> None:
