@@ -114,13 +114,21 @@ def _weights(path):
     return keras.models.load_model(path).get_weights()
 
 
-def test_interrupted_run_is_bit_identical_to_uninterrupted(digits_dir, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_interrupted_run_is_bit_identical_to_uninterrupted(digits_dir, tmp_path, workers):
     clean, broken = tmp_path / "clean", tmp_path / "broken"
-    steps = dict(train_steps=50, save_every_steps=20)
-    assert _launch(1, tiny_args(digits_dir, clean, **steps)).code == 0
-    hit = _launch(1, tiny_args(digits_dir, broken, **steps), preempt_at_step=25, signal_name="TERM")
-    assert hit.code == preemption.PREEMPTED
-    assert _launch(1, tiny_args(digits_dir, broken, **steps)).code == 0
+    steps = dict(train_steps=50, save_every_steps=20, batch_size_per_replica=32 // workers)
+    assert _launch(workers, tiny_args(digits_dir, clean, **steps)).code == 0
+    hit = _launch(
+        workers,
+        tiny_args(digits_dir, broken, **steps),
+        preempt_at_step=25,
+        signal_name="TERM",
+        seed=1,
+    )
+    assert hit.code == preemption.PREEMPTED and hit.chaos["step"] >= 25
+    assert _launch(workers, tiny_args(digits_dir, broken, **steps)).code == 0
+    assert ledger(broken)[1]["start_step"] > 25  # really resumed mid-run
     a, b = _weights(clean / "model" / "model.keras"), _weights(broken / "model" / "model.keras")
     assert len(a) == len(b)
     for x, y in zip(a, b, strict=True):
