@@ -134,3 +134,19 @@ def test_cluster_from_vertex_and_tfjob_tf_config():
         "checkpoint_dir": "gs://b/checkpoints",
         "tensorboard_dir": "",
     }
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--workers", "0"], "--workers 0"),
+        (["--signal", "HUP"], "'HUP'"),
+        (["--workers", "2", "--preempt-worker", "5"], "--preempt-worker 5"),
+    ],
+)
+def test_launcher_bad_arguments_are_named(argv, named, capsys):
+    from trainer import launch
+
+    assert launch.main([*argv, "--", "--train-steps", "1"]) == preemption.FATAL_CONFIG
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and named in err[0], err
