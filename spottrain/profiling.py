@@ -1176,19 +1176,6 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def _supervise(argv: list[str], trainer_args: list[str]) -> int:
-    from trainer import config, distribution, watchdog
-    from trainer.preemption import ConfigError
-
-    try:
-        cfg = config.parse_args(trainer_args, distribution.default_dirs())
-        name = distribution.read_cluster().name
-    except (ConfigError, ValueError):
-        cfg, name = config.TrainConfig(), "profile"  # the child reports the error itself
-    cmd = [sys.executable, "-m", "spottrain.profiling", *argv]
-    return watchdog.Supervisor(cmd, cfg.hang_timeout, cfg.startup_timeout, name).run()
-
-
 def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print) -> int:
     """CLI entry point; returns the exit code (the trainer's codes for its errors)."""
     logging.basicConfig(
@@ -1202,10 +1189,12 @@ def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print)
     from trainer import watchdog
     from trainer.preemption import TrainerExit
 
-    if watchdog.HEARTBEAT_FD_ENV not in os.environ and "--no-supervisor" not in trainer_args:
+    if watchdog.should_supervise(trainer_args):
         # Like trainer.task: a hung MWMS start-up or step stops with exit 171
         # (retryable) and a stack dump instead of holding a GPU node forever.
-        return _supervise(argv if argv is not None else sys.argv[1:], trainer_args)
+        own_argv = sys.argv[1:] if argv is None else argv
+        cmd = [sys.executable, "-m", "spottrain.profiling", *own_argv]
+        return watchdog.supervise(cmd, trainer_args, name="profile")
     try:
         result = profile(
             trainer_args,
@@ -1239,10 +1228,6 @@ def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print)
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Like trainer.task: after a failure, skip MWMS's shutdown barrier.
-    if code:
-        os._exit(code)
-    sys.exit(code)
+    from trainer.preemption import exit_process
+
+    exit_process(main())

@@ -19,7 +19,9 @@ most shell conventions (128 + signal) already treat as "killed, try again".
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 import threading
 
 OK = 0
@@ -94,3 +96,16 @@ class StopFlag:
 
         signal.signal(signal.SIGTERM, _handler)
         signal.signal(signal.SIGINT, _handler)
+
+
+def exit_process(code: int) -> None:
+    """Exits with ``code`` (for ``__main__`` blocks).
+
+    After a failure it skips interpreter shutdown: MWMS's coordination service
+    would wait at its shutdown barrier for peers that are gone.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code:
+        os._exit(code)
+    sys.exit(code)

@@ -226,3 +226,27 @@ class Supervisor:
                 log.error("stack dump written to %s; exiting %d (retryable)", self.dump_path, HUNG)
             except Exception as e:  # noqa: BLE001 - exiting matters more than the file
                 log.error("could not write %s: %s", self.dump_path, e)
+
+
+def should_supervise(trainer_argv: list[str]) -> bool:
+    """Whether this process should become the supervisor (not already the child)."""
+    return HEARTBEAT_FD_ENV not in os.environ and "--no-supervisor" not in trainer_argv
+
+
+def supervise(cmd: list[str], trainer_argv: list[str], name: str = "trainer") -> int:
+    """Runs ``cmd`` as the supervised child, with the timeouts of its trainer flags.
+
+    Args:
+        cmd: The child's command line (it sees HEARTBEAT_FD_ENV and trains).
+        trainer_argv: The trainer flags in it, for ``--hang-timeout`` and friends.
+        name: Log name when TF_CONFIG gives none.
+    """
+    from trainer import config, distribution
+    from trainer.preemption import ConfigError
+
+    try:
+        cfg = config.parse_args(trainer_argv, distribution.default_dirs())
+        name = distribution.read_cluster().name
+    except (ConfigError, ValueError):
+        cfg = config.TrainConfig()  # the child reports the error itself
+    return Supervisor(cmd, cfg.hang_timeout, cfg.startup_timeout, name).run()
