@@ -10,10 +10,10 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import spottrain.components
-import spottrain.pipelines
 from kfp import compiler
 
+import spottrain.components
+import spottrain.pipelines
 from spottrain.version import IMAGE
 
 COMPONENTS_DIR = Path(spottrain.components.__file__).parent

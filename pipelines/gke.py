@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from kfp import dsl
 from kfp.dsl import Metrics, Model
+
 from spottrain.components.gcs_copy.component import gcs_copy
 from spottrain.components.train.component import train
 from spottrain.pipelines.placement import (

@@ -157,11 +157,11 @@ def run_local(
         **overrides: Other pipeline parameters.
     """
     import kfp.local
-    from spottrain.pipelines import compile as comp
-    from spottrain.pipelines import gke, guards
 
     from spottrain import datasets, gcs_copy
     from spottrain.gcs_emulator import FakeGcs
+    from spottrain.pipelines import compile as comp
+    from spottrain.pipelines import gke, guards
 
     started = time.monotonic()
     out = Path(out).resolve()

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 
 from kfp import dsl, kubernetes
+
 from spottrain.pipelines.guards import GuardError
 
 POOLS = ("preemptible", "spot", "on-demand")

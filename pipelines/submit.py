@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from spottrain.pipelines import guards
-
 from spottrain.version import __version__
 
 log = logging.getLogger(__name__)

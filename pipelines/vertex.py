@@ -13,6 +13,7 @@ from google_cloud_pipeline_components.v1.custom_job import (
     create_custom_training_job_from_component,
 )
 from kfp import dsl
+
 from spottrain.components.train.component import train
 from spottrain.pipelines import guards
 from spottrain.pipelines.gke import Outputs, add_profile, copy_inputs

@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
 from spottrain.pipelines import __main__ as cli
 from spottrain.pipelines import compile as comp
 from spottrain.pipelines import placement, submit

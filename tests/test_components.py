@@ -7,10 +7,10 @@ import kfp.local
 import pytest
 import yaml
 from kfp import components, dsl
-from spottrain.components.gcs_copy.component import gcs_copy
-from spottrain.pipelines.compile import COMPONENTS_DIR
 
 import trainer.preemption
+from spottrain.components.gcs_copy.component import gcs_copy
+from spottrain.pipelines.compile import COMPONENTS_DIR
 from spottrain.runtime import train as rt
 from spottrain.version import IMAGE
 

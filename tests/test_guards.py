@@ -1,10 +1,10 @@
 """Each pre-flight guard refuses a bad input with one line naming the value."""
 
 import pytest
+
 from spottrain.pipelines import compile as comp
 from spottrain.pipelines import gke, guards, placement, vertex
 from spottrain.pipelines.guards import GuardError
-
 from spottrain.version import IMAGE
 
 GOOD = {"data_src": "gs://b/digits", "checkpoint_dir": "gs://b/ckpt"}

@@ -1,6 +1,7 @@
 """The preemptible pipeline end to end under kfp.local with fake GCS and a real preemption."""
 
 import pytest
+
 from spottrain.pipelines import local
 
 pytestmark = pytest.mark.slow

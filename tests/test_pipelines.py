@@ -7,9 +7,9 @@ from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
+
 from spottrain.pipelines import compile as comp
 from spottrain.pipelines import gke, guards, placement, vertex
-
 from spottrain.version import IMAGE
 
 

@@ -9,11 +9,11 @@ import kfp.local
 import pytest
 import yaml
 from kfp import components, dsl
-from spottrain.pipelines import compile as comp
-from spottrain.pipelines import gke, vertex
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from spottrain import profiling
+from spottrain.pipelines import compile as comp
+from spottrain.pipelines import gke, vertex
 from spottrain.runtime import profile as rt
 
 pytestmark = pytest.mark.filterwarnings("ignore:You may be attemping:RuntimeWarning")
