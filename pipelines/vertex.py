@@ -16,7 +16,7 @@ from kfp import dsl
 
 from spottrain.components.train.component import train
 from spottrain.pipelines import guards
-from spottrain.pipelines.gke import Outputs, add_profile, copy_inputs
+from spottrain.pipelines.gke import PROFILE_INPUTS, Outputs, add_profile, copy_inputs
 
 NAME = "spottrain-vertex"
 DESCRIPTION = (
@@ -202,18 +202,21 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
             checkpoint_dir=checkpoint_dir,
             apply=lambda task: task.set_retry(num_retries=3, backoff_duration="30s"),
         )
-        job = op(
-            data=data.outputs["copied"],
-            checkpoint_dir=checkpoint_dir,
+        hyper = dict(
             backbone=backbone,
             weights=weights,
             image_size=image_size,
             batch_size_per_replica=batch_size_per_replica,
-            train_steps=train_steps,
             learning_rate=learning_rate,
-            save_every_steps=save_every_steps,
             mixed_precision=mixed_precision,
+        )
+        job = op(
+            data=data.outputs["copied"],
+            checkpoint_dir=checkpoint_dir,
+            train_steps=train_steps,
+            save_every_steps=save_every_steps,
             expect_gpus=vertex.gpus,
+            **hyper,
             service_account=service_account,
             tensorboard=tensorboard,
             base_output_directory=base_output_directory,
@@ -226,13 +229,8 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
             job,
             vertex.place_profile,
             data=data.outputs["copied"],
-            backbone=backbone,
-            weights=weights,
-            image_size=image_size,
-            batch_size_per_replica=batch_size_per_replica,
-            learning_rate=learning_rate,
-            mixed_precision=mixed_precision,
             expect_gpus=vertex.gpus,
+            **{k: v for k, v in hyper.items() if k in PROFILE_INPUTS},
         )
         return Outputs(model=job.outputs["model"], metrics=job.outputs["metrics"])
 
