@@ -17,7 +17,6 @@ after a real preemption (one injected fault per run, not one per attempt).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import random
@@ -30,9 +29,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from trainer.preemption import die_with_parent, exit_code
+
 _STEP_RE = re.compile(r"^step (\d+)/(\d+)\b")
 _START_RE = re.compile(r"\bstart_step=(\d+)\b")
-_PR_SET_PDEATHSIG = 1
 
 
 def free_ports(n: int) -> list[int]:
@@ -61,13 +61,6 @@ def tf_configs(ports: list[int]) -> list[tuple[str, dict]]:
     return out
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:  # not Linux: rely on the launcher's own cleanup
-        pass
-
-
 def _children(pid: int) -> list[int]:
     """Direct child pids (Linux /proc), e.g. the trainer under its supervisor."""
     try:
@@ -75,11 +68,6 @@ def _children(pid: int) -> list[int]:
             return [int(p) for p in f.read().split()]
     except OSError:
         return []
-
-
-def exit_code(returncode: int) -> int:
-    """Shell convention: a process killed by signal N exits 128 + N."""
-    return 128 - returncode if returncode < 0 else returncode
 
 
 @dataclass
@@ -235,7 +223,7 @@ class Launcher:
                     stderr=subprocess.STDOUT,
                     text=True,
                     bufsize=1,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                 )
                 self.workers.append(Worker(name, proc))
             self._print(

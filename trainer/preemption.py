@@ -18,6 +18,7 @@ most shell conventions (128 + signal) already treat as "killed, try again".
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -30,6 +31,8 @@ FATAL_NAN = 65
 PREEMPTED = 143
 PEER_LOST = 170
 HUNG = 171
+
+_PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 RETRYABLE = frozenset({PREEMPTED, PEER_LOST, HUNG})
 FATAL = frozenset({FATAL_CONFIG, FATAL_NAN})
@@ -109,3 +112,20 @@ def exit_process(code: int) -> None:
     if code:
         os._exit(code)
     sys.exit(code)
+
+
+def exit_code(returncode: int) -> int:
+    """A child's exit code by the shell convention: killed by signal N is 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` for worker processes: SIGKILL the child when its parent dies.
+
+    Killing a launcher or supervisor (a node lost, a deleted pod) must not leave
+    trainers behind that hold GPUs or race a retry on the checkpoint dir.
+    """
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:  # not Linux: the parent's own cleanup still applies
+        pass

@@ -18,7 +18,6 @@ own child without extra privileges, though some clusters still need
 
 from __future__ import annotations
 
-import ctypes
 import faulthandler
 import logging
 import os
@@ -30,13 +29,12 @@ import sys
 import tempfile
 import time
 
-from trainer.preemption import HUNG
+from trainer.preemption import HUNG, die_with_parent, exit_code
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_FD_ENV = "SPOTTRAIN_HEARTBEAT_FD"
 FAULTHANDLER_FILE_ENV = "SPOTTRAIN_FAULTHANDLER_FILE"
-_PR_SET_PDEATHSIG = 1
 
 
 class Heartbeat:
@@ -115,17 +113,6 @@ def write_text(path: str, text: str) -> None:
         f.write(text)
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-def _exit_code(returncode: int) -> int:
-    return 128 - returncode if returncode < 0 else returncode
-
-
 class Supervisor:
     """Runs the trainer as a child process and watches its heartbeat."""
 
@@ -151,7 +138,7 @@ class Supervisor:
         env[HEARTBEAT_FD_ENV] = str(write_fd)
         env[FAULTHANDLER_FILE_ENV] = fault_file.name
         child = subprocess.Popen(
-            self.cmd, env=env, pass_fds=(write_fd,), preexec_fn=_die_with_parent
+            self.cmd, env=env, pass_fds=(write_fd,), preexec_fn=die_with_parent
         )
         os.close(write_fd)
 
@@ -194,7 +181,7 @@ class Supervisor:
             else:
                 time.sleep(0.2)
             if child.poll() is not None:
-                return _exit_code(child.returncode)
+                return exit_code(child.returncode)
             limit = self.startup_timeout_s if self.step is None else self.hang_timeout_s
             idle = time.monotonic() - last_beat
             if watching and idle >= limit:
