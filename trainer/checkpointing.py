@@ -13,7 +13,14 @@ Why workers write elsewhere: under MultiWorkerMirroredStrategy saving runs
 collective ops, so *every* worker must call save at the same step. If they all
 wrote to the same directory they would race on the same files; so the chief
 writes the real directory and each other worker writes a private temporary
-directory that is deleted right after each save.
+directory (keeping only its newest copy) that is deleted at the end.
+
+Periodic saves are asynchronous (TF's ``experimental_enable_async_checkpoint``):
+the step loop only waits for the variables to be copied to host memory, and the
+files are written in a background thread. That is what makes frequent time-based
+saves cheap, and frequent saves are what bound the loss where a preemption
+notice cannot be acted on in time (a KFP pod on GKE: see README). Saves on a
+preemption notice and at the last step wait until the files are complete.
 """
 
 from __future__ import annotations
@@ -150,6 +157,40 @@ def list_checkpoints(directory: str) -> list[tuple[int, str]]:
     return sorted(found.items(), reverse=True)
 
 
+def _fix_keras_async_copy() -> None:
+    """Lets TF's asynchronous checkpointing save Keras 3 variables more than once.
+
+    Keras 3.x's TensorFlow ``Variable._copy_trackable_to_cpu`` creates a new
+    ``tf.Variable`` on every call (keras/src/backend/tensorflow/core.py), and TF
+    runs that copy inside a ``tf.function`` from the second save on
+    (tensorflow/python/checkpoint/async_checkpoint_helper.py ``_copy_to_cpu``),
+    which refuses variables created after the first call: the second async save
+    raises ValueError. The fix creates the host copy once and assigns it after.
+    Applied only while Keras still has that body (a test fails if it goes away).
+    """
+    import inspect
+
+    from keras.src.backend.tensorflow import core
+
+    method = core.Variable._copy_trackable_to_cpu
+    if getattr(method, "_spottrain_fix", False):
+        return
+    if "tf.Variable(object_map[self.value])" not in inspect.getsource(method):
+        return  # fixed upstream (or changed): leave it alone
+
+    def _copy_trackable_to_cpu(self, object_map):
+        import tensorflow as tf
+
+        self.value._copy_trackable_to_cpu(object_map)
+        if self not in object_map:
+            object_map[self] = tf.Variable(object_map[self.value])
+        else:
+            object_map[self].assign(object_map[self.value])
+
+    _copy_trackable_to_cpu._spottrain_fix = True
+    core.Variable._copy_trackable_to_cpu = _copy_trackable_to_cpu
+
+
 class CheckpointStore:
     """Saves and restores one tf.train.Checkpoint with the chief/worker split."""
 
@@ -161,12 +202,16 @@ class CheckpointStore:
         self.checkpoint = checkpoint
         self.real_dir = cfg.checkpoint_dir.rstrip("/")
         if cluster.is_chief:
-            self.write_dir = self.real_dir
+            self.write_dir, keep = self.real_dir, cfg.keep_checkpoints
         else:
-            self.write_dir = tempfile.mkdtemp(prefix=f"spottrain-{cluster.name}-")
+            # A worker's copy is only a by-product of taking part in the collective
+            # save: keep its newest one (an async write may still be running).
+            self.write_dir, keep = tempfile.mkdtemp(prefix=f"spottrain-{cluster.name}-"), 1
         self.manager = tf.train.CheckpointManager(
-            checkpoint, self.write_dir, max_to_keep=cfg.keep_checkpoints, checkpoint_name="ckpt"
+            checkpoint, self.write_dir, max_to_keep=keep, checkpoint_name="ckpt"
         )
+        _fix_keras_async_copy()
+        self._async = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
         self.last_save_seconds = 0.0
 
     def restore_latest(self) -> int:
@@ -206,18 +251,28 @@ class CheckpointStore:
         except Exception as e:  # noqa: BLE001 - quarantine is an optimisation
             log.warning("could not move %s aside: %s", prefix, e)
 
-    def save(self, step: int) -> str:
-        """Saves at ``step`` on every worker (a collective); returns the chief's path."""
+    def save(self, step: int, *, wait: bool = True) -> str:
+        """Saves at ``step`` on every worker (a collective); returns the chief's path.
+
+        Args:
+            step: The global step, used as the checkpoint number.
+            wait: Return once the files are complete; ``False`` returns once the
+                variables are copied to host memory and writes in the background
+                (the next save, :meth:`wait` or :meth:`close` waits for it).
+        """
         start = time.perf_counter()
-        path = self.manager.save(checkpoint_number=step)
-        if not self.cluster.is_chief:
-            # The copy is only a by-product of taking part in the collective save.
-            _gfile().rmtree(self.write_dir)
-            _gfile().makedirs(self.write_dir)
+        path = self.manager.save(checkpoint_number=step, options=self._async)
+        if wait:
+            self.wait()
         self.last_save_seconds = time.perf_counter() - start
         return _join(self.real_dir, path.rsplit("/", 1)[-1])
 
+    def wait(self) -> None:
+        """Blocks until a background save has written its files."""
+        self.checkpoint.sync()
+
     def close(self) -> None:
-        """Removes a worker's temporary directory."""
+        """Finishes a background save; removes a worker's temporary directory."""
+        self.wait()
         if not self.cluster.is_chief and _gfile().exists(self.write_dir):
             _gfile().rmtree(self.write_dir)

@@ -337,6 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit code."""
+    from trainer.stdio import survive_broken_pipes
+
+    survive_broken_pipes()  # the workers' logs pass through here
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     trainer_args = args.trainer_args
     if trainer_args and trainer_args[0] == "--":

@@ -52,7 +52,8 @@ def totals(records: list[dict]) -> dict:
     out = {
         "attempts": len(records),
         "preemptions": sum(
-            r.get("outcome") in ("preempted", "killed", "worker_lost", "hang") for r in records
+            r.get("outcome")
+            in ("preempted", "preempted_unsaved", "killed", "worker_lost", "hang") for r in records
         ),
         "steps_lost": sum(r.get("steps_lost") or 0 for r in records),
         "seconds": round(sum(r.get("seconds") or 0 for r in records), 1),
@@ -95,7 +96,14 @@ class Ledger:
         self.records = read(self.dir)
         if self.records and self.records[-1].get("outcome") == "running":
             prev = self.records[-1]
-            prev["outcome"] = "hang" if self._hang_dump_since(prev["started"]) else "killed"
+            if self._hang_dump_since(prev["started"]):
+                prev["outcome"] = "hang"
+            elif "notice_step" in prev:
+                # The notice came and the save began, but the platform killed the
+                # attempt before the files were complete (KFP pod on GKE: README).
+                prev["outcome"] = "preempted_unsaved"
+            else:
+                prev["outcome"] = "killed"
             prev["exit_code"] = None
             # Everything after the step this attempt resumes from was redone.
             prev["steps_lost"] = max(0, prev.get("last_step", start_step) - start_step)
@@ -144,6 +152,14 @@ class Ledger:
         if saved:
             self.current["saved_step"] = step
         self._write(force=saved)
+
+    def notice(self, step: int, reason: str) -> None:
+        """Records a preemption notice acted on at ``step`` (written at once)."""
+        if not self.current:
+            return
+        self.current.update(notice_step=step, notice_reason=reason, notice_at=time.time())
+        self.current["last_step"] = step
+        self._write(force=True)
 
     def end(self, code: int, message: str = "") -> dict | None:
         """Closes this attempt with its exit code; returns the record."""

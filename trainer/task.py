@@ -16,6 +16,10 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     """Runs the trainer (supervised unless ``--no-supervisor``); returns its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    from trainer.stdio import survive_broken_pipes
+
+    # Before logging captures sys.stdout: a dead log reader must not end training.
+    survive_broken_pipes()
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -217,16 +217,35 @@ class Trainer:
         return train_step
 
     # -- the loop -----------------------------------------------------------
-    def _save(self, step: int, why: str) -> None:
+    def _save(self, step: int, why: str, *, wait: bool) -> None:
         self.step_var.assign(step)
-        path = self.store.save(step)
+        path = self.store.save(step, wait=wait)
         self.ledger.progress(step, saved=True)
         log.info(
-            "saved %s at step %d (%s, %.0f ms)",
+            "saved %s at step %d (%s, %.0f ms%s)",
             path,
             step,
             why,
             1000 * self.store.last_save_seconds,
+            "" if wait else ", writing in the background",
+        )
+
+    def _save_on_notice(self, step: int) -> None:
+        """Saves after a preemption notice, the ledger noting the notice meanwhile."""
+        self.step_var.assign(step)
+        start = time.perf_counter()
+        path = self.store.save(step, wait=False)
+        # While the files are written: if the platform kills us before they are
+        # complete, the next attempt finds the notice and records the attempt as
+        # preempted_unsaved rather than as an unexplained kill.
+        self.ledger.notice(step, self.stop.signal_name or "peer")
+        self.store.wait()
+        self.ledger.progress(step, saved=True)
+        log.info(
+            "saved %s at step %d (preemption, %.0f ms)",
+            path,
+            step,
+            1000 * (time.perf_counter() - start),
         )
 
     def train(self, on_step=None) -> int:
@@ -310,14 +329,20 @@ class Trainer:
                     with self.writer.as_default(step=step):
                         tf.summary.scalar("loss", loss)
                         tf.summary.scalar("steps_per_second", rate)
-            if stop_votes > 0:
-                self._save(step, "preemption")
+            # One process need not wait for the next step's vote: the notice period
+            # is short, and on some platforms much shorter than the ~30 s (README).
+            if stop_votes > 0 or (not self.cluster.multi_worker and self.stop.is_set()):
+                self._save_on_notice(step)
                 raise TrainerExit(
                     preemption.PREEMPTED,
                     f"preempted: saved at step {step} of {self.total_steps}, 0 steps lost",
                 )
             if step % cfg.save_every_steps == 0 or save_votes > 0 or step == self.total_steps:
-                self._save(step, "timer" if save_votes > 0 else "interval")
+                self._save(
+                    step,
+                    "timer" if save_votes > 0 else "interval",
+                    wait=step == self.total_steps,
+                )
                 last_save = time.monotonic()
         self.heartbeat.done()  # evaluation and export are bounded and not steps
         return step

@@ -310,6 +310,10 @@ def run_component(*, data, model, metrics, attempts=None, **kwargs: Any) -> None
         attempts: The ``Output[Markdown]`` for the attempt ledger table.
         **kwargs: The remaining component inputs, passed to :func:`train`.
     """
+    from trainer.stdio import survive_broken_pipes
+
+    # KFP's launcher owns this process's stdout pipe and dies first on a preemption.
+    survive_broken_pipes()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     os.makedirs(model.path, exist_ok=True)
     try:
