@@ -52,8 +52,8 @@ def totals(records: list[dict]) -> dict:
     out = {
         "attempts": len(records),
         "preemptions": sum(
-            r.get("outcome")
-            in ("preempted", "preempted_unsaved", "killed", "worker_lost", "hang") for r in records
+            r.get("outcome") in ("preempted", "preempted_unsaved", "killed", "worker_lost", "hang")
+            for r in records
         ),
         "steps_lost": sum(r.get("steps_lost") or 0 for r in records),
         "seconds": round(sum(r.get("seconds") or 0 for r in records), 1),

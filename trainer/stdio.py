@@ -48,31 +48,39 @@ class SurvivingStream(io.TextIOBase):
             return call(*args)
 
     def write(self, text: str) -> int:
+        """Writes ``text``; after the reader is gone, to /dev/null."""
         self._guarded(self._stream.write, text)
         return len(text)
 
     def flush(self) -> None:
+        """Flushes; after the reader is gone, to /dev/null."""
         self._guarded(self._stream.flush)
 
     def fileno(self) -> int:
+        """The wrapped stream's file descriptor."""
         return self._stream.fileno()
 
     def isatty(self) -> bool:
+        """Whether the wrapped stream is a terminal."""
         return self._stream.isatty()
 
     def writable(self) -> bool:
+        """Always writable."""
         return True
 
     @property
     def encoding(self):
+        """The wrapped stream's encoding."""
         return self._stream.encoding
 
     @property
     def errors(self):
+        """The wrapped stream's error handler."""
         return self._stream.errors
 
     @property
     def buffer(self):
+        """The wrapped stream's binary buffer."""
         return self._stream.buffer
 
 
