@@ -24,6 +24,8 @@ DESCRIPTION = (
     "(MultiWorkerMirroredStrategy over replica_count machines) with checkpointed retries."
 )
 STRATEGIES = ("SPOT", "STANDARD", "FLEX_START")
+# In front of every worker pool's command: see VertexTraining.worker_pool_specs.
+FORWARD_COMMAND = ["python3", "-m", "trainer.forward", "--"]
 
 
 class VertexConfigError(guards.GuardError):
@@ -118,20 +120,30 @@ class VertexTraining:
             task.set_accelerator_limit(self.accelerator_count)
         return task
 
-    def worker_pool_specs(self, op) -> list[dict] | None:
-        """Pool specs with the worker overrides applied; ``None`` when there are none.
+    def worker_pool_specs(self, op) -> list[dict]:
+        """The job's pool specs: the trainer behind a forwarding PID 1, worker overrides.
+
+        GCPC copies the component's ``sh -ec …`` command into every pool as is
+        (google_cloud_pipeline_components/v1/custom_job/utils.py), and Vertex runs
+        it as the container's PID 1, which never passes SIGTERM on; so every pool's
+        command starts with :mod:`trainer.forward` (tests/test_platform_vertex.py
+        runs it exactly as compiled as PID 1 of a PID namespace).
 
         The GCPC helper gives every replica the chief's machine; overriding pool 1
         is the raw path where unequal accelerators can slip in, so the result goes
         through :func:`guards.check_worker_pools`.
         """
+        specs = copy.deepcopy(op.component_spec.inputs["worker_pool_specs"].default)
+        for spec in specs:
+            container = spec["container_spec"]
+            if container["command"][: len(FORWARD_COMMAND)] != FORWARD_COMMAND:
+                container["command"] = [*FORWARD_COMMAND, *container["command"]]
         if not (
             self.worker_machine_type
             or self.worker_accelerator_type
             or self.worker_accelerator_count is not None
         ):
-            return None
-        specs = copy.deepcopy(op.component_spec.inputs["worker_pool_specs"].default)
+            return specs
         if len(specs) < 2:
             raise VertexConfigError(
                 f"worker_* overrides need workers: replica_count={self.replica_count}"
@@ -155,8 +167,7 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
     vertex = vertex or VertexTraining()
     op = vertex.custom_job_op()
     specs = vertex.worker_pool_specs(op)
-    guards.check_worker_pools(specs or op.component_spec.inputs["worker_pool_specs"].default)
-    extra = {"worker_pool_specs": specs} if specs is not None else {}
+    guards.check_worker_pools(specs)
 
     @dsl.pipeline(name=name, description=DESCRIPTION)
     def vertex_pipeline(
@@ -220,7 +231,7 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
             service_account=service_account,
             tensorboard=tensorboard,
             base_output_directory=base_output_directory,
-            **extra,
+            worker_pool_specs=specs,
         ).after(seed)
         job.set_display_name(f"train (Vertex {vertex.strategy})").set_caching_options(False)
         if vertex.retries:
