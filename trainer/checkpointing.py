@@ -256,14 +256,19 @@ class CheckpointStore:
 
         Args:
             step: The global step, used as the checkpoint number.
-            wait: Return once the files are complete; ``False`` returns once the
-                variables are copied to host memory and writes in the background
-                (the next save, :meth:`wait` or :meth:`close` waits for it).
+            wait: Save synchronously: return once the files are complete.
+                ``False`` returns once the variables are copied to host memory and
+                writes in the background (the next save, :meth:`wait` or
+                :meth:`close` waits for it).
         """
         start = time.perf_counter()
-        path = self.manager.save(checkpoint_number=step, options=self._async)
         if wait:
+            # A plain save: the async path traces a tf.function on its second use
+            # (~0.3 s), too slow for a notice that may leave a second or less.
             self.wait()
+            path = self.manager.save(checkpoint_number=step)
+        else:
+            path = self.manager.save(checkpoint_number=step, options=self._async)
         self.last_save_seconds = time.perf_counter() - start
         return _join(self.real_dir, path.rsplit("/", 1)[-1])
 

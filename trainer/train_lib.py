@@ -232,14 +232,19 @@ class Trainer:
 
     def _save_on_notice(self, step: int) -> None:
         """Saves after a preemption notice, the ledger noting the notice meanwhile."""
+        import threading
+
         self.step_var.assign(step)
         start = time.perf_counter()
-        path = self.store.save(step, wait=False)
-        # While the files are written: if the platform kills us before they are
-        # complete, the next attempt finds the notice and records the attempt as
-        # preempted_unsaved rather than as an unexplained kill.
-        self.ledger.notice(step, self.stop.signal_name or "peer")
-        self.store.wait()
+        # Beside the save, not before it: if the platform kills us before the files
+        # are complete, the next attempt finds the notice and records the attempt
+        # as preempted_unsaved rather than as an unexplained kill.
+        noting = threading.Thread(
+            target=self.ledger.notice, args=(step, self.stop.signal_name or "peer"), daemon=True
+        )
+        noting.start()
+        path = self.store.save(step, wait=True)
+        noting.join()
         self.ledger.progress(step, saved=True)
         log.info(
             "saved %s at step %d (preemption, %.0f ms)",
