@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import secrets
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -133,12 +135,28 @@ def vertex_job(
         )
     arguments = guards.preflight(template, params)
     root = bucket if bucket.startswith("gs://") else f"gs://{bucket}"
+    pipeline_root = f"{root.rstrip('/')}/pipeline-root"
+    job_id = (
+        f"{display_name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+    )
+    if "base_output_directory" in guards.parameter_types(spec) and not arguments.get(
+        "base_output_directory"
+    ):
+        # GCPC drops an empty base_output_directory from the CustomJob
+        # (container/v1/gcp_launcher/job_remote_runner.py L129-132,
+        # utils/json_util.py L55-60), and Vertex sets AIP_MODEL_DIR,
+        # AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR only when it is set
+        # (google/cloud/aiplatform/v1/custom_job.proto, base_output_directory):
+        # without it the job gets no TensorBoard dir and a `tensorboard`
+        # resource has nothing to upload. One folder per run under the root.
+        arguments["base_output_directory"] = f"{pipeline_root}/{job_id}/train"
     from google.cloud import aiplatform
 
     return aiplatform.PipelineJob(
         display_name=display_name,
         template_path=str(template),
-        pipeline_root=f"{root.rstrip('/')}/pipeline-root",
+        job_id=job_id,
+        pipeline_root=pipeline_root,
         parameter_values=arguments,
         project=project,
         location=region,

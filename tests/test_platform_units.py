@@ -86,9 +86,17 @@ def test_forward_as_pid1_hands_sigterm_to_a_handler_behind_a_shell(tmp_path):
     )
     proc = subprocess.Popen(
         [
-            "unshare", "--pid", "--fork", "--mount-proc",
-            sys.executable, "-m", "trainer.forward", "--",
-            "sh", "-ec", f"{sys.executable} {script}\necho after",
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            sys.executable,
+            "-m",
+            "trainer.forward",
+            "--",
+            "sh",
+            "-ec",
+            f"{sys.executable} {script}\necho after",
         ],  # fmt: skip
         cwd=REPO,
         env=chain_env(),

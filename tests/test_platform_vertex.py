@@ -124,6 +124,8 @@ def test_sigterm_to_pid1_saves_at_the_next_step_zero_lost(digits_dir, tmp_path, 
     # The step in flight when the signal came, or the one after it: nothing later.
     assert seen <= rec["saved_step"] <= seen + 2, (seen, rec)
     assert rec["saved_step"] in checkpoint_steps(run / "checkpoints")
+    # No AIP_TENSORBOARD_LOG_DIR here (no base_output_directory): logs go beside the checkpoints.
+    assert list((run / "checkpoints" / "tensorboard").glob("events.out.tfevents.*"))
     print(
         f"vertex trial {trial}: SIGTERM after step {seen}, saved step {rec['saved_step']}, "
         f"exit {code} {seconds:.1f} s after the signal, 0 lost"

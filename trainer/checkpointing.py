@@ -8,6 +8,7 @@ Layout of ``--checkpoint-dir`` (written by the chief only)::
     FATAL.json                     present after a fatal error (see record_fatal)
     quarantine/                    unreadable checkpoints moved aside, never deleted
     diagnostics/                   hang stack dumps (any worker; names are per worker)
+    tensorboard/                   TensorBoard logs when no other dir is given
 
 Why workers write elsewhere: under MultiWorkerMirroredStrategy saving runs
 collective ops, so *every* worker must call save at the same step. If they all
@@ -38,6 +39,7 @@ from trainer.preemption import FATAL_CONFIG, ConfigError, TrainerExit
 log = logging.getLogger(__name__)
 
 RUN_CONFIG = "run_config.json"
+TENSORBOARD = "tensorboard"
 FATAL_MARKER = "FATAL.json"
 _CKPT_RE = re.compile(r"ckpt-(\d+)\.index$")
 
@@ -71,6 +73,16 @@ def _write_json(path: str, data: dict) -> None:
     with gfile.GFile(tmp, "w") as f:
         json.dump(data, f, indent=2, sort_keys=True)
     gfile.rename(tmp, path, overwrite=True)
+
+
+def default_tensorboard_dir(checkpoint_dir: str) -> str:
+    """TensorBoard logs beside the checkpoints, when neither a flag nor Vertex names a dir.
+
+    The checkpoint dir is the one folder every platform gives us that is
+    persistent and belongs to this run, and the curves of every attempt then
+    continue in one place.
+    """
+    return _join(checkpoint_dir, TENSORBOARD) if checkpoint_dir else ""
 
 
 def diagnostics_path(cfg: TrainConfig, cluster: Cluster, kind: str) -> str:

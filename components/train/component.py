@@ -45,7 +45,8 @@ def train(
         learning_rate: Peak learning rate.
         save_every_steps: Checkpoint interval: at most this many steps are lost per preemption.
         mixed_precision: Use mixed float16 (GPUs with tensor cores).
-        tensorboard_dir: TensorBoard log folder; empty uses $AIP_TENSORBOARD_LOG_DIR.
+        tensorboard_dir: TensorBoard log folder; empty uses $AIP_TENSORBOARD_LOG_DIR
+            (Vertex), else <checkpoint_dir>/tensorboard.
         extra_args: More trainer.task flags, e.g. ["--warmup-steps", "100"].
         local_workers: Worker processes on this node (MWMS over 127.0.0.1); 1 runs in-process.
         preempt_at_step: Chaos test: SIGTERM the workers when the run passes this step; 0 = off.
