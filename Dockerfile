@@ -12,7 +12,7 @@ WORKDIR /opt/spottrain
 
 COPY . .
 RUN pip install . \
-    && python -c "import tensorflow as tf, trainer.task, spottrain.components; assert tf.test.is_built_with_cuda()"
+    && python -c "import tensorflow as tf, trainer.task, trainer.forward, spottrain.components; assert tf.test.is_built_with_cuda()"
 
 # py-spy (installed with the package) needs CAP_SYS_PTRACE to dump a hung
 # worker: add it to the pod's securityContext on GKE.
