@@ -93,7 +93,9 @@ def main() -> None:
                 sink.append(seconds)
                 if interval:
                     save_ms += saves
-                print(f"  run {i + 1} saves {label:3}: {seconds:6.1f} s, {len(saves)} async save(s)")
+                print(
+                    f"  run {i + 1} saves {label:3}: {seconds:6.1f} s, {len(saves)} async save(s)"
+                )
         ratio = statistics.median(on) / statistics.median(off)
         overhead = ratio - 1
         print(

@@ -263,6 +263,22 @@ class CheckpointStore:
         except Exception as e:  # noqa: BLE001 - quarantine is an optimisation
             log.warning("could not move %s aside: %s", prefix, e)
 
+    def warm_up(self) -> None:
+        """Pays the asynchronous path's one-time costs before training, not at a save.
+
+        TF's helper allocates the host copies at its first save and traces its
+        copy ``tf.function`` at the second (tensorflow/python/checkpoint/
+        async_checkpoint_helper.py ``_write``: ``_ensure_initialized`` then
+        ``_copy_to_cpu``), which took seconds for ResNet50 in the middle of the
+        step loop, delaying the first restorable checkpoints. Doing both here
+        (every worker, as the copy may read mirrored variables) leaves each
+        periodic save with only the copy itself. No file is written.
+        """
+        helper = self.checkpoint._async_checkpointer()
+        if not helper._initialized:
+            helper._ensure_initialized()
+        helper._copy_to_cpu()
+
     def save(self, step: int, *, wait: bool = True) -> str:
         """Saves at ``step`` on every worker (a collective); returns the chief's path.
 
