@@ -96,12 +96,13 @@ def main() -> None:
                 print(
                     f"  run {i + 1} saves {label:3}: {seconds:6.1f} s, {len(saves)} async save(s)"
                 )
-        ratio = statistics.median(on) / statistics.median(off)
+        med_on, med_off = statistics.median(on), statistics.median(off)
+        ratio = med_on / med_off
         overhead = ratio - 1
         print(
             f"{args.backbone} {args.image_size}px, {args.steps} steps, {args.repeats} repeats:\n"
             f"  training time with async saves every {args.interval:g} s / without: "
-            f"{ratio:.3f} (medians {statistics.median(on):.1f} s / {statistics.median(off):.1f} s)\n"
+            f"{ratio:.3f} (medians {med_on:.1f} s / {med_off:.1f} s)\n"
             f"  main-thread cost of one async save: median {statistics.median(save_ms or [0])} ms "
             f"over {len(save_ms)} saves\n"
             f"  overhead at the default {DEFAULT_INTERVAL_S:g} s: "
