@@ -76,6 +76,7 @@ def _custom_pipeline(args, placement, guards):
         memory_limit=args.memory,
         retries=args.retries,
         backoff=args.backoff,
+        retry_window=args.retry_window or args.run_timeout,
     )
     guards.check_image_gpu(args.image, train_placement.gpu_count)
     fallback = None
@@ -83,7 +84,7 @@ def _custom_pipeline(args, placement, guards):
         fallback = placement.ON_DEMAND_PLACEMENT.with_(
             gpu_type=args.gpu_type, gpu_count=args.gpus, memory_limit=args.memory
         )
-    return gke.build(train_placement, fallback=fallback)
+    return gke.build(train_placement, fallback=fallback, run_timeout=args.run_timeout)
 
 
 def cmd_upload(args: argparse.Namespace) -> int:
@@ -173,6 +174,8 @@ def cmd_nodepool(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
+    from spottrain.pipelines.placement import RUN_TIMEOUT
+
     p = argparse.ArgumentParser(prog="python -m spottrain.pipelines", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -187,6 +190,14 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--memory", default="48G", help="train memory limit on GKE")
     c.add_argument("--retries", type=int, default=5, help="train retries")
     c.add_argument("--backoff", default="60s", help="first retry delay")
+    c.add_argument(
+        "--run-timeout", default=RUN_TIMEOUT, help="the run's deadline (default %(default)s)"
+    )
+    c.add_argument(
+        "--retry-window",
+        default="",
+        help="how long after the first attempt KFP may retry (default: the run timeout)",
+    )
     c.add_argument("--machine-type", default="n1-standard-8", help="Vertex machine type")
     c.add_argument("--accelerator-type", default="NVIDIA_TESLA_T4", help="Vertex accelerator")
     c.add_argument("--replica-count", type=int, default=1, help="Vertex replicas (MWMS)")

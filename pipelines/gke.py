@@ -16,7 +16,10 @@ from spottrain.components.train.component import train
 from spottrain.pipelines.placement import (
     COPY_PLACEMENT,
     ON_DEMAND_PLACEMENT,
+    RUN_TIMEOUT,
     Placement,
+    check_retry_window,
+    seconds,
 )
 
 NAME = "spottrain-preemptible"
@@ -62,6 +65,7 @@ def build(
     copy_placement: Placement = COPY_PLACEMENT,
     fallback: Placement | None = None,
     name: str = NAME,
+    run_timeout: str = RUN_TIMEOUT,
 ):
     """Builds the preemptible pipeline for a compile-time placement.
 
@@ -72,11 +76,20 @@ def build(
         fallback: When set, a second train task on this (on-demand) placement
             resumes from the same checkpoint if the spot task exhausts its retries.
         name: Pipeline name.
+        run_timeout: The run's deadline (Argo ``activeDeadlineSeconds``); every retry
+            window must cover it.
 
     Returns:
         The ``@dsl.pipeline`` function.
+
+    Raises:
+        PlacementError: a retry window shorter than ``run_timeout``.
     """
     train_placement = train_placement or Placement()
+    places = {"train": train_placement, "copy": copy_placement, "fallback": fallback}
+    for what, place in places.items():
+        if place is not None:
+            check_retry_window(place, run_timeout, what=f"{what} placement")
     expect_gpus = train_placement.gpu_count
 
     def preemptible_pipeline(
@@ -159,7 +172,15 @@ def build(
         # The model comes from the spot task or the fall-back, and KFP can only pick
         # one of two outputs across dsl.If/dsl.Else branches: no pipeline outputs.
         del preemptible_pipeline.__annotations__["return"]
-    return dsl.pipeline(name=name, description=DESCRIPTION)(preemptible_pipeline)
+    return dsl.pipeline(
+        name=name,
+        description=DESCRIPTION,
+        # The run's deadline: Argo's workflow activeDeadlineSeconds, via
+        # kubeflow/pipelines backend/src/v2/compiler/argocompiler/argo.go:146 (2.17.0)
+        # `activeDeadlineSeconds = buildActiveDeadlineSeconds(kubernetesSpec.GetPipelineConfig())`
+        # and :182 `ActiveDeadlineSeconds: activeDeadlineSeconds,`.
+        pipeline_config=dsl.PipelineConfig(active_deadline_seconds=seconds(run_timeout)),
+    )(preemptible_pipeline)
 
 
 # The train inputs the profile shares (it replaces the checkpoint dir and steps).

@@ -216,6 +216,42 @@ def custom_jobs(spec: Mapping) -> list[dict]:
     return jobs
 
 
+def _seconds(duration: Any) -> float:
+    """A protobuf JSON duration (``"604800s"``) in seconds."""
+    return float(str(duration).rstrip("s"))
+
+
+def check_retry_windows(spec: Mapping, platform: Mapping | None) -> None:
+    """Every retried task's retry window must cover the run's timeout (KFP OSS only).
+
+    On KFP OSS ``backoffMaxDuration`` becomes Argo's ``backoff.maxDuration``, a window
+    counted from the task's first attempt (see ``placement.check_retry_window``), and
+    the platform spec's ``pipelineConfig.activeDeadlineSeconds`` becomes the run's
+    deadline (kubeflow/pipelines backend/src/v2/compiler/argocompiler/argo.go:146,
+    2.17.0). A template without a platform spec is Vertex's, whose retries are not Argo's.
+    """
+    if platform is None:
+        return
+    kubernetes = (platform.get("platforms") or {}).get("kubernetes") or {}
+    deadline = (kubernetes.get("pipelineConfig") or {}).get("activeDeadlineSeconds")
+    for name, task in _tasks(spec):
+        policy = task.get("retryPolicy") or {}
+        if not int(policy.get("maxRetryCount", 0)):
+            continue
+        window = policy.get("backoffMaxDuration", "0s")
+        if deadline is None:
+            raise GuardError(
+                f"task {name!r} retries within backoffMaxDuration={window} but the template "
+                "sets no run timeout (pipelineConfig.activeDeadlineSeconds): `make compile`"
+            )
+        if _seconds(window) < float(deadline):
+            raise GuardError(
+                f"task {name!r} has backoffMaxDuration={window}, shorter than the run timeout "
+                f"{deadline}s: Argo counts it from the first attempt and retries no preemption "
+                "after it; recompile with a retry window >= the run timeout"
+            )
+
+
 def images(spec: Mapping) -> list[str]:
     """Every container image the template runs, including custom-job ones."""
     found = [
@@ -247,6 +283,7 @@ def preflight(
     """
     spec, platform = load_template(template)
     params = check_parameters(spec, params)
+    check_retry_windows(spec, platform)
     retries = max_train_retries(spec)
     if not local:
         check_checkpoint_dir(checkpoint_dir_value(spec, params) or "", retries)

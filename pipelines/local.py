@@ -35,7 +35,7 @@ DEFAULTS: dict[str, Any] = dict(
 )
 DEFAULT_PREEMPT_AT = 50
 DEFAULT_LIMIT = 600
-LOCAL_COPY_PLACEMENT = placement.COPY_PLACEMENT.with_(backoff="1s", backoff_max="10s")
+LOCAL_COPY_PLACEMENT = placement.COPY_PLACEMENT.with_(backoff="1s")
 _RETRY_LOG = re.compile(r"Task (\S+) failed \(attempt (\d+)/(\d+)\)")
 _FAILED_LOG = re.compile(r"Task (\S+) finished with status (\S+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

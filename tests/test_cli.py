@@ -134,6 +134,10 @@ def test_run_guard_fails_before_any_request(kfp_api, capsys):
         (["nodepool", "--zone", "z"], "cluster is empty"),
         (["compile", "--target", "vertex", "--out", "/dev/null", "--timeout", "0s"], "timeout"),
         (["compile", "--target", "gke"], "--target needs --out"),
+        (
+            ["compile", "--target", "gke", "--out", "/dev/null", "--retry-window", "3600s"],
+            "retry_window='3600s' is shorter than the run timeout '604800s'",
+        ),
     ],
 )
 def test_missing_or_bad_arguments_get_one_line_errors(argv, needle, capsys):

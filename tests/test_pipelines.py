@@ -2,6 +2,7 @@
 
 import pytest
 import yaml
+from argo_retry_model import HOUR, ArgoError, run, strategy_from_task
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
@@ -48,6 +49,8 @@ def test_gke_train_task_on_preemptible_gpu_pool_with_retries(gke_default):
     assert train.retry_policy.max_retry_count == 5
     assert train.retry_policy.backoff_duration.seconds == 60
     assert train.retry_policy.backoff_factor == 2.0
+    # The retry window is the run timeout (a week), not the SDK's default hour.
+    assert train.retry_policy.backoff_max_duration.seconds == 7 * 24 * 3600
     resources = spec.deployment_spec.fields["executors"].struct_value.fields["exec-train"]
     container = json_format.ParseDict(
         json_format.MessageToDict(resources)["container"],
@@ -121,6 +124,74 @@ def test_fallback_runs_on_demand_only_when_spot_training_incomplete():
     config = k8s_executor(platform, "exec-train-2")
     assert not config.tolerations  # on-demand pool: no preemptible taint to tolerate
     assert "cloud.google.com/gke-preemptible" not in config.node_selector.labels
+
+
+# -- Argo's retries, modelled (tests/argo_retry_model.py) -----------------------------
+
+
+def train_strategy(docs):
+    spec = docs[0]
+    tasks = dict(spec["root"]["dag"]["tasks"])
+    for component in spec["components"].values():
+        tasks.update(component.get("dag", {}).get("tasks", {}))
+    return strategy_from_task(tasks["train"])
+
+
+def test_argo_retries_a_24h_run_preempted_at_hours_2_9_and_20():
+    committed = comp.COMPILED_DIR / comp.GKE_YAML
+    docs = list(yaml.safe_load_all(committed.read_text()))
+    strategy = train_strategy(docs)
+    # What the backend hands Argo: whole seconds, the factor via %v, no cap, OnFailure.
+    assert (strategy.limit, strategy.duration, strategy.factor) == ("5", "60", "2")
+    assert strategy.max_duration == "604800" and strategy.cap == ""
+    deadline = docs[1]["platforms"]["kubernetes"]["pipelineConfig"]["activeDeadlineSeconds"]
+    outcome = run(
+        strategy, work=24 * HOUR, preemptions=[2 * HOUR, 9 * HOUR, 20 * HOUR],
+        workflow_deadline=deadline,
+    )  # fmt: skip
+    assert outcome.phase == "Succeeded", outcome
+    assert [a.phase for a in outcome.attempts] == ["Failed"] * 3 + ["Succeeded"]
+    # Each retry waited 60 s, then 120 s, then 240 s.
+    attempts = outcome.attempts
+    assert [attempts[i + 1].start - attempts[i].end for i in range(3)] == [60, 120, 240]
+    assert outcome.attempts[-1].end == 24 * HOUR + 420
+
+
+def test_the_old_one_hour_window_drops_the_same_run_at_its_first_preemption():
+    old = placement.Placement(retry_window="3600s")
+    docs, _, _ = compiled(gke.build(old, run_timeout="3600s"))
+    strategy = train_strategy(docs)
+    assert strategy.max_duration == "3600"
+    outcome = run(strategy, work=24 * HOUR, preemptions=[2 * HOUR, 9 * HOUR, 20 * HOUR])
+    assert (outcome.phase, outcome.message) == ("Failed", "Max duration limit exceeded")
+    assert outcome.retries == 0
+    # Even a preemption inside the first hour only buys time until the hour ends:
+    # the retry pod's deadline is the window's end.
+    early = run(strategy, work=24 * HOUR, preemptions=[0.5 * HOUR])
+    assert early.attempts[1].deadline == HOUR and early.attempts[1].end == HOUR
+    assert early.phase == "Failed" and early.retries == 1
+    assert early.message in (
+        "Max duration limit exceeded",
+        "Backoff would exceed max duration limit",
+    )
+
+
+def test_the_model_follows_argo_on_limits_factor_and_errors():
+    strategy = train_strategy(list(yaml.safe_load_all(comp.compile_text(gke.build()))))
+    # Six preemptions need six retries; the limit is five.
+    many = run(strategy, work=24 * HOUR, preemptions=[h * HOUR for h in (1, 2, 3, 4, 5, 6)])
+    assert (many.phase, many.message, many.retries) == ("Failed", "No more retries left", 5)
+    # A vanished pod ("pod deleted") is an Error, which the default OnFailure skips.
+    gone = run(strategy, work=24 * HOUR, errors=[3 * HOUR])
+    assert gone.phase == "Error" and gone.retries == 0
+    # Argo reads the factor with Atoi: 1.5 would fail every retry.
+    with pytest.raises(ArgoError, match="'1.5' cannot be resolved to an int"):
+        run(strategy_from_task({"retryPolicy": {"maxRetryCount": 3, "backoffFactor": 1.5,
+            "backoffDuration": "60s", "backoffMaxDuration": "604800s"}}),
+            work=HOUR, preemptions=[0.5 * HOUR])  # fmt: skip
+    # A policy without backoffMaxDuration gets the template default "0": no retries.
+    bare = strategy_from_task({"retryPolicy": {"maxRetryCount": 3, "backoffDuration": "60s"}})
+    assert run(bare, work=HOUR, preemptions=[0.5 * HOUR]).message == "Max duration limit exceeded"
 
 
 def test_image_override_reaches_every_executor():
