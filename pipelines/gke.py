@@ -4,6 +4,10 @@ Preemption is a task failure to KFP: the train task's retry policy starts a new
 pod, and the trainer resumes from the last checkpoint in ``checkpoint_dir``. The
 copies are separate idempotent steps (the seed's refactoring), so a retried
 train step never re-copies an initial checkpoint over newer ones.
+
+It is compiled once per pool kind (``preemptible`` and ``spot``: GKE labels and
+our node-pool command taint them differently), with or without the on-demand
+fall-back.
 """
 
 from typing import NamedTuple
@@ -17,6 +21,7 @@ from spottrain.pipelines.placement import (
     COPY_PLACEMENT,
     ON_DEMAND_PLACEMENT,
     RUN_TIMEOUT,
+    SPOT_POOLS,
     Placement,
     check_retry_window,
     seconds,
@@ -24,9 +29,14 @@ from spottrain.pipelines.placement import (
 
 NAME = "spottrain-preemptible"
 DESCRIPTION = (
-    "Copy data and an initial checkpoint, then train with checkpoints on a preemptible "
-    "(spot) GPU node pool; KFP retries resume a preempted run from its last checkpoint."
+    "Copy data and an initial checkpoint, then train with checkpoints on a {pool} "
+    "GPU node pool; KFP retries resume a preempted run from its last checkpoint."
 )
+
+
+def pipeline_name(pool: str = "preemptible", fallback: bool = False) -> str:
+    """The KFP pipeline name of a variant, e.g. ``spottrain-spot-fallback``."""
+    return f"spottrain-{pool}" + ("-fallback" if fallback else "")
 
 
 class Outputs(NamedTuple):
@@ -62,9 +72,9 @@ def copy_inputs(
 
 def build(
     train_placement: Placement | None = None,
-    copy_placement: Placement = COPY_PLACEMENT,
+    copy_placement: Placement | None = None,
     fallback: Placement | None = None,
-    name: str = NAME,
+    name: str = "",
     run_timeout: str = RUN_TIMEOUT,
 ):
     """Builds the preemptible pipeline for a compile-time placement.
@@ -72,10 +82,11 @@ def build(
     Args:
         train_placement: Where training runs; default ``Placement()`` (the seed's
             preemptible pool, 1 T4, 48G, 5 retries with exponential backoff).
-        copy_placement: Where the copies run.
+        copy_placement: Where the copies run; default ``COPY_PLACEMENT`` tolerating
+            the training's pool.
         fallback: When set, a second train task on this (on-demand) placement
             resumes from the same checkpoint if the spot task exhausts its retries.
-        name: Pipeline name.
+        name: Pipeline name; default :func:`pipeline_name`.
         run_timeout: The run's deadline (Argo ``activeDeadlineSeconds``); every retry
             window must cover it.
 
@@ -86,10 +97,15 @@ def build(
         PlacementError: a retry window shorter than ``run_timeout``.
     """
     train_placement = train_placement or Placement()
+    if copy_placement is None:
+        copy_placement = COPY_PLACEMENT
+        if train_placement.pool in SPOT_POOLS:
+            copy_placement = COPY_PLACEMENT.with_(pool=train_placement.pool)
     places = {"train": train_placement, "copy": copy_placement, "fallback": fallback}
     for what, place in places.items():
         if place is not None:
             check_retry_window(place, run_timeout, what=f"{what} placement")
+    name = name or pipeline_name(train_placement.pool, fallback is not None)
     expect_gpus = train_placement.gpu_count
 
     def preemptible_pipeline(
@@ -174,7 +190,7 @@ def build(
         del preemptible_pipeline.__annotations__["return"]
     return dsl.pipeline(
         name=name,
-        description=DESCRIPTION,
+        description=DESCRIPTION.format(pool=train_placement.pool),
         # The run's deadline: Argo's workflow activeDeadlineSeconds, via
         # kubeflow/pipelines backend/src/v2/compiler/argocompiler/argo.go:146 (2.17.0)
         # `activeDeadlineSeconds = buildActiveDeadlineSeconds(kubernetesSpec.GetPipelineConfig())`
@@ -234,4 +250,12 @@ def add_fallback(
     return resumed
 
 
-__all__ = ["NAME", "ON_DEMAND_PLACEMENT", "Outputs", "add_profile", "build", "copy_inputs"]
+__all__ = [
+    "NAME",
+    "ON_DEMAND_PLACEMENT",
+    "Outputs",
+    "add_profile",
+    "build",
+    "copy_inputs",
+    "pipeline_name",
+]

@@ -17,15 +17,20 @@ from kfp import dsl, kubernetes
 from spottrain.pipelines.guards import GuardError
 
 POOLS = ("preemptible", "spot", "on-demand")
+# The pools the GKE pipeline is compiled for (one YAML each): the ones that preempt.
+SPOT_POOLS = ("preemptible", "spot")
 
 # GKE labels every GPU node with its accelerator type; selecting on it keeps the
 # task off pools with another GPU model (and off CPU pools).
 GPU_NODE_LABEL = "cloud.google.com/gke-accelerator"
-# GKE labels these automatically on preemptible and spot nodes.
+# GKE labels these automatically on preemptible and spot nodes ...
 POOL_NODE_LABELS = {
     "preemptible": ("cloud.google.com/gke-preemptible", "true"),
     "spot": ("cloud.google.com/gke-spot", "true"),
 }
+# ... of pools created with these gcloud flags (nodepool_command), so the selector a
+# compiled task carries and the pool our command creates come from one table.
+GCLOUD_POOL_FLAGS = {"preemptible": "--preemptible", "spot": "--spot"}
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # Vertex AI accelerator names for the GKE ones (the equal-GPU guard compares both).
@@ -282,8 +287,8 @@ def nodepool_command(
         "--enable-autoscaling", f"--min-nodes={min_nodes}", f"--max-nodes={max_nodes}",
         f"--machine-type={machine_type}",
     ]  # fmt: skip
-    if placement.pool != "on-demand":
-        cmd.append(f"--{placement.pool}")
+    if placement.pool in GCLOUD_POOL_FLAGS:
+        cmd.append(GCLOUD_POOL_FLAGS[placement.pool])
     taint = placement.effective_taint
     if taint is not None:
         cmd.append(f"--node-taints={taint}")

@@ -126,6 +126,45 @@ def test_fallback_runs_on_demand_only_when_spot_training_incomplete():
     assert "cloud.google.com/gke-preemptible" not in config.node_selector.labels
 
 
+@pytest.mark.parametrize("pool", placement.SPOT_POOLS)
+@pytest.mark.parametrize("fallback", [False, True])
+def test_each_committed_gke_yaml_selects_tolerates_and_matches_its_nodepool(pool, fallback):
+    path = comp.COMPILED_DIR / comp.gke_yaml(pool, fallback=fallback)
+    docs = list(yaml.safe_load_all(path.read_text()))
+    assert docs[0]["pipelineInfo"]["name"] == gke.pipeline_name(pool, fallback)
+    kubernetes = docs[1]["platforms"]["kubernetes"]
+    train = kubernetes["deploymentSpec"]["executors"]["exec-train"]
+    selector = train["nodeSelector"]["labels"]
+    [toleration] = train["tolerations"]
+    # The pool kind's label, not the other kind's: a spot pod selecting the
+    # preemptible label would stay Pending on a spot pool forever.
+    label, value = placement.POOL_NODE_LABELS[pool]
+    assert selector[label] == value
+    other = {k for p, (k, _) in placement.POOL_NODE_LABELS.items() if p != pool}
+    assert not other & set(selector)
+    # The node-pool command for that pool creates nodes this spec lands on: GKE labels
+    # nodes of a `--spot` (`--preemptible`) pool with the selected label, the taint
+    # is the tolerated one, and the accelerator is the selected one.
+    cmd = placement.nodepool_command(placement.Placement(pool=pool), cluster="c", zone="z")
+    assert placement.GCLOUD_POOL_FLAGS[pool] in cmd
+    assert [f for f in cmd if f in placement.GCLOUD_POOL_FLAGS.values()] == [
+        placement.GCLOUD_POOL_FLAGS[pool]
+    ]
+    assert toleration["operator"] == "Equal"
+    taint = f"{toleration['key']}={toleration['value']}:{toleration['effect']}"
+    assert f"--node-taints={taint}" in cmd
+    gpu = selector["cloud.google.com/gke-accelerator"]
+    assert any(f.startswith(f"--accelerator=type={gpu},count=1,") for f in cmd)
+    # The copies (and the fall-back's decision) tolerate the same pool's taint.
+    for name, executor in kubernetes["deploymentSpec"]["executors"].items():
+        if name.startswith(("exec-gcs-copy", "exec-fallback-decision")):
+            assert executor["tolerations"] == [toleration]
+    # The run timeout every retry window covers.
+    assert kubernetes["pipelineConfig"]["activeDeadlineSeconds"] == placement.seconds(
+        placement.RUN_TIMEOUT
+    )
+
+
 # -- Argo's retries, modelled (tests/argo_retry_model.py) -----------------------------
 
 
@@ -271,6 +310,6 @@ def test_committed_yaml_matches_a_fresh_compile():
 def test_drift_check_notices_an_edit(tmp_path, monkeypatch):
     monkeypatch.setattr(comp, "COMPILED_DIR", tmp_path)
     monkeypatch.setattr(comp, "COMPONENTS_DIR", tmp_path / "components")
-    assert len(comp.write_all()) == 7
+    assert len(comp.write_all()) == 9  # 4 components, 4 GKE variants, Vertex
     (tmp_path / comp.GKE_YAML).write_text("edited")
     assert comp.drift() == [tmp_path / comp.GKE_YAML]
