@@ -111,19 +111,42 @@ def test_spot_placement_selects_spot_label_and_tolerates_its_taint():
     assert expect.runtime_value.constant.number_value == 2
 
 
-def test_fallback_runs_on_demand_only_when_spot_training_incomplete():
+def test_fallback_is_an_exit_handler_that_resumes_on_demand_only_when_told():
     _, spec, platform = compiled(gke.build(fallback=placement.ON_DEMAND_PLACEMENT))
-    status = spec.root.dag.tasks["training-status"]
-    assert status.trigger_policy.strategy == (
+    root = spec.root.dag.tasks
+    assert set(root) == {"exit-handler-1", "on-demand-fallback"}
+    exit_task = root["on-demand-fallback"]
+    # The SDK marks the exit task ALL_UPSTREAM_TASKS_COMPLETED after the handler's DAG
+    # only, with the handler's final status as input (the backend's exit hook).
+    assert exit_task.trigger_policy.strategy == (
         pipeline_spec_pb2.PipelineTaskSpec.TriggerPolicy.TriggerStrategy.ALL_UPSTREAM_TASKS_COMPLETED
     )
-    [branch] = [t for t in spec.root.dag.tasks.values() if t.trigger_policy.condition]
-    assert "incomplete" in branch.trigger_policy.condition
-    fallback_train = task_named(spec, "comp-train")["train-2"]
-    assert fallback_train.retry_policy.max_retry_count == 2
-    config = k8s_executor(platform, "exec-train-2")
+    assert list(exit_task.dependent_tasks) == ["exit-handler-1"]
+    status = exit_task.inputs.parameters["status"].task_final_status
+    assert status.producer_task == "exit-handler-1"
+    # The spot training is inside the handler.
+    body = spec.components["comp-exit-handler-1"].dag.tasks
+    assert {"train", "gcs-copy", "gcs-copy-2", "profile"} <= set(body)
+    # The exit task is a graph: a CPU decision, then the GPU task under "resume".
+    fallback_dag = spec.components["comp-on-demand-fallback"].dag.tasks
+    decision = fallback_dag["fallback-decision"]
+    assert decision.inputs.parameters["status"].component_input_parameter == "status"
+    [branch] = [t for t in fallback_dag.values() if t.trigger_policy.condition]
+    assert branch.trigger_policy.condition.endswith("== 'resume'")
+    resumed = task_named(spec, "comp-resume-training")["resume-training"]
+    assert resumed.retry_policy.max_retry_count == 2
+    config = k8s_executor(platform, "exec-resume-training")
     assert not config.tolerations  # on-demand pool: no preemptible taint to tolerate
-    assert "cloud.google.com/gke-preemptible" not in config.node_selector.labels
+    assert dict(config.node_selector.labels) == {
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-t4"
+    }
+    executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
+    assert "accelerator" in executors["exec-resume-training"]["container"]["resources"]
+    # Only "resume" asks for an on-demand GPU node: the decision runs on CPU.
+    assert "accelerator" not in executors["exec-fallback-decision"]["container"].get(
+        "resources", {}
+    )
+    assert not spec.root.output_definitions.artifacts
 
 
 @pytest.mark.parametrize("pool", placement.SPOT_POOLS)
@@ -310,6 +333,6 @@ def test_committed_yaml_matches_a_fresh_compile():
 def test_drift_check_notices_an_edit(tmp_path, monkeypatch):
     monkeypatch.setattr(comp, "COMPILED_DIR", tmp_path)
     monkeypatch.setattr(comp, "COMPONENTS_DIR", tmp_path / "components")
-    assert len(comp.write_all()) == 9  # 4 components, 4 GKE variants, Vertex
+    assert len(comp.write_all()) == 11  # 6 components, 4 GKE variants, Vertex
     (tmp_path / comp.GKE_YAML).write_text("edited")
     assert comp.drift() == [tmp_path / comp.GKE_YAML]
