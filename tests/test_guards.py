@@ -213,3 +213,16 @@ def test_preflight_refuses_a_template_whose_retry_window_misses_the_run_timeout(
     path = _edit(tmp_path, text, "activeDeadlineSeconds: 604800", "{}")
     with pytest.raises(GuardError, match="sets no run timeout"):
         guards.preflight(path, GOOD)
+
+
+def test_preflight_refuses_a_task_that_depends_on_an_exit_task(tmp_path):
+    text = (comp.COMPILED_DIR / comp.gke_yaml("spot", fallback=True)).read_text()
+    guards.preflight(comp.COMPILED_DIR / comp.gke_yaml("spot", fallback=True), GOOD)
+    path = _edit(
+        tmp_path, text, "        taskInfo:\n          name: train on spot",
+        "        dependentTasks:\n        - on-demand-fallback\n"
+        "        taskInfo:\n          name: train on spot",
+    )  # fmt: skip
+    with pytest.raises(GuardError) as err:
+        guards.preflight(path, GOOD)
+    assert "task 'exit-handler-1' depends on 'on-demand-fallback'" in one_line(err)

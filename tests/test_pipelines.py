@@ -188,6 +188,48 @@ def test_each_committed_gke_yaml_selects_tolerates_and_matches_its_nodepool(pool
     )
 
 
+def test_every_committed_pipeline_follows_the_kfp_oss_exit_task_rules():
+    paths = sorted(comp.COMPILED_DIR.glob("*.yaml"))
+    assert len(paths) == 5
+    for path in paths:
+        spec, platform = guards.load_template(path)
+        guards.check_exit_tasks(spec)
+        guards.check_retry_windows(spec, platform)
+
+
+def test_the_old_ignore_upstream_failure_fallback_is_refused():
+    """The shape this replaced: a dsl.If on the output of an exit-hook task."""
+    from kfp import dsl
+
+    from spottrain.components.train.component import train
+    from spottrain.components.training_status.component import training_status
+
+    @dsl.pipeline(name="old-fallback")
+    def old(data: str, checkpoint_dir: str):
+        spot = train(data=dsl.importer(artifact_uri=data, artifact_class=dsl.Dataset).output,
+                     checkpoint_dir=checkpoint_dir)  # fmt: skip
+        status = training_status(checkpoint_dir=checkpoint_dir, train_steps=10)
+        status.after(spot).ignore_upstream_failure()
+        with dsl.If(status.output == "incomplete"):
+            train(data=dsl.importer(artifact_uri=data, artifact_class=dsl.Dataset).output,
+                  checkpoint_dir=checkpoint_dir)  # fmt: skip
+
+    docs, _, _ = compiled(old)
+    with pytest.raises(guards.GuardError) as err:
+        guards.check_exit_tasks(docs[0])
+    assert "task 'condition-1' depends on 'training-status'" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_an_exit_task_hooked_on_two_tasks_is_refused():
+    docs, _, _ = compiled(gke.build(fallback=placement.ON_DEMAND_PLACEMENT))
+    spec = docs[0]
+    spec["root"]["dag"]["tasks"]["on-demand-fallback"]["dependentTasks"].append("x")
+    spec["root"]["dag"]["tasks"]["x"] = {"componentRef": {"name": "comp-train"}}
+    with pytest.raises(guards.GuardError, match="upstream tasks \\['exit-handler-1', 'x'\\]"):
+        guards.check_exit_tasks(spec)
+
+
 # -- Argo's retries, modelled (tests/argo_retry_model.py) -----------------------------
 
 
