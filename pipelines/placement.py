@@ -227,6 +227,7 @@ def check_retry_window(
       argoproj/argo-workflows workflow/controller/operator.go:1037 (v4.0.5)
       `maxDurationDeadline = firstChildNode.StartedAt.Add(maxDuration)`
       :1040 `"Max duration limit exceeded"`, :1095 `opts.executionDeadline = maxDurationDeadline`
+      (the retry pod's deadline: workflow/controller/workflowpod.go:343 `EnvVarDeadline`).
     So with the SDK's default (3600s, kfp/dsl/structures.py:381 in 2.17.0) a run
     preempted after its first hour is not retried at all.
 
@@ -247,7 +248,10 @@ COPY_PLACEMENT = Placement(gpu_count=0, memory_limit="4G", backoff="30s", requir
 # The on-demand fall-back pool: the same GPUs, no toleration, fewer retries.
 ON_DEMAND_PLACEMENT = Placement(pool="on-demand", retries=2)
 # kfp.local: no GPUs (kfp.local only warns about resources), short whole-second backoff.
-# (kfp.local reads retry_window as a cap on each delay; 1 s, 2 s, 4 s never reach it.)
+# kfp.local reads retry_window as a cap on each delay, which 1 s, 2 s, 4 s never reach:
+#   kubeflow/pipelines sdk/python/kfp/local/orchestrator/task_executor.py:171-172 (2.17.0)
+#   `delay = backoff_duration * (backoff_factor**attempt)` / `delay = min(delay,
+#   backoff_max_duration)`.
 LOCAL_PLACEMENT = Placement(
     pool="preemptible", gpu_count=0, memory_limit="", retries=3, backoff="1s"
 )
