@@ -43,21 +43,25 @@ run-trainer: venv ## The trainer alone: 2 local workers, one SIGTERM, restart, l
 # -- Pipelines (python -m spottrain.pipelines) ----------------------------------------
 # Lower-case command-line variables (name=value) are pipeline parameters, e.g.
 #   make run-preemptible HOST=https://... data_src=gs://b/imgs checkpoint_dir=gs://b/ckpt
+# POOL=preemptible|spot picks the compiled GKE pipeline whose node selector and
+# toleration match `make gke-nodepool POOL=...` (default preemptible); FALLBACK=1
+# the variant that resumes on the on-demand pool when the spot run fails for good.
+GKE_PIPELINE = $(if $(POOL),--pool "$(POOL)") $(if $(FALLBACK),--fallback)
 PIPELINE_PARAMS = $(filter $(addsuffix %,a b c d e f g h i j k l m n o p q r s t u v w x y z),$(MAKEOVERRIDES))
 IMAGE ?= $(shell $(PY) -c 'from spottrain.version import IMAGE; print(IMAGE)')
 # $(call require,VAR,example): stop with a one-line message when VAR is empty.
 require = @if [ -z "$($(1))" ]; then echo "make $@: $(1) is required, e.g. make $@ $(2)" >&2; exit 2; fi
 
-compile: venv ## Compile components and pipelines to the committed YAML [IMAGE=...]
+compile: venv ## Compile components and pipelines (GKE: one YAML per pool kind) to the committed YAML [IMAGE=...]
 	$(PY) -m spottrain.pipelines compile $(if $(filter command line,$(origin IMAGE)),--image "$(IMAGE)")
 
-upload: venv ## Upload the GKE pipeline to KFP: HOST=<url> [NAME=...] [VERSION=...]
+upload: venv ## Upload the GKE pipeline to KFP: HOST=<url> [POOL=preemptible|spot FALLBACK=1 NAME= VERSION=]
 	$(call require,HOST,HOST=https://<your-kfp-dashboard>)
-	$(PY) -m spottrain.pipelines upload --host "$(HOST)" $(if $(NAME),--name "$(NAME)") $(if $(VERSION),--version "$(VERSION)")
+	$(PY) -m spottrain.pipelines upload --host "$(HOST)" $(GKE_PIPELINE) $(if $(NAME),--name "$(NAME)") $(if $(VERSION),--version "$(VERSION)")
 
-run-preemptible: venv ## Create a KFP run on GKE: HOST=<url> data_src=gs://... checkpoint_dir=gs://... [param=value ...]
+run-preemptible: venv ## Create a KFP run on GKE: HOST=<url> [POOL=preemptible|spot FALLBACK=1] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,HOST,HOST=https://<your-kfp-dashboard> data_src=gs://... checkpoint_dir=gs://...)
-	$(PY) -m spottrain.pipelines run --host "$(HOST)" $(PIPELINE_PARAMS)
+	$(PY) -m spottrain.pipelines run --host "$(HOST)" $(GKE_PIPELINE) $(PIPELINE_PARAMS)
 
 run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,PROJECT,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
@@ -65,7 +69,7 @@ run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= data_sr
 	$(call require,BUCKET,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
 	$(PY) -m spottrain.pipelines run-vertex --project "$(PROJECT)" --region "$(REGION)" --bucket "$(BUCKET)" $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(PIPELINE_PARAMS)
 
-gke-nodepool: venv ## Print the gcloud command for a preemptible GPU node pool: CLUSTER= ZONE= [POOL=spot GPU_TYPE= GPUS= MAX_NODES= EXECUTE=1]
+gke-nodepool: venv ## Print the gcloud command for the GPU node pool: CLUSTER= ZONE= [POOL=preemptible|spot|on-demand GPU_TYPE= GPUS= MAX_NODES= EXECUTE=1]
 	$(call require,CLUSTER,CLUSTER=my-cluster ZONE=us-central1-a)
 	$(call require,ZONE,CLUSTER=my-cluster ZONE=us-central1-a)
 	$(PY) -m spottrain.pipelines nodepool --cluster "$(CLUSTER)" --zone "$(ZONE)" $(if $(POOL),--pool "$(POOL)") $(if $(GPU_TYPE),--gpu-type "$(GPU_TYPE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(MACHINE_TYPE),--machine-type "$(MACHINE_TYPE)") $(if $(MAX_NODES),--max-nodes "$(MAX_NODES)") $(if $(EXECUTE),--execute)

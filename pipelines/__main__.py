@@ -23,6 +23,13 @@ def _template(args: argparse.Namespace, default: str) -> Path:
     return Path(args.pipeline) if args.pipeline else COMPILED_DIR / default
 
 
+def _gke_template(args: argparse.Namespace) -> Path:
+    """``--pipeline``, else the committed GKE pipeline for ``--pool`` (and ``--fallback``)."""
+    from spottrain.pipelines import compile as comp
+
+    return _template(args, comp.gke_yaml(args.pool, fallback=args.fallback))
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     """Writes the committed YAML, checks drift, or compiles one custom build."""
     from spottrain.pipelines import compile as comp
@@ -76,6 +83,7 @@ def _custom_pipeline(args, placement, guards):
         memory_limit=args.memory,
         retries=args.retries,
         backoff=args.backoff,
+        retry_window=args.retry_window or args.run_timeout,
     )
     guards.check_image_gpu(args.image, train_placement.gpu_count)
     fallback = None
@@ -83,29 +91,27 @@ def _custom_pipeline(args, placement, guards):
         fallback = placement.ON_DEMAND_PLACEMENT.with_(
             gpu_type=args.gpu_type, gpu_count=args.gpus, memory_limit=args.memory
         )
-    return gke.build(train_placement, fallback=fallback)
+    return gke.build(train_placement, fallback=fallback, run_timeout=args.run_timeout)
 
 
 def cmd_upload(args: argparse.Namespace) -> int:
     """Uploads a compiled pipeline (or a new version) to a KFP dashboard."""
-    from spottrain.pipelines import compile as comp
     from spottrain.pipelines import submit
 
+    template = _gke_template(args)
+    name = args.name or submit.pipeline_name(template)
     client = submit.kfp_client(args.host, namespace=args.namespace)
-    ids = submit.upload(
-        client, _template(args, comp.GKE_YAML), args.name, args.version, args.description
-    )
+    ids = submit.upload(client, template, name, args.version, args.description)
     print(" ".join(f"{k}={v}" for k, v in ids.items()))
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Creates a run on a KFP dashboard after the pre-flight guards."""
-    from spottrain.pipelines import compile as comp
     from spottrain.pipelines import submit
 
     params = submit.parse_params(args.params)
-    template = _template(args, comp.GKE_YAML)
+    template = _gke_template(args)
     from spottrain.pipelines import guards
 
     guards.preflight(template, params)  # before building a client that may prompt for auth
@@ -173,6 +179,8 @@ def cmd_nodepool(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
+    from spottrain.pipelines.placement import RUN_TIMEOUT, SPOT_POOLS
+
     p = argparse.ArgumentParser(prog="python -m spottrain.pipelines", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -187,6 +195,14 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--memory", default="48G", help="train memory limit on GKE")
     c.add_argument("--retries", type=int, default=5, help="train retries")
     c.add_argument("--backoff", default="60s", help="first retry delay")
+    c.add_argument(
+        "--run-timeout", default=RUN_TIMEOUT, help="the run's deadline (default %(default)s)"
+    )
+    c.add_argument(
+        "--retry-window",
+        default="",
+        help="how long after the first attempt KFP may retry (default: the run timeout)",
+    )
     c.add_argument("--machine-type", default="n1-standard-8", help="Vertex machine type")
     c.add_argument("--accelerator-type", default="NVIDIA_TESLA_T4", help="Vertex accelerator")
     c.add_argument("--replica-count", type=int, default=1, help="Vertex replicas (MWMS)")
@@ -199,11 +215,20 @@ def parser() -> argparse.ArgumentParser:
     def kfp_args(s: argparse.ArgumentParser) -> None:
         s.add_argument("--host", default="", help="KFP dashboard URL (required)")
         s.add_argument("--namespace", default="kubeflow", help="KFP namespace")
-        s.add_argument("--pipeline", help="compiled YAML (default: the GKE pipeline)")
+        s.add_argument(
+            "--pool",
+            default="preemptible",
+            choices=SPOT_POOLS,
+            help="the node pool kind the GKE pipeline targets (default %(default)s)",
+        )
+        s.add_argument(
+            "--fallback", action="store_true", help="the variant with the on-demand fall-back"
+        )
+        s.add_argument("--pipeline", help="compiled YAML (default: the GKE pipeline for --pool)")
 
     u = sub.add_parser("upload", help="upload a pipeline (or a new version) to KFP")
     kfp_args(u)
-    u.add_argument("--name", default="spottrain-preemptible", help="pipeline name")
+    u.add_argument("--name", default="", help="pipeline name (default: the template's)")
     u.add_argument("--version", default="", help="version name (default: version+time)")
     u.add_argument("--description", default="", help="description")
     u.set_defaults(func=cmd_upload)

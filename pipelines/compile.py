@@ -19,21 +19,37 @@ from spottrain.version import IMAGE
 COMPONENTS_DIR = Path(spottrain.components.__file__).parent
 COMPILED_DIR = Path(spottrain.pipelines.__file__).parent / "compiled"
 
-GKE_YAML = "spottrain_gke.yaml"
-GKE_FALLBACK_YAML = "spottrain_gke_fallback.yaml"
 VERTEX_YAML = "spottrain_vertex.yaml"
+
+
+def gke_yaml(pool: str = "preemptible", fallback: bool = False) -> str:
+    """The committed GKE pipeline for a pool kind, e.g. ``spottrain_gke_spot_fallback.yaml``.
+
+    One file per pool kind because the node selector and toleration are compiled in:
+    a pool made with ``nodepool --pool spot`` carries the spot label and taint, and a
+    pod selecting the preemptible label would stay Pending there forever.
+    """
+    return f"spottrain_gke_{pool}" + ("_fallback" if fallback else "") + ".yaml"
+
+
+# The default GKE pipeline (preemptible pool, no fall-back).
+GKE_YAML = gke_yaml()
 
 
 def components() -> dict[str, object]:
     """The reusable components by directory name."""
+    from spottrain.components.fallback_decision.component import fallback_decision
     from spottrain.components.gcs_copy.component import gcs_copy
     from spottrain.components.profile.component import profile
+    from spottrain.components.resume_training.component import resume_training
     from spottrain.components.train.component import train
     from spottrain.components.training_status.component import training_status
 
     return {
+        "fallback_decision": fallback_decision,
         "gcs_copy": gcs_copy,
         "profile": profile,
+        "resume_training": resume_training,
         "train": train,
         "training_status": training_status,
     }
@@ -43,13 +59,15 @@ def pipelines() -> dict[str, Callable[[], object]]:
     """The default pipeline builds by file name (built lazily: GCPC imports are slow)."""
     from spottrain.pipelines import gke, placement, vertex
 
-    return {
-        GKE_YAML: lambda: gke.build(),
-        GKE_FALLBACK_YAML: lambda: gke.build(
-            fallback=placement.ON_DEMAND_PLACEMENT, name=f"{gke.NAME}-fallback"
-        ),
-        VERTEX_YAML: lambda: vertex.build(),
-    }
+    builds: dict[str, Callable[[], object]] = {}
+    for pool in placement.SPOT_POOLS:
+        spot = placement.Placement(pool=pool)
+        builds[gke_yaml(pool)] = lambda spot=spot: gke.build(spot)
+        builds[gke_yaml(pool, fallback=True)] = lambda spot=spot: gke.build(
+            spot, fallback=placement.ON_DEMAND_PLACEMENT
+        )
+    builds[VERTEX_YAML] = lambda: vertex.build()
+    return builds
 
 
 def compile_text(func: object, image: str = IMAGE) -> str:

@@ -4,8 +4,13 @@ Preemption is a task failure to KFP: the train task's retry policy starts a new
 pod, and the trainer resumes from the last checkpoint in ``checkpoint_dir``. The
 copies are separate idempotent steps (the seed's refactoring), so a retried
 train step never re-copies an initial checkpoint over newer ones.
+
+It is compiled once per pool kind (``preemptible`` and ``spot``: GKE labels and
+our node-pool command taint them differently), with or without the on-demand
+fall-back (:func:`fallback_component`).
 """
 
+import contextlib
 from typing import NamedTuple
 
 from kfp import dsl
@@ -16,14 +21,36 @@ from spottrain.components.train.component import train
 from spottrain.pipelines.placement import (
     COPY_PLACEMENT,
     ON_DEMAND_PLACEMENT,
+    RUN_TIMEOUT,
+    SPOT_POOLS,
     Placement,
+    check_retry_window,
+    seconds,
 )
 
 NAME = "spottrain-preemptible"
 DESCRIPTION = (
-    "Copy data and an initial checkpoint, then train with checkpoints on a preemptible "
-    "(spot) GPU node pool; KFP retries resume a preempted run from its last checkpoint."
+    "Copy data and an initial checkpoint, then train with checkpoints on a {pool} "
+    "GPU node pool; KFP retries resume a preempted run from its last checkpoint."
 )
+# Why the run shows Failed after the fall-back finished the training: the exit task
+# is an Argo exit hook on the handler's DAG task (see fallback_component), not a DAG
+# task, so the root DAG's phase is its leaf task's, the failed handler:
+#   argoproj/argo-workflows workflow/controller/dag.go:219 (v4.0.5) `result = branchPhase`
+#   in assessDAGPhase over the DAG's target tasks; operator.go:401
+#   `wfv1.NodeFailed:    wfv1.WorkflowFailed,` and :513-514 keep it Failed;
+# and KFP's run state is that workflow phase:
+#   kubeflow/pipelines backend/src/apiserver/resource/resource_manager.go:1537 (2.17.0)
+#   `state := model.RuntimeState(string(execStatus.Condition())).ToV2()`.
+FALLBACK_DESCRIPTION = (
+    " If the spot training fails for good, an exit handler resumes it on the on-demand "
+    "pool (the run still shows Failed: see the README)."
+)
+
+
+def pipeline_name(pool: str = "preemptible", fallback: bool = False) -> str:
+    """The KFP pipeline name of a variant, e.g. ``spottrain-spot-fallback``."""
+    return f"spottrain-{pool}" + ("-fallback" if fallback else "")
 
 
 class Outputs(NamedTuple):
@@ -59,25 +86,45 @@ def copy_inputs(
 
 def build(
     train_placement: Placement | None = None,
-    copy_placement: Placement = COPY_PLACEMENT,
+    copy_placement: Placement | None = None,
     fallback: Placement | None = None,
-    name: str = NAME,
+    name: str = "",
+    run_timeout: str = RUN_TIMEOUT,
 ):
     """Builds the preemptible pipeline for a compile-time placement.
 
     Args:
         train_placement: Where training runs; default ``Placement()`` (the seed's
             preemptible pool, 1 T4, 48G, 5 retries with exponential backoff).
-        copy_placement: Where the copies run.
-        fallback: When set, a second train task on this (on-demand) placement
-            resumes from the same checkpoint if the spot task exhausts its retries.
-        name: Pipeline name.
+        copy_placement: Where the copies (and the fall-back's CPU decision) run;
+            default ``COPY_PLACEMENT`` tolerating the training's pool.
+        fallback: When set, an exit handler resumes the training on this
+            (on-demand) placement if the spot run ends without finishing it.
+        name: Pipeline name; default :func:`pipeline_name`.
+        run_timeout: The run's deadline (Argo ``activeDeadlineSeconds``); every retry
+            window must cover it.
 
     Returns:
         The ``@dsl.pipeline`` function.
+
+    Raises:
+        PlacementError: a retry window shorter than ``run_timeout``.
     """
     train_placement = train_placement or Placement()
+    if copy_placement is None:
+        copy_placement = COPY_PLACEMENT
+        if train_placement.pool in SPOT_POOLS:
+            copy_placement = COPY_PLACEMENT.with_(pool=train_placement.pool)
+    places = {"train": train_placement, "copy": copy_placement, "fallback": fallback}
+    for what, place in places.items():
+        if place is not None:
+            check_retry_window(place, run_timeout, what=f"{what} placement")
+    name = name or pipeline_name(train_placement.pool, fallback is not None)
+    description = DESCRIPTION.format(pool=train_placement.pool)
+    if fallback is not None:
+        description += FALLBACK_DESCRIPTION
     expect_gpus = train_placement.gpu_count
+    on_demand = fallback_component(fallback, copy_placement) if fallback is not None else None
 
     def preemptible_pipeline(
         data_src: str,
@@ -115,13 +162,6 @@ def build(
             local_workers: Worker processes per node (MWMS over localhost).
             preempt_at_step: Chaos test: preempt once when passing this step; 0 = off.
         """
-        data, seed = copy_inputs(
-            data_src=data_src,
-            data_dst=data_dst,
-            initial_checkpoint=initial_checkpoint,
-            checkpoint_dir=checkpoint_dir,
-            apply=copy_placement.apply,
-        )
         hyper = dict(
             checkpoint_dir=checkpoint_dir,
             backbone=backbone,
@@ -135,31 +175,54 @@ def build(
             tensorboard_dir=tensorboard_dir,
             local_workers=local_workers,
         )
-        trained = train(
-            data=data.outputs["copied"],
-            preempt_at_step=preempt_at_step,
-            expect_gpus=expect_gpus,
-            **hyper,
-        ).after(seed)
-        train_placement.apply(trained.set_display_name(f"train ({train_placement.pool})"))
-        trained.set_caching_options(False)
-        if fallback is not None:
-            add_fallback(trained, fallback, data=data.outputs["copied"], **hyper)
+        handler = contextlib.nullcontext()
+        if on_demand is not None:
+            # Created first and outside the body, as dsl.ExitHandler requires; it takes
+            # nothing from the body's tasks (the SDK refuses that) and nothing takes
+            # anything from it (the backend makes it an exit hook, not a DAG task).
+            exit_task = on_demand(data_src=data_src, data_dst=data_dst, **hyper)
+            exit_task.set_display_name(f"fall back to {fallback.pool}").set_caching_options(False)
+            handler = dsl.ExitHandler(exit_task, name=f"train on {train_placement.pool}")
+        with handler:
+            data, seed = copy_inputs(
+                data_src=data_src,
+                data_dst=data_dst,
+                initial_checkpoint=initial_checkpoint,
+                checkpoint_dir=checkpoint_dir,
+                apply=copy_placement.apply,
+            )
+            trained = train(
+                data=data.outputs["copied"],
+                preempt_at_step=preempt_at_step,
+                expect_gpus=expect_gpus,
+                **hyper,
+            ).after(seed)
+            train_placement.apply(trained.set_display_name(f"train ({train_placement.pool})"))
+            trained.set_caching_options(False)
+            add_profile(
+                trained,
+                train_placement.apply,
+                data=data.outputs["copied"],
+                expect_gpus=expect_gpus,
+                **{k: v for k, v in hyper.items() if k in PROFILE_INPUTS},
+            )
+        if on_demand is not None:
             return None
-        add_profile(
-            trained,
-            train_placement.apply,
-            data=data.outputs["copied"],
-            expect_gpus=expect_gpus,
-            **{k: v for k, v in hyper.items() if k in PROFILE_INPUTS},
-        )
         return Outputs(model=trained.outputs["model"], metrics=trained.outputs["metrics"])
 
     if fallback is not None:
-        # The model comes from the spot task or the fall-back, and KFP can only pick
-        # one of two outputs across dsl.If/dsl.Else branches: no pipeline outputs.
+        # The model comes from the spot task or the fall-back, and an exit task's
+        # outputs cannot be pipeline outputs: no pipeline outputs.
         del preemptible_pipeline.__annotations__["return"]
-    return dsl.pipeline(name=name, description=DESCRIPTION)(preemptible_pipeline)
+    return dsl.pipeline(
+        name=name,
+        description=description,
+        # The run's deadline: Argo's workflow activeDeadlineSeconds, via
+        # kubeflow/pipelines backend/src/v2/compiler/argocompiler/argo.go:146 (2.17.0)
+        # `activeDeadlineSeconds = buildActiveDeadlineSeconds(kubernetesSpec.GetPipelineConfig())`
+        # and :182 `ActiveDeadlineSeconds: activeDeadlineSeconds,`.
+        pipeline_config=dsl.PipelineConfig(active_deadline_seconds=seconds(run_timeout)),
+    )(preemptible_pipeline)
 
 
 # The train inputs the profile shares (it replaces the checkpoint dir and steps).
@@ -188,29 +251,92 @@ def add_profile(trained: dsl.PipelineTask, apply, **profile_args) -> dsl.Pipelin
     return task
 
 
-def add_fallback(
-    spot_task: dsl.PipelineTask, placement: Placement, **train_args
-) -> dsl.PipelineTask:
-    """Resumes training on ``placement`` if ``spot_task`` failed for good.
+def fallback_component(placement: Placement, decide_placement: Placement = COPY_PLACEMENT):
+    """The on-demand fall-back: a graph component for ``dsl.ExitHandler(exit_task=...)``.
 
-    A tiny CPU step that runs whatever the spot task's fate reads the checkpoint
-    dir; only when the run is incomplete does a GPU task start on the on-demand
-    pool, so a completed spot run costs no on-demand node.
+    Why an exit handler: KFP OSS compiles any task whose trigger strategy is
+    ALL_UPSTREAM_TASKS_COMPLETED (``ignore_upstream_failure()`` or an exit task) into
+    an Argo exit lifecycle hook of its upstream task, not into a DAG task:
+      kubeflow/pipelines backend/src/v2/compiler/argocompiler/dag.go:72 (2.17.0)
+      `if kfpTask.GetTriggerPolicy().GetStrategy().String() != "ALL_UPSTREAM_TASKS_COMPLETED" {`
+      :86 `name := fmt.Sprintf("exit-hook-%s-%s", name, taskName)`, :124-126 skips it
+      in the DAG, and common.go:131-132 hangs it on the upstream task as
+      `task.Hooks = wfapi.LifecycleHooks{ wfapi.ExitLifecycleEvent: ...`.
+    So a ``dsl.If`` on such a task's output depends on a task Argo never sees
+    ("dependency ... not defined", argoproj/argo-workflows
+    workflow/validate/validate.go:1414, v4.0.5), which is what the old
+    ``ignore_upstream_failure()`` shape did. Here nothing depends on the exit task.
 
-    Returns:
-        The fall-back train task (inside its ``dsl.If``).
+    Why a graph (a CPU decision, then a GPU task only on "resume"): an exit task is
+    always scheduled, so a single GPU exit task would ask the on-demand pool for a
+    GPU node after every run, even one that finished on spot. KFP OSS compiles a
+    graph exit task like a container one (dag.go:77 `tasks, err := c.task(taskName,
+    kfpTask, ...)` handles both; upstream's own golden test is
+    test_data/compiled-workflows/pipeline_as_exit_task.yaml:566
+    `name: exit-hook-root-conditional-notification`). The price is one small CPU pod
+    per run.
+
+    Args:
+        placement: Where the resumed training runs (the on-demand GPU pool).
+        decide_placement: Where the CPU decision runs.
     """
-    from spottrain.components.training_status.component import training_status
+    from spottrain.components.fallback_decision.component import fallback_decision
+    from spottrain.components.resume_training.component import resume_training
+    from spottrain.runtime.fallback import RESUME
 
-    status = training_status(
-        checkpoint_dir=train_args["checkpoint_dir"], train_steps=train_args["train_steps"]
-    ).set_display_name("spot training finished?")
-    status.after(spot_task).ignore_upstream_failure().set_caching_options(False)
-    with dsl.If(status.output == "incomplete", name="fall back to on-demand"):
-        resumed = train(preempt_at_step=0, expect_gpus=placement.gpu_count, **train_args)
-        placement.apply(resumed.set_display_name(f"train ({placement.pool})"))
-        resumed.set_caching_options(False)
-    return resumed
+    @dsl.pipeline(name="on-demand-fallback")
+    def on_demand_fallback(
+        status: dsl.PipelineTaskFinalStatus,
+        data_src: str,
+        checkpoint_dir: str,
+        data_dst: str = "",
+        backbone: str = "resnet50",
+        weights: str = "imagenet",
+        image_size: int = 224,
+        batch_size_per_replica: int = 32,
+        train_steps: int = 1000,
+        learning_rate: float = 0.001,
+        save_every_steps: int = 100,
+        mixed_precision: bool = False,
+        tensorboard_dir: str = "",
+        local_workers: int = 1,
+    ):
+        """Resumes the spot run on the on-demand pool if it did not finish."""
+        decision = fallback_decision(
+            status=status, checkpoint_dir=checkpoint_dir, train_steps=train_steps
+        )
+        decide_placement.apply(decision.set_display_name("resume on demand?"))
+        decision.set_caching_options(False)
+        with dsl.If(decision.output == RESUME, name="resume on demand"):
+            resumed = resume_training(
+                data_src=data_src,
+                data_dst=data_dst,
+                checkpoint_dir=checkpoint_dir,
+                backbone=backbone,
+                weights=weights,
+                image_size=image_size,
+                batch_size_per_replica=batch_size_per_replica,
+                train_steps=train_steps,
+                learning_rate=learning_rate,
+                save_every_steps=save_every_steps,
+                mixed_precision=mixed_precision,
+                tensorboard_dir=tensorboard_dir,
+                local_workers=local_workers,
+                expect_gpus=placement.gpu_count,
+            )
+            placement.apply(resumed.set_display_name(f"train ({placement.pool})"))
+            resumed.set_caching_options(False)
+
+    return on_demand_fallback
 
 
-__all__ = ["NAME", "ON_DEMAND_PLACEMENT", "Outputs", "add_profile", "build", "copy_inputs"]
+__all__ = [
+    "NAME",
+    "ON_DEMAND_PLACEMENT",
+    "Outputs",
+    "add_profile",
+    "build",
+    "copy_inputs",
+    "fallback_component",
+    "pipeline_name",
+]

@@ -216,6 +216,121 @@ def custom_jobs(spec: Mapping) -> list[dict]:
     return jobs
 
 
+def _dags(spec: Mapping) -> Iterable[tuple[str, Mapping]]:
+    yield "root", spec["root"].get("dag", {})
+    for name, comp in sorted(spec.get("components", {}).items()):
+        if "dag" in comp:
+            yield name, comp["dag"]
+
+
+def _seconds(duration: Any) -> float:
+    """A protobuf JSON duration (``"604800s"``) in seconds."""
+    return float(str(duration).rstrip("s"))
+
+
+def check_retry_windows(spec: Mapping, platform: Mapping | None) -> None:
+    """Every retried task's retry window must cover the run's timeout (KFP OSS only).
+
+    On KFP OSS ``backoffMaxDuration`` becomes Argo's ``backoff.maxDuration``, a window
+    counted from the task's first attempt (see ``placement.check_retry_window``), and
+    the platform spec's ``pipelineConfig.activeDeadlineSeconds`` becomes the run's
+    deadline (kubeflow/pipelines backend/src/v2/compiler/argocompiler/argo.go:146,
+    2.17.0). A template without a platform spec is Vertex's, whose retries are not Argo's.
+    """
+    if platform is None:
+        return
+    kubernetes = (platform.get("platforms") or {}).get("kubernetes") or {}
+    deadline = (kubernetes.get("pipelineConfig") or {}).get("activeDeadlineSeconds")
+    for name, task in _tasks(spec):
+        policy = task.get("retryPolicy") or {}
+        if not int(policy.get("maxRetryCount", 0)):
+            continue
+        window = policy.get("backoffMaxDuration", "0s")
+        if deadline is None:
+            raise GuardError(
+                f"task {name!r} retries within backoffMaxDuration={window} but the template "
+                "sets no run timeout (pipelineConfig.activeDeadlineSeconds): `make compile`"
+            )
+        if _seconds(window) < float(deadline):
+            raise GuardError(
+                f"task {name!r} has backoffMaxDuration={window}, shorter than the run timeout "
+                f"{deadline}s: Argo counts it from the first attempt and retries no preemption "
+                "after it; recompile with a retry window >= the run timeout"
+            )
+
+
+# KFP's trigger strategy of exit tasks and ignore_upstream_failure() tasks.
+EXIT_STRATEGY = "ALL_UPSTREAM_TASKS_COMPLETED"
+
+
+def _upstream(task: Mapping) -> set[str]:
+    """A task's upstream tasks as the KFP backend sees them.
+
+    Its ``dependentTasks`` plus the producers of its inputs, which the backend adds
+    itself: kubeflow/pipelines backend/src/v2/compiler/argocompiler/dag.go:659-705
+    (2.17.0) addImplicitDependencies, e.g. :686 `case
+    *pipelinespec.TaskInputsSpec_InputParameterSpec_TaskOutputParameter:`. A
+    ``dsl.If`` condition or a ``dsl.ParallelFor`` iterator reads the producer's
+    output through such an input, so it is covered too.
+    """
+    found = set(task.get("dependentTasks") or [])
+    inputs = task.get("inputs") or {}
+    for arg in (inputs.get("parameters") or {}).values():
+        producer = (arg.get("taskOutputParameter") or {}).get("producerTask")
+        if producer:
+            found.add(producer)
+    for arg in (inputs.get("artifacts") or {}).values():
+        producer = (arg.get("taskOutputArtifact") or {}).get("producerTask")
+        if producer:
+            found.add(producer)
+    return found
+
+
+def check_exit_tasks(spec: Mapping) -> None:
+    """Refuses a graph KFP OSS cannot run because of an exit task.
+
+    The backend compiles each task with trigger strategy ALL_UPSTREAM_TASKS_COMPLETED
+    (a ``dsl.ExitHandler`` exit task, or ``ignore_upstream_failure()``) into an Argo
+    exit lifecycle hook on each of its upstream tasks, never into a DAG task
+    (kubeflow/pipelines backend/src/v2/compiler/argocompiler/dag.go, 2.17.0):
+      :72 `if kfpTask.GetTriggerPolicy().GetStrategy().String() != "ALL_UPSTREAM_TASKS_COMPLETED" {`
+      :90-91 `for _, dep := range deps {` / `taskToExitTemplate[dep] = name`
+      :124-126 skips it when building the DAG's tasks, and :142-143 refuses a DAG of
+      exit tasks only, "must contain one or more non-exit tasks".
+    So a task that depends on it names a task the Argo DAG does not have, which Argo
+    rejects: argoproj/argo-workflows workflow/validate/validate.go:1414 (v4.0.5)
+    `"templates.%s.tasks.%s dependency '%s' not defined"`. And an exit task with
+    several upstream tasks is hooked on (run after) each of them.
+    """
+    for dag_name, dag in _dags(spec):
+        tasks = dag.get("tasks") or {}
+        exits = {
+            name
+            for name, task in tasks.items()
+            if (task.get("triggerPolicy") or {}).get("strategy") == EXIT_STRATEGY
+        }
+        if not exits:
+            continue
+        where = "the pipeline" if dag_name == "root" else dag_name
+        for name, task in sorted(tasks.items()):
+            bad = sorted(_upstream(task) & exits)
+            if bad:
+                raise GuardError(
+                    f"in {where}, task {name!r} depends on {bad[0]!r}, which KFP OSS runs as an "
+                    f"Argo exit hook, not a DAG task: Argo rejects the run (dependency "
+                    f"'{bad[0]}' not defined); nothing may consume an exit task's outputs"
+                )
+        for name in sorted(exits):
+            upstream = sorted(_upstream(tasks[name]))
+            if len(upstream) != 1:
+                raise GuardError(
+                    f"in {where}, exit task {name!r} has upstream tasks {upstream}: KFP OSS "
+                    "hooks it on each of them (runs it once per task, or never for none)"
+                )
+        if exits == set(tasks):
+            raise GuardError(f"in {where}, every task is an exit task: KFP OSS refuses the DAG")
+
+
 def images(spec: Mapping) -> list[str]:
     """Every container image the template runs, including custom-job ones."""
     found = [
@@ -247,6 +362,8 @@ def preflight(
     """
     spec, platform = load_template(template)
     params = check_parameters(spec, params)
+    check_exit_tasks(spec)
+    check_retry_windows(spec, platform)
     retries = max_train_retries(spec)
     if not local:
         check_checkpoint_dir(checkpoint_dir_value(spec, params) or "", retries)

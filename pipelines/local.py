@@ -35,7 +35,7 @@ DEFAULTS: dict[str, Any] = dict(
 )
 DEFAULT_PREEMPT_AT = 50
 DEFAULT_LIMIT = 600
-LOCAL_COPY_PLACEMENT = placement.COPY_PLACEMENT.with_(backoff="1s", backoff_max="10s")
+LOCAL_COPY_PLACEMENT = placement.COPY_PLACEMENT.with_(backoff="1s")
 _RETRY_LOG = re.compile(r"Task (\S+) failed \(attempt (\d+)/(\d+)\)")
 _FAILED_LOG = re.compile(r"Task (\S+) finished with status (\S+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -244,8 +244,9 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
         if metrics is not None:
             result.metrics = {k: float(v) for k, v in metrics.metadata.items()}
     else:
-        # The fall-back pipeline has no outputs: take the newest trained model.
-        found = sorted(root.glob("*/train*/model/training_summary.json"), key=_mtime)
+        # The fall-back pipeline has no outputs: take the newest trained model (the
+        # spot task's "train" or the fall-back's "resume-training").
+        found = sorted(root.glob("*/*/model/training_summary.json"), key=_mtime)
         result.model_dir = found[-1].parent if found else None
     summary_path = result.model_dir / "training_summary.json" if result.model_dir else None
     if summary_path and summary_path.is_file():

@@ -17,15 +17,20 @@ from kfp import dsl, kubernetes
 from spottrain.pipelines.guards import GuardError
 
 POOLS = ("preemptible", "spot", "on-demand")
+# The pools the GKE pipeline is compiled for (one YAML each): the ones that preempt.
+SPOT_POOLS = ("preemptible", "spot")
 
 # GKE labels every GPU node with its accelerator type; selecting on it keeps the
 # task off pools with another GPU model (and off CPU pools).
 GPU_NODE_LABEL = "cloud.google.com/gke-accelerator"
-# GKE labels these automatically on preemptible and spot nodes.
+# GKE labels these automatically on preemptible and spot nodes ...
 POOL_NODE_LABELS = {
     "preemptible": ("cloud.google.com/gke-preemptible", "true"),
     "spot": ("cloud.google.com/gke-spot", "true"),
 }
+# ... of pools created with these gcloud flags (nodepool_command), so the selector a
+# compiled task carries and the pool our command creates come from one table.
+GCLOUD_POOL_FLAGS = {"preemptible": "--preemptible", "spot": "--spot"}
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # Vertex AI accelerator names for the GKE ones (the equal-GPU guard compares both).
@@ -43,6 +48,21 @@ VERTEX_ACCELERATORS = {
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki|m)?$")
 _DURATION = re.compile(r"^[0-9]+s$")
+
+# The longest run we support, from the run's start to the end of its last attempt,
+# preemptions, backoff waits and an on-demand fall-back included. Compiled as the
+# run's deadline (gke.build) and the floor of every retry window. A week: a ResNet50
+# run on one T4 takes hours to days, and on preemptible VMs, which GKE stops after
+# at most 24 h, a multi-day run is preempted at least daily; a longer job should be
+# split into runs that resume from the same checkpoint_dir.
+RUN_TIMEOUT = "604800s"
+
+
+def seconds(duration: str) -> int:
+    """Whole seconds of a ``<n>s`` duration (the only form placements accept)."""
+    if not _DURATION.match(duration or ""):
+        raise PlacementError(f"duration {duration!r}: expected whole seconds like '60s'")
+    return int(duration[:-1])
 
 
 @dataclass(frozen=True)
@@ -78,9 +98,16 @@ class Placement:
         memory_limit: Kubernetes quantity, e.g. ``48G``; empty sets none.
         cpu_limit: Kubernetes quantity; empty sets none.
         retries: KFP retries after a failure (a preemption is a failure to KFP).
-        backoff: First retry delay (``<seconds>s``); doubles by ``backoff_factor``.
-        backoff_factor: Exponential backoff factor.
-        backoff_max: Maximum delay between retries.
+        backoff: First retry delay (``<seconds>s``); retry *n* waits
+            ``backoff * backoff_factor**(n-1)``, with no per-retry cap on Argo.
+        backoff_factor: Exponential backoff factor; a whole number, as Argo parses it.
+        retry_window: How long after the task's *first* attempt started KFP may
+            still retry it (``set_retry(backoff_max_duration=...)``). On KFP OSS it
+            is Argo's ``backoff.maxDuration``: a total window, not a delay cap. A
+            failure after it ends is final, and every retry pod is killed when it
+            ends. Must cover the run's timeout (``RUN_TIMEOUT``), see
+            :func:`check_retry_window`. Under ``kfp.local`` the same field only
+            caps each retry's delay.
         taint: The pool's taint to tolerate; ``None`` uses the pool's default.
         node_pool: Pin to a named node pool (``cloud.google.com/gke-nodepool``).
         require_pool: Select the pool's nodes (else only tolerate them: the task may
@@ -95,7 +122,7 @@ class Placement:
     retries: int = 5
     backoff: str = "60s"
     backoff_factor: float = 2.0
-    backoff_max: str = "3600s"
+    retry_window: str = RUN_TIMEOUT
     taint: Taint | None = field(default=None)
     node_pool: str = ""
     require_pool: bool = True
@@ -113,12 +140,27 @@ class Placement:
             value = getattr(self, name)
             if value and not _QUANTITY.match(value):
                 raise PlacementError(f"{name}={value!r} is not a Kubernetes quantity like 48G")
-        for name in ("backoff", "backoff_max"):
+        for name in ("backoff", "retry_window"):
             value = getattr(self, name)
             if not _DURATION.match(value):
                 raise PlacementError(f"{name}={value!r}: expected whole seconds like '60s'")
         if self.backoff_factor < 1:
             raise PlacementError(f"backoff_factor={self.backoff_factor}: must be >= 1")
+        # KFP passes the factor to Argo as fmt "%v" of a float64 (2.0 -> "2"), and
+        # Argo reads it with strconv.Atoi, so 1.5 is a parse error on every retry:
+        #   kubeflow/pipelines backend/src/v2/compiler/argocompiler/container.go:638
+        #   (2.17.0) `Value: wfapi.AnyStringPtr(retryPolicy.GetBackoffFactor()),`
+        #   argoproj/argo-workflows pkg/apis/workflow/v1alpha1/anystring.go:15 (v4.0.5)
+        #   `return AnyString(fmt.Sprintf("%v", val))`
+        #   argoproj/argo-workflows workflow/controller/operator.go:1055 (v4.0.5)
+        #   `retryStrategyBackoffFactor, err := intstr.Int32(retryStrategy.Backoff.Factor)`
+        #   argoproj/argo-workflows util/intstr/parametrizable.go:17 (v4.0.5)
+        #   `i, err := strconv.Atoi(is.StrVal)`
+        if float(self.backoff_factor) != int(self.backoff_factor):
+            raise PlacementError(
+                f"backoff_factor={self.backoff_factor}: must be a whole number; Argo parses "
+                "the factor as an integer and fails the retry on anything else"
+            )
 
     @property
     def effective_taint(self) -> Taint | None:
@@ -160,13 +202,45 @@ class Placement:
         if self.cpu_limit:
             task.set_cpu_limit(self.cpu_limit)
         if self.retries:
+            # backoff_max_duration is the retry *window*: the KFP backend compiles it
+            # to Argo's backoff.maxDuration (see check_retry_window for the citations).
             task.set_retry(
                 num_retries=self.retries,
                 backoff_duration=self.backoff,
                 backoff_factor=self.backoff_factor,
-                backoff_max_duration=self.backoff_max,
+                backoff_max_duration=self.retry_window,
             )
         return task
+
+
+def check_retry_window(
+    placement: Placement, run_timeout: str = RUN_TIMEOUT, what: str = ""
+) -> None:
+    """Refuses a retry window shorter than the run's timeout.
+
+    KFP compiles ``backoff_max_duration`` into Argo's ``retryStrategy.backoff.maxDuration``:
+      kubeflow/pipelines backend/src/v2/compiler/argocompiler/container.go:641 (2.17.0)
+      `retryBackOffMaxDuration := wfapi.AnyStringPtr(
+      retryPolicy.GetBackoffMaxDuration().Seconds)` and :674 `MaxDuration: backOffMaxDuration,`
+    and Argo counts it from the start of the task's *first* attempt, refusing any
+    retry after it and killing retry pods when it ends:
+      argoproj/argo-workflows workflow/controller/operator.go:1037 (v4.0.5)
+      `maxDurationDeadline = firstChildNode.StartedAt.Add(maxDuration)`
+      :1040 `"Max duration limit exceeded"`, :1095 `opts.executionDeadline = maxDurationDeadline`
+      (the retry pod's deadline: workflow/controller/workflowpod.go:343 `EnvVarDeadline`).
+    So with the SDK's default (3600s, kfp/dsl/structures.py:381 in 2.17.0) a run
+    preempted after its first hour is not retried at all.
+
+    Raises:
+        PlacementError: naming the window and the timeout.
+    """
+    if placement.retries and seconds(placement.retry_window) < seconds(run_timeout):
+        who = f"{what} " if what else ""
+        raise PlacementError(
+            f"{who}retry_window={placement.retry_window!r} is shorter than the run timeout "
+            f"{run_timeout!r}: Argo counts the window from the first attempt's start and "
+            "retries no preemption after it; set retry_window >= the run timeout"
+        )
 
 
 # The copy steps are idempotent, so they may be preempted too: CPU only, retried.
@@ -174,8 +248,12 @@ COPY_PLACEMENT = Placement(gpu_count=0, memory_limit="4G", backoff="30s", requir
 # The on-demand fall-back pool: the same GPUs, no toleration, fewer retries.
 ON_DEMAND_PLACEMENT = Placement(pool="on-demand", retries=2)
 # kfp.local: no GPUs (kfp.local only warns about resources), short whole-second backoff.
+# kfp.local reads retry_window as a cap on each delay, which 1 s, 2 s, 4 s never reach:
+#   kubeflow/pipelines sdk/python/kfp/local/orchestrator/task_executor.py:171-172 (2.17.0)
+#   `delay = backoff_duration * (backoff_factor**attempt)` / `delay = min(delay,
+#   backoff_max_duration)`.
 LOCAL_PLACEMENT = Placement(
-    pool="preemptible", gpu_count=0, memory_limit="", retries=3, backoff="1s", backoff_max="10s"
+    pool="preemptible", gpu_count=0, memory_limit="", retries=3, backoff="1s"
 )
 
 
@@ -213,8 +291,8 @@ def nodepool_command(
         "--enable-autoscaling", f"--min-nodes={min_nodes}", f"--max-nodes={max_nodes}",
         f"--machine-type={machine_type}",
     ]  # fmt: skip
-    if placement.pool != "on-demand":
-        cmd.append(f"--{placement.pool}")
+    if placement.pool in GCLOUD_POOL_FLAGS:
+        cmd.append(GCLOUD_POOL_FLAGS[placement.pool])
     taint = placement.effective_taint
     if taint is not None:
         cmd.append(f"--node-taints={taint}")

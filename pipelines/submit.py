@@ -54,6 +54,12 @@ def default_version_name() -> str:
     return f"{__version__}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
 
 
+def pipeline_name(package: str | Path) -> str:
+    """The pipeline name a compiled template carries (``pipelineInfo.name``)."""
+    spec, _ = guards.load_template(package)
+    return str(spec.get("pipelineInfo", {}).get("name", ""))
+
+
 def upload(
     client, package: str | Path, name: str, version: str = "", description: str = ""
 ) -> dict[str, str]:

@@ -115,6 +115,26 @@ def test_run_creates_a_run_with_converted_parameters(kfp_api, capsys):
     assert "kubernetes" in run["pipeline_spec"]["platform_spec"]["platforms"]
 
 
+def test_upload_and_run_pick_the_yaml_of_the_pool(kfp_api, capsys):
+    api, host = kfp_api
+    code, out, _ = run_cli("upload", "--host", host, "--pool", "spot", capsys=capsys)
+    assert code == 0 and "pipeline_id=p-new" in out
+    [upload] = [r for r in api.requests if r[0] == "POST"]
+    assert "name=spottrain-spot&" in upload[1] + "&"  # the template's own name
+    assert b"cloud.google.com/gke-spot" in upload[2]
+    assert b"cloud.google.com/gke-preemptible" not in upload[2]
+    code, out, _ = run_cli(
+        "run", "--host", host, "--pool", "spot", "--fallback", "data_src=gs://b/d",
+        "checkpoint_dir=gs://b/c", capsys=capsys,
+    )  # fmt: skip
+    assert code == 0
+    [run] = [json.loads(r[2]) for r in api.requests if r[1].startswith("/apis/v2beta1/runs")]
+    spec = run["pipeline_spec"]
+    assert spec["pipeline_spec"]["pipelineInfo"]["name"] == "spottrain-spot-fallback"
+    executors = spec["platform_spec"]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert executors["exec-train"]["nodeSelector"]["labels"]["cloud.google.com/gke-spot"] == "true"
+
+
 def test_run_guard_fails_before_any_request(kfp_api, capsys):
     api, host = kfp_api
     code, _, err = run_cli(
@@ -134,6 +154,10 @@ def test_run_guard_fails_before_any_request(kfp_api, capsys):
         (["nodepool", "--zone", "z"], "cluster is empty"),
         (["compile", "--target", "vertex", "--out", "/dev/null", "--timeout", "0s"], "timeout"),
         (["compile", "--target", "gke"], "--target needs --out"),
+        (
+            ["compile", "--target", "gke", "--out", "/dev/null", "--retry-window", "3600s"],
+            "retry_window='3600s' is shorter than the run timeout '604800s'",
+        ),
     ],
 )
 def test_missing_or_bad_arguments_get_one_line_errors(argv, needle, capsys):
@@ -224,9 +248,16 @@ def test_make_gke_nodepool_prints_the_spot_command():
 
 def test_make_run_preemptible_forwards_lower_case_variables_as_parameters():
     result = make("-n", "run-preemptible", "HOST=h", "data_src=gs://a", "train_steps=5")
-    assert "run --host" in result.stdout
+    assert "run --host" in result.stdout and "--pool" not in result.stdout
     assert "data_src=gs://a" in result.stdout and "train_steps=5" in result.stdout
     assert "HOST=h" not in result.stdout.split("run --host")[1]
+
+
+@pytest.mark.parametrize("target", ["upload", "run-preemptible"])
+def test_make_pool_and_fallback_pick_the_gke_variant(target):
+    result = make("-n", target, "HOST=h", "POOL=spot", "FALLBACK=1", "data_src=gs://a")
+    assert result.returncode == 0, result.stderr
+    assert '--pool "spot"' in result.stdout and "--fallback" in result.stdout
 
 
 def test_console_module_entry_point():

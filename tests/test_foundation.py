@@ -89,3 +89,4 @@ def test_readme_pipeline_snippet_compiles(tmp_path, monkeypatch):
     compiled = out.read_text()
     assert "comp-train" in compiled and "comp-gcs-copy" in compiled
     assert "maxRetryCount: 5" in compiled
+    assert "backoffMaxDuration: 604800s" in compiled  # a week, not the SDK's hour

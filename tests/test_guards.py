@@ -175,9 +175,54 @@ def test_parameters_are_converted_to_the_template_types(gke_yaml):
         ({"memory_limit": "48 gigs"}, "memory_limit='48 gigs'"),
         ({"backoff": "1m"}, "backoff='1m'"),
         ({"retries": -2}, "retries=-2"),
+        ({"retry_window": "1h"}, "retry_window='1h'"),
+        ({"backoff_factor": 1.5}, "backoff_factor=1.5: must be a whole number"),
     ],
 )
 def test_bad_placement_values_are_named(kwargs, needle):
     with pytest.raises(GuardError) as err:
         placement.Placement(**kwargs)
     assert needle in one_line(err)
+
+
+def test_a_retry_window_shorter_than_the_run_timeout_is_refused():
+    short = placement.Placement(retry_window="3600s")
+    with pytest.raises(placement.PlacementError) as err:
+        gke.build(short)
+    text = one_line(err)
+    assert "train placement retry_window='3600s'" in text and "'604800s'" in text
+    gke.build(short, run_timeout="3600s")  # a one-hour run: fine
+    gke.build(short.with_(retries=0))  # no retries, no window
+    with pytest.raises(placement.PlacementError, match="fallback placement retry_window"):
+        gke.build(fallback=placement.ON_DEMAND_PLACEMENT.with_(retry_window="86400s"))
+
+
+def _edit(tmp_path, text, old, new):
+    assert old in text
+    path = tmp_path / "edited.yaml"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_preflight_refuses_a_template_whose_retry_window_misses_the_run_timeout(tmp_path):
+    text = comp.compile_text(gke.build())
+    path = _edit(tmp_path, text, "backoffMaxDuration: 604800s", "backoffMaxDuration: 3600s")
+    with pytest.raises(GuardError) as err:
+        guards.preflight(path, GOOD)
+    assert "backoffMaxDuration=3600s, shorter than the run timeout 604800s" in one_line(err)
+    path = _edit(tmp_path, text, "activeDeadlineSeconds: 604800", "{}")
+    with pytest.raises(GuardError, match="sets no run timeout"):
+        guards.preflight(path, GOOD)
+
+
+def test_preflight_refuses_a_task_that_depends_on_an_exit_task(tmp_path):
+    text = (comp.COMPILED_DIR / comp.gke_yaml("spot", fallback=True)).read_text()
+    guards.preflight(comp.COMPILED_DIR / comp.gke_yaml("spot", fallback=True), GOOD)
+    path = _edit(
+        tmp_path, text, "        taskInfo:\n          name: train on spot",
+        "        dependentTasks:\n        - on-demand-fallback\n"
+        "        taskInfo:\n          name: train on spot",
+    )  # fmt: skip
+    with pytest.raises(GuardError) as err:
+        guards.preflight(path, GOOD)
+    assert "task 'exit-handler-1' depends on 'on-demand-fallback'" in one_line(err)

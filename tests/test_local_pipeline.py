@@ -35,11 +35,11 @@ def test_on_demand_fallback_resumes_when_spot_retries_run_out(tmp_path):
         tmp_path, workers=1, preempt_at_step=10, train_steps=100, limit=300, fallback=True
     )
     assert result.ok, result.report()
-    # No spot retries: the preemption failed the spot task for good; the status step
-    # saw an incomplete checkpoint and the on-demand task resumed it.
+    # No spot retries: the preemption failed the spot task for good; the exit
+    # handler's decision saw an incomplete checkpoint and the on-demand task resumed it.
     # (Chaos fires from the step log lines: a wide margin to the end keeps the
     # SIGTERM ahead of a fast single worker.)
     assert result.failed_tasks == ["train"], result.report()
-    assert result.model_dir.parent.name == "train-2"
+    assert result.model_dir.parent.name == "resume-training"
     assert result.summary["final_step"] == 100
     assert 10 <= result.summary["start_step"] < 100

@@ -2,6 +2,7 @@
 
 import pytest
 import yaml
+from argo_retry_model import HOUR, ArgoError, run, strategy_from_task
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
@@ -48,6 +49,8 @@ def test_gke_train_task_on_preemptible_gpu_pool_with_retries(gke_default):
     assert train.retry_policy.max_retry_count == 5
     assert train.retry_policy.backoff_duration.seconds == 60
     assert train.retry_policy.backoff_factor == 2.0
+    # The retry window is the run timeout (a week), not the SDK's default hour.
+    assert train.retry_policy.backoff_max_duration.seconds == 7 * 24 * 3600
     resources = spec.deployment_spec.fields["executors"].struct_value.fields["exec-train"]
     container = json_format.ParseDict(
         json_format.MessageToDict(resources)["container"],
@@ -108,19 +111,191 @@ def test_spot_placement_selects_spot_label_and_tolerates_its_taint():
     assert expect.runtime_value.constant.number_value == 2
 
 
-def test_fallback_runs_on_demand_only_when_spot_training_incomplete():
+def test_fallback_is_an_exit_handler_that_resumes_on_demand_only_when_told():
     _, spec, platform = compiled(gke.build(fallback=placement.ON_DEMAND_PLACEMENT))
-    status = spec.root.dag.tasks["training-status"]
-    assert status.trigger_policy.strategy == (
+    root = spec.root.dag.tasks
+    assert set(root) == {"exit-handler-1", "on-demand-fallback"}
+    exit_task = root["on-demand-fallback"]
+    # The SDK marks the exit task ALL_UPSTREAM_TASKS_COMPLETED after the handler's DAG
+    # only, with the handler's final status as input (the backend's exit hook).
+    assert exit_task.trigger_policy.strategy == (
         pipeline_spec_pb2.PipelineTaskSpec.TriggerPolicy.TriggerStrategy.ALL_UPSTREAM_TASKS_COMPLETED
     )
-    [branch] = [t for t in spec.root.dag.tasks.values() if t.trigger_policy.condition]
-    assert "incomplete" in branch.trigger_policy.condition
-    fallback_train = task_named(spec, "comp-train")["train-2"]
-    assert fallback_train.retry_policy.max_retry_count == 2
-    config = k8s_executor(platform, "exec-train-2")
+    assert list(exit_task.dependent_tasks) == ["exit-handler-1"]
+    status = exit_task.inputs.parameters["status"].task_final_status
+    assert status.producer_task == "exit-handler-1"
+    # The spot training is inside the handler.
+    body = spec.components["comp-exit-handler-1"].dag.tasks
+    assert {"train", "gcs-copy", "gcs-copy-2", "profile"} <= set(body)
+    # The exit task is a graph: a CPU decision, then the GPU task under "resume".
+    fallback_dag = spec.components["comp-on-demand-fallback"].dag.tasks
+    decision = fallback_dag["fallback-decision"]
+    assert decision.inputs.parameters["status"].component_input_parameter == "status"
+    [branch] = [t for t in fallback_dag.values() if t.trigger_policy.condition]
+    assert branch.trigger_policy.condition.endswith("== 'resume'")
+    resumed = task_named(spec, "comp-resume-training")["resume-training"]
+    assert resumed.retry_policy.max_retry_count == 2
+    config = k8s_executor(platform, "exec-resume-training")
     assert not config.tolerations  # on-demand pool: no preemptible taint to tolerate
-    assert "cloud.google.com/gke-preemptible" not in config.node_selector.labels
+    assert dict(config.node_selector.labels) == {
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-t4"
+    }
+    executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
+    assert "accelerator" in executors["exec-resume-training"]["container"]["resources"]
+    # Only "resume" asks for an on-demand GPU node: the decision runs on CPU.
+    assert "accelerator" not in executors["exec-fallback-decision"]["container"].get(
+        "resources", {}
+    )
+    assert not spec.root.output_definitions.artifacts
+
+
+@pytest.mark.parametrize("pool", placement.SPOT_POOLS)
+@pytest.mark.parametrize("fallback", [False, True])
+def test_each_committed_gke_yaml_selects_tolerates_and_matches_its_nodepool(pool, fallback):
+    path = comp.COMPILED_DIR / comp.gke_yaml(pool, fallback=fallback)
+    docs = list(yaml.safe_load_all(path.read_text()))
+    assert docs[0]["pipelineInfo"]["name"] == gke.pipeline_name(pool, fallback)
+    kubernetes = docs[1]["platforms"]["kubernetes"]
+    train = kubernetes["deploymentSpec"]["executors"]["exec-train"]
+    selector = train["nodeSelector"]["labels"]
+    [toleration] = train["tolerations"]
+    # The pool kind's label, not the other kind's: a spot pod selecting the
+    # preemptible label would stay Pending on a spot pool forever.
+    label, value = placement.POOL_NODE_LABELS[pool]
+    assert selector[label] == value
+    other = {k for p, (k, _) in placement.POOL_NODE_LABELS.items() if p != pool}
+    assert not other & set(selector)
+    # The node-pool command for that pool creates nodes this spec lands on: GKE labels
+    # nodes of a `--spot` (`--preemptible`) pool with the selected label, the taint
+    # is the tolerated one, and the accelerator is the selected one.
+    cmd = placement.nodepool_command(placement.Placement(pool=pool), cluster="c", zone="z")
+    assert placement.GCLOUD_POOL_FLAGS[pool] in cmd
+    assert [f for f in cmd if f in placement.GCLOUD_POOL_FLAGS.values()] == [
+        placement.GCLOUD_POOL_FLAGS[pool]
+    ]
+    assert toleration["operator"] == "Equal"
+    taint = f"{toleration['key']}={toleration['value']}:{toleration['effect']}"
+    assert f"--node-taints={taint}" in cmd
+    gpu = selector["cloud.google.com/gke-accelerator"]
+    assert any(f.startswith(f"--accelerator=type={gpu},count=1,") for f in cmd)
+    # The copies (and the fall-back's decision) tolerate the same pool's taint.
+    for name, executor in kubernetes["deploymentSpec"]["executors"].items():
+        if name.startswith(("exec-gcs-copy", "exec-fallback-decision")):
+            assert executor["tolerations"] == [toleration]
+    # The run timeout every retry window covers.
+    assert kubernetes["pipelineConfig"]["activeDeadlineSeconds"] == placement.seconds(
+        placement.RUN_TIMEOUT
+    )
+
+
+def test_every_committed_pipeline_follows_the_kfp_oss_exit_task_rules():
+    paths = sorted(comp.COMPILED_DIR.glob("*.yaml"))
+    assert len(paths) == 5
+    for path in paths:
+        spec, platform = guards.load_template(path)
+        guards.check_exit_tasks(spec)
+        guards.check_retry_windows(spec, platform)
+
+
+def test_the_old_ignore_upstream_failure_fallback_is_refused():
+    """The shape this replaced: a dsl.If on the output of an exit-hook task."""
+    from kfp import dsl
+
+    from spottrain.components.train.component import train
+    from spottrain.components.training_status.component import training_status
+
+    @dsl.pipeline(name="old-fallback")
+    def old(data: str, checkpoint_dir: str):
+        spot = train(data=dsl.importer(artifact_uri=data, artifact_class=dsl.Dataset).output,
+                     checkpoint_dir=checkpoint_dir)  # fmt: skip
+        status = training_status(checkpoint_dir=checkpoint_dir, train_steps=10)
+        status.after(spot).ignore_upstream_failure()
+        with dsl.If(status.output == "incomplete"):
+            train(data=dsl.importer(artifact_uri=data, artifact_class=dsl.Dataset).output,
+                  checkpoint_dir=checkpoint_dir)  # fmt: skip
+
+    docs, _, _ = compiled(old)
+    with pytest.raises(guards.GuardError) as err:
+        guards.check_exit_tasks(docs[0])
+    assert "task 'condition-1' depends on 'training-status'" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_an_exit_task_hooked_on_two_tasks_is_refused():
+    docs, _, _ = compiled(gke.build(fallback=placement.ON_DEMAND_PLACEMENT))
+    spec = docs[0]
+    spec["root"]["dag"]["tasks"]["on-demand-fallback"]["dependentTasks"].append("x")
+    spec["root"]["dag"]["tasks"]["x"] = {"componentRef": {"name": "comp-train"}}
+    with pytest.raises(guards.GuardError, match="upstream tasks \\['exit-handler-1', 'x'\\]"):
+        guards.check_exit_tasks(spec)
+
+
+# -- Argo's retries, modelled (tests/argo_retry_model.py) -----------------------------
+
+
+def train_strategy(docs):
+    spec = docs[0]
+    tasks = dict(spec["root"]["dag"]["tasks"])
+    for component in spec["components"].values():
+        tasks.update(component.get("dag", {}).get("tasks", {}))
+    return strategy_from_task(tasks["train"])
+
+
+def test_argo_retries_a_24h_run_preempted_at_hours_2_9_and_20():
+    committed = comp.COMPILED_DIR / comp.GKE_YAML
+    docs = list(yaml.safe_load_all(committed.read_text()))
+    strategy = train_strategy(docs)
+    # What the backend hands Argo: whole seconds, the factor via %v, no cap, OnFailure.
+    assert (strategy.limit, strategy.duration, strategy.factor) == ("5", "60", "2")
+    assert strategy.max_duration == "604800" and strategy.cap == ""
+    deadline = docs[1]["platforms"]["kubernetes"]["pipelineConfig"]["activeDeadlineSeconds"]
+    outcome = run(
+        strategy, work=24 * HOUR, preemptions=[2 * HOUR, 9 * HOUR, 20 * HOUR],
+        workflow_deadline=deadline,
+    )  # fmt: skip
+    assert outcome.phase == "Succeeded", outcome
+    assert [a.phase for a in outcome.attempts] == ["Failed"] * 3 + ["Succeeded"]
+    # Each retry waited 60 s, then 120 s, then 240 s.
+    attempts = outcome.attempts
+    assert [attempts[i + 1].start - attempts[i].end for i in range(3)] == [60, 120, 240]
+    assert outcome.attempts[-1].end == 24 * HOUR + 420
+
+
+def test_the_old_one_hour_window_drops_the_same_run_at_its_first_preemption():
+    old = placement.Placement(retry_window="3600s")
+    docs, _, _ = compiled(gke.build(old, run_timeout="3600s"))
+    strategy = train_strategy(docs)
+    assert strategy.max_duration == "3600"
+    outcome = run(strategy, work=24 * HOUR, preemptions=[2 * HOUR, 9 * HOUR, 20 * HOUR])
+    assert (outcome.phase, outcome.message) == ("Failed", "Max duration limit exceeded")
+    assert outcome.retries == 0
+    # Even a preemption inside the first hour only buys time until the hour ends:
+    # the retry pod's deadline is the window's end.
+    early = run(strategy, work=24 * HOUR, preemptions=[0.5 * HOUR])
+    assert early.attempts[1].deadline == HOUR and early.attempts[1].end == HOUR
+    assert early.phase == "Failed" and early.retries == 1
+    assert early.message in (
+        "Max duration limit exceeded",
+        "Backoff would exceed max duration limit",
+    )
+
+
+def test_the_model_follows_argo_on_limits_factor_and_errors():
+    strategy = train_strategy(list(yaml.safe_load_all(comp.compile_text(gke.build()))))
+    # Six preemptions need six retries; the limit is five.
+    many = run(strategy, work=24 * HOUR, preemptions=[h * HOUR for h in (1, 2, 3, 4, 5, 6)])
+    assert (many.phase, many.message, many.retries) == ("Failed", "No more retries left", 5)
+    # A vanished pod ("pod deleted") is an Error, which the default OnFailure skips.
+    gone = run(strategy, work=24 * HOUR, errors=[3 * HOUR])
+    assert gone.phase == "Error" and gone.retries == 0
+    # Argo reads the factor with Atoi: 1.5 would fail every retry.
+    with pytest.raises(ArgoError, match="'1.5' cannot be resolved to an int"):
+        run(strategy_from_task({"retryPolicy": {"maxRetryCount": 3, "backoffFactor": 1.5,
+            "backoffDuration": "60s", "backoffMaxDuration": "604800s"}}),
+            work=HOUR, preemptions=[0.5 * HOUR])  # fmt: skip
+    # A policy without backoffMaxDuration gets the template default "0": no retries.
+    bare = strategy_from_task({"retryPolicy": {"maxRetryCount": 3, "backoffDuration": "60s"}})
+    assert run(bare, work=HOUR, preemptions=[0.5 * HOUR]).message == "Max duration limit exceeded"
 
 
 def test_image_override_reaches_every_executor():
@@ -200,6 +375,6 @@ def test_committed_yaml_matches_a_fresh_compile():
 def test_drift_check_notices_an_edit(tmp_path, monkeypatch):
     monkeypatch.setattr(comp, "COMPILED_DIR", tmp_path)
     monkeypatch.setattr(comp, "COMPONENTS_DIR", tmp_path / "components")
-    assert len(comp.write_all()) == 7
+    assert len(comp.write_all()) == 11  # 6 components, 4 GKE variants, Vertex
     (tmp_path / comp.GKE_YAML).write_text("edited")
     assert comp.drift() == [tmp_path / comp.GKE_YAML]

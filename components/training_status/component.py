@@ -9,10 +9,10 @@ from spottrain.version import IMAGE
 def training_status(checkpoint_dir: str, train_steps: int) -> str:
     """Returns "completed", "incomplete" or "fatal" for the run in checkpoint_dir.
 
-    Runs after a spot train task whatever its fate (ignore_upstream_failure), reading
-    only the checkpoint dir, so it works when that task produced no outputs; an
-    on-demand fall-back resumes the training only on "incomplete" ("fatal": the
-    trainer recorded a non-retryable error, which would fail on-demand too).
+    Reads only the checkpoint dir, so it works when the train task produced no
+    outputs ("fatal": the trainer recorded a non-retryable error, which a retry
+    would repeat). The on-demand fall-back decides with the same check
+    (fallback_decision).
 
     Args:
         checkpoint_dir: The train task's checkpoint folder (gs://, /gcs/ or local).

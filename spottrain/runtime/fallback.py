@@ -1,0 +1,98 @@
+"""The on-demand fall-back's runtime: decide whether to resume, then resume.
+
+The GKE fall-back pipeline wraps the spot training in a ``dsl.ExitHandler``; its exit
+task (``gke.fallback_component``) runs whatever happened to the spot run. A small
+CPU step (:func:`decide_component`) reads the checkpoint dir, and only on
+:data:`RESUME` does a GPU task (:func:`resume_component`) start on the on-demand pool,
+so a run that finished on spot never asks for an on-demand GPU node.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any
+
+from spottrain.runtime.train import run_component, training_status
+
+log = logging.getLogger(__name__)
+
+RESUME = "resume"
+COMPLETED = "completed"
+FATAL = "fatal"
+CANCELLED = "cancelled"
+
+
+def decide(state: str, progress: str) -> str:
+    """What the fall-back does, from the spot run's final state and its checkpoints.
+
+    The checkpoint decides, not the state: on KFP OSS the state is the MLMD state of
+    the exit handler's DAG, which the launcher updates only when a task's launcher
+    finishes and publishes (kubeflow/pipelines backend/src/v2/component/launcher_v2.go:227,
+    2.17.0, `UpdateDAGExecutionsState(ctx, dag, pipeline)`), so a pod that was
+    killed before it could publish leaves it RUNNING; and the DAG becomes FAILED
+    as soon as one attempt fails (backend/src/v2/metadata/client.go:853-854
+    `case failedTasks > 0:` / `newState = pb.Execution_FAILED`) even when a retry
+    then succeeds. Only a cancelled run is honoured: its user asked to stop.
+
+    Args:
+        state: ``PipelineTaskFinalStatus.state`` (``COMPLETE``, ``FAILED``, ``CANCELED``,
+            ``RUNNING``; kfp.local says ``SUCCEEDED`` or ``FAILED``).
+        progress: :func:`spottrain.runtime.train.training_status` of the checkpoint
+            dir: ``completed``, ``incomplete`` or ``fatal``.
+
+    Returns:
+        :data:`RESUME`, :data:`COMPLETED`, :data:`FATAL` or :data:`CANCELLED`.
+    """
+    if progress == "completed":
+        return COMPLETED
+    if progress == "fatal":
+        return FATAL  # a config/NaN error fails on-demand as well: do not pay for it
+    if state.upper() in ("CANCELED", "CANCELLED"):
+        return CANCELLED
+    return RESUME
+
+
+def decide_component(status: Mapping[str, Any], checkpoint_dir: str, train_steps: int) -> str:
+    """The ``fallback_decision`` component body."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    state = str((status or {}).get("state", ""))
+    progress = training_status(checkpoint_dir, train_steps)
+    decision = decide(state, progress)
+    log.info(
+        "spot run of %s ended %s, checkpoints %s: %s",
+        (status or {}).get("pipelineTaskName") or (status or {}).get("pipeline_task_name"),
+        state or "(no state)",
+        progress,
+        decision,
+    )
+    return decision
+
+
+def stage_data(data_src: str, data_dst: str, scratch: str) -> str:
+    """Where the fall-back reads the images; copies them there first.
+
+    The exit task may not consume the spot run's copy (the SDK refuses any input from
+    another task: kfp/dsl/tasks_group.py:137 in 2.17.0, `exit_task cannot depend on
+    any other tasks.`), so it repeats that copy, which is idempotent: to ``data_dst``
+    (a no-op when the spot run's copy step finished) or to local ``scratch``.
+    """
+    from spottrain import gcs_copy
+
+    target = data_dst or scratch
+    if data_src:
+        summary = gcs_copy.copy(data_src, target, progress="off")
+        log.info("data %s -> %s: %s", data_src, target, summary.to_dict())
+    return target
+
+
+def resume_component(*, data_src: str, data_dst: str, model, metrics, attempts, **kwargs) -> None:
+    """The ``resume_training`` component body: stage the data, then train as ``train`` does."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    scratch = tempfile.mkdtemp(prefix="spottrain-data-")
+    location = stage_data(data_src, data_dst, os.path.join(scratch, "data"))
+    data = SimpleNamespace(path=location, metadata={})
+    run_component(data=data, model=model, metrics=metrics, attempts=attempts, **kwargs)
