@@ -107,7 +107,7 @@ class VertexTraining:
             kwargs.update(
                 accelerator_type=self.accelerator_type, accelerator_count=self.accelerator_count
             )
-        return create_custom_training_job_from_component(train, **kwargs)
+        return with_forwarding_init(create_custom_training_job_from_component(train, **kwargs))
 
     def place_profile(self, task: dsl.PipelineTask) -> dsl.PipelineTask:
         """Puts the profile step on the chief's accelerator (a pipeline task, not a job).
@@ -120,30 +120,20 @@ class VertexTraining:
             task.set_accelerator_limit(self.accelerator_count)
         return task
 
-    def worker_pool_specs(self, op) -> list[dict]:
-        """The job's pool specs: the trainer behind a forwarding PID 1, worker overrides.
-
-        GCPC copies the component's ``sh -ec …`` command into every pool as is
-        (google_cloud_pipeline_components/v1/custom_job/utils.py), and Vertex runs
-        it as the container's PID 1, which never passes SIGTERM on; so every pool's
-        command starts with :mod:`trainer.forward` (tests/test_platform_vertex.py
-        runs it exactly as compiled as PID 1 of a PID namespace).
+    def worker_pool_specs(self, op) -> list[dict] | None:
+        """Pool specs with the worker overrides applied; ``None`` when there are none.
 
         The GCPC helper gives every replica the chief's machine; overriding pool 1
         is the raw path where unequal accelerators can slip in, so the result goes
         through :func:`guards.check_worker_pools`.
         """
-        specs = copy.deepcopy(op.component_spec.inputs["worker_pool_specs"].default)
-        for spec in specs:
-            container = spec["container_spec"]
-            if container["command"][: len(FORWARD_COMMAND)] != FORWARD_COMMAND:
-                container["command"] = [*FORWARD_COMMAND, *container["command"]]
         if not (
             self.worker_machine_type
             or self.worker_accelerator_type
             or self.worker_accelerator_count is not None
         ):
-            return specs
+            return None
+        specs = copy.deepcopy(op.component_spec.inputs["worker_pool_specs"].default)
         if len(specs) < 2:
             raise VertexConfigError(
                 f"worker_* overrides need workers: replica_count={self.replica_count}"
@@ -158,6 +148,24 @@ class VertexTraining:
         return specs
 
 
+def with_forwarding_init(op):
+    """Puts :mod:`trainer.forward` in front of every worker pool's command of ``op``.
+
+    GCPC copies the train component's ``sh -ec …`` command into every worker pool
+    as is (google_cloud_pipeline_components/v1/custom_job/utils.py L165-182 at
+    GCPC 2.22.0), and Vertex runs it as the container's PID 1, which never passes
+    SIGTERM on (tests/test_platform_vertex.py runs the compiled pool command as
+    PID 1 of a PID namespace, with and without this). GCPC has no hook for the
+    pool command, so the default of the component's ``worker_pool_specs`` input
+    is edited; a pipeline that uses ``op`` compiles that default.
+    """
+    for spec in op.component_spec.inputs["worker_pool_specs"].default:
+        container = spec["container_spec"]
+        if container["command"][: len(FORWARD_COMMAND)] != FORWARD_COMMAND:
+            container["command"] = [*FORWARD_COMMAND, *container["command"]]
+    return op
+
+
 def build(vertex: VertexTraining | None = None, name: str = NAME):
     """Builds the Vertex pipeline for compile-time job settings.
 
@@ -167,7 +175,8 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
     vertex = vertex or VertexTraining()
     op = vertex.custom_job_op()
     specs = vertex.worker_pool_specs(op)
-    guards.check_worker_pools(specs)
+    guards.check_worker_pools(specs or op.component_spec.inputs["worker_pool_specs"].default)
+    extra = {"worker_pool_specs": specs} if specs is not None else {}
 
     @dsl.pipeline(name=name, description=DESCRIPTION)
     def vertex_pipeline(
@@ -231,7 +240,7 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
             service_account=service_account,
             tensorboard=tensorboard,
             base_output_directory=base_output_directory,
-            worker_pool_specs=specs,
+            **extra,
         ).after(seed)
         job.set_display_name(f"train (Vertex {vertex.strategy})").set_caching_options(False)
         if vertex.retries:
