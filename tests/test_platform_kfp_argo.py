@@ -51,6 +51,9 @@ TRIALS = int(os.environ.get("SPOTTRAIN_TRIALS", "2"))
 BACKBONES = os.environ.get("SPOTTRAIN_KFP_BACKBONES", "small_cnn").split(",")
 # Test-scale interval of the time-based saves (the default is 60 s).
 SAVE_EVERY_S = 3.0
+# Slack on that bound: the checkpoint being written when the kill comes, and a
+# step (ResNet50 on a loaded 2-core CPU: up to ~2 s for both).
+WRITE_AND_STEP_S = 3.0
 SIZES = {"small_cnn": (32, 32), "resnet50": (64, 8)}  # image size, batch per replica
 
 
@@ -145,7 +148,8 @@ def test_cut_off_saves_on_notice_or_loses_at_most_the_save_interval(
         lost_steps = max(0, seen - latest)
         # From the step the newest complete checkpoint holds to the signal.
         lost_s = max(0.0, sent - chain.step_times.get(latest, sent))
-        assert lost_s <= SAVE_EVERY_S + 2.0, (lost_s, latest, seen)
+        # One interval, plus the background write then in flight, plus a step.
+        assert lost_s <= SAVE_EVERY_S + WRITE_AND_STEP_S, (lost_s, latest, seen)
         # What the next attempt writes into the ledger about this one.
         ledger = ledger_lib.Ledger(str(ckpt), True)
         ledger.begin(latest)
