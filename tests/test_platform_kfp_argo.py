@@ -140,6 +140,7 @@ def test_cut_off_saves_on_notice_or_loses_at_most_the_save_interval(
     latest = steps[-1]
     record = ledger_records(ckpt)[-1]
     saved_on_notice = record["outcome"] == "preempted"
+    outcome = record["outcome"]
     if saved_on_notice:
         assert record["steps_lost"] == 0 and record["saved_step"] == latest >= seen
         lost_steps, lost_s = 0, 0.0
@@ -156,9 +157,11 @@ def test_cut_off_saves_on_notice_or_loses_at_most_the_save_interval(
         closed = ledger.records[-2]
         assert closed["outcome"] in ("preempted_unsaved", "killed"), closed
         assert closed["outcome"] == ("preempted_unsaved" if "notice_step" in record else "killed")
+        outcome = closed["outcome"]
     print(
         f"kfp trial {backbone} {trial}: SIGTERM after step {seen}; "
-        f"{'saved on notice' if saved_on_notice else 'cut off'}; newest checkpoint {latest}; "
+        f"{'saved on notice' if saved_on_notice else 'cut off'} (ledger: {outcome}); "
+        f"newest checkpoint {latest}; "
         f"lost {lost_steps} step(s) / {lost_s:.1f} s; pod exit {code} {exit_after:.2f} s "
         "after the signal"
     )
