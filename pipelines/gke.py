@@ -276,6 +276,17 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
     `name: exit-hook-root-conditional-notification`). The price is one small CPU pod
     per run.
 
+    Stopping: the KFP UI's Terminate sets the workflow's deadline to 0
+    (kubeflow/pipelines backend/src/common/util/execution_spec.go:299, 2.17.0,
+    `"activeDeadlineSeconds": 0,`), which fails the body but not exit hooks: Argo
+    runs them unless the workflow's shutdown strategy is Terminate
+    (argoproj/argo-workflows workflow/controller/exit_handler.go:22, v4.0.5,
+    `if exitHook != nil && woc.GetShutdownStrategy().ShouldExecute(true) {`;
+    pkg/apis/workflow/v1alpha1/workflow_types.go:577-585) and gives exit pods no
+    workflow deadline (workflow/controller/workflowpod.go:668
+    `if woc.workflowDeadline != nil && !opts.onExitPod {`). So a terminated or
+    timed-out spot run falls back too; the README says how to stop both.
+
     Args:
         placement: Where the resumed training runs (the on-demand GPU pool).
         decide_placement: Where the CPU decision runs.

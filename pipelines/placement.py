@@ -50,8 +50,9 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki|m)?$")
 _DURATION = re.compile(r"^[0-9]+s$")
 
 # The longest run we support, from the run's start to the end of its last attempt,
-# preemptions, backoff waits and an on-demand fall-back included. Compiled as the
-# run's deadline (gke.build) and the floor of every retry window. A week: a ResNet50
+# preemptions and backoff waits included (an on-demand fall-back, an exit hook, may
+# run after it: see gke.fallback_component). Compiled as the run's deadline
+# (gke.build) and the floor of every retry window. A week: a ResNet50
 # run on one T4 takes hours to days, and on preemptible VMs, which GKE stops after
 # at most 24 h, a multi-day run is preempted at least daily; a longer job should be
 # split into runs that resume from the same checkpoint_dir.
