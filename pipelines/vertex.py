@@ -15,7 +15,7 @@ from google_cloud_pipeline_components.v1.custom_job import (
 from kfp import dsl
 
 from spottrain.components.train.component import train
-from spottrain.pipelines import guards
+from spottrain.pipelines import guards, placement
 from spottrain.pipelines.gke import PROFILE_INPUTS, Outputs, add_profile, copy_inputs
 
 NAME = "spottrain-vertex"
@@ -220,7 +220,9 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
             data_dst=data_dst,
             initial_checkpoint=initial_checkpoint,
             checkpoint_dir=checkpoint_dir,
-            apply=lambda task: task.set_retry(num_retries=3, backoff_duration="30s"),
+            apply=lambda task: task.set_retry(
+                num_retries=3, backoff_duration="30s", backoff_max_duration=placement.RUN_TIMEOUT
+            ),
         )
         hyper = dict(
             backbone=backbone,
@@ -244,7 +246,15 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
         ).after(seed)
         job.set_display_name(f"train (Vertex {vertex.strategy})").set_caching_options(False)
         if vertex.retries:
-            job.set_retry(num_retries=vertex.retries, backoff_duration=vertex.backoff)
+            # The SDK's default window is 3600 s, which on KFP OSS ends retries one
+            # hour after the first attempt (README "Retries"). How Vertex Pipelines
+            # reads it is not open source, so give it the same window as GKE rather
+            # than rely on it meaning something else there.
+            job.set_retry(
+                num_retries=vertex.retries,
+                backoff_duration=vertex.backoff,
+                backoff_max_duration=placement.RUN_TIMEOUT,
+            )
         add_profile(
             job,
             vertex.place_profile,
