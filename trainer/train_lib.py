@@ -163,8 +163,8 @@ class Trainer:
         self.store = checkpointing.CheckpointStore(cfg, self.cluster, ckpt)
         self.start_step = self.store.restore_latest()
         self.ledger.set_start(self.start_step)  # lower if a corrupt checkpoint was skipped
-        if cfg.save_every_seconds or cfg.save_every_steps < cfg.train_steps:
-            self.store.warm_up()
+        if cfg.save_every_seconds or cfg.save_every_steps < self.total_steps:
+            self.store.warm_up()  # periodic saves will use the asynchronous path
         if self.start_step > self.total_steps:
             raise ConfigError(
                 f"--train-steps {self.total_steps} is below the checkpointed step "
