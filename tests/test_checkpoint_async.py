@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
-
 import keras
 import numpy as np
 import tensorflow as tf
