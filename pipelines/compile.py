@@ -41,7 +41,6 @@ def components() -> dict[str, object]:
     from spottrain.components.fallback_decision.component import fallback_decision
     from spottrain.components.gcs_copy.component import gcs_copy
     from spottrain.components.profile.component import profile
-    from spottrain.components.resume_training.component import resume_training
     from spottrain.components.train.component import train
     from spottrain.components.training_status.component import training_status
 
@@ -49,7 +48,6 @@ def components() -> dict[str, object]:
         "fallback_decision": fallback_decision,
         "gcs_copy": gcs_copy,
         "profile": profile,
-        "resume_training": resume_training,
         "train": train,
         "training_status": training_status,
     }

@@ -251,6 +251,41 @@ def add_profile(trained: dsl.PipelineTask, apply, **profile_args) -> dsl.Pipelin
     return task
 
 
+def _named(component, name: str):
+    """``component`` under another name (same inputs, outputs, image and code).
+
+    Works around the KFP SDK (2.17.0) keying kfp-kubernetes settings by executor
+    label when it merges a sub-pipeline into its parent: a second ``train`` task
+    inside the exit task's graph is compiled as ``exec-train`` there, and the spot
+    task's ``exec-train`` lost its pool selector to it (seen in the compiled
+    platform spec; tests/test_pipelines.py asserts both). A distinct name gives it
+    an executor of its own.
+    """
+    import tempfile
+
+    import yaml
+    from kfp import compiler, components
+
+    with tempfile.TemporaryDirectory() as tmp:
+        compiler.Compiler().compile(component, f"{tmp}/component.yaml")
+        with open(f"{tmp}/component.yaml") as f:
+            spec = yaml.safe_load(f)
+    old = spec["pipelineInfo"]["name"]
+    spec["pipelineInfo"]["name"] = name
+    spec["components"] = {
+        key.replace(f"comp-{old}", f"comp-{name}"): {
+            **value,
+            "executorLabel": value["executorLabel"].replace(f"exec-{old}", f"exec-{name}"),
+        }
+        for key, value in spec["components"].items()
+    }
+    executors = spec["deploymentSpec"]["executors"]
+    spec["deploymentSpec"]["executors"] = {
+        key.replace(f"exec-{old}", f"exec-{name}"): value for key, value in executors.items()
+    }
+    return components.load_component_from_text(yaml.safe_dump(spec, sort_keys=False))
+
+
 def fallback_component(placement: Placement, decide_placement: Placement = COPY_PLACEMENT):
     """The on-demand fall-back: a graph component for ``dsl.ExitHandler(exit_task=...)``.
 
@@ -292,7 +327,6 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
         decide_placement: Where the CPU decision runs.
     """
     from spottrain.components.fallback_decision.component import fallback_decision
-    from spottrain.components.resume_training.component import resume_training
     from spottrain.runtime.fallback import RESUME
 
     @dsl.pipeline(name="on-demand-fallback")
@@ -319,9 +353,14 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
         decide_placement.apply(decision.set_display_name("resume on demand?"))
         decision.set_caching_options(False)
         with dsl.If(decision.output == RESUME, name="resume on demand"):
-            resumed = resume_training(
-                data_src=data_src,
-                data_dst=data_dst,
+            # The exit task may not take the spot run's copy (kfp/dsl/tasks_group.py:137
+            # in 2.17.0, `exit_task cannot depend on any other tasks.`), so it copies
+            # again inside this sub-pipeline: idempotent, a no-op into a filled data_dst.
+            data = _named(gcs_copy, "gcs-copy-on-demand")(src=data_src, dst=data_dst)
+            data.set_display_name("copy data")
+            decide_placement.apply(data).set_caching_options(False)
+            resumed = _named(train, "train-on-demand")(
+                data=data.outputs["copied"],
                 checkpoint_dir=checkpoint_dir,
                 backbone=backbone,
                 weights=weights,

@@ -245,7 +245,7 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
             result.metrics = {k: float(v) for k, v in metrics.metadata.items()}
     else:
         # The fall-back pipeline has no outputs: take the newest trained model (the
-        # spot task's "train" or the fall-back's "resume-training").
+        # spot task's "train" or the fall-back's "train-on-demand").
         found = sorted(root.glob("*/*/model/training_summary.json"), key=_mtime)
         result.model_dir = found[-1].parent if found else None
     summary_path = result.model_dir / "training_summary.json" if result.model_dir else None

@@ -195,22 +195,3 @@ def test_fallback_decision_component_from_its_yaml(kfp_local):
     assert decide_op(status=status, checkpoint_dir=str(ckpt), train_steps=5).output == "resume"
     (ckpt / "FATAL.json").write_text('{"error": "bad backbone"}')
     assert decide_op(status=status, checkpoint_dir=str(ckpt), train_steps=5).output == "fatal"
-
-
-def test_the_fallback_stages_the_data_it_may_not_take_from_the_spot_run(tmp_path, gcs_bucket):
-    from spottrain.runtime import fallback
-
-    for name in ("a/1.png", "b/2.png"):
-        gcs_bucket.blob(f"imgs/{name}").upload_from_string(b"x" * 10)
-    src = f"gs://{gcs_bucket.name}/imgs"
-    local = fallback.stage_data(src, "", str(tmp_path / "scratch"))
-    assert local == str(tmp_path / "scratch")
-    assert sorted(p.name for p in Path(local).rglob("*.png")) == ["1.png", "2.png"]
-    # With data_dst the spot run's copy went there: the fall-back reads it there too.
-    dst = f"gs://{gcs_bucket.name}/copy"
-    assert fallback.stage_data(src, dst, str(tmp_path / "unused")) == dst
-    assert sorted(b.name for b in gcs_bucket.list_blobs(prefix="copy/")) == [
-        "copy/a/1.png",
-        "copy/b/2.png",
-    ]
-    assert not (tmp_path / "unused").exists()

@@ -40,6 +40,6 @@ def test_on_demand_fallback_resumes_when_spot_retries_run_out(tmp_path):
     # (Chaos fires from the step log lines: a wide margin to the end keeps the
     # SIGTERM ahead of a fast single worker.)
     assert result.failed_tasks == ["train"], result.report()
-    assert result.model_dir.parent.name == "resume-training"
+    assert result.model_dir.parent.name == "train-on-demand"
     assert result.summary["final_step"] == 100
     assert 10 <= result.summary["start_step"] < 100

@@ -133,15 +133,24 @@ def test_fallback_is_an_exit_handler_that_resumes_on_demand_only_when_told():
     assert decision.inputs.parameters["status"].component_input_parameter == "status"
     [branch] = [t for t in fallback_dag.values() if t.trigger_policy.condition]
     assert branch.trigger_policy.condition.endswith("== 'resume'")
-    resumed = task_named(spec, "comp-resume-training")["resume-training"]
+    resume_dag = spec.components[branch.component_ref.name].dag.tasks
+    resumed = resume_dag["train-on-demand"]
     assert resumed.retry_policy.max_retry_count == 2
-    config = k8s_executor(platform, "exec-resume-training")
+    # It reads a copy made inside the exit task (it may not take the spot run's).
+    copied = resumed.inputs.artifacts["data"].task_output_artifact.producer_task
+    assert resume_dag[copied].component_ref.name == "comp-gcs-copy-on-demand"
+    # The spot task keeps its own pool selector (a shared executor label lost it).
+    assert (
+        "cloud.google.com/gke-preemptible"
+        in k8s_executor(platform, "exec-train").node_selector.labels
+    )
+    config = k8s_executor(platform, "exec-train-on-demand")
     assert not config.tolerations  # on-demand pool: no preemptible taint to tolerate
     assert dict(config.node_selector.labels) == {
         "cloud.google.com/gke-accelerator": "nvidia-tesla-t4"
     }
     executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
-    assert "accelerator" in executors["exec-resume-training"]["container"]["resources"]
+    assert "accelerator" in executors["exec-train-on-demand"]["container"]["resources"]
     # Only "resume" asks for an on-demand GPU node: the decision runs on CPU.
     assert "accelerator" not in executors["exec-fallback-decision"]["container"].get(
         "resources", {}
@@ -375,6 +384,6 @@ def test_committed_yaml_matches_a_fresh_compile():
 def test_drift_check_notices_an_edit(tmp_path, monkeypatch):
     monkeypatch.setattr(comp, "COMPILED_DIR", tmp_path)
     monkeypatch.setattr(comp, "COMPONENTS_DIR", tmp_path / "components")
-    assert len(comp.write_all()) == 11  # 6 components, 4 GKE variants, Vertex
+    assert len(comp.write_all()) == 10  # 6 components, 4 GKE variants, Vertex
     (tmp_path / comp.GKE_YAML).write_text("edited")
     assert comp.drift() == [tmp_path / comp.GKE_YAML]

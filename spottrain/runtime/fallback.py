@@ -3,20 +3,18 @@
 The GKE fall-back pipeline wraps the spot training in a ``dsl.ExitHandler``; its exit
 task (``gke.fallback_component``) runs whatever happened to the spot run. A small
 CPU step (:func:`decide_component`) reads the checkpoint dir, and only on
-:data:`RESUME` does a GPU task (:func:`resume_component`) start on the on-demand pool,
+:data:`RESUME` does the exit task copy the data again and start the ``train``
+component on the on-demand pool,
 so a run that finished on spot never asks for an on-demand GPU node.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from collections.abc import Mapping
-from types import SimpleNamespace
 from typing import Any
 
-from spottrain.runtime.train import run_component, training_status
+from spottrain.runtime.train import training_status
 
 log = logging.getLogger(__name__)
 
@@ -70,29 +68,3 @@ def decide_component(status: Mapping[str, Any], checkpoint_dir: str, train_steps
         decision,
     )
     return decision
-
-
-def stage_data(data_src: str, data_dst: str, scratch: str) -> str:
-    """Where the fall-back reads the images; copies them there first.
-
-    The exit task may not consume the spot run's copy (the SDK refuses any input from
-    another task: kfp/dsl/tasks_group.py:137 in 2.17.0, `exit_task cannot depend on
-    any other tasks.`), so it repeats that copy, which is idempotent: to ``data_dst``
-    (a no-op when the spot run's copy step finished) or to local ``scratch``.
-    """
-    from spottrain import gcs_copy
-
-    target = data_dst or scratch
-    if data_src:
-        summary = gcs_copy.copy(data_src, target, progress="off")
-        log.info("data %s -> %s: %s", data_src, target, summary.to_dict())
-    return target
-
-
-def resume_component(*, data_src: str, data_dst: str, model, metrics, attempts, **kwargs) -> None:
-    """The ``resume_training`` component body: stage the data, then train as ``train`` does."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    scratch = tempfile.mkdtemp(prefix="spottrain-data-")
-    location = stage_data(data_src, data_dst, os.path.join(scratch, "data"))
-    data = SimpleNamespace(path=location, metadata={})
-    run_component(data=data, model=model, metrics=metrics, attempts=attempts, **kwargs)
