@@ -384,6 +384,6 @@ def test_committed_yaml_matches_a_fresh_compile():
 def test_drift_check_notices_an_edit(tmp_path, monkeypatch):
     monkeypatch.setattr(comp, "COMPILED_DIR", tmp_path)
     monkeypatch.setattr(comp, "COMPONENTS_DIR", tmp_path / "components")
-    assert len(comp.write_all()) == 10  # 6 components, 4 GKE variants, Vertex
+    assert len(comp.write_all()) == 10  # 5 components, 4 GKE variants, Vertex
     (tmp_path / comp.GKE_YAML).write_text("edited")
     assert comp.drift() == [tmp_path / comp.GKE_YAML]
