@@ -55,7 +55,7 @@ def run(cmd: list[str]) -> int:
         # Any child: orphans re-parented to PID 1 are reaped here too.
         pid, status = os.wait()
         if pid == child.pid:
-            code = os.waitstatus_to_exitcode(status)
+            child.returncode = code = os.waitstatus_to_exitcode(status)
             return 128 - code if code < 0 else code
 
 
