@@ -99,16 +99,18 @@ def main() -> None:
         med_on, med_off = statistics.median(on), statistics.median(off)
         ratio = med_on / med_off
         overhead = ratio - 1
+        scaled = 100 * overhead * args.interval / DEFAULT_INTERVAL_S
+        save_med = statistics.median(save_ms or [0])
+        share = 100 * save_med / 1000 / DEFAULT_INTERVAL_S
         print(
             f"{args.backbone} {args.image_size}px, {args.steps} steps, {args.repeats} repeats:\n"
             f"  training time with async saves every {args.interval:g} s / without: "
             f"{ratio:.3f} (medians {med_on:.1f} s / {med_off:.1f} s)\n"
-            f"  main-thread cost of one async save: median {statistics.median(save_ms or [0])} ms "
+            f"  main-thread cost of one async save: median {save_med} ms "
             f"over {len(save_ms)} saves\n"
-            f"  overhead at the default {DEFAULT_INTERVAL_S:g} s: measured {100 * overhead:+.2f} % "
-            f"at {args.interval:g} s scales to {100 * overhead * args.interval / DEFAULT_INTERVAL_S:+.2f} %; "
-            f"main-thread time {statistics.median(save_ms or [0])} ms per {DEFAULT_INTERVAL_S:g} s = "
-            f"{100 * statistics.median(save_ms or [0]) / 1000 / DEFAULT_INTERVAL_S:.3f} % "
+            f"  overhead at the default {DEFAULT_INTERVAL_S:g} s: measured "
+            f"{100 * overhead:+.2f} % at {args.interval:g} s scales to {scaled:+.2f} %; "
+            f"main-thread time {save_med} ms per {DEFAULT_INTERVAL_S:g} s = {share:.3f} % "
             "(target <= 2 %)"
         )
     finally:
