@@ -26,12 +26,12 @@ preemption notice and at the last step wait until the files are complete.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import tempfile
 import time
 
+from trainer import fileio
 from trainer.config import TrainConfig
 from trainer.distribution import Cluster
 from trainer.preemption import FATAL_CONFIG, ConfigError, TrainerExit
@@ -44,37 +44,6 @@ FATAL_MARKER = "FATAL.json"
 _CKPT_RE = re.compile(r"ckpt-(\d+)\.index$")
 
 
-def _gfile():
-    import tensorflow as tf
-
-    return tf.io.gfile
-
-
-def _join(directory: str, name: str) -> str:
-    return f"{directory.rstrip('/')}/{name}"
-
-
-def _read_json(path: str) -> dict | None:
-    gfile = _gfile()
-    if not gfile.exists(path):
-        return None
-    try:
-        with gfile.GFile(path) as f:
-            return json.load(f)
-    except (ValueError, OSError) as e:
-        log.warning("ignoring unreadable %s (%s)", path, e)
-        return None
-
-
-def _write_json(path: str, data: dict) -> None:
-    gfile = _gfile()
-    gfile.makedirs(path.rsplit("/", 1)[0])
-    tmp = f"{path}.tmp"
-    with gfile.GFile(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-    gfile.rename(tmp, path, overwrite=True)
-
-
 def default_tensorboard_dir(checkpoint_dir: str) -> str:
     """TensorBoard logs beside the checkpoints, when neither a flag nor Vertex names a dir.
 
@@ -82,7 +51,7 @@ def default_tensorboard_dir(checkpoint_dir: str) -> str:
     persistent and belongs to this run, and the curves of every attempt then
     continue in one place.
     """
-    return _join(checkpoint_dir, TENSORBOARD) if checkpoint_dir else ""
+    return fileio.join(checkpoint_dir, TENSORBOARD) if checkpoint_dir else ""
 
 
 def diagnostics_path(cfg: TrainConfig, cluster: Cluster, kind: str) -> str:
@@ -92,7 +61,16 @@ def diagnostics_path(cfg: TrainConfig, cluster: Cluster, kind: str) -> str:
     that the dump of a stuck non-chief worker survives its pod too.
     """
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return _join(cfg.checkpoint_dir, f"diagnostics/{kind}-{cluster.name}-{stamp}.txt")
+    return fileio.join(cfg.checkpoint_dir, f"diagnostics/{kind}-{cluster.name}-{stamp}.txt")
+
+
+def has_diagnostics(checkpoint_dir: str, kind: str, since: float) -> bool:
+    """Whether any worker wrote a ``kind`` diagnostic (see diagnostics_path) since ``since``."""
+    fs = fileio.gfile()
+    for path in fs.glob(fileio.join(checkpoint_dir, f"diagnostics/{kind}-*")):
+        if fs.stat(path).mtime_nsec / 1e9 >= since:
+            return True
+    return False
 
 
 def check_fatal_marker(cfg: TrainConfig) -> None:
@@ -101,12 +79,12 @@ def check_fatal_marker(cfg: TrainConfig) -> None:
     KFP retries every failure; without this a bad config would spend each retry
     re-reading data and building a model only to fail the same way again.
     """
-    marker = _read_json(_join(cfg.checkpoint_dir, FATAL_MARKER))
+    marker = fileio.read_json(fileio.join(cfg.checkpoint_dir, FATAL_MARKER))
     if marker and marker.get("fingerprint") == cfg.fingerprint():
         raise TrainerExit(
             int(marker.get("exit_code", FATAL_CONFIG)),
             f"a previous attempt of this config failed fatally: {marker.get('error')} "
-            f"(fix the config, or delete {_join(cfg.checkpoint_dir, FATAL_MARKER)})",
+            f"(fix the config, or delete {fileio.join(cfg.checkpoint_dir, FATAL_MARKER)})",
         )
 
 
@@ -115,8 +93,8 @@ def record_fatal(cfg: TrainConfig, cluster: Cluster, error: str, code: int) -> N
     if not cluster.is_chief or not cfg.checkpoint_dir:
         return
     try:
-        _write_json(
-            _join(cfg.checkpoint_dir, FATAL_MARKER),
+        fileio.write_json(
+            fileio.join(cfg.checkpoint_dir, FATAL_MARKER),
             {
                 "fingerprint": cfg.fingerprint(),
                 "error": error,
@@ -134,8 +112,8 @@ def check_run_config(cfg: TrainConfig, cluster: Cluster) -> None:
     Raises:
         ConfigError: naming each field that differs from the stored run.
     """
-    path = _join(cfg.checkpoint_dir, RUN_CONFIG)
-    stored = _read_json(path)
+    path = fileio.join(cfg.checkpoint_dir, RUN_CONFIG)
+    stored = fileio.read_json(path)
     if stored is not None:
         old = stored.get("compatibility", {})
         new = cfg.compatibility()
@@ -149,7 +127,7 @@ def check_run_config(cfg: TrainConfig, cluster: Cluster) -> None:
         if changed:
             log.warning("resuming with changed settings: %s", ", ".join(sorted(changed)))
     if cluster.is_chief:
-        _write_json(path, {"compatibility": cfg.compatibility(), "config": cfg.to_dict()})
+        fileio.write_json(path, {"compatibility": cfg.compatibility(), "config": cfg.to_dict()})
 
 
 def list_checkpoints(directory: str) -> list[tuple[int, str]]:
@@ -158,14 +136,14 @@ def list_checkpoints(directory: str) -> list[tuple[int, str]]:
     Reads the files themselves rather than only the ``checkpoint`` state file,
     which can be stale or truncated by a kill during a save.
     """
-    gfile = _gfile()
+    gfile = fileio.gfile()
     if not gfile.isdir(directory):
         return []
     found = {}
     for name in gfile.listdir(directory):
         m = _CKPT_RE.match(name)
         if m:
-            found[int(m.group(1))] = _join(directory, name[: -len(".index")])
+            found[int(m.group(1))] = fileio.join(directory, name[: -len(".index")])
     return sorted(found.items(), reverse=True)
 
 
@@ -254,12 +232,12 @@ class CheckpointStore:
     def _quarantine(self, prefix: str) -> None:
         if not self.cluster.is_chief:
             return
-        gfile = _gfile()
-        qdir = _join(self.real_dir, "quarantine")
+        gfile = fileio.gfile()
+        qdir = fileio.join(self.real_dir, "quarantine")
         try:
             gfile.makedirs(qdir)
             for path in gfile.glob(f"{prefix}.*"):
-                gfile.rename(path, _join(qdir, path.rsplit("/", 1)[-1]), overwrite=True)
+                gfile.rename(path, fileio.join(qdir, path.rsplit("/", 1)[-1]), overwrite=True)
         except Exception as e:  # noqa: BLE001 - quarantine is an optimisation
             log.warning("could not move %s aside: %s", prefix, e)
 
@@ -298,7 +276,7 @@ class CheckpointStore:
         else:
             path = self.manager.save(checkpoint_number=step, options=self._async)
         self.last_save_seconds = time.perf_counter() - start
-        return _join(self.real_dir, path.rsplit("/", 1)[-1])
+        return fileio.join(self.real_dir, path.rsplit("/", 1)[-1])
 
     def wait(self) -> None:
         """Blocks until a background save has written its files."""
@@ -307,5 +285,5 @@ class CheckpointStore:
     def close(self) -> None:
         """Finishes a background save; removes a worker's temporary directory."""
         self.wait()
-        if not self.cluster.is_chief and _gfile().exists(self.write_dir):
-            _gfile().rmtree(self.write_dir)
+        if not self.cluster.is_chief and fileio.gfile().exists(self.write_dir):
+            fileio.gfile().rmtree(self.write_dir)

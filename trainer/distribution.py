@@ -23,7 +23,6 @@ class Cluster:
     task_id: int
     num_workers: int  # all training tasks, chief included
     is_chief: bool
-    raw_tf_config: dict | None = None
 
     @property
     def name(self) -> str:
@@ -63,7 +62,13 @@ def read_cluster(environ: dict | None = None) -> Cluster:
         is_chief = not cluster.get("chief") and task_id == 0
     else:
         raise ValueError(f"TF_CONFIG task type {task_type!r} is not a training task")
-    return Cluster(task_type, task_id, max(num_workers, 1), is_chief, tf_config)
+    return Cluster(task_type, task_id, max(num_workers, 1), is_chief)
+
+
+def in_cluster(environ: dict | None = None) -> bool:
+    """Whether a cluster spec is set (this process is one of several replicas)."""
+    env = os.environ if environ is None else environ
+    return bool(env.get("TF_CONFIG", "").strip())
 
 
 def default_dirs(environ: dict | None = None) -> dict[str, str]:

@@ -9,42 +9,20 @@ record from the last progress it saw.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
+
+from trainer import checkpointing, fileio, preemption
 
 log = logging.getLogger(__name__)
 
 LEDGER = "attempts.json"
-# How an attempt ended, by exit code (see trainer.preemption).
-OUTCOMES = {
-    0: "success",
-    64: "fatal_config",
-    65: "nan",
-    143: "preempted",
-    170: "worker_lost",
-    171: "hang",
-}
-
-
-def _gfile():
-    import tensorflow as tf
-
-    return tf.io.gfile
 
 
 def read(checkpoint_dir: str) -> list[dict]:
     """The records in ``checkpoint_dir`` (empty when there is no ledger)."""
-    path = f"{checkpoint_dir.rstrip('/')}/{LEDGER}"
-    gfile = _gfile()
-    if not gfile.exists(path):
-        return []
-    try:
-        with gfile.GFile(path) as f:
-            return json.load(f).get("attempts", [])
-    except (ValueError, OSError) as e:
-        log.warning("ignoring unreadable ledger %s (%s)", path, e)
-        return []
+    data = fileio.read_json(fileio.join(checkpoint_dir, LEDGER))
+    return (data or {}).get("attempts", [])
 
 
 def totals(records: list[dict]) -> dict:
@@ -78,7 +56,7 @@ class Ledger:
         on_demand_price_per_hour: float = 0.0,
         min_interval_s: float = 2.0,
     ):
-        self.path = f"{checkpoint_dir.rstrip('/')}/{LEDGER}"
+        self.path = fileio.join(checkpoint_dir, LEDGER)
         self.dir = checkpoint_dir
         self.enabled = enabled and bool(checkpoint_dir)
         self.workers = workers
@@ -132,11 +110,7 @@ class Ledger:
 
     def _hang_dump_since(self, started: float) -> bool:
         """Whether the watchdog supervisor left a stack dump during that attempt."""
-        gfile = _gfile()
-        for path in gfile.glob(f"{self.dir.rstrip('/')}/diagnostics/hang-*"):
-            if gfile.stat(path).mtime_nsec / 1e9 >= started:
-                return True
-        return False
+        return checkpointing.has_diagnostics(self.dir, "hang", since=started)
 
     def set_start(self, step: int) -> None:
         """Corrects this attempt's start step once the checkpoint is actually restored."""
@@ -168,12 +142,13 @@ class Ledger:
         if self.current is None:  # failed before training began (e.g. bad config)
             self.begin(start_step=0)
         rec = self.current
-        rec["outcome"] = OUTCOMES.get(code, f"exit_{code}")
+        rec["outcome"] = preemption.outcome(code)
         rec["exit_code"] = code
         if message:
             rec["message"] = message
         # A clean exit saves at its last step; a NaN stop leaves the last good save.
-        rec["steps_lost"] = 0 if code in (0, 143) else rec["last_step"] - rec["saved_step"]
+        clean = code in (preemption.OK, preemption.PREEMPTED)
+        rec["steps_lost"] = 0 if clean else rec["last_step"] - rec["saved_step"]
         self._close_times(rec, time.time())
         self._write(force=True)
         return rec
@@ -192,13 +167,9 @@ class Ledger:
             return
         if self.current is not None:
             self.current["updated"] = time.time()
-        gfile = _gfile()
         try:
-            gfile.makedirs(self.dir)
-            tmp = f"{self.path}.tmp"
-            with gfile.GFile(tmp, "w") as f:
-                json.dump({"attempts": self.records, "totals": totals(self.records)}, f, indent=2)
-            gfile.rename(tmp, self.path, overwrite=True)
+            data = {"attempts": self.records, "totals": totals(self.records)}
+            fileio.write_json(self.path, data, sort_keys=False)
             self._last_write = now
         except Exception as e:  # noqa: BLE001 - the ledger must never stop training
             log.warning("could not write the attempt ledger %s: %s", self.path, e)

@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 
 OK = 0
 FATAL_CONFIG = 64
@@ -34,15 +35,62 @@ HUNG = 171
 
 _PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
-RETRYABLE = frozenset({PREEMPTED, PEER_LOST, HUNG})
-FATAL = frozenset({FATAL_CONFIG, FATAL_NAN})
+# Codes from here up mean "another attempt may help" (128 + N: killed by signal N).
+RETRYABLE_MIN = 128
+
+
+@dataclass(frozen=True)
+class ExitCode:
+    """One row of the exit-code contract."""
+
+    code: int
+    outcome: str  # how the attempt ledger names an attempt that ended so
+    meaning: str  # the one line the component logs for it
+    retryable: bool
+
+
+# The one table: the trainer's exits, the components' messages and the ledger's
+# outcomes all read it (README "Exit codes" is its prose).
+EXIT_CODES = {
+    row.code: row
+    for row in (
+        ExitCode(OK, "success", "success", False),
+        ExitCode(
+            FATAL_CONFIG,
+            "fatal_config",
+            "fatal configuration error (bad input or incompatible checkpoint; "
+            "retrying is pointless)",
+            False,
+        ),
+        ExitCode(FATAL_NAN, "nan", "fatal: the loss became NaN", False),
+        ExitCode(PREEMPTED, "preempted", "preempted (SIGTERM) after a clean save: retryable", True),
+        ExitCode(PEER_LOST, "worker_lost", "a peer worker was lost: retryable", True),
+        ExitCode(HUNG, "hang", "hung (watchdog): retryable", True),
+    )
+}
+RETRYABLE = frozenset(c for c, row in EXIT_CODES.items() if row.retryable)
+FATAL = frozenset(c for c, row in EXIT_CODES.items() if c and not row.retryable)
 
 log = logging.getLogger(__name__)
 
 
 def is_retryable(code: int) -> bool:
     """True for exit codes another attempt may fix (anything killed by a signal too)."""
-    return code in RETRYABLE or code >= 128 or code < 0
+    return code in RETRYABLE or code >= RETRYABLE_MIN or code < 0
+
+
+def describe(code: int) -> str:
+    """A one-line meaning of an exit code (or of a negative Popen return code)."""
+    if code in EXIT_CODES:
+        return EXIT_CODES[code].meaning
+    if code < 0:
+        return f"killed by signal {-code}: retryable"
+    return "retryable" if code >= RETRYABLE_MIN else "failed"
+
+
+def outcome(code: int) -> str:
+    """The attempt ledger's name for an attempt that exited with ``code``."""
+    return EXIT_CODES[code].outcome if code in EXIT_CODES else f"exit_{code}"
 
 
 class TrainerExit(Exception):

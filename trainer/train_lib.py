@@ -13,10 +13,9 @@ import collections
 import json
 import logging
 import math
-import os
 import time
 
-from trainer import checkpointing, config, data, distribution, preemption
+from trainer import checkpointing, config, data, distribution, fileio, preemption
 from trainer import ledger as ledger_lib
 from trainer import model as model_lib
 from trainer import watchdog as watchdog_lib
@@ -81,14 +80,6 @@ def _expected_replicas(cluster: distribution.Cluster) -> int:
 
     # Listing devices does not initialise the runtime, so MWMS can still be created.
     return cluster.num_workers * max(1, len(tf.config.list_physical_devices("GPU")))
-
-
-def _write_summary(path: str, summary: dict) -> None:
-    import tensorflow as tf
-
-    tf.io.gfile.makedirs(os.path.dirname(path))
-    with tf.io.gfile.GFile(path, "w") as f:
-        json.dump(summary, f, indent=2, sort_keys=True)
 
 
 class Trainer:
@@ -415,7 +406,7 @@ class Trainer:
             **metrics,
         }
         if self.cluster.is_chief:
-            _write_summary(f"{model_dir}/training_summary.json", summary)
+            fileio.write_json(f"{model_dir}/training_summary.json", summary)
             if self.writer:
                 with self.writer.as_default(step=final_step):
                     for key in ("val_loss", "val_accuracy"):

@@ -100,19 +100,6 @@ def py_spy_dump(pid: int, timeout_s: float = 30.0) -> str | None:
     return None
 
 
-def write_text(path: str, text: str) -> None:
-    """Writes a local, /gcs/ FUSE or gs:// file (the supervisor does not load TensorFlow)."""
-    if path.startswith("gs://"):
-        from google.cloud import storage
-
-        bucket, _, name = path[5:].partition("/")
-        storage.Client().bucket(bucket).blob(name).upload_from_string(text)
-        return
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
-
-
 class Supervisor:
     """Runs the trainer as a child process and watches its heartbeat."""
 
@@ -209,7 +196,9 @@ class Supervisor:
         child.wait()
         if self.dump_path:
             try:
-                write_text(self.dump_path, report)
+                from trainer import fileio
+
+                fileio.write_text(self.dump_path, report)
                 log.error("stack dump written to %s; exiting %d (retryable)", self.dump_path, HUNG)
             except Exception as e:  # noqa: BLE001 - exiting matters more than the file
                 log.error("could not write %s: %s", self.dump_path, e)

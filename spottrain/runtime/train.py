@@ -16,20 +16,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from trainer import preemption
+
 log = logging.getLogger(__name__)
 
-# Mirrors the exit codes of ``trainer.preemption`` (the trainer's contract).
-# Codes >= 128 are retryable: another attempt resumes from the checkpoint.
-EXIT_CODES = {
-    0: "success",
-    64: "fatal configuration error (bad input or incompatible checkpoint; retrying is pointless)",
-    65: "fatal: the loss became NaN",
-    143: "preempted (SIGTERM) after a clean save: retryable",
-    170: "a peer worker was lost: retryable",
-    171: "hung (watchdog): retryable",
-}
-RETRYABLE_MIN = 128
-FATAL_CONFIG = 64
+# The exit-code contract is trainer.preemption's table; re-exported for the components.
+RETRYABLE_MIN = preemption.RETRYABLE_MIN
+FATAL_CONFIG = preemption.FATAL_CONFIG
+describe_exit = preemption.describe
 
 SUMMARY_FILE = "training_summary.json"
 # Metadata key a ``gcs_copy`` output uses when the files live elsewhere (its ``dst``).
@@ -45,15 +39,6 @@ class TrainFailed(SystemExit):
 
     def __str__(self) -> str:
         return self.message
-
-
-def describe_exit(code: int) -> str:
-    """Returns a one-line meaning of a trainer exit code."""
-    if code in EXIT_CODES:
-        return EXIT_CODES[code]
-    if code < 0:
-        return f"killed by signal {-code}: retryable"
-    return "retryable" if code >= RETRYABLE_MIN else "failed"
 
 
 def data_location(path: str, metadata: Mapping[str, Any] | None) -> str:
@@ -120,16 +105,11 @@ def launcher_argv(
 
 
 def is_chief(tf_config: str | None = None) -> bool:
-    """Whether this replica writes the outputs (MWMS: the chief, else worker 0)."""
-    raw = os.environ.get("TF_CONFIG", "") if tf_config is None else tf_config
-    if not raw:
-        return True
-    config = json.loads(raw)
-    task = config.get("task") or {}
-    kind, index = task.get("type", "chief"), int(task.get("index", 0))
-    if kind == "chief":
-        return True
-    return kind == "worker" and index == 0 and "chief" not in (config.get("cluster") or {})
+    """Whether this replica writes the outputs (``trainer.distribution`` decides)."""
+    from trainer import distribution
+
+    environ = None if tf_config is None else {"TF_CONFIG": tf_config}
+    return distribution.read_cluster(environ).is_chief
 
 
 def check_gpus(expected: int) -> None:
@@ -310,6 +290,7 @@ def run_component(*, data, model, metrics, attempts=None, **kwargs: Any) -> None
         attempts: The ``Output[Markdown]`` for the attempt ledger table.
         **kwargs: The remaining component inputs, passed to :func:`train`.
     """
+    from trainer import distribution
     from trainer.stdio import survive_broken_pipes
 
     # KFP's launcher owns this process's stdout pipe and dies first on a preemption.
@@ -323,7 +304,7 @@ def run_component(*, data, model, metrics, attempts=None, **kwargs: Any) -> None
     except TrainFailed as err:
         # SystemExit with an int code exits silently: say why before KFP sees the code.
         log.error("%s", err.message)
-        if os.environ.get("TF_CONFIG") and launcher_argv_is_none(kwargs):
+        if distribution.in_cluster() and launcher_argv_is_none(kwargs):
             # The trainer ran in this process as one MWMS replica: a normal shutdown
             # would wait at the coordination service's barrier for peers that are gone.
             logging.shutdown()
