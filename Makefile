@@ -11,12 +11,12 @@ OUT ?= out
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-venv: $(STAMP) ## Create .venv and install the package with test extras
+venv: $(STAMP) ## Create .venv and install the package with pipeline-authoring and test extras
 
 $(STAMP): setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[pipelines,test]'
 	@touch $(STAMP)
 
 test: venv ## Run the whole test suite (what CI runs)

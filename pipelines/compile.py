@@ -6,6 +6,7 @@ committed file differs from what this module renders (the drift check).
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -96,11 +97,22 @@ def render_all(image: str = IMAGE) -> dict[Path, str]:
     return out
 
 
+# The SDK stamps its own version into every file. setup.py allows any kfp 2.x, so
+# a new kfp release must not by itself make the committed YAML "stale" (KFP's own
+# read/write tests ignore the field the same way).
+_SDK_VERSION = re.compile(r"^sdkVersion: .*$", re.M)
+
+
+def same_yaml(committed: str, fresh: str) -> bool:
+    """Whether two compiled files agree, whichever kfp SDK version stamped them."""
+    return _SDK_VERSION.sub("", committed) == _SDK_VERSION.sub("", fresh)
+
+
 def write_all(image: str = IMAGE) -> list[Path]:
     """Writes the YAML files that changed; returns their paths."""
     changed = []
     for path, text in render_all(image).items():
-        if not path.exists() or path.read_text() != text:
+        if not path.exists() or not same_yaml(path.read_text(), text):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             changed.append(path)
@@ -109,4 +121,8 @@ def write_all(image: str = IMAGE) -> list[Path]:
 
 def drift(image: str = IMAGE) -> list[Path]:
     """The committed YAML files that differ from a fresh compile."""
-    return [p for p, text in render_all(image).items() if not p.exists() or p.read_text() != text]
+    return [
+        p
+        for p, text in render_all(image).items()
+        if not p.exists() or not same_yaml(p.read_text(), text)
+    ]

@@ -2,7 +2,7 @@
 
 Preemption is a task failure to KFP: the train task's retry policy starts a new
 pod, and the trainer resumes from the last checkpoint in ``checkpoint_dir``. The
-copies are separate idempotent steps (the seed's refactoring), so a retried
+copies are separate idempotent steps, so a retried
 train step never re-copies an initial checkpoint over newer ones.
 
 It is compiled once per pool kind (``preemptible`` and ``spot``: GKE labels and
@@ -94,7 +94,7 @@ def build(
     """Builds the preemptible pipeline for a compile-time placement.
 
     Args:
-        train_placement: Where training runs; default ``Placement()`` (the seed's
+        train_placement: Where training runs; default ``Placement()`` (the
             preemptible pool, 1 T4, 48G, 5 retries with exponential backoff).
         copy_placement: Where the copies (and the fall-back's CPU decision) run;
             default ``COPY_PLACEMENT`` tolerating the training's pool.

@@ -51,8 +51,8 @@ def _machine(spec: Mapping[str, Any]) -> tuple[str, int]:
 def check_worker_pools(specs: Iterable[Mapping[str, Any]]) -> None:
     """MWMS needs the same accelerator type and count in the chief and worker pools.
 
-    With unequal pools the strategy blocks forever creating mirrored variables (the
-    seeds' deadlock): no error, no log, a bill.
+    With unequal pools the strategy blocks forever creating mirrored variables: no
+    error, no log, a bill.
     """
     pools = [
         (i, _machine(spec))

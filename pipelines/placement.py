@@ -78,7 +78,8 @@ class Taint:
         return f"{self.key}={self.value}:{self.effect}"
 
 
-# The seed's taint for a preemptible GPU pool, and GKE's documented one for spot pools.
+# The taint our preemptible GPU pools carry (so that only tasks that tolerate
+# preemption land there), and GKE's documented one for spot pools.
 PREEMPTIBLE_TAINT = Taint("preemptible", "true")
 SPOT_TAINT = Taint("cloud.google.com/gke-spot", "true")
 DEFAULT_TAINTS = {"preemptible": PREEMPTIBLE_TAINT, "spot": SPOT_TAINT}
@@ -93,7 +94,7 @@ class Placement:
     """Scheduling for one task on GKE.
 
     Attributes:
-        pool: ``preemptible`` (the seed's pool), ``spot`` or ``on-demand``.
+        pool: ``preemptible`` (the default), ``spot`` or ``on-demand``.
         gpu_type: GKE accelerator name (the ``cloud.google.com/gke-accelerator`` label).
         gpu_count: GPUs per task; 0 runs on CPU and skips the accelerator selector.
         memory_limit: Kubernetes quantity, e.g. ``48G``; empty sets none.

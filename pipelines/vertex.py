@@ -42,8 +42,8 @@ class VertexTraining:
         accelerator_count: GPUs per replica.
         replica_count: Chief plus workers (MWMS over machines).
         strategy: ``SPOT`` (preemptible, cheap), ``STANDARD`` or ``FLEX_START``.
-        timeout: Maximum job run time, e.g. ``86400s``: a hung job (the seeds'
-            MWMS deadlock) is cancelled instead of billed forever. Required.
+        timeout: Maximum job run time, e.g. ``86400s``: a hung job (an MWMS
+            deadlock on unequal GPUs) is cancelled instead of billed forever. Required.
         enable_web_access: Interactive shell into the replicas (py-spy dump a hang).
         restart_job_on_worker_restart: Restart all replicas when one restarts, so
             MWMS never waits on a peer that came back with a fresh state.

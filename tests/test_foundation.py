@@ -36,6 +36,24 @@ def test_wheel_installs_only_trainer_and_spottrain(tmp_path):
     # The compiled component YAMLs travel with the package.
     assert "spottrain/components/train/component.yaml" in names
     assert "trainer/task.py" in names and "spottrain/pipelines/__init__.py" in names
+    # The image (`pip install .`) gets the runtime only; authoring tools are an extra.
+    (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    requires = [
+        ln.split(":", 1)[1].strip()
+        for ln in zipfile.ZipFile(wheel).read(meta).decode().splitlines()
+        if ln.startswith("Requires-Dist:")
+    ]
+    base = {r.split(";")[0].split("<")[0].split(">")[0].strip() for r in requires if ";" not in r}
+    assert {"tensorflow", "kfp", "google-cloud-storage"} <= base
+    assert not base & {
+        "google-cloud-pipeline-components",
+        "google-cloud-aiplatform",
+        "kfp-kubernetes",
+    }
+    assert any(
+        r.startswith("google-cloud-pipeline-components") and 'extra == "pipelines"' in r
+        for r in requires
+    )
 
 
 def test_dockerfile_tf_matches_setup_py():

@@ -1,5 +1,7 @@
 """Compiled pipelines, parsed into the real protos: placement, retries, Vertex job specs."""
 
+import re
+
 import pytest
 import yaml
 from argo_retry_model import HOUR, ArgoError, run, strategy_from_task
@@ -387,3 +389,18 @@ def test_drift_check_notices_an_edit(tmp_path, monkeypatch):
     assert len(comp.write_all()) == 10  # 5 components, 4 GKE variants, Vertex
     (tmp_path / comp.GKE_YAML).write_text("edited")
     assert comp.drift() == [tmp_path / comp.GKE_YAML]
+
+
+def test_drift_check_ignores_only_the_sdk_version_stamp(tmp_path, monkeypatch):
+    monkeypatch.setattr(comp, "COMPILED_DIR", tmp_path)
+    monkeypatch.setattr(comp, "COMPONENTS_DIR", tmp_path / "components")
+    comp.write_all()
+    path = tmp_path / comp.VERTEX_YAML
+    text = path.read_text()
+    assert "\nsdkVersion: kfp-" in text
+    # A newer kfp release stamps another version: not drift.
+    path.write_text(re.sub(r"sdkVersion: kfp-\S+", "sdkVersion: kfp-2.99.0", text))
+    assert comp.drift() == []
+    # Anything else is.
+    path.write_text(text.replace("spottrain-vertex", "spottrain-vertex-edited", 1))
+    assert comp.drift() == [path]

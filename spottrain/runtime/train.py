@@ -116,7 +116,7 @@ def check_gpus(expected: int) -> None:
     """Fails fast when the task was placed for GPUs but TensorFlow cannot use them.
 
     A CPU-only image or TF build on a GPU node trains anyway, just tens of times
-    slower and at GPU prices; refusing is cheaper (the seeds' tip 1).
+    slower and at GPU prices; refusing is cheaper.
 
     Raises:
         TrainFailed: with the non-retryable config exit code.
