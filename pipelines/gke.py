@@ -141,7 +141,6 @@ def build(
         mixed_precision: bool = False,
         tensorboard_dir: str = "",
         local_workers: int = 1,
-        preempt_at_step: int = 0,
     ) -> Outputs:
         """Copies inputs, then trains on preemptible GPUs with checkpointed retries.
 
@@ -160,7 +159,6 @@ def build(
             mixed_precision: Use mixed float16.
             tensorboard_dir: TensorBoard log folder; empty for none.
             local_workers: Worker processes per node (MWMS over localhost).
-            preempt_at_step: Chaos test: preempt once when passing this step; 0 = off.
         """
         hyper = dict(
             checkpoint_dir=checkpoint_dir,
@@ -193,7 +191,6 @@ def build(
             )
             trained = train(
                 data=data.outputs["copied"],
-                preempt_at_step=preempt_at_step,
                 expect_gpus=expect_gpus,
                 **hyper,
             ).after(seed)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 import time
@@ -162,6 +163,7 @@ def run_local(
     from spottrain.gcs_emulator import FakeGcs
     from spottrain.pipelines import compile as comp
     from spottrain.pipelines import gke, guards
+    from spottrain.runtime import train as train_rt
 
     started = time.monotonic()
     out = Path(out).resolve()
@@ -173,7 +175,6 @@ def run_local(
         "data_src": f"gs://{BUCKET}/digits",
         "checkpoint_dir": str(checkpoints),
         "local_workers": 2 if workers is None else workers,
-        "preempt_at_step": DEFAULT_PREEMPT_AT if preempt_at_step is None else preempt_at_step,
         **({"train_steps": train_steps} if train_steps else {}),
         **overrides,
     }
@@ -200,6 +201,10 @@ def run_local(
     root_logger.setLevel(min(old_level or logging.INFO, logging.INFO))
     root_logger.addFilter(counter)
     result = LocalResult(out=out, ok=False, seconds=0.0, params=params)
+    chaos = DEFAULT_PREEMPT_AT if preempt_at_step is None else preempt_at_step
+    saved_env = os.environ.get(train_rt.CHAOS_PREEMPT_ENV)
+    # kfp.local's subprocesses inherit this environment: the train task reads it.
+    os.environ[train_rt.CHAOS_PREEMPT_ENV] = str(chaos)
     try:
         with FakeGcs() as gcs:
             _stage(f"fake-gcs-server at {gcs.host}: uploading {n} images to {params['data_src']}")
@@ -208,7 +213,7 @@ def run_local(
             _stage(
                 "running the preemptible pipeline under kfp.local "
                 f"({params['local_workers']} workers, preemption at step "
-                f"{params['preempt_at_step'] or 'never'})"
+                f"{chaos or 'never'})"
             )
             kfp.local.init(
                 runner=kfp.local.SubprocessRunner(use_venv=False),
@@ -227,6 +232,10 @@ def run_local(
     finally:
         root_logger.removeFilter(counter)
         root_logger.setLevel(old_level)
+        if saved_env is None:
+            os.environ.pop(train_rt.CHAOS_PREEMPT_ENV, None)
+        else:
+            os.environ[train_rt.CHAOS_PREEMPT_ENV] = saved_env
     result.retries = counter.retries
     result.failed_tasks = sorted(counter.failed)
     result.seconds = time.monotonic() - started

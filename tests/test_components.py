@@ -195,3 +195,16 @@ def test_fallback_decision_component_from_its_yaml(kfp_local):
     assert decide_op(status=status, checkpoint_dir=str(ckpt), train_steps=5).output == "resume"
     (ckpt / "FATAL.json").write_text('{"error": "bad backbone"}')
     assert decide_op(status=status, checkpoint_dir=str(ckpt), train_steps=5).output == "fatal"
+
+
+def test_chaos_preemption_comes_from_the_environment_not_a_signature():
+    from spottrain.components.train.component import train
+
+    assert "preempt_at_step" not in train.component_spec.inputs
+    env = rt.CHAOS_PREEMPT_ENV
+    assert rt.chaos_preempt_at_step({}) == 0
+    assert rt.chaos_preempt_at_step({env: "25"}) == 25
+    for bad in ("-3", "soon"):
+        with pytest.raises(rt.TrainFailed) as err:
+            rt.chaos_preempt_at_step({env: bad})
+        assert err.value.code == rt.FATAL_CONFIG and repr(bad) in str(err.value)

@@ -24,7 +24,6 @@ def train(
     tensorboard_dir: str = "",
     extra_args: list = [],  # noqa: B006 - KFP needs a literal default, never mutated
     local_workers: int = 1,
-    preempt_at_step: int = 0,
     expect_gpus: int = 0,
 ):
     """Trains an image classifier, resuming from checkpoint_dir; exits 143 when preempted.
@@ -49,7 +48,6 @@ def train(
             (Vertex), else <checkpoint_dir>/tensorboard.
         extra_args: More trainer.task flags, e.g. ["--warmup-steps", "100"].
         local_workers: Worker processes on this node (MWMS over 127.0.0.1); 1 runs in-process.
-        preempt_at_step: Chaos test: SIGTERM the workers when the run passes this step; 0 = off.
         expect_gpus: GPUs this task was placed with; fails fast when TensorFlow sees fewer.
     """
     from spottrain.runtime.train import run_component
@@ -71,6 +69,5 @@ def train(
         tensorboard_dir=tensorboard_dir,
         extra_args=extra_args,
         local_workers=local_workers,
-        preempt_at_step=preempt_at_step,
         expect_gpus=expect_gpus,
     )

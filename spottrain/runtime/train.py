@@ -25,6 +25,11 @@ RETRYABLE_MIN = preemption.RETRYABLE_MIN
 FATAL_CONFIG = preemption.FATAL_CONFIG
 describe_exit = preemption.describe
 
+# Chaos for demos and tests (make run injects one preemption this way): SIGTERM the
+# workers once when a run that started at step 0 passes this step. An environment
+# variable, not a component input, so that no user-facing signature carries it.
+CHAOS_PREEMPT_ENV = "SPOTTRAIN_CHAOS_PREEMPT_AT_STEP"
+
 SUMMARY_FILE = "training_summary.json"
 # Metadata key a ``gcs_copy`` output uses when the files live elsewhere (its ``dst``).
 LOCATION_KEY = "location"
@@ -229,6 +234,20 @@ def train(
     return read_summary(model_dir)
 
 
+def chaos_preempt_at_step(environ: Mapping[str, str] | None = None) -> int:
+    """The injected preemption step from ``CHAOS_PREEMPT_ENV`` (0: none)."""
+    raw = (os.environ if environ is None else environ).get(CHAOS_PREEMPT_ENV, "").strip()
+    try:
+        step = int(raw or 0)
+    except ValueError:
+        step = -1
+    if step < 0:
+        raise TrainFailed(
+            FATAL_CONFIG, f"{CHAOS_PREEMPT_ENV}={raw!r}: expected a step number >= 0 (0 = off)"
+        )
+    return step
+
+
 def launcher_argv_is_none(kwargs: Mapping[str, Any]) -> bool:
     """Whether these component inputs run the trainer in-process (no local launcher)."""
     return kwargs.get("local_workers", 1) == 1 and not kwargs.get("preempt_at_step", 0)
@@ -298,6 +317,7 @@ def run_component(*, data, model, metrics, attempts=None, **kwargs: Any) -> None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     os.makedirs(model.path, exist_ok=True)
     try:
+        kwargs["preempt_at_step"] = chaos_preempt_at_step()
         summary = train(
             data_dir=data_location(data.path, data.metadata), model_dir=model.path, **kwargs
         )
