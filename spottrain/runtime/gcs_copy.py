@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 MANIFEST = "copy_summary.json"
 
 
-def copy(
+def copy_and_record(
     src: str,
     dst: str,
     out_path: str,
@@ -82,7 +82,7 @@ def run_component(*, copied, src: str, dst: str, metrics=None, **kwargs: Any) ->
         **kwargs: ``no_clobber``, ``workers``, ``allow_empty``, ``dry_run``.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    summary = copy(src, dst, copied.path, **kwargs)
+    summary = copy_and_record(src, dst, copied.path, **kwargs)
     if not dst:
         # Downstream reads the artifact's own path; a recorded location would be the
         # executor's local path, meaningless on another node.

@@ -1,0 +1,123 @@
+"""What is where: the files under SRC, the destination root and what is already there."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+
+from spottrain.gcs_copy.local_files import _is_temp, _list_local, _try_remove_unlocked
+from spottrain.gcs_copy.locations import _check_overlap, _Entry
+from spottrain.gcs_copy.results import CopyError
+
+# One logger for the whole package, named after it, so that configuring
+# ``spottrain.gcs_copy`` covers every module.
+log = logging.getLogger(__package__)
+
+
+class _Listing:
+    """The copy job's first step: find the source files and the destination's state.
+
+    A mixin of ``planner._Copy``: it reads the job's ``src``, ``dst`` and ``dry_run``,
+    sets ``single``, ``dst_root``, ``existing`` and ``_dst_real_root``, and lists GCS
+    through the job's ``_GcsIO`` methods.
+    """
+
+    def _resolve(self, allow_empty: bool) -> dict[str, _Entry]:
+        """Lists source and destination; sets the destination root and index."""
+        src, dst = self.src, self.dst
+        _check_overlap(src, dst)
+        single_name: str | None = None  # the source's base name in single-file mode
+        if src.is_gcs:
+            prefix = src.dir_prefix
+            sources, markers = self._list_gcs(src, prefix)
+            if not sources and src.path and not src.path.endswith("/"):
+                one = self._get_gcs(src, src.path)
+                if one is not None:
+                    sources, single_name = {one.rel: one}, one.rel
+            if not sources and not allow_empty:
+                if markers:
+                    raise CopyError(
+                        f"source is empty: {src.url(prefix)} (pass --allow-empty to copy nothing)"
+                    )
+                raise CopyError(
+                    f"source not found: {src.url()} (no such object and nothing under "
+                    f"{src.url(prefix)})"
+                )
+        else:
+            if not os.path.lexists(src.path):
+                raise CopyError(f"source not found: {src.path}")
+            if os.path.isfile(src.path):
+                if not os.access(src.path, os.R_OK):
+                    raise CopyError(f"permission denied reading {src.path}")
+                single_name = os.path.basename(src.path)
+                st = os.stat(src.path)
+                sources = {single_name: _Entry(single_name, st.st_size, stat=st)}
+            elif os.path.isdir(src.path):
+                if not os.access(src.path, os.R_OK | os.X_OK):
+                    raise CopyError(f"permission denied reading {src.path}")
+                sources, _ = _list_local(src.path)
+                if not sources and not allow_empty:
+                    raise CopyError(
+                        f"source is empty: {src.path} (pass --allow-empty to copy nothing)"
+                    )
+            else:
+                raise CopyError(f"source is not a file or directory: {src.path}")
+
+        self.single = single_name is not None
+        if self.single:
+            self._resolve_single_dst(sources, single_name)
+        elif dst.is_gcs:
+            self.dst_root = dst.dir_prefix
+            self.existing, _ = self._list_gcs(dst, self.dst_root)
+        else:
+            self.dst_root = dst.path
+            if os.path.lexists(dst.path) and not os.path.isdir(dst.path):
+                raise CopyError(f"destination is not a directory: {dst.path}")
+            if os.path.isdir(dst.path):
+                self.existing, temps = _list_local(dst.path)
+                self._remove_stale_temps(temps)
+        self._dst_real_root = "" if dst.is_gcs else os.path.realpath(self.dst_root)
+        return sources
+
+    def _resolve_single_dst(self, sources: dict[str, _Entry], name: str) -> None:
+        """Single-file mode: DST is the target, or a directory/prefix to put it in."""
+        dst = self.dst
+        entry = sources[name]
+        if dst.is_gcs:
+            into = not dst.path or dst.path.endswith("/")
+            target = dst.path + name if into else dst.path
+            self.dst_root, _, rel = target.rpartition("/")
+            self.dst_root += "/" if self.dst_root else ""
+            self._bucket_exists(dst)
+            found = self._get_gcs(dst, target)
+        else:
+            into = os.path.isdir(dst.path) or dst.raw.endswith(("/", os.sep))
+            target = os.path.join(dst.path, name) if into else dst.path
+            if os.path.isdir(target):
+                raise CopyError(f"destination is a directory: {target}")
+            self.dst_root, rel = os.path.split(target)
+            found = None
+            if os.path.isfile(target):
+                st = os.stat(target)
+                found = _Entry(rel, st.st_size, stat=st)
+            if os.path.isdir(self.dst_root):
+                self._remove_stale_temps(
+                    os.path.join(self.dst_root, n) for n in os.listdir(self.dst_root) if _is_temp(n)
+                )
+        if self.src.is_gcs is False and not dst.is_gcs:
+            if os.path.realpath(self.src.path) == os.path.realpath(target):
+                raise CopyError(f"source and destination are the same file: {target}")
+        # Re-key the entry by its destination name; the source path is kept in src.
+        entry.rel = rel
+        sources.clear()
+        sources[rel] = entry
+        self.existing = {rel: found} if found is not None else {}
+
+    def _remove_stale_temps(self, temps: Iterable[str]) -> None:
+        """Deletes temp files of dead copies (they hold no lock; live ones do)."""
+        for path in temps:
+            if self.dry_run:
+                log.info("would remove stale temp file %s", path)
+            elif _try_remove_unlocked(path):
+                log.info("removed stale temp file %s", path)
