@@ -53,10 +53,6 @@ class Analysis:
     findings: list[Finding]
     top_ops: list[OpTime]
 
-    def has(self, key: str) -> bool:
-        """Whether a finding with this key was made."""
-        return any(f.key == key for f in self.findings)
-
 
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
