@@ -24,6 +24,11 @@ FLAGS = [
     "--batch-size-per-replica", "16",
 ]  # fmt: skip
 INPUT_DELAY_MS = 40
+PROFILING_CLI = (sys.executable, "-m", "spottrain.profiling")
+# The same command line with the training pipeline slowed down (test-only script).
+INPUT_BOUND_CLI = (
+    sys.executable, str(Path(__file__).with_name("input_bound.py")), str(INPUT_DELAY_MS),
+)  # fmt: skip
 
 
 def has(analysis: profiling.Analysis, key: str) -> bool:
@@ -31,14 +36,15 @@ def has(analysis: profiling.Analysis, key: str) -> bool:
     return any(f.key == key for f in analysis.findings)
 
 
-def run_cli(tmp_path: Path, name: str, digits_dir: str, *extra: str) -> tuple[str, dict]:
+def run_cli(
+    tmp_path: Path, name: str, digits_dir: str, command: tuple[str, ...] = PROFILING_CLI
+) -> tuple[str, dict]:
     out = tmp_path / name
     cmd = [
-        sys.executable, "-m", "spottrain.profiling",
+        *command,
         "--logdir", str(out / "logs"),
         "--warmup-steps", "3", "--profile-steps", "12",
         "--report", str(out / "report.md"), "--metrics-json", str(out / "metrics.json"),
-        *extra,
         "--", "--image-dir", digits_dir, *FLAGS,
         # The real run's dirs: the profile must not touch them.
         "--checkpoint-dir", str(out / "real_ckpt"), "--model-dir", str(out / "real_model"),
@@ -54,7 +60,7 @@ def digits_runs(digits_dir, tmp_path_factory):
     """One healthy and one input-bound profile of the same digits training."""
     tmp = tmp_path_factory.mktemp("profiles")
     healthy = run_cli(tmp, "healthy", digits_dir)
-    slow = run_cli(tmp, "slow", digits_dir, "--input-delay-ms", str(INPUT_DELAY_MS))
+    slow = run_cli(tmp, "slow", digits_dir, INPUT_BOUND_CLI)
     return {"healthy": healthy, "slow": slow, "dir": tmp}
 
 

@@ -42,12 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", default="", help="Write the HTML report here.")
     p.add_argument("--metrics-json", default="", help="Write the metrics as JSON here.")
     p.add_argument(
-        "--input-delay-ms",
-        type=float,
-        default=0.0,
-        help="Slow the input pipeline down by this much per batch (tests, demos).",
-    )
-    p.add_argument(
         "--cloud-profiler",
         action="store_true",
         help="Also start Vertex AI's cloud_profiler plugin (custom jobs with a TensorBoard).",
@@ -92,7 +86,6 @@ def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print)
             warmup_steps=args.warmup_steps,
             profile_steps=args.profile_steps,
             bandwidth_gbps=args.bandwidth_gbps,
-            input_delay_ms=args.input_delay_ms,
             cloud_profiler=args.cloud_profiler,
         )
     except TrainerExit as e:

@@ -82,33 +82,6 @@ class _Window:
             tf.profiler.experimental.stop()
 
 
-def _slow_input(trainer, delay_ms: float) -> None:
-    """Adds a sleep per batch to the trainer's input pipeline (an input-bound demo/test).
-
-    A sequential map, like an unparallelised decode: the producer cannot run ahead
-    of the delay however deep the prefetch buffer is.
-    """
-    import numpy as np
-    import tensorflow as tf
-
-    original = trainer.pipelines.train_dataset
-    seconds = delay_ms / 1000
-
-    def _sleep():
-        time.sleep(seconds)
-        return np.int64(0)
-
-    def delayed(images, labels):
-        done = tf.numpy_function(_sleep, [], tf.int64, stateful=True)
-        with tf.control_dependencies([done]):
-            return tf.identity(images), tf.identity(labels)
-
-    def train_dataset(*args, **kwargs):
-        return original(*args, **kwargs).map(delayed).prefetch(tf.data.AUTOTUNE)
-
-    trainer.pipelines.train_dataset = train_dataset
-
-
 def _gpu_memory(accelerators: list[str]) -> tuple[int | None, int | None]:
     """(peak bytes on GPU:0 since the last reset, total bytes) where TF and nvidia-smi tell."""
     import tensorflow as tf
@@ -157,7 +130,6 @@ def profile(
     warmup_steps: int = DEFAULT_WARMUP_STEPS,
     profile_steps: int = DEFAULT_PROFILE_STEPS,
     bandwidth_gbps: float = DEFAULT_BANDWIDTH_GBPS,
-    input_delay_ms: float = 0.0,
     cloud_profiler: bool = False,
     environ: dict | None = None,
 ) -> ProfileResult:
@@ -173,7 +145,6 @@ def profile(
         warmup_steps: Steps before the window (tracing, autotuning, caches).
         profile_steps: Steps inside the window.
         bandwidth_gbps: Link bandwidth between replicas for the AllReduce estimate.
-        input_delay_ms: Sleep this long per batch in the input pipeline (tests, demos).
         cloud_profiler: Also start Vertex AI's profiler plugin (custom jobs only).
         environ: Environment for ``TF_CONFIG``/``AIP_*`` (default ``os.environ``).
 
@@ -181,7 +152,7 @@ def profile(
         The report, metrics and trace dir (chief), or ``is_chief=False``.
 
     Raises:
-        ValueError: bad window, bandwidth or delay.
+        ValueError: bad window or bandwidth.
         trainer.preemption.TrainerExit: the trainer's own errors (ConfigError: exit 64).
         ProfileError: the trace is missing.
     """
@@ -191,8 +162,6 @@ def profile(
         )
     if profile_steps < 1:
         raise ValueError(f"profile_steps={profile_steps} must be >= 1")
-    if input_delay_ms < 0:
-        raise ValueError(f"input_delay_ms={input_delay_ms} must be >= 0")
     allreduce_estimate_seconds(0, bandwidth_gbps)  # validates the bandwidth early
     if not logdir:
         raise ValueError("logdir is empty: pass --logdir or set AIP_TENSORBOARD_LOG_DIR")
@@ -218,8 +187,6 @@ def profile(
             cfg, cluster, index, ledger_lib.Ledger(cfg.checkpoint_dir, enabled=False)
         )
         trainer.build()
-        if input_delay_ms:
-            _slow_input(trainer, input_delay_ms)
         accelerators = [
             d.name.replace("/physical_device:", "")
             for kind in ("GPU", "TPU")
@@ -281,11 +248,6 @@ def profile(
             trace_dir=run_dir,
             logdir=logdir,
         )
-        if input_delay_ms:
-            run.notes.append(
-                f"The input pipeline was slowed down on purpose by {input_delay_ms:g} ms per "
-                "batch (input_delay_ms)."
-            )
         run.notes.append(
             "Times are measured with the profiler on, which adds some overhead to every step."
         )
