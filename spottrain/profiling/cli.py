@@ -13,6 +13,7 @@ from spottrain.profiling.analysis import DEFAULT_PROFILE_STEPS, DEFAULT_WARMUP_S
 from spottrain.profiling.findings import DEFAULT_BANDWIDTH_GBPS
 from spottrain.profiling.trace import ProfileError
 from spottrain.profiling.window import profile
+from trainer import distribution
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--logdir",
-        default=os.environ.get("AIP_TENSORBOARD_LOG_DIR", ""),
+        # The Vertex AI job's TensorBoard dir; trainer.distribution reads all AIP_* env.
+        default=distribution.default_dirs()["tensorboard_dir"],
         help="TensorBoard log dir for the trace (default $AIP_TENSORBOARD_LOG_DIR).",
     )
     p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS)
