@@ -27,7 +27,6 @@ def profile(
     warmup_steps: int = 5,
     profile_steps: int = 20,
     bandwidth_gbps: float = 10.0,
-    input_delay_ms: float = 0.0,
     cloud_profiler: bool = False,
 ):
     """Profiles a short window of the training setup and reports what limits it.
@@ -58,7 +57,6 @@ def profile(
         warmup_steps: Steps before the profiled window (tracing, autotuning).
         profile_steps: Steps recorded by the profiler.
         bandwidth_gbps: Bandwidth between replicas for the AllReduce estimate, Gbit/s.
-        input_delay_ms: Demo/test: slow the input pipeline by this much per batch.
         cloud_profiler: Also start Vertex AI's cloud_profiler plugin (Vertex TensorBoard).
     """
     from spottrain.runtime.profile import run_component
@@ -83,6 +81,5 @@ def profile(
         warmup_steps=warmup_steps,
         profile_steps=profile_steps,
         bandwidth_gbps=bandwidth_gbps,
-        input_delay_ms=input_delay_ms,
         cloud_profiler=cloud_profiler,
     )

@@ -72,7 +72,6 @@ def run_profile(
     warmup_steps: int = 5,
     profile_steps: int = 20,
     bandwidth_gbps: float = 10.0,
-    input_delay_ms: float = 0.0,
     cloud_profiler: bool = False,
 ) -> ProfileOutput:
     """Profiles the training ``flags`` describe, in-process or with local workers.
@@ -84,7 +83,6 @@ def run_profile(
         warmup_steps=warmup_steps,
         profile_steps=profile_steps,
         bandwidth_gbps=bandwidth_gbps,
-        input_delay_ms=input_delay_ms,
         cloud_profiler=cloud_profiler,
     )
     if local_workers < 1:
@@ -106,7 +104,6 @@ def run_profile(
             "--warmup-steps", str(warmup_steps),
             "--profile-steps", str(profile_steps),
             "--bandwidth-gbps", repr(float(bandwidth_gbps)),
-            "--input-delay-ms", repr(float(input_delay_ms)),
             "--report", f"{tmp}/report.md",
             "--html", f"{tmp}/report.html",
             "--metrics-json", f"{tmp}/metrics.json",
@@ -199,7 +196,6 @@ def run_component(
             "warmup_steps",
             "profile_steps",
             "bandwidth_gbps",
-            "input_delay_ms",
             "cloud_profiler",
         )
         if k in kwargs

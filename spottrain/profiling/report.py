@@ -1,0 +1,141 @@
+"""Renders an :class:`~spottrain.profiling.analysis.Analysis` as Markdown and as an HTML page."""
+
+from __future__ import annotations
+
+from spottrain.profiling.analysis import Analysis
+from spottrain.profiling.findings import BYTES_PER_PARAMETER, fraction, percent, slowest_stages
+from spottrain.profiling.trace import DTYPE_NAMES, OpTime
+
+_ICON = {"warn": "⚠️", "info": "ℹ️", "ok": "✅"}
+
+
+def _where_label(op: OpTime, accelerators: bool) -> str:
+    if op.where == "host":
+        return "host (CPU)" if not accelerators else "host"
+    return op.where
+
+
+def render_markdown(a: Analysis) -> str:
+    """The report as Markdown (what the KFP UI shows for a ``Markdown`` artifact)."""
+    run, m, t = a.run, a.metrics, a.trace
+    n = len(run.steps)
+    accel = bool(run.accelerators or t.device_planes)
+    hw = ", ".join(run.accelerators) if run.accelerators else "CPU only, no accelerator"
+    lines = [
+        f"# Training profile{': ' + run.description if run.description else ''}",
+        "",
+        f"{n} steps profiled after {run.warmup_steps} warm-up steps; {run.replicas} "
+        f"replica(s) on {run.workers} worker(s); global batch {run.global_batch}; {hw}.",
+    ]
+    if run.trace_dir:
+        lines += [
+            "",
+            f"Trace: `{run.trace_dir}` (TensorBoard: `tensorboard --logdir {run.logdir}`, "
+            "Profile tab).",
+        ]
+    lines += ["", "## Findings", ""]
+    for i, f in enumerate(a.findings, 1):
+        lines.append(f"{i}. {_ICON[f.level]} **{f.title}**")
+        if f.advice:
+            lines.append(f"   *Advice:* {f.advice}")
+    lines += [
+        "",
+        "## Step time",
+        "",
+        "| mean | median | p90 | min | max | steps/s | examples/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {m['step_time_mean_ms']:.1f} ms | {m['step_time_median_ms']:.1f} ms "
+        f"| {m['step_time_p90_ms']:.1f} ms | {m['step_time_min_ms']:.1f} ms "
+        f"| {m['step_time_max_ms']:.1f} ms | {m['steps_per_second']:.1f} "
+        f"| {m['examples_per_second']:.0f} |",
+        "",
+        "| where the profiled time went | ms per step | share |",
+        "|---|---:|---:|",
+    ]
+    window_ms = 1000 * max(run.window_seconds, sum(s for _, s in run.steps)) / n
+    wait = m["input_wait_ms_per_step"]
+    step = m["step_time_mean_ms"]
+    lines += [
+        f"| waiting for input (`next(iterator)`) | {wait:.2f} | {percent(wait / window_ms)} |",
+        f"| training step (compute and sync) | {step - wait:.2f} | "
+        f"{percent((step - wait) / window_ms)} |",
+        f"| between steps (host work outside the step) | {window_ms - step:.2f} | "
+        f"{percent(m['between_steps_share'])} |",
+        "",
+        "## Device and placement",
+        "",
+    ]
+    if not accel:
+        lines.append(
+            "No accelerator: there is no device compute share to report. Host CPU op time "
+            f"{m['host_op_ms_per_step']:.1f} ms per step in the model's ops, "
+            f"{m['input_op_ms_per_step']:.1f} ms per step in input-pipeline ops (100 % of "
+            "op time on the host)."
+        )
+    elif "device_compute_share" in m:
+        lines.append(
+            f"Device compute {percent(m['device_compute_share'])} of the profiled time on "
+            f"{len(t.device_planes)} device(s); ops placed on the host (no device kernel): "
+            f"{percent(m['host_op_share'])} of op time."
+        )
+    else:
+        lines.append("No device activity in the trace (see findings).")
+    other = max(0.0, 1 - m["precision_16bit_share"] - m["precision_32bit_share"])
+    lines += [
+        "",
+        f"Compute precision ({'device' if t.device_ops else 'host'} op time): 16-bit "
+        f"{percent(m['precision_16bit_share'])}, 32-bit {percent(m['precision_32bit_share'])}, "
+        f"other or unknown {percent(other)}"
+        f"{'' if accel else ' (informational: 16-bit pays off on GPUs/TPUs)'}.",
+        "",
+        f"## Top {len(a.top_ops)} ops by self time",
+        "",
+        "| op | type | where | dtype | calls | ms per step | share of op time |",
+        "|---|---|---|---|---:|---:|---:|",
+    ]
+    total_ops = sum(op.self_ps for op in (*t.host_ops.values(), *t.device_ops.values()))
+    for op in a.top_ops:
+        lines.append(
+            f"| `{_short(op.name)}` | {op.type} | {_where_label(op, accel)} "
+            f"| {DTYPE_NAMES.get(op.dtype, '-') if op.dtype else '-'} | {op.calls} "
+            f"| {op.self_ps / 1e9 / n:.2f} | {percent(fraction(op.self_ps, total_ops))} |"
+        )
+    stages = slowest_stages(t, n, 5)
+    if stages:
+        lines += ["", "## Input pipeline (tf.data, host)", "", "| stage or op | ms per step |"]
+        lines.append("|---|---:|")
+        lines += [f"| `{_short(name)}` | {ms:.2f} |" for name, ms in stages]
+    lines += ["", "## AllReduce", ""]
+    if run.replicas <= 1:
+        lines.append("One replica: no gradient AllReduce.")
+    else:
+        lines.append(
+            f"{m['allreduce_ms_per_step']:.2f} ms per step measured (collective ops in the "
+            f"trace, including waits for the slowest replica) vs "
+            f"{m['allreduce_estimate_ms_per_step']:.2f} ms estimated = {run.parameters:,} "
+            f"parameters x {BYTES_PER_PARAMETER} B / {run.bandwidth_gbps:g} Gbit/s x "
+            f"{run.gradient_allreduces} per step."
+        )
+    if run.notes:
+        lines += ["", "## Notes", ""] + [f"- {note}" for note in run.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _short(name: str, limit: int = 70) -> str:
+    return name if len(name) <= limit else "…" + name[-(limit - 1) :]
+
+
+def render_html(markdown_text: str) -> str:
+    """The Markdown report as a standalone HTML page (KFP ``HTML`` artifact)."""
+    import markdown  # a TensorBoard dependency
+
+    body = markdown.markdown(markdown_text, extensions=["tables"])
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}"
+        "code{font-size:90%}"
+    )
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>Training profile</title>'
+        f"<style>{style}</style></head><body>{body}</body></html>\n"
+    )
