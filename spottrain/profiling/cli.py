@@ -13,7 +13,7 @@ from spottrain.profiling.analysis import DEFAULT_PROFILE_STEPS, DEFAULT_WARMUP_S
 from spottrain.profiling.findings import DEFAULT_BANDWIDTH_GBPS
 from spottrain.profiling.trace import ProfileError
 from spottrain.profiling.window import profile
-from trainer import distribution
+from trainer import distribution, fileio
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +50,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("trainer_args", nargs=argparse.REMAINDER)
     return p
-
-
-def _write(path: str, text: str) -> None:
-    import tensorflow as tf
-
-    parent = os.path.dirname(path)
-    if parent:
-        tf.io.gfile.makedirs(parent)
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write(text)
 
 
 def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print) -> int:
@@ -104,7 +94,7 @@ def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print)
         (args.metrics_json, json.dumps(result.metrics, indent=2, sort_keys=True) + "\n"),
     ):
         if path:
-            _write(path, text)
+            fileio.write_text(path, text)
     if args.report:
         print_fn(f"profile report: {args.report} (trace: {result.trace_dir})")
     else:
