@@ -11,7 +11,8 @@ fall-back (:func:`fallback_component`).
 """
 
 import contextlib
-from typing import NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from kfp import dsl
 from kfp.dsl import Metrics, Model
@@ -27,6 +28,7 @@ from spottrain.pipelines.placement import (
     check_retry_window,
     seconds,
 )
+from trainer import config
 
 NAME = "spottrain-preemptible"
 DESCRIPTION = (
@@ -160,19 +162,7 @@ def build(
             tensorboard_dir: TensorBoard log folder; empty for none.
             local_workers: Worker processes per node (MWMS over localhost).
         """
-        hyper = dict(
-            checkpoint_dir=checkpoint_dir,
-            backbone=backbone,
-            weights=weights,
-            image_size=image_size,
-            batch_size_per_replica=batch_size_per_replica,
-            train_steps=train_steps,
-            learning_rate=learning_rate,
-            save_every_steps=save_every_steps,
-            mixed_precision=mixed_precision,
-            tensorboard_dir=tensorboard_dir,
-            local_workers=local_workers,
-        )
+        hyper = pass_on(locals())
         handler = contextlib.nullcontext()
         if on_demand is not None:
             # Created first and outside the body, as dsl.ExitHandler requires; it takes
@@ -222,17 +212,19 @@ def build(
     )(preemptible_pipeline)
 
 
+# What a pipeline passes on to the train component: the run's folder, the training
+# settings (trainer.config.PIPELINE_HYPERPARAMETERS, defaults checked against
+# TrainConfig by tests/test_signatures.py) and the local worker count.
+TRAIN_INPUTS = ("checkpoint_dir", *config.PIPELINE_HYPERPARAMETERS, "local_workers")
 # The train inputs the profile shares (it replaces the checkpoint dir and steps).
-PROFILE_INPUTS = (
-    "backbone",
-    "weights",
-    "image_size",
-    "batch_size_per_replica",
-    "learning_rate",
-    "mixed_precision",
-    "tensorboard_dir",
-    "local_workers",
+PROFILE_INPUTS = tuple(
+    n for n in TRAIN_INPUTS if n not in ("checkpoint_dir", "train_steps", "save_every_steps")
 )
+
+
+def pass_on(params: Mapping[str, Any], names: Sequence[str] = TRAIN_INPUTS) -> dict[str, Any]:
+    """The parameters among ``names`` that a pipeline has (call with its ``locals()``)."""
+    return {name: params[name] for name in names if name in params}
 
 
 def add_profile(trained: dsl.PipelineTask, apply, **profile_args) -> dsl.PipelineTask:
@@ -344,6 +336,7 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
         local_workers: int = 1,
     ):
         """Resumes the spot run on the on-demand pool if it did not finish."""
+        hyper = pass_on(locals())
         decision = fallback_decision(
             status=status, checkpoint_dir=checkpoint_dir, train_steps=train_steps
         )
@@ -357,19 +350,7 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
             data.set_display_name("copy data")
             decide_placement.apply(data).set_caching_options(False)
             resumed = _named(train, "train-on-demand")(
-                data=data.outputs["copied"],
-                checkpoint_dir=checkpoint_dir,
-                backbone=backbone,
-                weights=weights,
-                image_size=image_size,
-                batch_size_per_replica=batch_size_per_replica,
-                train_steps=train_steps,
-                learning_rate=learning_rate,
-                save_every_steps=save_every_steps,
-                mixed_precision=mixed_precision,
-                tensorboard_dir=tensorboard_dir,
-                local_workers=local_workers,
-                expect_gpus=placement.gpu_count,
+                data=data.outputs["copied"], expect_gpus=placement.gpu_count, **hyper
             )
             placement.apply(resumed.set_display_name(f"train ({placement.pool})"))
             resumed.set_caching_options(False)

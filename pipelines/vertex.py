@@ -16,7 +16,7 @@ from kfp import dsl
 
 from spottrain.components.train.component import train
 from spottrain.pipelines import guards, placement
-from spottrain.pipelines.gke import PROFILE_INPUTS, Outputs, add_profile, copy_inputs
+from spottrain.pipelines.gke import PROFILE_INPUTS, Outputs, add_profile, copy_inputs, pass_on
 
 NAME = "spottrain-vertex"
 DESCRIPTION = (
@@ -215,6 +215,7 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
             tensorboard: Vertex TensorBoard resource name to upload logs to; empty = none.
             base_output_directory: gs:// folder for AIP_MODEL_DIR etc.; empty = the pipeline root.
         """
+        hyper = pass_on(locals())
         data, seed = copy_inputs(
             data_src=data_src,
             data_dst=data_dst,
@@ -224,19 +225,8 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
                 num_retries=3, backoff_duration="30s", backoff_max_duration=placement.RUN_TIMEOUT
             ),
         )
-        hyper = dict(
-            backbone=backbone,
-            weights=weights,
-            image_size=image_size,
-            batch_size_per_replica=batch_size_per_replica,
-            learning_rate=learning_rate,
-            mixed_precision=mixed_precision,
-        )
         job = op(
             data=data.outputs["copied"],
-            checkpoint_dir=checkpoint_dir,
-            train_steps=train_steps,
-            save_every_steps=save_every_steps,
             expect_gpus=vertex.gpus,
             **hyper,
             service_account=service_account,

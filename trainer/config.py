@@ -105,6 +105,27 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
+# The training settings the components and pipelines expose as inputs, in this
+# order, with TrainConfig's defaults except ``train_steps``: pipelines train a step
+# count (they expose no epochs). tests/test_signatures.py fails when a component or
+# pipeline signature drifts from these names and defaults.
+PIPELINE_HYPERPARAMETERS = (
+    "backbone",
+    "weights",
+    "image_size",
+    "batch_size_per_replica",
+    "train_steps",
+    "learning_rate",
+    "save_every_steps",
+    "mixed_precision",
+    "tensorboard_dir",
+)
+PIPELINE_DEFAULTS = {
+    **{name: getattr(TrainConfig, name) for name in PIPELINE_HYPERPARAMETERS},
+    "train_steps": 1000,
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The trainer's command line; every flag maps to a TrainConfig field."""
     d = TrainConfig()

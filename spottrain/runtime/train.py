@@ -62,34 +62,35 @@ def trainer_flags(
     data_dir: str,
     checkpoint_dir: str,
     model_dir: str,
-    backbone: str,
-    weights: str,
-    image_size: int,
-    batch_size_per_replica: int,
-    train_steps: int,
-    learning_rate: float,
-    save_every_steps: int,
-    mixed_precision: bool = False,
-    tensorboard_dir: str = "",
     extra_args: Sequence[str] = (),
+    **hyperparameters: Any,
 ) -> list[str]:
-    """Builds the ``python -m trainer.task`` flags for one training run."""
-    flags = [
-        "--image-dir", data_dir,
-        "--checkpoint-dir", checkpoint_dir,
-        "--model-dir", model_dir,
-        "--backbone", backbone,
-        "--weights", weights,
-        "--image-size", str(image_size),
-        "--batch-size-per-replica", str(batch_size_per_replica),
-        "--train-steps", str(train_steps),
-        "--learning-rate", repr(float(learning_rate)),
-        "--save-every-steps", str(save_every_steps),
-    ]  # fmt: skip
-    if mixed_precision:
-        flags.append("--mixed-precision")
-    if tensorboard_dir:
-        flags += ["--tensorboard-dir", tensorboard_dir]
+    """Builds the ``python -m trainer.task`` flags for one training run.
+
+    Args:
+        data_dir: The image folder (``--image-dir``).
+        checkpoint_dir: ``--checkpoint-dir``.
+        model_dir: ``--model-dir``.
+        extra_args: More trainer flags, appended as given.
+        **hyperparameters: Any of ``trainer.config.PIPELINE_HYPERPARAMETERS``; each
+            becomes ``--name-with-dashes value`` (a true bool: the bare flag; an
+            empty string or a false bool: left out, so the trainer's default holds).
+    """
+    from trainer import config
+
+    unknown = sorted(set(hyperparameters) - set(config.PIPELINE_HYPERPARAMETERS))
+    if unknown:
+        raise TypeError(f"not trainer hyper-parameters: {', '.join(unknown)}")
+    flags = ["--image-dir", data_dir, "--checkpoint-dir", checkpoint_dir, "--model-dir", model_dir]
+    for name in config.PIPELINE_HYPERPARAMETERS:
+        value = hyperparameters.get(name)
+        flag = "--" + name.replace("_", "-")
+        if value is None or value is False or value == "":
+            continue
+        if value is True:
+            flags.append(flag)
+        else:
+            flags += [flag, repr(float(value)) if isinstance(value, float) else str(value)]
     return flags + [str(a) for a in extra_args]
 
 

@@ -1,0 +1,100 @@
+"""Component and pipeline signatures stay tied to TrainConfig (one source of defaults).
+
+KFP needs every signature written out with literal defaults, so the training
+settings appear in several signatures; this test reads them from the committed
+YAML (what users get) and fails when a name or a default drifts from
+``trainer.config`` (``TrainConfig`` and ``PIPELINE_DEFAULTS``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from spottrain.pipelines import compile as comp
+from trainer import config
+
+TRAIN_FIELDS = {f.name for f in dataclasses.fields(config.TrainConfig)}
+# Inputs that are not training settings, and why they are not in TrainConfig.
+NOT_TRAINING = {
+    "data": "the image folder artifact (the trainer's --image-dir)",
+    "data_src": "where the copy step reads the images",
+    "data_dst": "where the copy step writes them",
+    "initial_checkpoint": "what the seeding copy puts into checkpoint_dir",
+    "extra_args": "more trainer flags, passed as given",
+    "local_workers": "worker processes per node (trainer.launch)",
+    "expect_gpus": "the GPUs the task was placed with (a pre-flight check)",
+    "status": "the spot run's final status (the fall-back's exit task)",
+    "service_account": "Vertex job identity",
+    "tensorboard": "Vertex TensorBoard resource",
+    "base_output_directory": "Vertex AIP_* output dirs",
+    "profile_steps": "profiler window length",
+    "bandwidth_gbps": "profiler AllReduce estimate",
+    "cloud_profiler": "profiler upload switch",
+}
+# Same name as a TrainConfig field, other meaning: the profiler's own warm-up
+# before its window, not the learning-rate warm-up.
+OTHER_MEANING = {("profile", "warmup_steps")}
+
+
+def _signatures() -> list[tuple[str, dict]]:
+    found = []
+    paths = [comp.COMPONENTS_DIR / n / "component.yaml" for n in ("train", "profile")]
+    paths += sorted(comp.COMPILED_DIR.glob("*.yaml"))
+    for path in paths:
+        spec = next(d for d in yaml.safe_load_all(Path(path).read_text()) if d)
+        name = path.parent.name if path.name == "component.yaml" else path.stem
+        found.append((name, spec["root"].get("inputDefinitions", {}).get("parameters", {})))
+        fallback = spec["components"].get("comp-on-demand-fallback")
+        if fallback:
+            found.append((f"{name}/fallback", fallback["inputDefinitions"]["parameters"]))
+    return found
+
+
+SIGNATURES = _signatures()
+
+
+def test_every_signature_was_found():
+    names = [n for n, _ in SIGNATURES]
+    assert {"train", "profile", "spottrain_vertex"} <= set(names)
+    assert sum(n.endswith("/fallback") for n in names) == 2
+    assert sum(n.startswith("spottrain_gke_") for n in names) == 6
+
+
+@pytest.mark.parametrize("where, params", SIGNATURES, ids=[n for n, _ in SIGNATURES])
+def test_names_and_defaults_match_train_config(where, params):
+    for name, spec in params.items():
+        if (where, name) in OTHER_MEANING:
+            continue
+        assert name in TRAIN_FIELDS or name in NOT_TRAINING, (
+            f"{where}: input {name!r} is neither a TrainConfig field nor a known "
+            "non-training input (renamed hyper-parameter?)"
+        )
+        if name in TRAIN_FIELDS and "defaultValue" in spec:
+            expected = config.PIPELINE_DEFAULTS.get(name, getattr(config.TrainConfig, name))
+            assert spec["defaultValue"] == expected, (
+                f"{where}: {name} defaults to {spec['defaultValue']!r}, TrainConfig to {expected!r}"
+            )
+
+
+@pytest.mark.parametrize("where, params", SIGNATURES, ids=[n for n, _ in SIGNATURES])
+def test_training_signatures_expose_every_pipeline_hyperparameter(where, params):
+    if where == "profile":
+        return  # profiles a window: no steps or checkpoints of its own
+    missing = set(config.PIPELINE_HYPERPARAMETERS) - set(params)
+    if where == "spottrain_vertex":
+        missing.discard("tensorboard_dir")  # Vertex: AIP_TENSORBOARD_LOG_DIR
+    assert not missing, f"{where} lacks {sorted(missing)}"
+
+
+def test_a_drifted_default_is_caught():
+    params = dict(SIGNATURES)["train"]
+    drifted = {**params, "image_size": {**params["image_size"], "defaultValue": 256.0}}
+    with pytest.raises(AssertionError, match="image_size defaults to 256.0"):
+        test_names_and_defaults_match_train_config("train", drifted)
+    renamed = {**params, "lr": params["learning_rate"]}
+    with pytest.raises(AssertionError, match="'lr'"):
+        test_names_and_defaults_match_train_config("train", renamed)
