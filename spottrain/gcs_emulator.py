@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
-import ctypes.util
+import functools
 import importlib.util
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +32,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from trainer.launch import free_ports
+from trainer.preemption import die_with_parent
 
 if TYPE_CHECKING:
     from google.cloud import storage
@@ -92,26 +93,6 @@ def find_binary() -> Path:
     )
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM it when the parent dies (Linux).
-
-    Without this a SIGKILLed test run would leave the server running forever.
-    Linux sends the signal when the *thread* that forked exits, so start the
-    server from a thread that lives as long as you need it (e.g. the main one).
-    """
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name:
-        return
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(libc_name, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
 class FakeGcs:
     """One fake-gcs-server process with an in-memory backend.
 
@@ -168,7 +149,7 @@ class FakeGcs:
         binary = find_binary()
         attempts = 1 if self._fixed_port else 3
         for attempt in range(attempts):
-            port = self._fixed_port or _free_port("127.0.0.1")
+            port = self._fixed_port or free_ports(1)[0]
             try:
                 self._spawn(binary, port)
                 break
@@ -205,7 +186,8 @@ class FakeGcs:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            # SIGTERM, not SIGKILL: the server shuts down cleanly when we die.
+            preexec_fn=functools.partial(die_with_parent, signal.SIGTERM),
         )
         self.port = port
         self.host = f"http://127.0.0.1:{port}"

@@ -14,6 +14,7 @@ import math
 import zlib
 from dataclasses import dataclass
 
+from trainer import fileio
 from trainer.config import IMAGE_EXTENSIONS, TrainConfig
 from trainer.preemption import ConfigError
 
@@ -42,12 +43,6 @@ class DataIndex:
     tfds_builder: object | None = None
 
 
-def _gfile():
-    import tensorflow as tf  # gfile reads gs:// in production, local paths in tests
-
-    return tf.io.gfile
-
-
 def _held_out(relative_path: str, fraction: float, seed: int) -> bool:
     """Stable per-file split: the same file lands in the same split on every worker and run."""
     h = zlib.crc32(f"{seed}:{relative_path}".encode()) / 2**32
@@ -56,7 +51,7 @@ def _held_out(relative_path: str, fraction: float, seed: int) -> bool:
 
 def index_image_dir(cfg: TrainConfig) -> DataIndex:
     """Lists ``<root>/<label>/*`` images; raises ConfigError naming what is wrong."""
-    gfile = _gfile()
+    gfile = fileio.gfile()
     root = cfg.image_dir.rstrip("/")
     if not gfile.isdir(root):
         raise ConfigError(f"--image-dir {cfg.image_dir!r} does not exist or is not a directory")

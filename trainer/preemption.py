@@ -167,13 +167,15 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def die_with_parent() -> None:
-    """``preexec_fn`` for worker processes: SIGKILL the child when its parent dies.
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """``preexec_fn`` for worker processes: signal the child when its parent dies.
 
     Killing a launcher or supervisor (a node lost, a deleted pod) must not leave
-    trainers behind that hold GPUs or race a retry on the checkpoint dir.
+    trainers behind that hold GPUs or race a retry on the checkpoint dir. Linux
+    sends ``sig`` when the *thread* that forked exits. Pass another signal with
+    ``functools.partial`` (e.g. SIGTERM for a server that should shut down cleanly).
     """
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
     except OSError:  # not Linux: the parent's own cleanup still applies
         pass
