@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import random
-import re
 import signal
 import socket
 import subprocess
@@ -30,9 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from trainer.preemption import die_with_parent, exit_code
-
-_STEP_RE = re.compile(r"^step (\d+)/(\d+)\b")
-_START_RE = re.compile(r"\bstart_step=(\d+)\b")
+from trainer.watchdog import PROGRESS_FD_ENV
 
 
 def free_ports(n: int) -> list[int]:
@@ -80,6 +77,7 @@ class Worker:
     last_step: int = -1
     code: int | None = None
     ended_at: float | None = None
+    progress_fd: int = -1  # read end of the worker's progress pipe
 
 
 @dataclass
@@ -154,17 +152,22 @@ class Launcher:
             self.stream.flush()
 
     def _pump(self, index: int) -> None:
+        """Prints a worker's log with its name."""
         w = self.workers[index]
         for raw in w.proc.stdout:
-            line = raw.rstrip("\n")
-            self._print(f"[{w.name}] {line}")
-            m = _START_RE.search(line)
-            if m:
-                w.start_step = int(m.group(1))
-            m = _STEP_RE.match(line)
-            if m:
-                w.last_step = int(m.group(1))
-                self._maybe_preempt(index)
+            self._print(f"[{w.name}] {raw.rstrip(chr(10))}")
+
+    def _follow(self, index: int) -> None:
+        """Reads a worker's progress lines (``start N``, ``step N``: watchdog's protocol)."""
+        w = self.workers[index]
+        with os.fdopen(w.progress_fd, "rb") as progress:
+            for raw in progress:
+                kind, _, value = raw.decode(errors="replace").strip().partition(" ")
+                if kind == "start":
+                    w.start_step = int(value)
+                elif kind == "step":
+                    w.last_step = int(value)
+                    self._maybe_preempt(index)
 
     def _maybe_preempt(self, index: int) -> None:
         w = self.workers[index]
@@ -216,24 +219,32 @@ class Launcher:
         pumps = []
         try:
             for name, tf_config in configs:
-                proc = subprocess.Popen(
-                    cmd,
-                    env=self._env(tf_config),
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    bufsize=1,
-                    preexec_fn=die_with_parent,
-                )
-                self.workers.append(Worker(name, proc))
+                read_fd, write_fd = os.pipe()
+                env = self._env(tf_config)
+                env[PROGRESS_FD_ENV] = str(write_fd)
+                try:
+                    proc = subprocess.Popen(
+                        cmd,
+                        env=env,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        bufsize=1,
+                        pass_fds=(write_fd,),
+                        preexec_fn=die_with_parent,
+                    )
+                finally:
+                    os.close(write_fd)
+                self.workers.append(Worker(name, proc, progress_fd=read_fd))
             self._print(
                 f"[launcher] started {self.n} worker(s): "
                 + ", ".join(f"{w.name} pid {w.proc.pid}" for w in self.workers)
             )
             for i in range(self.n):
-                t = threading.Thread(target=self._pump, args=(i,), daemon=True)
-                t.start()
-                pumps.append(t)
+                for target in (self._pump, self._follow):
+                    t = threading.Thread(target=target, args=(i,), daemon=True)
+                    t.start()
+                    pumps.append(t)
             first_failure = self._supervise()
         finally:
             for w in self.workers:  # never leave a worker behind

@@ -259,12 +259,12 @@ class Trainer:
         import tensorflow as tf
 
         cfg = self.cfg
-        # Parsed by trainer.launch (chaos timing) and handy in logs.
         print(
             f"start_step={self.start_step} total_steps={self.total_steps} "
             f"global_batch={self.global_batch} replicas={self.replicas}",
             flush=True,
         )
+        self.heartbeat.start(self.start_step)
         if self.start_step == self.total_steps:
             log.info("checkpoint already at the final step %d", self.total_steps)
             self.heartbeat.done()

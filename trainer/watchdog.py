@@ -34,6 +34,11 @@ from trainer.preemption import HUNG, die_with_parent, exit_code
 log = logging.getLogger(__name__)
 
 HEARTBEAT_FD_ENV = "SPOTTRAIN_HEARTBEAT_FD"
+# The same line protocol one level up: a supervisor relays its trainer's "start"
+# and "step" lines to this fd (set by trainer.launch), so the launcher follows
+# progress without reading logs. An unsupervised trainer writes to it directly.
+PROGRESS_FD_ENV = "SPOTTRAIN_PROGRESS_FD"
+_RELAYED = (b"start", b"step")
 FAULTHANDLER_FILE_ENV = "SPOTTRAIN_FAULTHANDLER_FILE"
 
 
@@ -42,7 +47,7 @@ class Heartbeat:
 
     def __init__(self, environ: dict | None = None):
         env = os.environ if environ is None else environ
-        self.fd = int(env.get(HEARTBEAT_FD_ENV, "-1"))
+        self.fd = int(env.get(HEARTBEAT_FD_ENV) or env.get(PROGRESS_FD_ENV) or "-1")
         path = env.get(FAULTHANDLER_FILE_ENV)
         if path:
             # Kept open for the process lifetime: faulthandler writes to the raw fd.
@@ -60,6 +65,10 @@ class Heartbeat:
     def dump_path(self, path: str) -> None:
         """Tells the supervisor where a hang's stack dump should go."""
         self._send(f"dump {path}")
+
+    def start(self, step: int) -> None:
+        """Reports the step this attempt resumes from (before its first step)."""
+        self._send(f"start {step}")
 
     def beat(self, step: int) -> None:
         """Reports a finished step."""
@@ -113,6 +122,7 @@ class Supervisor:
         self.step: int | None = None
         self.dump_path: str | None = None
         self.fired_after: float | None = None
+        self.progress_fd = int(os.environ.get(PROGRESS_FD_ENV, "-1"))
 
     def run(self) -> int:
         """Starts the child, forwards signals, returns its exit code (or HUNG)."""
@@ -157,6 +167,7 @@ class Supervisor:
                     eof = not chunk
                     buf += chunk
                     *lines, buf = buf.split(b"\n")
+                    self._relay(lines)
                     for line in lines:
                         kind, _, value = line.decode(errors="replace").partition(" ")
                         if kind == "step":
@@ -175,6 +186,17 @@ class Supervisor:
                 self.fired_after = idle
                 self._fire(child, idle, fault_path)
                 return HUNG
+
+    def _relay(self, lines: list[bytes]) -> None:
+        """Passes progress lines on to the launcher's fd, when there is one."""
+        if self.progress_fd < 0:
+            return
+        out = b"".join(ln + b"\n" for ln in lines if ln.split(b" ", 1)[0] in _RELAYED)
+        if out:
+            try:
+                os.write(self.progress_fd, out)
+            except OSError:  # the launcher is gone: nobody to tell
+                self.progress_fd = -1
 
     def _fire(self, child: subprocess.Popen, idle: float, fault_path: str) -> None:
         where = "before the first step" if self.step is None else f"after step {self.step}"
