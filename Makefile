@@ -9,7 +9,7 @@ OUT ?= out
 .DEFAULT_GOAL := help
 
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_ -]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 venv: $(STAMP) ## Create .venv and install the package with pipeline-authoring and test extras
 
@@ -42,7 +42,7 @@ run-trainer: venv ## The trainer alone: 2 local workers, one SIGTERM, restart, l
 
 # -- Pipelines (python -m spottrain.pipelines) ----------------------------------------
 # Lower-case command-line variables (name=value) are pipeline parameters, e.g.
-#   make run-preemptible HOST=https://... data_src=gs://b/imgs checkpoint_dir=gs://b/ckpt
+#   make run-gke HOST=https://... data_src=gs://b/imgs checkpoint_dir=gs://b/ckpt
 # POOL=preemptible|spot picks the compiled GKE pipeline whose node selector and
 # toleration match `make gke-nodepool POOL=...` (default preemptible); FALLBACK=1
 # the variant that resumes on the on-demand pool when the spot run fails for good.
@@ -59,9 +59,9 @@ upload: venv ## Upload the GKE pipeline to KFP: HOST=<url> [POOL=preemptible|spo
 	$(call require,HOST,HOST=https://<your-kfp-dashboard>)
 	$(PY) -m spottrain.pipelines upload --host "$(HOST)" $(GKE_PIPELINE) $(if $(NAME),--name "$(NAME)") $(if $(VERSION),--version "$(VERSION)")
 
-run-preemptible: venv ## Create a KFP run on GKE: HOST=<url> [POOL=preemptible|spot FALLBACK=1] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
+run-gke run-preemptible: venv ## Create a KFP run on GKE (run-preemptible: the same): HOST=<url> [POOL=preemptible|spot FALLBACK=1] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,HOST,HOST=https://<your-kfp-dashboard> data_src=gs://... checkpoint_dir=gs://...)
-	$(PY) -m spottrain.pipelines run --host "$(HOST)" $(GKE_PIPELINE) $(PIPELINE_PARAMS)
+	$(PY) -m spottrain.pipelines run-gke --host "$(HOST)" $(GKE_PIPELINE) $(PIPELINE_PARAMS)
 
 run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,PROJECT,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
@@ -79,7 +79,7 @@ image: ## Build and push the trainer image [IMAGE=registry/path:tag]
 	docker build -t "$(IMAGE)" .
 	docker push "$(IMAGE)"
 
-.PHONY: compile upload run-preemptible run-vertex gke-nodepool image
+.PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool image
 
 bench: venv ## Benchmarks (ratios measured side by side)
 	$(PY) bench/trainer_overhead.py

@@ -106,7 +106,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run_gke(args: argparse.Namespace) -> int:
     """Creates a run on a KFP dashboard after the pre-flight guards."""
     from spottrain.pipelines import submit
 
@@ -233,12 +233,12 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--description", default="", help="description")
     u.set_defaults(func=cmd_upload)
 
-    r = sub.add_parser("run", help="create a KFP run (param=value ...)")
+    r = sub.add_parser("run-gke", help="create a KFP run of the GKE pipeline (param=value ...)")
     kfp_args(r)
     r.add_argument("--experiment", default="spottrain", help="experiment name")
     r.add_argument("--run-name", default="", help="run name")
     r.add_argument("params", nargs="*", help="pipeline parameters as name=value")
-    r.set_defaults(func=cmd_run)
+    r.set_defaults(func=cmd_run_gke)
 
     v = sub.add_parser("run-vertex", help="submit the Vertex pipeline (param=value ...)")
     v.add_argument("--project", default="", help="Google Cloud project (required)")

@@ -30,7 +30,7 @@ from spottrain.pipelines.placement import (
 )
 from trainer import config
 
-NAME = "spottrain-preemptible"
+NAME = "spottrain-gke-preemptible"  # pipeline_name() of the default variant
 DESCRIPTION = (
     "Copy data and an initial checkpoint, then train with checkpoints on a {pool} "
     "GPU node pool; KFP retries resume a preempted run from its last checkpoint."
@@ -51,8 +51,12 @@ FALLBACK_DESCRIPTION = (
 
 
 def pipeline_name(pool: str = "preemptible", fallback: bool = False) -> str:
-    """The KFP pipeline name of a variant, e.g. ``spottrain-spot-fallback``."""
-    return f"spottrain-{pool}" + ("-fallback" if fallback else "")
+    """The KFP pipeline name of a variant, e.g. ``spottrain-gke-spot-fallback``.
+
+    One name per pipeline from make target to file: ``make run-gke`` → CLI
+    ``run-gke`` → ``pipelines/gke.py`` → ``spottrain_gke_<pool>.yaml`` → this.
+    """
+    return f"spottrain-gke-{pool}" + ("-fallback" if fallback else "")
 
 
 class Outputs(NamedTuple):

@@ -86,7 +86,7 @@ def test_upload_creates_a_new_pipeline(kfp_api, capsys):
     assert code == 0 and "pipeline_id=p-new" in out
     [upload] = [r for r in api.requests if r[0] == "POST"]
     assert upload[1].startswith("/apis/v2beta1/pipelines/upload?")
-    assert b"spottrain-preemptible" in upload[2]  # the compiled YAML is the body
+    assert b"spottrain-gke-preemptible" in upload[2]  # the compiled YAML is the body
 
 
 def test_upload_adds_a_version_to_an_existing_pipeline(kfp_api, capsys):
@@ -103,7 +103,7 @@ def test_upload_adds_a_version_to_an_existing_pipeline(kfp_api, capsys):
 def test_run_creates_a_run_with_converted_parameters(kfp_api, capsys):
     api, host = kfp_api
     code, out, _ = run_cli(
-        "run", "--host", host, "data_src=gs://b/d", "checkpoint_dir=gs://b/c", "train_steps=77",
+        "run-gke", "--host", host, "data_src=gs://b/d", "checkpoint_dir=gs://b/c", "train_steps=77",
         capsys=capsys,
     )  # fmt: skip
     assert code == 0 and "run_id=r1" in out
@@ -111,7 +111,9 @@ def test_run_creates_a_run_with_converted_parameters(kfp_api, capsys):
     params = run["runtime_config"]["parameters"]
     assert params["train_steps"] == 77 and params["checkpoint_dir"] == "gs://b/c"
     # Both documents travel: the PipelineSpec and the kfp-kubernetes platform spec.
-    assert run["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"] == "spottrain-preemptible"
+    assert (
+        run["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"] == "spottrain-gke-preemptible"
+    )
     assert "kubernetes" in run["pipeline_spec"]["platform_spec"]["platforms"]
 
 
@@ -120,17 +122,17 @@ def test_upload_and_run_pick_the_yaml_of_the_pool(kfp_api, capsys):
     code, out, _ = run_cli("upload", "--host", host, "--pool", "spot", capsys=capsys)
     assert code == 0 and "pipeline_id=p-new" in out
     [upload] = [r for r in api.requests if r[0] == "POST"]
-    assert "name=spottrain-spot&" in upload[1] + "&"  # the template's own name
+    assert "name=spottrain-gke-spot&" in upload[1] + "&"  # the template's own name
     assert b"cloud.google.com/gke-spot" in upload[2]
     assert b"cloud.google.com/gke-preemptible" not in upload[2]
     code, out, _ = run_cli(
-        "run", "--host", host, "--pool", "spot", "--fallback", "data_src=gs://b/d",
+        "run-gke", "--host", host, "--pool", "spot", "--fallback", "data_src=gs://b/d",
         "checkpoint_dir=gs://b/c", capsys=capsys,
     )  # fmt: skip
     assert code == 0
     [run] = [json.loads(r[2]) for r in api.requests if r[1].startswith("/apis/v2beta1/runs")]
     spec = run["pipeline_spec"]
-    assert spec["pipeline_spec"]["pipelineInfo"]["name"] == "spottrain-spot-fallback"
+    assert spec["pipeline_spec"]["pipelineInfo"]["name"] == "spottrain-gke-spot-fallback"
     executors = spec["platform_spec"]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert executors["exec-train"]["nodeSelector"]["labels"]["cloud.google.com/gke-spot"] == "true"
 
@@ -138,7 +140,7 @@ def test_upload_and_run_pick_the_yaml_of_the_pool(kfp_api, capsys):
 def test_run_guard_fails_before_any_request(kfp_api, capsys):
     api, host = kfp_api
     code, _, err = run_cli(
-        "run", "--host", host, "data_src=gs://b/d", "checkpoint_dir=/tmp/c", capsys=capsys
+        "run-gke", "--host", host, "data_src=gs://b/d", "checkpoint_dir=/tmp/c", capsys=capsys
     )
     assert code == cli.ERROR_EXIT
     assert err.strip().startswith("error: checkpoint_dir='/tmp/c' is not persistent")
@@ -149,7 +151,7 @@ def test_run_guard_fails_before_any_request(kfp_api, capsys):
     "argv, needle",
     [
         (["upload"], "HOST is empty"),
-        (["run", "--host", "http://x", "data_src=gs://a", "checkpoint_dir"], "not name=value"),
+        (["run-gke", "--host", "http://x", "data_src=gs://a", "checkpoint_dir"], "not name=value"),
         (["run-vertex", "--region", "r", "--bucket", "b"], "PROJECT is empty"),
         (["nodepool", "--zone", "z"], "cluster is empty"),
         (["compile", "--target", "vertex", "--out", "/dev/null", "--timeout", "0s"], "timeout"),
@@ -248,9 +250,9 @@ def test_make_gke_nodepool_prints_the_spot_command():
 
 def test_make_run_preemptible_forwards_lower_case_variables_as_parameters():
     result = make("-n", "run-preemptible", "HOST=h", "data_src=gs://a", "train_steps=5")
-    assert "run --host" in result.stdout and "--pool" not in result.stdout
+    assert "run-gke --host" in result.stdout and "--pool" not in result.stdout
     assert "data_src=gs://a" in result.stdout and "train_steps=5" in result.stdout
-    assert "HOST=h" not in result.stdout.split("run --host")[1]
+    assert "HOST=h" not in result.stdout.split("run-gke --host")[1]
 
 
 @pytest.mark.parametrize("target", ["upload", "run-preemptible"])
