@@ -44,8 +44,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.target:
         if not args.out:
             raise GuardError("--target needs --out FILE")
-        func = _custom_pipeline(args, placement, guards)
-        Path(args.out).write_text(comp.compile_text(func, args.image))
+        with comp.component_images(args.image):
+            func = _custom_pipeline(args, placement, guards)
+            Path(args.out).write_text(comp.compile_text(func, args.image))
         print(f"wrote {args.out}")
         return 0
     guards.check_image_gpu(args.image, placement.Placement().gpu_count)

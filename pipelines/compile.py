@@ -6,9 +6,10 @@ committed file differs from what this module renders (the drift check).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kfp import compiler
@@ -69,31 +70,59 @@ def pipelines() -> dict[str, Callable[[], object]]:
     return builds
 
 
+@contextlib.contextmanager
+def component_images(image: str = IMAGE) -> Iterator[None]:
+    """Builds and compiles with ``image`` as every component's container image.
+
+    The components are defined with the default image, and a pipeline takes the
+    image from each component's spec: at compile time for container tasks, and
+    when GCPC's custom-job wrapper is created for the Vertex worker pools. So
+    both the build and the compile of a pipeline happen inside this.
+    """
+    specs = [c.component_spec.implementation.container for c in components().values()]
+    before = [spec.image for spec in specs]
+    for spec in specs:
+        spec.image = image
+    try:
+        yield
+    finally:
+        for spec, old in zip(specs, before, strict=True):
+            spec.image = old
+
+
 def compile_text(func: object, image: str = IMAGE) -> str:
     """Compiles a component or pipeline and returns the YAML text.
 
     Args:
-        func: A component or pipeline function.
-        image: Replaces the default image everywhere (``--image`` for your registry).
+        func: A component or pipeline function. A Vertex pipeline built for another
+            image must be built inside ``component_images(image)`` (see there).
+        image: The container image of every component (``--image`` for your registry).
+
+    Raises:
+        ValueError: the default image is still in the result (a Vertex pipeline
+            built outside ``component_images``).
     """
-    with tempfile.TemporaryDirectory() as tmp:
+    with component_images(image), tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "out.yaml"
         compiler.Compiler().compile(func, str(path))
         text = path.read_text()
-    if image != IMAGE:
-        # The image appears verbatim in executors and custom-job worker pools.
-        text = text.replace(IMAGE, image)
+    if image != IMAGE and IMAGE in text:
+        raise ValueError(
+            f"compiled for image {image!r} but {IMAGE!r} remains: build the pipeline "
+            "inside compile.component_images(image)"
+        )
     return text
 
 
 def render_all(image: str = IMAGE) -> dict[Path, str]:
     """Every committed YAML file and its content."""
-    out = {
-        COMPONENTS_DIR / name / "component.yaml": compile_text(component, image)
-        for name, component in components().items()
-    }
-    for name, build in pipelines().items():
-        out[COMPILED_DIR / name] = compile_text(build(), image)
+    with component_images(image):
+        out = {
+            COMPONENTS_DIR / name / "component.yaml": compile_text(component, image)
+            for name, component in components().items()
+        }
+        for name, build in pipelines().items():
+            out[COMPILED_DIR / name] = compile_text(build(), image)
     return out
 
 

@@ -91,7 +91,9 @@ def test_gpu_images_pass(image):
 
 def test_preflight_refuses_a_cpu_image_in_a_gpu_template(tmp_path):
     path = tmp_path / "cpu.yaml"
-    path.write_text(comp.compile_text(gke.build(), image="tensorflow/tensorflow:2.21.0"))
+    cpu_image = "tensorflow/tensorflow:2.21.0"
+    with comp.component_images(cpu_image):
+        path.write_text(comp.compile_text(gke.build(), image=cpu_image))
     with pytest.raises(GuardError, match="CPU-only"):
         guards.preflight(path, GOOD)
 

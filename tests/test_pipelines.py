@@ -310,9 +310,19 @@ def test_the_model_follows_argo_on_limits_factor_and_errors():
 
 
 def test_image_override_reaches_every_executor():
-    docs, spec, _ = compiled(gke.build(), image="example.com/me/trainer:dev")
+    image = "example.com/me/trainer:dev"
+    with comp.component_images(image):
+        docs, spec, _ = compiled(gke.build(), image=image)
+        vertex_text = comp.compile_text(vertex.build(vertex.VertexTraining(replica_count=2)), image)
     images = {e["container"]["image"] for e in docs[0]["deploymentSpec"]["executors"].values()}
     assert images == {"example.com/me/trainer:dev"}
+    # Vertex worker pools take it from the component when GCPC wraps it.
+    assert vertex_text.count(f"image_uri: {image}") == 2 and comp.IMAGE not in vertex_text
+    # Set at the source, only for the build: the components keep their default after.
+    assert comp.compile_text(gke.build()).count(comp.IMAGE) >= 3
+    # A pipeline built outside the context would keep the default: refused, not shipped.
+    with pytest.raises(ValueError, match="component_images"):
+        comp.compile_text(gke.build(), image=image)
 
 
 @pytest.fixture(scope="module")
