@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     print("\n== summary")
     print(f"steps:          {summary['final_step']} of {summary['train_steps']} requested")
-    print(f"preemptions:    {totals['preemptions']}")
+    print(
+        f"preemptions:    {totals['preemptions']} (interruptions in all: {totals['interruptions']})"
+    )
     print(f"steps lost:     {totals['steps_lost']}")
     print(f"val accuracy:   {summary.get('val_accuracy', float('nan')):.3f}")
     if "cost" in totals:

@@ -17,6 +17,8 @@ from trainer import checkpointing, fileio, preemption
 log = logging.getLogger(__name__)
 
 LEDGER = "attempts.json"
+PREEMPTED_OUTCOMES = ("preempted", "preempted_unsaved")
+INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 
 
 def read(checkpoint_dir: str) -> list[dict]:
@@ -29,10 +31,11 @@ def totals(records: list[dict]) -> dict:
     """Sums over attempts: counts, steps lost, cost and saving."""
     out = {
         "attempts": len(records),
-        "preemptions": sum(
-            r.get("outcome") in ("preempted", "preempted_unsaved", "killed", "worker_lost", "hang")
-            for r in records
-        ),
+        # Attempts that got a preemption notice (saved in time or not).
+        "preemptions": sum(r.get("outcome") in PREEMPTED_OUTCOMES for r in records),
+        # Every attempt that ended before the run did without a fatal error:
+        # preemptions, kills without notice, lost peers, hangs.
+        "interruptions": sum(r.get("outcome") in INTERRUPTED_OUTCOMES for r in records),
         "steps_lost": sum(r.get("steps_lost") or 0 for r in records),
         "seconds": round(sum(r.get("seconds") or 0 for r in records), 1),
     }

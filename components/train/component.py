@@ -33,7 +33,7 @@ def train(
         checkpoint_dir: Persistent checkpoint folder (gs:// or /gcs/) every retry resumes from.
         model: The trained model (model.keras, a SavedModel, training_summary.json).
         metrics: Final step, validation accuracy and loss, global batch size, workers, and
-            the attempt ledger's totals (ledger_attempts, ledger_preemptions,
+            the attempt ledger's totals (ledger_attempts, ledger_preemptions, ledger_interruptions,
             ledger_steps_lost, ledger_cost, ledger_saving).
         attempts: The attempt ledger (checkpoint_dir/attempts.json) as a Markdown table.
         backbone: resnet50, mobilenet_v2 or small_cnn.

@@ -276,7 +276,9 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
         "",
         f"**{totals.get('attempts', 0)} attempt(s), "
         f"{totals.get('preemptions', 0)} preemption(s), "
-        f"{totals.get('steps_lost', 0)} step(s) lost.**",
+        f"{totals.get('steps_lost', 0)} step(s) lost; "
+        f"{totals.get('interruptions', 0)} interruption(s) in all (kills, lost peers, hangs "
+        "included).**",
     ]
     if "cost" in totals:
         lines.append(
