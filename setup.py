@@ -54,7 +54,8 @@ setup(
     python_requires=">=3.10,<3.14",
     packages=[
         *_subpackages("trainer", "trainer"),
-        *_subpackages("spottrain", "spottrain"),
+        # spottrain.testing (fake GCS for tests and `make run`) stays out of the wheel.
+        *(p for p in _subpackages("spottrain", "spottrain") if p != "spottrain.testing"),
         *_subpackages("components", "spottrain.components"),
         *_subpackages("pipelines", "spottrain.pipelines"),
     ],

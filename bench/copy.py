@@ -46,7 +46,7 @@ from pathlib import Path
 import google_crc32c
 
 from spottrain.gcs_copy import DEFAULT_WORKERS, copy
-from spottrain.gcs_emulator import FakeGcs
+from spottrain.testing.gcs_emulator import FakeGcs
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".bench-tools"

@@ -160,10 +160,17 @@ def run_local(
     import kfp.local
 
     from spottrain import datasets, gcs_copy
-    from spottrain.gcs_emulator import FakeGcs
     from spottrain.pipelines import compile as comp
     from spottrain.pipelines import gke, guards
     from spottrain.runtime import train as train_rt
+
+    try:
+        from spottrain.testing.gcs_emulator import FakeGcs
+    except ImportError as e:  # a wheel install: the demo helpers are not in it
+        raise guards.GuardError(
+            "run-local needs the development install (make venv; spottrain.testing is "
+            f"not in the wheel): {e}"
+        ) from None
 
     started = time.monotonic()
     out = Path(out).resolve()

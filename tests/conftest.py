@@ -11,7 +11,7 @@ os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-# -- GCS emulator (spottrain.gcs_emulator) -------------------------------------------------
+# -- GCS emulator (spottrain.testing.gcs_emulator) -------------------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +20,7 @@ def fake_gcs():
 
     Tests share it: make buckets with unique names (or use ``gcs_bucket``).
     """
-    from spottrain.gcs_emulator import FakeGcs
+    from spottrain.testing.gcs_emulator import FakeGcs
 
     with FakeGcs() as gcs:
         yield gcs

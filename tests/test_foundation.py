@@ -36,6 +36,8 @@ def test_wheel_installs_only_trainer_and_spottrain(tmp_path):
     # The compiled component YAMLs travel with the package.
     assert "spottrain/components/train/component.yaml" in names
     assert "trainer/task.py" in names and "spottrain/pipelines/__init__.py" in names
+    # Test and demo helpers are not installed in the image.
+    assert not [n for n in names if n.startswith("spottrain/testing/")]
     # The image (`pip install .`) gets the runtime only; authoring tools are an extra.
     (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
     requires = [

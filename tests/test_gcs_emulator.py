@@ -1,4 +1,4 @@
-"""spottrain.gcs_emulator: the fake-gcs-server helper the copy tests, bench and demo use."""
+"""spottrain.testing.gcs_emulator: the fake-gcs-server helper the copy tests, bench and demo use."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from spottrain.gcs_emulator import FakeGcs, FakeGcsError, find_binary
+from spottrain.testing.gcs_emulator import FakeGcs, FakeGcsError, find_binary
 
 
 def _alive(pid: int) -> bool:
@@ -61,7 +61,7 @@ def test_binary_comes_from_the_wheel():
 def test_server_dies_with_its_parent():
     """No orphan: SIGKILL the Python process that started it, the server goes too."""
     script = (
-        "from spottrain.gcs_emulator import FakeGcs\n"
+        "from spottrain.testing.gcs_emulator import FakeGcs\n"
         "import time\n"
         "g = FakeGcs().start()\n"
         "print(g._proc.pid, flush=True)\n"
