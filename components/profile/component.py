@@ -59,27 +59,7 @@ def profile(
         bandwidth_gbps: Bandwidth between replicas for the AllReduce estimate, Gbit/s.
         cloud_profiler: Also start Vertex AI's cloud_profiler plugin (Vertex TensorBoard).
     """
+    inputs = dict(locals())  # every input as named in the signature: no list to drift
     from spottrain.runtime.profile import run_component
 
-    run_component(
-        data=data,
-        model=model,
-        report=report,
-        report_html=report_html,
-        metrics=metrics,
-        trace=trace,
-        backbone=backbone,
-        weights=weights,
-        image_size=image_size,
-        batch_size_per_replica=batch_size_per_replica,
-        learning_rate=learning_rate,
-        mixed_precision=mixed_precision,
-        tensorboard_dir=tensorboard_dir,
-        extra_args=extra_args,
-        local_workers=local_workers,
-        expect_gpus=expect_gpus,
-        warmup_steps=warmup_steps,
-        profile_steps=profile_steps,
-        bandwidth_gbps=bandwidth_gbps,
-        cloud_profiler=cloud_profiler,
-    )
+    run_component(**inputs)

@@ -50,24 +50,7 @@ def train(
         local_workers: Worker processes on this node (MWMS over 127.0.0.1); 1 runs in-process.
         expect_gpus: GPUs this task was placed with; fails fast when TensorFlow sees fewer.
     """
+    inputs = dict(locals())  # every input as named in the signature: no list to drift
     from spottrain.runtime.train import run_component
 
-    run_component(
-        data=data,
-        model=model,
-        metrics=metrics,
-        attempts=attempts,
-        checkpoint_dir=checkpoint_dir,
-        backbone=backbone,
-        weights=weights,
-        image_size=image_size,
-        batch_size_per_replica=batch_size_per_replica,
-        train_steps=train_steps,
-        learning_rate=learning_rate,
-        save_every_steps=save_every_steps,
-        mixed_precision=mixed_precision,
-        tensorboard_dir=tensorboard_dir,
-        extra_args=extra_args,
-        local_workers=local_workers,
-        expect_gpus=expect_gpus,
-    )
+    run_component(**inputs)
