@@ -27,6 +27,7 @@ preemption notice and at the last step wait until the files are complete.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import tempfile
 import time
@@ -66,11 +67,32 @@ def diagnostics_path(cfg: TrainConfig, cluster: Cluster, kind: str) -> str:
 
 def has_diagnostics(checkpoint_dir: str, kind: str, since: float) -> bool:
     """Whether any worker wrote a ``kind`` diagnostic (see diagnostics_path) since ``since``."""
-    fs = fileio.gfile()
-    for path in fs.glob(fileio.join(checkpoint_dir, f"diagnostics/{kind}-*")):
-        if fs.stat(path).mtime_nsec / 1e9 >= since:
-            return True
-    return False
+    pattern = fileio.join(checkpoint_dir, f"diagnostics/{kind}-*")
+    return any(fileio.mtime(path) >= since for path in fileio.glob(pattern))
+
+
+def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:
+    """Fails before any training when the chief cannot write its checkpoint or model dir.
+
+    Otherwise a read-only or misspelt model dir would only fail after every step
+    was paid for. Writes and removes one small file in each.
+
+    Raises:
+        ConfigError: naming the dir and the reason.
+    """
+    if not cluster.is_chief:
+        return  # the others write private temp dirs
+    for flag, directory in (
+        ("--checkpoint-dir", cfg.checkpoint_dir),
+        ("--model-dir", cfg.model_dir),
+    ):
+        try:
+            fileio.probe_writable(directory)
+        except Exception as e:  # noqa: BLE001 - OSError or a TF error for gs://, both fatal here
+            reason = getattr(e, "strerror", None) or str(e).strip().splitlines()[0][:200]
+            if fileio.is_local(directory) and os.path.isfile(directory):
+                reason = "it is a file, not a folder"
+            raise ConfigError(f"{flag} {directory!r} is not writable: {reason}") from None
 
 
 def check_fatal_marker(cfg: TrainConfig) -> None:

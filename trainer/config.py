@@ -23,6 +23,10 @@ OPTIMIZERS = ("adam", "sgd")
 MIN_IMAGE_SIZE = {"resnet50": 32, "mobilenet_v2": 32, "small_cnn": 8}
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 
+# The step counter is an int64 and every step costs real time: far beyond any run.
+MAX_STEPS = 10**10
+MAX_EPOCHS = 10**6
+
 # A resumed run must build exactly the same variables as the run that wrote
 # the checkpoint; these fields decide that. Others (learning rate, steps,
 # batch size) may change between attempts, with a warning.
@@ -329,21 +333,31 @@ def validate(cfg: TrainConfig) -> None:
         f"give exactly one of --train-steps ({cfg.train_steps}) or --epochs ({cfg.epochs}), "
         "positive",
     )
-    _require(cfg.train_steps >= 0, f"--train-steps {cfg.train_steps} must be positive")
+    _require(
+        0 <= cfg.train_steps <= MAX_STEPS,
+        f"--train-steps {cfg.train_steps} must be in 1..{MAX_STEPS}",
+    )
+    _require(
+        math.isfinite(cfg.epochs) and 0 <= cfg.epochs <= MAX_EPOCHS,
+        f"--epochs {cfg.epochs} must be a finite number in (0, {MAX_EPOCHS}]",
+    )
+    _require(0 <= cfg.seed < 2**32, f"--seed {cfg.seed} must be in 0..{2**32 - 1}")
     _require(
         math.isfinite(cfg.learning_rate) and 0 < cfg.learning_rate < 10,
         f"--learning-rate {cfg.learning_rate} must be in (0, 10)",
     )
-    _require(cfg.warmup_steps >= 0, f"--warmup-steps {cfg.warmup_steps} must be >= 0")
+    _require(0 <= cfg.warmup_steps <= MAX_STEPS, f"--warmup-steps {cfg.warmup_steps} must be >= 0")
     _require(
         math.isfinite(cfg.clip_norm) and cfg.clip_norm >= 0,
         f"--clip-norm {cfg.clip_norm} must be >= 0",
     )
     _require(
-        cfg.save_every_steps > 0, f"--save-every-steps {cfg.save_every_steps} must be positive"
+        0 < cfg.save_every_steps <= MAX_STEPS,
+        f"--save-every-steps {cfg.save_every_steps} must be positive",
     )
     _require(
-        cfg.save_every_seconds >= 0, f"--save-every-seconds {cfg.save_every_seconds} must be >= 0"
+        math.isfinite(cfg.save_every_seconds) and cfg.save_every_seconds >= 0,
+        f"--save-every-seconds {cfg.save_every_seconds} must be a finite number >= 0",
     )
     _require(
         cfg.keep_checkpoints >= 2,
@@ -352,13 +366,17 @@ def validate(cfg: TrainConfig) -> None:
     )
     _require(cfg.log_every_steps > 0, f"--log-every-steps {cfg.log_every_steps} must be positive")
     _require(0 <= cfg.val_fraction < 1, f"--val-fraction {cfg.val_fraction} must be in [0, 1)")
-    _require(
-        cfg.collective_timeout > 0,
-        f"--collective-timeout {cfg.collective_timeout} must be positive",
-    )
-    _require(cfg.threads >= 0, f"--threads {cfg.threads} must be >= 0")
-    _require(cfg.hang_timeout > 0, f"--hang-timeout {cfg.hang_timeout} must be positive")
-    _require(cfg.startup_timeout > 0, f"--startup-timeout {cfg.startup_timeout} must be positive")
+    for flag, seconds in (
+        ("--collective-timeout", cfg.collective_timeout),
+        ("--hang-timeout", cfg.hang_timeout),
+        ("--startup-timeout", cfg.startup_timeout),
+    ):
+        _require(
+            math.isfinite(seconds) and seconds > 0,
+            f"{flag} {seconds} must be a finite number of seconds > 0",
+        )
+    _require(0 <= cfg.threads <= 1024, f"--threads {cfg.threads} must be in 0..1024")
+    _require(cfg.cache_max_mb >= 0, f"--cache-max-mb {cfg.cache_max_mb} must be >= 0")
     for flag, price in (
         ("--price-per-hour", cfg.price_per_hour),
         ("--on-demand-price-per-hour", cfg.on_demand_price_per_hour),

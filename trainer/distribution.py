@@ -55,6 +55,12 @@ def read_cluster(environ: dict | None = None) -> Cluster:
         raise ValueError(f"TF_CONFIG is not a valid cluster spec ({e}): {raw[:200]}") from e
     # Evaluators and parameter servers do not take part in MWMS training.
     num_workers = len(cluster.get("chief", [])) + len(cluster.get("worker", []))
+    pool = cluster.get("master" if task_type == "master" else task_type, [])
+    if task_type in ("chief", "master", "worker") and not 0 <= task_id < len(pool):
+        raise ValueError(
+            f"TF_CONFIG task {task_type} index {task_id} is not in its pool of {len(pool)} "
+            f"address(es): {raw[:200]}"
+        )
     if task_type in ("chief", "master"):
         is_chief = True
     elif task_type == "worker":

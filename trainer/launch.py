@@ -58,6 +58,11 @@ def tf_configs(ports: list[int]) -> list[tuple[str, dict]]:
     return out
 
 
+def default_max_workers() -> int:
+    """The most local workers allowed without ``--max-workers``: 4 per CPU."""
+    return 4 * (os.cpu_count() or 1)
+
+
 def _children(pid: int) -> list[int]:
     """Direct child pids (Linux /proc), e.g. the trainer under its supervisor."""
     try:
@@ -108,9 +113,23 @@ class Launcher:
         seed: int | None = None,
         module: str = "trainer.task",
         stream=None,
+        max_workers: int | None = None,
     ):
+        cap = max_workers if max_workers is not None else default_max_workers()
         if workers < 1:
             raise ValueError(f"--workers {workers} must be >= 1")
+        if workers > cap:
+            raise ValueError(
+                f"--workers {workers} is more than {cap} (4 per CPU here); each worker is a "
+                "full trainer process: pass --max-workers to allow more"
+            )
+        if output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
+            raise ValueError(f"--output-dir {output_dir!r} is a file, not a folder")
+        if preempt_at_step < 0:
+            raise ValueError(f"--preempt-at-step {preempt_at_step} must be >= 0 (0 = off)")
+        for flag, seconds in (("--grace", grace), ("--kill-after", kill_after)):
+            if not (seconds >= 0 and seconds < float("inf")):
+                raise ValueError(f"{flag} {seconds} must be a finite number of seconds >= 0")
         if signal_name not in ("TERM", "KILL", "INT", "STOP"):
             raise ValueError(f"--signal {signal_name!r} must be TERM, KILL, INT or STOP")
         self.n = workers
@@ -342,6 +361,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=20.0,
         help="Seconds between SIGTERM and SIGKILL when stopping workers.",
     )
+    p.add_argument(
+        "--max-workers",
+        type=int,
+        default=None,
+        help="Allow more than 4 workers per CPU (default: 4 x the CPU count).",
+    )
     p.add_argument("trainer_args", nargs=argparse.REMAINDER)
     return p
 
@@ -366,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             grace=args.grace,
             kill_after=args.kill_after,
             seed=args.seed,
+            max_workers=args.max_workers,
         )
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

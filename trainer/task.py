@@ -26,11 +26,14 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stdout,
     )
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from trainer import watchdog
+    from trainer import train_lib, watchdog
 
     if watchdog.should_supervise(argv):
+        # Bad flags and values fail here, in the light supervisor, in well under a second.
+        code = train_lib.check(argv)
+        if code is not None:
+            return code
         return watchdog.supervise([sys.executable, "-m", "trainer.task", *argv], argv)
-    from trainer import train_lib
 
     return train_lib.run(argv)
 

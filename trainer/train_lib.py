@@ -10,6 +10,7 @@ NaN-ness, on stopping for a preemption and on time-based saves.
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import logging
 import math
@@ -17,11 +18,23 @@ import time
 
 from trainer import checkpointing, config, data, distribution, fileio, preemption
 from trainer import ledger as ledger_lib
-from trainer import model as model_lib
 from trainer import watchdog as watchdog_lib
 from trainer.preemption import ConfigError, TrainerExit
 
 log = logging.getLogger("trainer")
+
+# OSError numbers no retry can cure without someone fixing the destination.
+UNWRITABLE = frozenset(
+    {
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+    }
+)
 
 
 def nan_advice(cfg: config.TrainConfig) -> str:
@@ -69,6 +82,7 @@ def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> data
     """Fast checks, in order of cost; raises ConfigError."""
     config.validate(cfg)
     checkpointing.check_fatal_marker(cfg)
+    checkpointing.check_output_dirs(cfg, cluster)
     index = data.index_data(cfg)
     cfg.class_names = index.class_names
     checkpointing.check_run_config(cfg, cluster)
@@ -136,6 +150,8 @@ class Trainer:
         # Same initial weights and dropout masks on every run with this seed; the
         # dropout RNG state is a model variable, so it is checkpointed too.
         keras.utils.set_random_seed(cfg.seed)
+        from trainer import model as model_lib  # Keras: imported only to train
+
         with self.strategy.scope():
             self.model = model_lib.build_model(cfg, len(self.index.class_names))
             self.optimizer = model_lib.build_optimizer(cfg)
@@ -425,18 +441,57 @@ class Trainer:
             self.store.close()
 
 
+def _ledger(cfg: config.TrainConfig, cluster: distribution.Cluster) -> ledger_lib.Ledger:
+    return ledger_lib.Ledger(
+        cfg.checkpoint_dir,
+        cluster.is_chief,
+        workers=cluster.num_workers,
+        price_per_hour=cfg.price_per_hour,
+        on_demand_price_per_hour=cfg.on_demand_price_per_hour,
+    )
+
+
+def _stop(e: TrainerExit, cfg, cluster, ledger) -> int:
+    """Logs the one line, records a fatal error for retries, closes the ledger record."""
+    level = logging.WARNING if preemption.is_retryable(e.code) else logging.ERROR
+    log.log(level, "exit %d: %s", e.code, e)
+    if e.code in preemption.FATAL and cfg is not None and cluster is not None:
+        checkpointing.record_fatal(cfg, cluster, str(e), e.code)
+    if ledger is not None:
+        ledger.end(e.code, str(e))
+    return e.code
+
+
+def check(argv: list[str], environ: dict | None = None) -> int | None:
+    """The checks that need neither data nor TensorFlow, for the supervisor to run first.
+
+    A mistyped flag then costs well under a second instead of the trainer
+    process's TensorFlow import; the outcome (exit code, FATAL.json, ledger
+    record) is the same as when the trainer finds it.
+
+    Returns:
+        The exit code to stop with, or ``None`` when the trainer should start.
+    """
+    cfg = cluster = ledger = None
+    try:
+        cfg, cluster = prepare(argv, environ)
+        config.validate(cfg)
+        checkpointing.check_fatal_marker(cfg)
+        if fileio.is_local(cfg.checkpoint_dir) and fileio.is_local(cfg.model_dir):
+            checkpointing.check_output_dirs(cfg, cluster)  # gs:// waits for the trainer
+    except TrainerExit as e:
+        if cfg is not None and cluster is not None and e.code in preemption.FATAL:
+            ledger = _ledger(cfg, cluster)
+        return _stop(e, cfg, cluster, ledger)
+    return None
+
+
 def run(argv: list[str], environ: dict | None = None) -> int:
     """Runs one attempt; returns the exit code (see trainer.preemption)."""
     cfg = cluster = trainer = ledger = None
     try:
         cfg, cluster = prepare(argv, environ)
-        ledger = ledger_lib.Ledger(
-            cfg.checkpoint_dir,
-            cluster.is_chief,
-            workers=cluster.num_workers,
-            price_per_hour=cfg.price_per_hour,
-            on_demand_price_per_hour=cfg.on_demand_price_per_hour,
-        )
+        ledger = _ledger(cfg, cluster)
         index = validate_all(cfg, cluster)
         trainer = Trainer(cfg, cluster, index, ledger)
         trainer.build()
@@ -447,13 +502,13 @@ def run(argv: list[str], environ: dict | None = None) -> int:
         ledger.end(preemption.OK)
         return preemption.OK
     except TrainerExit as e:
-        level = logging.WARNING if preemption.is_retryable(e.code) else logging.ERROR
-        log.log(level, "exit %d: %s", e.code, e)
-        if e.code in preemption.FATAL and cfg is not None and cluster is not None:
-            checkpointing.record_fatal(cfg, cluster, str(e), e.code)
-        if ledger is not None:
-            ledger.end(e.code, str(e))
-        return e.code
+        return _stop(e, cfg, cluster, ledger)
+    except OSError as e:
+        # Out of space, permissions, a file where a folder belongs: the same on retry.
+        if e.errno not in UNWRITABLE:
+            raise
+        where = e.filename or (cfg.checkpoint_dir if cfg else "?")
+        return _stop(ConfigError(f"cannot write {where!r}: {e.strerror}"), cfg, cluster, ledger)
     finally:
         if trainer is not None:
             trainer.close()

@@ -1,0 +1,168 @@
+"""Bad inputs to the trainer and its launcher: one line naming the value, exit 64, fast.
+
+Exit 1 (a traceback) is not fatal to KFP or Vertex: they retry it and burn GPU
+time. Every case here must exit FATAL_CONFIG within seconds (the supervisor
+checks before the trainer imports TensorFlow), print exactly one error line
+naming the offending value, no traceback, and leave FATAL.json and a closed
+ledger record where a checkpoint dir could be written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from trainer_helpers import REPO, env
+
+from trainer import preemption
+
+GOOD = ["--backbone", "small_cnn", "--weights", "none", "--train-steps", "5"]
+
+
+def _trainer(tmp_path, *args, tf_config=None, dirs=True):
+    extra = {"TF_CONFIG": tf_config} if tf_config else {}
+    if dirs:
+        args = [
+            "--checkpoint-dir", str(tmp_path / "ck"), "--model-dir", str(tmp_path / "m"),
+            "--image-dir", str(tmp_path), *args,
+        ]  # fmt: skip
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.task", *args],
+        cwd=REPO,
+        env={**env(), **extra},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc, time.monotonic() - start
+
+
+CASES = [
+    # (flags replacing GOOD's, the text the one line must contain)
+    (["--bogus-flag"], "--bogus-flag"),
+    (["--train-steps", "0", "--epochs", "inf"], "--epochs inf"),
+    (["--train-steps", "0", "--epochs", "nan"], "nan"),
+    (["--train-steps", "99999999999999999999"], "99999999999999999999"),
+    (["--train-steps", "-5"], "-5"),
+    (["--seed", "-1"], "--seed -1"),
+    (["--seed", "99999999999"], "--seed 99999999999"),
+    (["--image-size", "abc"], "'abc'"),
+    (["--image-size", "0"], "--image-size 0"),
+    (["--backbone", "vgg"], "'vgg'"),
+    (["--learning-rate", "nan"], "--learning-rate nan"),
+    (["--learning-rate", "-1"], "--learning-rate -1"),
+    (["--hang-timeout", "inf"], "--hang-timeout inf"),
+    (["--collective-timeout", "0"], "--collective-timeout 0"),
+    (["--save-every-seconds", "-1"], "--save-every-seconds -1"),
+    (["--save-every-seconds", "nan"], "--save-every-seconds nan"),
+    (["--save-every-steps", "0"], "--save-every-steps 0"),
+    (["--threads", "5000"], "--threads 5000"),
+    (["--val-fraction", "1.5"], "--val-fraction 1.5"),
+    (["--cache-max-mb", "-1"], "--cache-max-mb -1"),
+    (["--keep-checkpoints", "1"], "--keep-checkpoints 1"),
+    (["--price-per-hour", "inf"], "--price-per-hour inf"),
+    (["--batch-size-per-replica", "0"], "--batch-size-per-replica 0"),
+    (["--weights", "imagenet"], "small_cnn"),
+]
+
+
+@pytest.mark.parametrize("flags, named", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_flag_is_one_line_fatal_and_fast(tmp_path, flags, named):
+    names = {f for f in flags if f.startswith("--")}
+    base = [a for i, a in enumerate(GOOD) if a not in names and GOOD[i - 1] not in names]
+    proc, seconds = _trainer(tmp_path, *base, *flags)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == preemption.FATAL_CONFIG, out
+    errors = [ln for ln in out.splitlines() if " ERROR " in ln]
+    assert len(errors) == 1 and named in errors[0], out
+    assert "Traceback" not in out
+    assert seconds < 3, f"{seconds:.1f} s"
+
+
+def test_a_bad_value_is_recorded_for_retries(tmp_path):
+    proc, _ = _trainer(tmp_path, *GOOD, "--learning-rate", "nan")
+    assert proc.returncode == preemption.FATAL_CONFIG
+    marker = json.loads((tmp_path / "ck" / "FATAL.json").read_text())
+    assert "--learning-rate nan" in marker["error"] and marker["exit_code"] == 64
+    (record,) = json.loads((tmp_path / "ck" / "attempts.json").read_text())["attempts"]
+    assert record["outcome"] == "fatal_config"  # closed, not left "running"
+
+
+@pytest.mark.parametrize("which", ["--model-dir", "--checkpoint-dir"])
+def test_an_output_dir_that_is_a_file_fails_before_training(tmp_path, which):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    args = {
+        "--checkpoint-dir": str(tmp_path / "ck"),
+        "--model-dir": str(tmp_path / "m"),
+        which: str(a_file),
+    }
+    flat = [x for kv in args.items() for x in kv]
+    proc, seconds = _trainer(tmp_path, *GOOD, *flat, "--image-dir", str(tmp_path), dirs=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == preemption.FATAL_CONFIG, out
+    (line,) = [ln for ln in out.splitlines() if " ERROR " in ln]
+    assert f"{which} {str(a_file)!r} is not writable: it is a file" in line
+    assert seconds < 3 and "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    "tf_config, named",
+    [
+        ('{"cluster": {"chief": ["a:1"]}, "task": {"type": "worker", "index": 3}}', "index 3"),
+        ('{"cluster": {"chief": ["a:1"]}, "task": {"type": "chief", "index": 1}}', "index 1"),
+        ('{"cluster": {"chief": ["a:1"]}, "task": {"type": "ps"}}', "'ps'"),
+        ("{not json", "not a valid cluster spec"),
+    ],
+)
+def test_a_bad_cluster_spec_is_one_line_fatal(tmp_path, tf_config, named):
+    proc, seconds = _trainer(tmp_path, *GOOD, tf_config=tf_config)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == preemption.FATAL_CONFIG, out
+    (line,) = [ln for ln in out.splitlines() if " ERROR " in ln]
+    assert named in line and seconds < 3 and "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--workers", "1000"], "--workers 1000"),
+        (["--workers", "0"], "--workers 0"),
+        (["--workers", "2", "--grace", "-1"], "--grace -1.0"),
+        (["--workers", "2", "--kill-after", "inf"], "--kill-after inf"),
+        (["--workers", "2", "--preempt-at-step", "-4"], "--preempt-at-step -4"),
+        (["--workers", "2", "--signal", "HUP"], "'HUP'"),
+        (["--workers", "2", "--preempt-worker", "7"], "--preempt-worker 7"),
+    ],
+)
+def test_launcher_refuses_in_one_line_and_starts_nothing(tmp_path, args, named):
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.launch", *args, "--", *GOOD],
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr
+    assert proc.stderr.count("\n") == 1 and named in proc.stderr, proc.stderr
+    assert "started" not in proc.stdout  # no worker was started
+
+
+def test_launcher_output_dir_that_is_a_file(tmp_path):
+    a_file = tmp_path / "out"
+    a_file.write_text("x")
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.launch", "--workers", "2", "--output-dir", str(a_file)],
+        cwd=REPO,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == preemption.FATAL_CONFIG
+    assert proc.stderr.strip() == f"error: --output-dir {str(a_file)!r} is a file, not a folder"
