@@ -47,6 +47,14 @@ def _parse(raw: str, role: str) -> _Loc:
         bucket, _, path = raw[len("gs://") :].partition("/")
         if not _BUCKET_RE.match(bucket):
             raise CopyError(f"invalid bucket name in {role}: {raw!r}")
+        # Object names are literal: "a/../x" or "a//x" would create objects with those
+        # names, which no folder-like tool (and not our own download) maps back.
+        segments = path.rstrip("/").split("/") if path else []
+        if role == "destination" and any(seg in ("", ".", "..") for seg in segments):
+            raise CopyError(
+                f"{role} {raw!r} has an empty, '.' or '..' path segment: object names are "
+                "literal in GCS; write the prefix out"
+            )
         return _Loc(raw, bucket, path)
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", raw):
         raise CopyError(f"unsupported {role} {raw!r}: use gs://bucket/prefix or a local path")

@@ -97,6 +97,8 @@ def copy(
         raise CopyError(f"workers must be at least 1, got {workers}")
     if retries < 0:
         raise CopyError(f"retries must be at least 0, got {retries}")
+    if not (0 <= retry_delay <= 3600):
+        raise CopyError(f"retry_delay must be a number of seconds in 0..3600, got {retry_delay}")
     if progress not in ("auto", "bar", "log", "off"):
         raise CopyError(f"progress must be auto, bar, log or off, got {progress!r}")
     src_loc, dst_loc = _parse(src, "source"), _parse(dst, "destination")

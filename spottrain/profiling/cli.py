@@ -52,6 +52,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_outputs(args: argparse.Namespace) -> str:
+    """The first problem with the output paths or window sizes, or ``""``."""
+    for flag, steps, least in (
+        ("--warmup-steps", args.warmup_steps, 0),
+        ("--profile-steps", args.profile_steps, 1),
+    ):
+        if steps < least:
+            return f"{flag} {steps} must be >= {least}"
+    for flag, path in (
+        ("--report", args.report),
+        ("--html", args.html),
+        ("--metrics-json", args.metrics_json),
+    ):
+        if not path or not fileio.is_local(path):
+            continue
+        parent = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(path):
+            return f"{flag} {path!r} is a folder: give a file name"
+        if os.path.exists(parent) and not os.path.isdir(parent):
+            return f"{flag} {path!r}: {parent!r} is a file, not a folder"
+    return ""
+
+
 def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print) -> int:
     """CLI entry point; returns the exit code (the trainer's codes for its errors)."""
     logging.basicConfig(
@@ -59,6 +82,10 @@ def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print)
     )
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    problem = _check_outputs(args)
+    if problem:  # before the (minutes-long) profile runs
+        print(f"python -m spottrain.profiling: error: {problem}", file=sys.stderr)
+        return 2
     trainer_args = args.trainer_args
     if trainer_args and trainer_args[0] == "--":
         trainer_args = trainer_args[1:]
