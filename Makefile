@@ -48,6 +48,11 @@ run-trainer: venv ## The trainer alone: 2 local workers, one SIGTERM, restart, l
 # the variant that resumes on the on-demand pool when the spot run fails for good.
 GKE_PIPELINE = $(if $(POOL),--pool "$(POOL)") $(if $(FALLBACK),--fallback)
 PIPELINE_PARAMS = $(filter $(addsuffix %,a b c d e f g h i j k l m n o p q r s t u v w x y z),$(MAKEOVERRIDES))
+# The other command-line variables, minus this Makefile's own: the CLI refuses one
+# named like a pipeline parameter (TRAIN_STEPS=5 would otherwise be dropped silently).
+MAKE_OWN_VARIABLES := HOST POOL FALLBACK NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON
+OTHER_VARIABLES = $(sort $(filter-out $(MAKE_OWN_VARIABLES) $(foreach p,$(PIPELINE_PARAMS),$(firstword $(subst =, ,$(p)))),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
+MAKE_VARIABLES_FLAG = $(if $(OTHER_VARIABLES),--make-variables "$(OTHER_VARIABLES)")
 IMAGE ?= $(shell $(PY) -c 'from spottrain.version import IMAGE; print(IMAGE)')
 # $(call require,VAR,example): stop with a one-line message when VAR is empty.
 require = @if [ -z "$($(1))" ]; then echo "make $@: $(1) is required, e.g. make $@ $(2)" >&2; exit 2; fi
@@ -61,13 +66,13 @@ upload: venv ## Upload the GKE pipeline to KFP: HOST=<url> [POOL=preemptible|spo
 
 run-gke run-preemptible: venv ## Create a KFP run on GKE (run-preemptible: the same): HOST=<url> [POOL=preemptible|spot FALLBACK=1] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,HOST,HOST=https://<your-kfp-dashboard> data_src=gs://... checkpoint_dir=gs://...)
-	$(PY) -m spottrain.pipelines run-gke --host "$(HOST)" $(GKE_PIPELINE) $(PIPELINE_PARAMS)
+	$(PY) -m spottrain.pipelines run-gke --host "$(HOST)" $(GKE_PIPELINE) $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
 
 run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,PROJECT,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
 	$(call require,REGION,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
 	$(call require,BUCKET,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
-	$(PY) -m spottrain.pipelines run-vertex --project "$(PROJECT)" --region "$(REGION)" --bucket "$(BUCKET)" $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(PIPELINE_PARAMS)
+	$(PY) -m spottrain.pipelines run-vertex --project "$(PROJECT)" --region "$(REGION)" --bucket "$(BUCKET)" $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
 
 gke-nodepool: venv ## Print the gcloud command for the GPU node pool: CLUSTER= ZONE= [POOL=preemptible|spot|on-demand GPU_TYPE= GPUS= MAX_NODES= EXECUTE=1]
 	$(call require,CLUSTER,CLUSTER=my-cluster ZONE=us-central1-a)

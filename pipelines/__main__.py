@@ -1,7 +1,8 @@
 """``python -m spottrain.pipelines compile|upload|run|run-vertex|run-local|nodepool``.
 
 Every subcommand runs the pre-flight guards first and prints a one-line error
-(exit 2) for a bad or missing argument instead of a traceback.
+(exit 2) for a bad or missing argument instead of a traceback; a service that
+cannot be reached exits 69, missing Google credentials 78 (see ``submit``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,39 @@ from pathlib import Path
 from spottrain.version import IMAGE
 
 ERROR_EXIT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (argparse prints the usage too): exit 2."""
+
+    def error(self, message: str):
+        self.exit(ERROR_EXIT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _check_out(out: str) -> None:
+    """``--out``'s folder must exist and be a folder (checked before compiling)."""
+    parent = Path(out).parent
+    if Path(out).is_dir() or not parent.is_dir():
+        if Path(out).is_dir():
+            what = "is a folder"
+        else:
+            state = "is not a folder" if parent.exists() else "does not exist"
+            what = f"{str(parent)!r} {state}"
+        raise _guard_error(f"--out {out!r}: {what}; pass a file path in an existing folder")
+
+
+def _guard_error(message: str):
+    from spottrain.pipelines.guards import GuardError
+
+    return GuardError(message)
+
+
+def _check_positive(**flags: int | None) -> None:
+    """``--flag N`` values that must be >= 1 (``None``: not given)."""
+    for name, value in flags.items():
+        if value is not None and value < 1:
+            flag = "--" + name.replace("_", "-")
+            raise _guard_error(f"{flag} {value} must be >= 1")
 
 
 def _template(args: argparse.Namespace, default: str) -> Path:
@@ -36,6 +70,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from spottrain.pipelines import guards, placement
     from spottrain.pipelines.guards import GuardError
 
+    placement.check_gpu_type(args.gpu_type)
     if args.check:
         stale = comp.drift(args.image)
         for path in stale:
@@ -44,9 +79,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.target:
         if not args.out:
             raise GuardError("--target needs --out FILE")
+        _check_out(args.out)
         with comp.component_images(args.image):
             func = _custom_pipeline(args, placement, guards)
-            Path(args.out).write_text(comp.compile_text(func, args.image))
+            text = comp.compile_text(func, args.image)
+        try:
+            Path(args.out).write_text(text)
+        except OSError as e:
+            raise GuardError(f"--out {args.out!r} cannot be written: {e.strerror}") from None
         print(f"wrote {args.out}")
         return 0
     guards.check_image_gpu(args.image, placement.Placement().gpu_count)
@@ -62,6 +102,7 @@ def _custom_pipeline(args, placement, guards):
     if args.target == "vertex":
         from spottrain.pipelines import vertex
 
+        placement.check_gpu_type(args.accelerator_type, vertex=True)
         settings = vertex.VertexTraining(
             machine_type=args.machine_type,
             accelerator_type=args.accelerator_type,
@@ -99,10 +140,13 @@ def cmd_upload(args: argparse.Namespace) -> int:
     """Uploads a compiled pipeline (or a new version) to a KFP dashboard."""
     from spottrain.pipelines import submit
 
+    submit.check_host(args.host)
     template = _gke_template(args)
+    _check_gke_template(template)
     name = args.name or submit.pipeline_name(template)
-    client = submit.kfp_client(args.host, namespace=args.namespace)
-    ids = submit.upload(client, template, name, args.version, args.description)
+    with submit.service_errors(f"KFP at {args.host}"):
+        client = submit.kfp_client(args.host, namespace=args.namespace)
+        ids = submit.upload(client, template, name, args.version, args.description)
     print(" ".join(f"{k}={v}" for k, v in ids.items()))
     return 0
 
@@ -112,14 +156,18 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
     from spottrain.pipelines import submit
 
     params = submit.parse_params(args.params)
+    submit.check_host(args.host)
     template = _gke_template(args)
     from spottrain.pipelines import guards
 
-    guards.preflight(template, params)  # before building a client that may prompt for auth
-    client = submit.kfp_client(args.host, namespace=args.namespace)
-    run_id = submit.run(
-        client, template, params, experiment=args.experiment, run_name=args.run_name
-    )
+    _check_gke_template(template)
+    # before building a client that may prompt for auth
+    guards.preflight(template, params, make_variables=args.make_variables.split())
+    with submit.service_errors(f"KFP at {args.host}"):
+        client = submit.kfp_client(args.host, namespace=args.namespace)
+        run_id = submit.run(
+            client, template, params, experiment=args.experiment, run_name=args.run_name
+        )
     print(f"run_id={run_id}")
     return 0
 
@@ -127,21 +175,35 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
 def cmd_run_vertex(args: argparse.Namespace) -> int:
     """Submits the Vertex pipeline after the pre-flight guards."""
     from spottrain.pipelines import compile as comp
-    from spottrain.pipelines import submit
+    from spottrain.pipelines import guards, submit
 
-    job = submit.vertex_job(
-        _template(args, comp.VERTEX_YAML),
-        submit.parse_params(args.params),
-        project=args.project,
-        region=args.region,
-        bucket=args.bucket,
-    )
-    print(f"submitted {submit.submit_vertex(job, args.service_account)}")
+    params = submit.parse_params(args.params)
+    submit.check_vertex_args(args.project, args.region, args.bucket)
+    template = _template(args, comp.VERTEX_YAML)
+    spec = submit.check_vertex_template(template)
+    guards.check_make_variables(spec, args.make_variables.split())
+    guards.preflight(template, params)  # before looking for credentials
+    with submit.service_errors(f"Vertex AI in {args.region}"):
+        credentials = submit.google_credentials()
+        job = submit.vertex_job(
+            template,
+            params,
+            project=args.project,
+            region=args.region,
+            bucket=args.bucket,
+            credentials=credentials,
+        )
+        name = submit.submit_vertex(job, args.service_account)
+    print(f"submitted {name}")
     return 0
 
 
 def cmd_run_local(args: argparse.Namespace) -> int:
     """Runs the whole pipeline locally under kfp.local with fake GCS."""
+    _check_positive(workers=args.workers, train_steps=args.train_steps)
+    for flag, value in (("--limit", args.limit), ("--preempt-at-step", args.preempt_at_step)):
+        if value is not None and value < 0:
+            raise _guard_error(f"{flag} {value} must be >= 0")
     from spottrain.pipelines import local
 
     result = local.run_local(
@@ -156,10 +218,23 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def _check_gke_template(template: Path) -> None:
+    """A Vertex pipeline (custom-job components) does not run on KFP on GKE."""
+    from spottrain.pipelines import guards
+
+    spec, _ = guards.load_template(template)
+    if guards.custom_jobs(spec):
+        raise guards.GuardError(
+            f"--pipeline {str(template)!r} is a Vertex AI pipeline (Vertex custom jobs): "
+            "submit it with run-vertex, or pass a GKE pipeline (spottrain_gke_*.yaml)"
+        )
+
+
 def cmd_nodepool(args: argparse.Namespace) -> int:
     """Prints (or runs) the gcloud command creating the GPU node pool."""
     from spottrain.pipelines import placement
 
+    placement.check_gpu_type(args.gpu_type)
     pool = placement.Placement(
         pool=args.pool, gpu_type=args.gpu_type, gpu_count=args.gpus, memory_limit=""
     )
@@ -182,7 +257,7 @@ def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     from spottrain.pipelines.placement import RUN_TIMEOUT, SPOT_POOLS
 
-    p = argparse.ArgumentParser(prog="python -m spottrain.pipelines", description=__doc__)
+    p = _Parser(prog="python -m spottrain.pipelines", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("compile", help="write the committed component and pipeline YAML")
@@ -260,6 +335,8 @@ def parser() -> argparse.ArgumentParser:
         "--fallback", action="store_true", help="no spot retries; the on-demand fall-back resumes"
     )
     lr.set_defaults(func=cmd_run_local)
+    for s in (r, v):  # the Makefile names its upper-case command-line variables here
+        s.add_argument("--make-variables", default="", help=argparse.SUPPRESS)
 
     n = sub.add_parser("nodepool", help="print (or --execute) the gcloud node-pool command")
     n.add_argument("--cluster", default="", help="GKE cluster (required)")
@@ -279,14 +356,21 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Runs the CLI; returns the exit code."""
     from spottrain.pipelines.guards import GuardError
+    from spottrain.pipelines.submit import ServiceError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    args = parser().parse_args(argv)
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as done:  # --help, or an argument error already printed (one line)
+        return done.code if isinstance(done.code, int) else ERROR_EXIT
     try:
         return args.func(args)
     except GuardError as err:  # every config error; one line, no traceback
         print(f"error: {err}", file=sys.stderr)
         return ERROR_EXIT
+    except ServiceError as err:  # the request could not be made: see submit's exit codes
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
 
 
 if __name__ == "__main__":

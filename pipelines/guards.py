@@ -103,11 +103,31 @@ def check_checkpoint_dir(checkpoint_dir: str, retries: int) -> None:
 
 
 def load_template(path: str | Path) -> tuple[dict, dict | None]:
-    """Reads a compiled pipeline: the PipelineSpec and the platform spec (or ``None``)."""
-    docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
-    if not docs or "root" not in docs[0]:
+    """Reads a compiled pipeline: the PipelineSpec and the platform spec (or ``None``).
+
+    Raises:
+        GuardError: the file is missing or unreadable, not YAML, or not a compiled
+            pipeline (one line naming the path).
+    """
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+        raise GuardError(f"pipeline {str(path)!r} cannot be read: {reason}") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise GuardError(
+            f"pipeline {str(path)!r} is not YAML{where}: pass a compiled pipeline YAML"
+        ) from None
+    if not docs or not isinstance(docs[0], dict) or "root" not in docs[0]:
         raise GuardError(f"{path} is not a compiled KFP pipeline (no 'root')")
-    return docs[0], (docs[1] if len(docs) > 1 else None)
+    platform = docs[1] if len(docs) > 1 else None
+    if platform is not None and not isinstance(platform, dict):
+        raise GuardError(f"{path} is not a compiled KFP pipeline (its 2nd document is no mapping)")
+    return docs[0], platform
 
 
 def parameter_types(spec: Mapping) -> dict[str, str]:
@@ -155,6 +175,11 @@ def check_parameters(spec: Mapping, params: Mapping[str, Any]) -> dict[str, Any]
         if name not in types:
             close = difflib.get_close_matches(name, types, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
+            if name.lower() in types and name != name.lower():
+                raise GuardError(
+                    f"pipeline parameter {name!r}: names are lower case, use "
+                    f"{name.lower()}=... (make passes on only lower-case variables)"
+                )
             raise GuardError(
                 f"unknown pipeline parameter {name!r}: {hint}known: {', '.join(sorted(types))}"
             )
@@ -162,6 +187,76 @@ def check_parameters(spec: Mapping, params: Mapping[str, Any]) -> dict[str, Any]
     if missing:
         raise GuardError(f"missing required pipeline parameter(s): {', '.join(missing)}")
     return {name: _coerce(name, types[name], value) for name, value in params.items()}
+
+
+def parameter_defaults(spec: Mapping) -> dict[str, Any]:
+    """The template's default parameter values."""
+    params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    return {n: p["defaultValue"] for n, p in params.items() if "defaultValue" in p}
+
+
+# Stand-ins for the inputs the pipeline itself fills in (the copied image folder, the
+# model artifact): trainer.config.validate only checks that they are set.
+_PIPELINE_FILLED = {"image_dir": "<the copied data_src>", "model_dir": "<the model artifact>"}
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
+
+
+def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
+    """Refuses parameter *values* the run would fail on, before anything is submitted.
+
+    The training settings are checked by the trainer's own rules, from one source:
+    a ``trainer.config.TrainConfig`` of the parameters that are TrainConfig fields
+    (``PIPELINE_HYPERPARAMETERS`` and ``checkpoint_dir``) goes through
+    ``trainer.config.validate``, which needs neither data nor TensorFlow. The
+    pipeline-only ``local_workers`` and empty required parameters are checked here.
+
+    Args:
+        spec: The compiled PipelineSpec.
+        params: The run's parameters, already converted to the template's types.
+    """
+    types = parameter_types(spec)
+    for name in required_parameters(spec):
+        if types[name] == "STRING" and not str(params.get(name, "")).strip():
+            raise GuardError(f"pipeline parameter {name} is empty: pass {name}=...")
+    values = {**parameter_defaults(spec), **params}
+    if "local_workers" in values and values["local_workers"] < 1:
+        raise GuardError(
+            f"pipeline parameter local_workers={values['local_workers']} must be >= 1 "
+            "(worker processes per node)"
+        )
+    from trainer import config
+    from trainer.preemption import ConfigError
+
+    fields = {*config.PIPELINE_HYPERPARAMETERS, "checkpoint_dir"}
+    settings = {n: v for n, v in values.items() if n in fields}
+    if not settings:
+        return  # not a training pipeline
+    try:
+        config.validate(config.TrainConfig(**_PIPELINE_FILLED, **settings))
+    except ConfigError as e:
+        # The trainer's message names its flags: name the pipeline parameters instead.
+        def param(m: re.Match) -> str:
+            name = m.group(1).replace("-", "_")
+            return name if name in values else m.group(0)
+
+        raise GuardError(
+            f"pipeline parameter refused by the trainer: {_FLAG.sub(param, str(e))}"
+        ) from None
+
+
+def check_make_variables(spec: Mapping, names: Iterable[str]) -> None:
+    """Refuses upper-case make variables named like a pipeline parameter.
+
+    ``make run-gke`` passes only lower-case command-line variables on as parameters,
+    so ``TRAIN_STEPS=5`` would be dropped silently; the Makefile names the others here.
+    """
+    types = parameter_types(spec)
+    for name in names:
+        if name.lower() in types:
+            raise GuardError(
+                f"make variable {name} is not a pipeline parameter: parameter names are "
+                f"lower case, use {name.lower()}=..."
+            )
 
 
 def _tasks(spec: Mapping) -> Iterable[tuple[str, Mapping]]:
@@ -347,7 +442,11 @@ def images(spec: Mapping) -> list[str]:
 
 
 def preflight(
-    template: str | Path, params: Mapping[str, Any], *, local: bool = False
+    template: str | Path,
+    params: Mapping[str, Any],
+    *,
+    local: bool = False,
+    make_variables: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Runs every guard on a compiled template and a run's parameters.
 
@@ -356,17 +455,21 @@ def preflight(
         params: Parameter values (strings from the command line are converted).
         local: A kfp.local run, where retries reuse the same machine, so a local
             checkpoint dir persists across them.
+        make_variables: Upper-case make variables of the command line (see
+            :func:`check_make_variables`).
 
     Returns:
         The converted parameters.
     """
     spec, platform = load_template(template)
+    check_make_variables(spec, make_variables)
     params = check_parameters(spec, params)
     check_exit_tasks(spec)
     check_retry_windows(spec, platform)
     retries = max_train_retries(spec)
     if not local:
         check_checkpoint_dir(checkpoint_dir_value(spec, params) or "", retries)
+    check_values(spec, params)
     gpus = _gpus(spec, platform)
     for image in set(images(spec)):
         check_image_gpu(image, gpus)

@@ -8,6 +8,7 @@ toleration a task needs cannot drift apart.
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 from dataclasses import dataclass, field, replace
@@ -45,6 +46,24 @@ VERTEX_ACCELERATORS = {
     "nvidia-l4": "NVIDIA_L4",
     "nvidia-h100-80gb": "NVIDIA_H100_80GB",
 }
+
+
+def check_gpu_type(gpu_type: str, *, vertex: bool = False) -> None:
+    """Refuses an accelerator name GKE (or Vertex) does not know: a task would stay Pending.
+
+    Args:
+        gpu_type: A GKE accelerator label value, or with ``vertex`` a Vertex AI name.
+        vertex: Check against the Vertex names (``NVIDIA_TESLA_T4``) instead.
+    """
+    known = list(VERTEX_ACCELERATORS.values() if vertex else VERTEX_ACCELERATORS)
+    if gpu_type not in known:
+        close = difflib.get_close_matches(gpu_type, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        flag = "--accelerator-type" if vertex else "--gpu-type"
+        raise PlacementError(
+            f"{flag} {gpu_type!r} is not a known accelerator: {hint}known: {', '.join(known)}"
+        )
+
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki|m)?$")
 _DURATION = re.compile(r"^[0-9]+s$")
@@ -136,6 +155,8 @@ class Placement:
             raise PlacementError(f"gpu_count={self.gpu_count}: must be >= 0")
         if self.gpu_count and not self.gpu_type:
             raise PlacementError(f"gpu_count={self.gpu_count} needs a gpu_type")
+        if self.gpu_count:
+            check_gpu_type(self.gpu_type)
         if self.retries < 0:
             raise PlacementError(f"retries={self.retries}: must be >= 0")
         for name in ("memory_limit", "cpu_limit"):

@@ -8,10 +8,14 @@ call is testable without a server.
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import logging
+import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,160 @@ log = logging.getLogger(__name__)
 
 class SubmitError(guards.GuardError):
     """A missing or malformed submit argument; the message names it."""
+
+
+# Exit codes of a request that could not be made, from sysexits.h. Neither is 1
+# (which KFP and Vertex retry when this CLI runs as a task) nor >= 128 (retryable in
+# this project's exit-code table) nor 2 (a usage error: the arguments are fine):
+# EX_UNAVAILABLE: the service did not answer or refused the request. Operational: the
+# same command may work later, so a script may retry on 69 and on nothing else.
+UNAVAILABLE_EXIT = 69
+# EX_CONFIG: no Google credentials on this machine. Retrying cannot help; run
+# `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS).
+NO_CREDENTIALS_EXIT = 78
+
+
+class ServiceError(Exception):
+    """A request that could not be made; one line, and the CLI's exit code."""
+
+    def __init__(self, message: str, exit_code: int = UNAVAILABLE_EXIT):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+_REGION = re.compile(r"^[a-z]+(-[a-z]+)+[0-9]+$")  # us-central1, northamerica-northeast2
+# Project ids: 6-30 of [a-z0-9-], a letter first, no trailing hyphen; or domain-scoped.
+_PROJECT = re.compile(r"^([a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_BUCKET_PART = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+class _BelowError(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+
+@contextmanager
+def service_errors(what: str) -> Iterator[None]:
+    """Turns a failed request to ``what`` into a one-line :class:`ServiceError`.
+
+    Unreachable, refused or HTTP errors (KFP's urllib3 client, Google API errors)
+    exit ``UNAVAILABLE_EXIT``; missing Google credentials ``NO_CREDENTIALS_EXIT``.
+    """
+    # No "Retrying ..." warning per attempt (a filter: kfp's client resets the level).
+    urllib3_log = logging.getLogger("urllib3.connectionpool")
+    quiet = _BelowError()
+    urllib3_log.addFilter(quiet)
+    try:
+        with warnings.catch_warnings():
+            # kfp.Client's version notice, on every construction.
+            warnings.filterwarnings("ignore", "This client only works", FutureWarning)
+            yield
+    except guards.GuardError:
+        raise
+    except Exception as err:
+        kind = type(err)
+        if kind.__name__ == "DefaultCredentialsError":
+            raise ServiceError(
+                "no Google credentials: run `gcloud auth application-default login` or set "
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                NO_CREDENTIALS_EXIT,
+            ) from None
+        if kind.__name__ == "MaxRetryError":  # urllib3: the host did not answer
+            reason = getattr(err, "reason", None) or err
+            raise ServiceError(f"{what} is unreachable: {_first_line(reason)}") from None
+        module = kind.__module__
+        if isinstance(err, OSError) or module.startswith(
+            ("urllib3", "kfp_server_api", "google.api_core", "google.auth", "requests")
+        ):
+            status = getattr(err, "status", None) or getattr(err, "code", None)
+            reason = getattr(err, "reason", "") if status else ""
+            detail = f"HTTP {status} {reason or ''}".strip() if status else _first_line(err)
+            raise ServiceError(f"{what} refused the request: {detail}") from None
+        raise
+    finally:
+        urllib3_log.removeFilter(quiet)
+
+
+def google_credentials():
+    """Application default credentials, before the (slow) Vertex AI client is imported.
+
+    Raises:
+        google.auth.exceptions.DefaultCredentialsError: none found (``service_errors``
+            turns it into exit ``NO_CREDENTIALS_EXIT``).
+    """
+    import google.auth
+
+    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    return credentials
+
+
+def check_host(host: str) -> None:
+    """A KFP dashboard URL: ``http(s)://host[:port][/path]``."""
+    from urllib.parse import urlsplit
+
+    if not host:
+        raise SubmitError("HOST is empty: pass the KFP dashboard URL, e.g. HOST=https://...")
+    try:
+        url = urlsplit(host)
+        url.port  # noqa: B018 (raises on a bad port)
+    except ValueError:
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.hostname:
+        raise SubmitError(
+            f"--host {host!r} is not a KFP dashboard URL: expected http(s)://host[:port][/path]"
+        )
+
+
+def _check_given(project: str, region: str, bucket: str) -> None:
+    for flag, value in (("PROJECT", project), ("REGION", region), ("BUCKET", bucket)):
+        if not value:
+            raise SubmitError(f"{flag} is empty: pass {flag}=... (project, region, gs bucket)")
+
+
+def check_vertex_args(project: str, region: str, bucket: str) -> None:
+    """Project id, region and bucket name as Google Cloud spells them (no request)."""
+    _check_given(project, region, bucket)
+    if not _PROJECT.match(project):
+        raise SubmitError(
+            f"PROJECT={project!r} is not a Google Cloud project id (6-30 of a-z, 0-9 and -, "
+            "starting with a letter)"
+        )
+    if not _REGION.match(region):
+        raise SubmitError(
+            f"REGION={region!r} is not a Google Cloud region: expected e.g. us-central1"
+        )
+    name = bucket.removeprefix("gs://").split("/", 1)[0]
+    problem = bucket_name_problem(name)
+    if problem:
+        raise SubmitError(f"BUCKET={bucket!r}: bucket name {name!r} {problem}")
+
+
+def bucket_name_problem(name: str) -> str:
+    """Why ``name`` breaks GCS bucket naming rules, or ``""``.
+
+    https://cloud.google.com/storage/docs/buckets#naming: 3-63 characters (up to 222
+    with dots, each dot-separated part at most 63) of lower-case letters, digits,
+    ``-``, ``_`` and ``.``, starting and ending with a letter or digit; not an IP
+    address; not starting with ``goog`` nor containing ``google``.
+    """
+    if not 3 <= len(name) <= (222 if "." in name else 63):
+        return "must have 3-63 characters (222 with dots)"
+    parts = name.split(".")
+    if not all(_BUCKET_PART.match(p) and len(p) <= 63 for p in parts):
+        return "may only use a-z, 0-9, '-', '_' and '.', and start and end with a letter or digit"
+    try:
+        ipaddress.ip_address(name)
+        return "must not be an IP address"
+    except ValueError:
+        pass
+    if name.startswith("goog") or "google" in name:
+        return "must not start with 'goog' or contain 'google'"
+    return ""
 
 
 def parse_params(pairs: Sequence[str]) -> dict[str, str]:
@@ -42,8 +200,7 @@ def kfp_client(host: str, namespace: str = "kubeflow", **kwargs: Any):
     The namespace is passed so construction needs no health-check round trip;
     credentials come from the environment as usual (``kfp.Client`` kwargs).
     """
-    if not host:
-        raise SubmitError("HOST is empty: pass the KFP dashboard URL, e.g. HOST=https://...")
+    check_host(host)
     import kfp
 
     return kfp.Client(host=host, namespace=namespace, **kwargs)
@@ -109,6 +266,17 @@ def run(
     return result.run_id
 
 
+def check_vertex_template(template: str | Path) -> dict:
+    """Refuses a GKE template (Vertex cannot load its kfp-kubernetes section)."""
+    spec, platform = guards.load_template(template)
+    if platform is not None:
+        raise SubmitError(
+            f"{template} has a kfp-kubernetes platform section Vertex cannot load: "
+            "submit the Vertex variant (spottrain_vertex.yaml)"
+        )
+    return spec
+
+
 def vertex_job(
     template: str | Path,
     params: Mapping[str, Any],
@@ -130,15 +298,8 @@ def vertex_job(
         display_name: Job display name.
         credentials: Google credentials; default: application default credentials.
     """
-    for flag, value in (("PROJECT", project), ("REGION", region), ("BUCKET", bucket)):
-        if not value:
-            raise SubmitError(f"{flag} is empty: pass {flag}=... (project, region, gs bucket)")
-    spec, platform = guards.load_template(template)
-    if platform is not None:
-        raise SubmitError(
-            f"{template} has a kfp-kubernetes platform section Vertex cannot load: "
-            "submit the Vertex variant (spottrain_vertex.yaml)"
-        )
+    _check_given(project, region, bucket)  # their format: check_vertex_args (the CLI)
+    spec = check_vertex_template(template)
     arguments = guards.preflight(template, params)
     root = bucket if bucket.startswith("gs://") else f"gs://{bucket}"
     pipeline_root = f"{root.rstrip('/')}/pipeline-root"

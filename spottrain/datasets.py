@@ -36,13 +36,37 @@ def write_digits(out_dir: str, limit: int = 0) -> int:
     return n
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (no usage block), exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _first_existing(path: str) -> str:
+    """The nearest existing ancestor of ``path`` (itself included)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m spottrain.datasets", description=__doc__.splitlines()[0])
     p.add_argument("name", choices=["digits"])
     p.add_argument("out_dir")
     p.add_argument("--limit", type=int, default=0, help="Write only the first N images.")
     args = p.parse_args(argv)
+    # One line and exit 2 (a usage error) before TensorFlow is imported.
+    problem = ""
+    if args.limit < 0:
+        problem = f"--limit {args.limit} must be >= 0 (0: all images)"
+    elif not os.path.isdir(_first_existing(args.out_dir)):
+        problem = f"out_dir {args.out_dir!r}: {_first_existing(args.out_dir)!r} is not a folder"
+    if problem:
+        print(f"{p.prog}: error: {problem}", file=sys.stderr)
+        return 2
     n = write_digits(args.out_dir, args.limit)
     print(f"wrote {n} digits images to {args.out_dir}")
     return 0

@@ -1,0 +1,203 @@
+"""Every bad input of the CLI: one stderr line naming the value, the right exit code, fast.
+
+A traceback exits 1, which KFP and Vertex retry; these are refused instead, with
+exit 2 for a usage error, 69 for a service that cannot be reached and 78 for
+missing Google credentials (see ``pipelines/submit.py``).
+"""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spottrain import datasets
+from spottrain.pipelines import __main__ as cli
+from spottrain.pipelines import compile as comp
+
+REPO = Path(__file__).resolve().parents[1]
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens there
+GOOD = ["data_src=gs://b/d", "checkpoint_dir=gs://b/c"]
+VERTEX_OK = ["--project", "my-project", "--region", "us-central1", "--bucket", "my-bucket"]
+GKE_SPOT = str(comp.COMPILED_DIR / comp.gke_yaml("spot"))
+VERTEX_YAML = str(comp.COMPILED_DIR / comp.VERTEX_YAML)
+
+
+def run_gke(*params, host=UNREACHABLE):
+    return ["run-gke", "--host", host, *GOOD, *params]
+
+
+def files(tmp: Path) -> dict[str, str]:
+    (tmp / "broken.yaml").write_text("a: [b\n")
+    (tmp / "scalar.yaml").write_text("just a string\n")
+    (tmp / "list.yaml").write_text("- 1\n- 2\n")
+    return {k: str(tmp / f"{k}.yaml") for k in ("broken", "scalar", "list")}
+
+
+# (argv, exit code, text the one line must contain); "{tmp}" and "{broken}" etc. filled in.
+CASES = [
+    # --host: unreachable is operational (69), malformed a usage error (2)
+    (["upload", "--host", UNREACHABLE], 69, "KFP at http://127.0.0.1:9 is unreachable"),
+    (run_gke(), 69, "KFP at http://127.0.0.1:9 is unreachable"),
+    (["upload", "--host", "not-a-url"], 2, "--host 'not-a-url' is not a KFP dashboard URL"),
+    (["upload", "--host", "ftp://x"], 2, "--host 'ftp://x' is not a KFP dashboard URL"),
+    (run_gke(host="not-a-url"), 2, "--host 'not-a-url'"),
+    (run_gke(host="http://x:notaport"), 2, "--host 'http://x:notaport'"),
+    # parameter values, by trainer.config.validate
+    (run_gke("learning_rate=nan"), 2, "learning_rate nan must be in (0, 10)"),
+    (run_gke("train_steps=-5"), 2, "train_steps (-5)"),
+    (run_gke("local_workers=0"), 2, "local_workers=0 must be >= 1"),
+    (run_gke("image_size=0"), 2, "image_size 0 is out of range"),
+    (run_gke("batch_size_per_replica=0"), 2, "batch_size_per_replica 0 must be positive"),
+    (run_gke("save_every_steps=0"), 2, "save_every_steps 0 must be positive"),
+    (run_gke("backbone=resnet"), 2, "backbone 'resnet' is unknown"),
+    (run_gke("weights=foo"), 2, "weights 'foo' is unknown"),
+    (run_gke("backbone=small_cnn"), 2, "weights imagenet is not available for backbone small_cnn"),
+    (run_gke("learning_rate=inf"), 2, "learning_rate inf"),
+    (run_gke("data_src="), 2, "pipeline parameter data_src is empty"),
+    (run_gke("checkpoint_dir="), 2, "checkpoint_dir='' is not persistent"),
+    (run_gke("train_steps="), 2, "train_steps='' is not a valid integer"),
+    (run_gke("TRAIN_STEPS=5"), 2, "'TRAIN_STEPS': names are lower case, use train_steps="),
+    (run_gke("train_step=5"), 2, "unknown pipeline parameter 'train_step'"),
+    (run_gke("=5"), 2, "'=5' is not name=value"),
+    (run_gke("--make-variables", "TRAIN_STEPS"), 2, "make variable TRAIN_STEPS"),
+    (run_gke("--pool", "bogus"), 2, "argument --pool: invalid choice: 'bogus'"),
+    (run_gke("--pipeline", VERTEX_YAML), 2, "is a Vertex AI pipeline"),
+    # run-vertex: region, project, bucket, credentials, template
+    (["run-vertex", *VERTEX_OK, "--region", "moon-1", *GOOD], 2, "REGION='moon-1'"),
+    (["run-vertex", *VERTEX_OK, "--bucket", "Bad_Bucket!", *GOOD], 2, "'Bad_Bucket!'"),
+    (["run-vertex", *VERTEX_OK, "--bucket", "gs://ab", *GOOD], 2, "bucket name 'ab'"),
+    (["run-vertex", *VERTEX_OK, "--bucket", "my-google-b", *GOOD], 2, "contain 'google'"),
+    (["run-vertex", *VERTEX_OK, "--bucket", "10.0.0.1", *GOOD], 2, "not be an IP address"),
+    (["run-vertex", *VERTEX_OK, "--project", "My_Project", *GOOD], 2, "PROJECT='My_Project'"),
+    (["run-vertex", *VERTEX_OK, *GOOD], 78, "no Google credentials"),
+    (["run-vertex", *VERTEX_OK, "--pipeline", GKE_SPOT, *GOOD], 2, "kfp-kubernetes platform"),
+    (["run-vertex", *VERTEX_OK, "image_size=0", *GOOD], 2, "image_size 0 is out of range"),
+    (["run-vertex", *VERTEX_OK, "--make-variables", "IMAGE_SIZE", *GOOD], 2, "IMAGE_SIZE"),
+    # --pipeline: missing, not YAML, not a compiled pipeline
+    (["upload", "--host", "http://x", "--pipeline", "{tmp}/missing.yaml"], 2, "missing.yaml"),
+    (["upload", "--host", "http://x", "--pipeline", "{tmp}"], 2, "cannot be read"),
+    (["upload", "--host", "http://x", "--pipeline", "{broken}"], 2, "is not YAML (line 2)"),
+    (["upload", "--host", "http://x", "--pipeline", "{scalar}"], 2, "not a compiled KFP pipeline"),
+    (["upload", "--host", "http://x", "--pipeline", "{list}"], 2, "not a compiled KFP pipeline"),
+    (["upload", "--host", "http://x", "--pipeline", VERTEX_YAML], 2, "is a Vertex AI pipeline"),
+    # compile --out, GPU types, placement values
+    (["compile", "--target", "gke", "--out", "/etc/hostname/x.yaml"], 2, "'/etc/hostname' is not"),
+    (["compile", "--target", "gke", "--out", "{tmp}/no/x.yaml"], 2, "does not exist"),
+    (["compile", "--target", "gke", "--out", "{tmp}"], 2, "is a folder"),
+    (
+        ["compile", "--target", "gke", "--out", "{tmp}/x.yaml", "--gpu-type", "nvidia-tesla-t5"],
+        2,
+        "--gpu-type 'nvidia-tesla-t5' is not a known accelerator: did you mean 'nvidia-tesla-t4'",
+    ),
+    (
+        ["compile", "--target", "vertex", "--out", "{tmp}/x.yaml", "--accelerator-type", "T5"],
+        2,
+        "--accelerator-type 'T5' is not a known accelerator",
+    ),
+    (["compile", "--target", "gke", "--out", "{tmp}/x.yaml", "--retries", "-1"], 2, "retries=-1"),
+    (["compile", "--target", "gke", "--out", "{tmp}/x.yaml", "--gpus", "-1"], 2, "gpu_count=-1"),
+    (["compile", "--target", "gke", "--out", "{tmp}/x.yaml", "--pool", "bogus"], 2, "'bogus'"),
+    (["compile", "--target", "gke", "--out", "{tmp}/x.yaml", "--gpus", "abc"], 2, "'abc'"),
+    (["compile", "--target", "gke", "--out", "{tmp}/x.yaml", "--memory", "lots"], 2, "'lots'"),
+    (["compile", "--target", "bogus"], 2, "argument --target: invalid choice"),
+    (["nodepool", "--cluster", "c", "--zone", "z", "--gpu-type", "nvidia-tesla-t5"], 2, "t5"),
+    (["nodepool", "--cluster", "c", "--zone", "z", "--pool", "bogus"], 2, "pool='bogus'"),
+    (["nodepool", "--cluster", "c", "--zone", "z", "--max-nodes", "0"], 2, "max_nodes=0"),
+    # run-local, refused before the copy and the kfp.local run
+    (["run-local", "--workers", "0"], 2, "--workers 0 must be >= 1"),
+    (["run-local", "--limit", "-5"], 2, "--limit -5 must be >= 0"),
+    (["run-local", "--train-steps", "0"], 2, "--train-steps 0 must be >= 1"),
+    (["run-local", "--preempt-at-step", "-1"], 2, "--preempt-at-step -1 must be >= 0"),
+    (["no-such-command"], 2, "invalid choice: 'no-such-command'"),
+]
+
+
+@pytest.fixture
+def no_credentials(tmp_path, monkeypatch):
+    """No application default credentials and no metadata server probe."""
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+
+
+def fill(argv, tmp_path):
+    names = {"tmp": str(tmp_path), **files(tmp_path)}
+    return [a.format(**names) for a in argv]
+
+
+@pytest.mark.filterwarnings("ignore:This client only works:FutureWarning")
+@pytest.mark.parametrize("argv, code, needle", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
+def test_bad_input_gets_one_line_and_its_exit_code(argv, code, needle, tmp_path, capsys, request):
+    request.getfixturevalue("no_credentials")
+    got = cli.main(fill(argv, tmp_path))
+    err = capsys.readouterr().err
+    assert (got, err.count("\n")) == (code, 1), err
+    assert needle in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, code",
+    [
+        (["upload", "--host", UNREACHABLE], 69),
+        (run_gke("train_steps=-5"), 2),
+        (["run-local", "--workers", "0"], 2),
+        (["run-vertex", *VERTEX_OK, "--region", "moon-1", *GOOD], 2),
+    ],
+)
+def test_real_process_stderr_is_one_line_and_fast(argv, code, no_credentials):
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "spottrain.pipelines", *argv], capture_output=True, text=True
+    )
+    seconds = time.monotonic() - started
+    assert result.returncode == code and result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert seconds < 10  # ~0.6 s alone; generous for a shared 2-core machine
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["digits", "out", "--limit", "-5"], "--limit -5 must be >= 0"),
+        (["digits", "/etc/hostname/x"], "'/etc/hostname' is not a folder"),
+        (["digits", "/etc/hostname"], "'/etc/hostname' is not a folder"),
+        (["mnist", "out"], "invalid choice: 'mnist'"),
+        (["digits", "out", "--limit", "x"], "invalid int value: 'x'"),
+    ],
+)
+def test_datasets_cli_refuses_bad_arguments(argv, needle, capsys):
+    try:
+        code = datasets.main(argv)
+    except SystemExit as done:
+        code = done.code
+    err = capsys.readouterr().err
+    assert (code, err.count("\n")) == (2, 1), err
+    assert needle in err
+
+
+def make(*args):
+    return subprocess.run(
+        ["make", "--no-print-directory", *args], cwd=REPO, capture_output=True, text=True
+    )
+
+
+def test_make_names_upper_case_variables_to_the_cli():
+    dry = make("-n", "run-gke", "HOST=h", "TRAIN_STEPS=5", "data_src=gs://a")
+    assert '--make-variables "TRAIN_STEPS"' in dry.stdout
+    # The Makefile's own variables are not pipeline parameters (service_account is one).
+    dry = make("-n", "run-vertex", "PROJECT=p", "REGION=r", "BUCKET=b", "SERVICE_ACCOUNT=s")
+    assert "--make-variables" not in dry.stdout
+    result = make("run-gke", f"HOST={UNREACHABLE}", "TRAIN_STEPS=5", *GOOD)
+    assert result.returncode != 0
+    assert result.stderr.splitlines()[0] == (
+        "error: make variable TRAIN_STEPS is not a pipeline parameter: parameter names are "
+        "lower case, use train_steps=..."
+    )
+
+
+def test_make_gke_nodepool_refuses_an_unknown_gpu_type():
+    result = make("gke-nodepool", "CLUSTER=c", "ZONE=z", "GPU_TYPE=nvidia-tesla-t5")
+    assert result.returncode != 0
+    assert result.stderr.splitlines()[0].startswith("error: --gpu-type 'nvidia-tesla-t5'")
