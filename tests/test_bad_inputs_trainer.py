@@ -166,3 +166,29 @@ def test_launcher_output_dir_that_is_a_file(tmp_path):
     )
     assert proc.returncode == preemption.FATAL_CONFIG
     assert proc.stderr.strip() == f"error: --output-dir {str(a_file)!r} is a file, not a folder"
+
+
+@pytest.mark.parametrize("cache_mb", ["1024", "0"], ids=["decoded-cache", "streaming"])
+def test_a_truncated_image_is_named_and_fatal(digits_dir, tmp_path, cache_mb):
+    """A broken PNG among good ones: the error names it (cached at start, or at its step)."""
+    import shutil
+
+    images = tmp_path / "images"
+    shutil.copytree(digits_dir, images)
+    victim = sorted((images / "3").glob("*.png"))[0]
+    victim.write_bytes(victim.read_bytes()[:40])  # truncated mid-header
+    proc, _ = _trainer(
+        tmp_path,
+        *GOOD,
+        "--image-dir", str(images), "--image-size", "32", "--train-steps", "400",
+        "--cache-max-mb", cache_mb, "--save-every-steps", "1000",
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == preemption.FATAL_CONFIG, out[-3000:]
+    # Our log lines (TF's C++ cuInit line on stderr also says "ERROR").
+    errors = [ln for ln in proc.stdout.splitlines() if " ERROR " in ln]
+    assert len(errors) == 1, errors
+    assert f"cannot decode image {str(victim)!r}" in errors[0], errors[0]
+    assert "Traceback" not in out
+    (record,) = json.loads((tmp_path / "ck" / "attempts.json").read_text())["attempts"]
+    assert record["outcome"] == "fatal_config"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -165,6 +166,35 @@ def _decoder(image_size: int, from_files: bool):
     return decode
 
 
+def find_undecodable(items, image_size: int) -> tuple[str, str] | None:
+    """The first image file of ``items`` TensorFlow cannot decode, and why; None if none.
+
+    Run only after a decode failed: tf.data's error names no file, and a file is
+    what a user can fix.
+    """
+    import tensorflow as tf
+
+    decode = _decoder(image_size, from_files=True)
+    for path in items:
+        try:
+            decode(tf.constant(path))
+        except tf.errors.OpError as e:
+            reason = re.sub(r"\{\{[^}]*\}\}|\[Op:[^\]]*\].*", "", e.message).strip()
+            return str(path), (reason.splitlines() or ["?"])[0][:200]
+    return None
+
+
+def undecodable_error(items, image_size: int, where: str) -> ConfigError | None:
+    """A ConfigError naming the broken image among ``items`` (None when all decode)."""
+    found = find_undecodable(items, image_size)
+    if found is None:
+        return None
+    path, reason = found
+    return ConfigError(
+        f"cannot decode image {path!r} ({reason}) {where}: remove or replace the file"
+    )
+
+
 def _decoded_cache(split: Split, cfg: TrainConfig, from_files: bool):
     """Decodes a split once into a uint8 [N, H, W, 3] tensor on the host, if it fits."""
     import tensorflow as tf
@@ -175,7 +205,13 @@ def _decoded_cache(split: Split, cfg: TrainConfig, from_files: bool):
     with tf.device("/cpu:0"):  # keep it out of accelerator memory
         ds = tf.data.Dataset.from_tensor_slices(split.items)
         ds = ds.map(_decoder(cfg.image_size, from_files), num_parallel_calls=tf.data.AUTOTUNE)
-        images = tf.concat(list(ds.batch(1024).prefetch(2)), axis=0)
+        try:
+            images = tf.concat(list(ds.batch(1024).prefetch(2)), axis=0)
+        except tf.errors.InvalidArgumentError:
+            error = from_files and undecodable_error(split.items, cfg.image_size, "in --image-dir")
+            if error:
+                raise error from None
+            raise
     log.info("decoded %d images into a %.1f MB in-memory cache", len(split), nbytes / 2**20)
     return images
 
@@ -237,6 +273,25 @@ class Pipelines:
         )
         options.deterministic = True
         return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+    def items_for_steps(self, global_batch: int, first_step: int, last_step: int) -> list[str]:
+        """The training files of steps ``first_step .. last_step`` (the same order as above)."""
+        import tensorflow as tf
+
+        n, seed, found = len(self.train), self.cfg.seed, []
+        perms: dict[int, list[int]] = {}
+        for position in range(first_step * global_batch, (last_step + 1) * global_batch):
+            epoch, offset = divmod(position, n)
+            if epoch not in perms:
+                perms[epoch] = (
+                    tf.random.experimental.stateless_shuffle(
+                        tf.range(n, dtype=tf.int64), seed=tf.constant([seed, epoch], tf.int64)
+                    )
+                    .numpy()
+                    .tolist()
+                )
+            found.append(self.train.items[perms[epoch][offset]])
+        return found
 
     def val_dataset(self, batch_size: int):
         """The validation split in order, or None when there is none."""

@@ -312,6 +312,8 @@ class Trainer:
                     "or --image-size"
                 ) from e
             except tf.errors.OpError as e:
+                if isinstance(e, tf.errors.InvalidArgumentError):
+                    self._raise_if_undecodable(step + 1)
                 if self.cluster.multi_worker and type(e).__name__ in _PEER_ERRORS:
                     first = (str(e).strip().splitlines() or [""])[0][:200]
                     raise TrainerExit(
@@ -363,6 +365,21 @@ class Trainer:
         self.heartbeat.done()  # evaluation and export are bounded and not steps
         return step
 
+    # Batches are prefetched: the broken file may belong to a few steps ahead.
+    _DECODE_LOOKAHEAD_STEPS = 16
+
+    def _raise_if_undecodable(self, step: int) -> None:
+        """Names the image that broke this step's (or a prefetched step's) batch."""
+        if not self.pipelines.from_files or self.pipelines.train_cache is not None:
+            return
+        last = min(step + self._DECODE_LOOKAHEAD_STEPS, self.total_steps)
+        items = self.pipelines.items_for_steps(self.global_batch, step - 1, last - 1)
+        error = data.undecodable_error(
+            items, self.cfg.image_size, f"in --image-dir (needed by step {step})"
+        )
+        if error:
+            raise error from None
+
     # -- the end --------------------------------------------------------------
     def evaluate(self) -> dict:
         """Validation loss and accuracy, computed by each worker on the whole split."""
@@ -383,11 +400,20 @@ class Trainer:
             return tf.reduce_sum(losses), tf.reduce_sum(correct)
 
         total_loss = total_correct = count = 0.0
-        for images, labels in ds:
-            batch_loss, correct = eval_batch(images, labels)
-            total_loss += float(batch_loss)
-            total_correct += float(correct)
-            count += int(labels.shape[0])
+        try:
+            for images, labels in ds:
+                batch_loss, correct = eval_batch(images, labels)
+                total_loss += float(batch_loss)
+                total_correct += float(correct)
+                count += int(labels.shape[0])
+        except tf.errors.InvalidArgumentError:
+            if self.pipelines.from_files:
+                error = data.undecodable_error(
+                    self.pipelines.val.items, self.cfg.image_size, "in the validation split"
+                )
+                if error:
+                    raise error from None
+            raise
         return {
             "val_loss": total_loss / count,
             "val_accuracy": total_correct / count,
