@@ -64,3 +64,36 @@ def test_profiling_refuses_bad_outputs_before_profiling(tmp_path, args, named):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and named in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def _tree(tmp_path):
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    (src / "a" / "1.png").write_bytes(b"one")
+    return src
+
+
+def test_copy_refuses_a_symlink_that_leaves_the_source(tmp_path):
+    src = _tree(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not upload")
+    (src / "a" / "leak.png").symlink_to(secret)
+    proc = _run("spottrain.gcs_copy", str(src), str(tmp_path / "dst"))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "leak.png" in proc.stderr
+    assert str(secret) in proc.stderr and "--follow-symlinks" in proc.stderr
+    assert not (tmp_path / "dst").exists()  # nothing copied
+    # Asked for: copied as the file it points to.
+    ok = _run("spottrain.gcs_copy", str(src), str(tmp_path / "dst"), "--follow-symlinks")
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "dst" / "a" / "leak.png").read_text() == "do not upload"
+
+
+def test_copy_follows_symlinked_folders_inside_the_source(tmp_path):
+    src = _tree(tmp_path)
+    (src / "b").symlink_to(src / "a", target_is_directory=True)  # a class folder as a link
+    (src / "a" / "loop").symlink_to(src, target_is_directory=True)  # and a loop
+    proc = _run("spottrain.gcs_copy", str(src), str(tmp_path / "dst"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "dst" / "b" / "1.png").read_bytes() == b"one"
+    assert (tmp_path / "dst" / "a" / "1.png").read_bytes() == b"one"

@@ -54,7 +54,10 @@ Guarantees:
       are removed by the next run into the same directory.
     * Safe: object names with ``..``, ``.`` or empty components, or absolute
       names, are refused when copying to local disk, and nothing is written
-      through a symlink leading outside DST.
+      through a symlink leading outside DST. In a local SRC, symlinks (to files
+      or folders) inside SRC are followed; one leading outside SRC is refused
+      before anything is copied unless ``--follow-symlinks`` is given.
+      Destinations with empty, ``.`` or ``..`` path segments are refused.
     * Transient errors (408, 429, 5xx, connection resets, corrupted
       transfers) are retried with exponential backoff and jitter.
 

@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dry-run", action="store_true", help="list what would be copied")
     parser.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="copy what symlinks leaving a local source point to (refused by default)",
+    )
+    parser.add_argument(
         "--allow-empty", action="store_true", help="an empty source is not an error"
     )
     parser.add_argument(
@@ -114,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             progress="off" if args.quiet else args.progress,
             retries=args.retries,
             retry_delay=args.retry_delay,
+            follow_symlinks=args.follow_symlinks,
         )
     except CopyError as exc:
         if exc.summary is not None and not args.quiet:

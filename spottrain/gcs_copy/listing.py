@@ -56,7 +56,9 @@ class _Listing:
             elif os.path.isdir(src.path):
                 if not os.access(src.path, os.R_OK | os.X_OK):
                     raise CopyError(f"permission denied reading {src.path}")
-                sources, _ = _list_local(src.path)
+                sources, _ = _list_local(
+                    src.path, source=True, follow_symlinks=self.follow_symlinks
+                )
                 if not sources and not allow_empty:
                     raise CopyError(
                         f"source is empty: {src.path} (pass --allow-empty to copy nothing)"

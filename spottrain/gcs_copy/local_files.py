@@ -46,18 +46,27 @@ def _unsafe_local_name(rel: str) -> str | None:
     return None
 
 
-def _list_local(root: str) -> tuple[dict[str, _Entry], list[str]]:
+def _list_local(
+    root: str, *, source: bool = False, follow_symlinks: bool = False
+) -> tuple[dict[str, _Entry], list[str]]:
     """Walks ``root``: (files by relative "/" name, our temp files).
 
-    Symlinks to files are followed (copied as files); symlinks to
-    directories are not descended into, like ``os.walk``.
+    As a destination (``source=False``) symlinks to files are read as files and
+    symlinked directories are not descended into, like ``os.walk``. As a source,
+    a symlink (to a file or a directory) that stays inside ``root`` is followed:
+    a class folder that is a link is copied, not silently dropped. One that
+    leaves ``root`` is refused, since it would upload whatever it points at
+    (``/etc/passwd`` was tried), unless ``follow_symlinks`` says to copy it.
     """
     entries: dict[str, _Entry] = {}
     temps: list[str] = []
     cut = len(os.path.join(root, ""))
-    pending = [root]
+    real_root = os.path.realpath(root)
+    # Each folder to read, with the real paths of the folders above it: a symlink
+    # back to one of those is a loop, not more files.
+    pending: list[tuple[str, frozenset[str]]] = [(root, frozenset({real_root}))]
     while pending:
-        directory = pending.pop()
+        directory, above = pending.pop()
         try:
             with os.scandir(directory) as it:
                 items = list(it)
@@ -66,8 +75,21 @@ def _list_local(root: str) -> tuple[dict[str, _Entry], list[str]]:
         except OSError as exc:
             raise CopyError(f"cannot read {directory}: {exc.strerror}") from exc
         for item in items:
-            if item.is_dir(follow_symlinks=False):
-                pending.append(item.path)
+            link = source and item.is_symlink()
+            if link:
+                target = os.path.realpath(item.path)
+                inside = target == real_root or target.startswith(os.path.join(real_root, ""))
+                if not follow_symlinks and not inside:
+                    raise CopyError(
+                        f"{item.path} is a symlink to {target}, outside the source "
+                        f"{root}: pass --follow-symlinks to copy what it points to"
+                    )
+            if item.is_dir(follow_symlinks=link):
+                real = os.path.realpath(item.path)
+                if real in above:
+                    log.warning("skipping %s: a symlink back to a folder above it", item.path)
+                else:
+                    pending.append((item.path, above | {real}))
                 continue
             if _is_temp(item.name):
                 temps.append(item.path)

@@ -58,6 +58,7 @@ def copy(
     retries: int = DEFAULT_RETRIES,
     retry_delay: float = 0.5,
     sliced_download_threshold: int = SLICED_DOWNLOAD_THRESHOLD,
+    follow_symlinks: bool = False,
 ) -> CopySummary:
     """Copies the file/directory or GCS object/prefix ``src`` to ``dst``.
 
@@ -81,6 +82,8 @@ def copy(
             ``"auto"``: a bar when stderr is a terminal, else log lines.
         retries: retries per request for transient errors.
         retry_delay: first backoff in seconds; doubles per retry, up to 30 s.
+        follow_symlinks: copy what symlinks that leave a local source point to
+            (refused by default; links inside the source are always followed).
         sliced_download_threshold: objects at least this big are downloaded in
             parallel ranges by ``transfer_manager.download_chunks_concurrently``.
 
@@ -116,6 +119,7 @@ def copy(
         retries=retries,
         retry_delay=retry_delay,
         sliced_threshold=sliced_download_threshold,
+        follow_symlinks=follow_symlinks,
     )
     try:
         with _no_env_rescans(client):
@@ -155,6 +159,7 @@ class _Copy(_Listing, _GcsIO, _LocalWriter):
         retries: int,
         retry_delay: float,
         sliced_threshold: int,
+        follow_symlinks: bool = False,
     ):
         self.src, self.dst = src, dst
         self.client = client
@@ -163,6 +168,7 @@ class _Copy(_Listing, _GcsIO, _LocalWriter):
         self.retries = retries
         self.retry_delay = retry_delay
         self.sliced_threshold = sliced_threshold
+        self.follow_symlinks = follow_symlinks
         self.summary = CopySummary(dry_run=dry_run)
         self.fatal: str | None = None
         self._lock = threading.Lock()
