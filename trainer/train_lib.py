@@ -14,6 +14,7 @@ import errno
 import json
 import logging
 import math
+import threading
 import time
 
 from trainer import checkpointing, config, data, distribution, fileio, preemption
@@ -78,11 +79,19 @@ def prepare(argv: list[str], environ: dict | None = None):
     return cfg, cluster
 
 
-def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> data.DataIndex:
-    """Fast checks, in order of cost; raises ConfigError."""
+def _quick_checks(
+    cfg: config.TrainConfig, cluster: distribution.Cluster, *, output_dirs: bool
+) -> None:
+    """The checks that need neither data nor TensorFlow; raises ConfigError/TrainerExit."""
     config.validate(cfg)
     checkpointing.check_fatal_marker(cfg)
-    checkpointing.check_output_dirs(cfg, cluster)
+    if output_dirs:
+        checkpointing.check_output_dirs(cfg, cluster)
+
+
+def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> data.DataIndex:
+    """Fast checks, in order of cost; raises ConfigError."""
+    _quick_checks(cfg, cluster, output_dirs=True)
     index = data.index_data(cfg)
     cfg.class_names = index.class_names
     checkpointing.check_run_config(cfg, cluster)
@@ -228,9 +237,23 @@ class Trainer:
         return train_step
 
     # -- the loop -----------------------------------------------------------
-    def _save(self, step: int, why: str, *, wait: bool) -> None:
+    def _save(self, step: int, why: str, *, wait: bool, notice: bool = False) -> None:
+        """Saves at ``step``; with ``notice``, the ledger records the notice meanwhile."""
         self.step_var.assign(step)
+        noting = None
+        if notice:
+            # Beside the save, not before it: if the platform kills us before the
+            # files are complete, the next attempt finds the notice and records the
+            # attempt as preempted_unsaved rather than as an unexplained kill.
+            noting = threading.Thread(
+                target=self.ledger.notice,
+                args=(step, self.stop.signal_name or "peer"),
+                daemon=True,
+            )
+            noting.start()
         path = self.store.save(step, wait=wait)
+        if noting is not None:
+            noting.join()
         self.ledger.progress(step, saved=True)
         log.info(
             "saved %s at step %d (%s, %.0f ms%s)",
@@ -239,29 +262,6 @@ class Trainer:
             why,
             1000 * self.store.last_save_seconds,
             "" if wait else ", writing in the background",
-        )
-
-    def _save_on_notice(self, step: int) -> None:
-        """Saves after a preemption notice, the ledger noting the notice meanwhile."""
-        import threading
-
-        self.step_var.assign(step)
-        start = time.perf_counter()
-        # Beside the save, not before it: if the platform kills us before the files
-        # are complete, the next attempt finds the notice and records the attempt
-        # as preempted_unsaved rather than as an unexplained kill.
-        noting = threading.Thread(
-            target=self.ledger.notice, args=(step, self.stop.signal_name or "peer"), daemon=True
-        )
-        noting.start()
-        path = self.store.save(step, wait=True)
-        noting.join()
-        self.ledger.progress(step, saved=True)
-        log.info(
-            "saved %s at step %d (preemption, %.0f ms)",
-            path,
-            step,
-            1000 * (time.perf_counter() - start),
         )
 
     def train(self, on_step=None) -> int:
@@ -350,7 +350,7 @@ class Trainer:
             # One process need not wait for the next step's vote: the notice period
             # is short, and on some platforms much shorter than the ~30 s (README).
             if stop_votes > 0 or (not self.cluster.multi_worker and self.stop.is_set()):
-                self._save_on_notice(step)
+                self._save(step, "preemption", wait=True, notice=True)
                 raise TrainerExit(
                     preemption.PREEMPTED,
                     f"preempted: saved at step {step} of {self.total_steps}, 0 steps lost",
@@ -501,10 +501,9 @@ def check(argv: list[str], environ: dict | None = None) -> int | None:
     cfg = cluster = ledger = None
     try:
         cfg, cluster = prepare(argv, environ)
-        config.validate(cfg)
-        checkpointing.check_fatal_marker(cfg)
-        if fileio.is_local(cfg.checkpoint_dir) and fileio.is_local(cfg.model_dir):
-            checkpointing.check_output_dirs(cfg, cluster)  # gs:// waits for the trainer
+        # gs:// output dirs wait for the trainer process, which has TensorFlow.
+        local = fileio.is_local(cfg.checkpoint_dir) and fileio.is_local(cfg.model_dir)
+        _quick_checks(cfg, cluster, output_dirs=local)
     except TrainerExit as e:
         if cfg is not None and cluster is not None and e.code in preemption.FATAL:
             ledger = _ledger(cfg, cluster)
