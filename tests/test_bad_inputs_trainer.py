@@ -168,6 +168,71 @@ def test_launcher_output_dir_that_is_a_file(tmp_path):
     assert proc.stderr.strip() == f"error: --output-dir {str(a_file)!r} is a file, not a folder"
 
 
+def _pids_cgroup_root() -> str | None:
+    """A writable cgroup whose children can have a pids limit (v1 or v2), or None."""
+    import os
+
+    v1, v2 = "/sys/fs/cgroup/pids", "/sys/fs/cgroup"
+    if os.access(os.path.join(v1, "cgroup.procs"), os.W_OK):
+        return v1
+    if "pids" in _read(os.path.join(v2, "cgroup.subtree_control")).split() and os.access(
+        v2, os.W_OK
+    ):
+        return v2
+    return None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize(
+    "pids_max, named",
+    [("3", "could not start worker 3 of 4"), ("12", "could not start the log readers")],
+    ids=["fork-refused", "thread-refused"],
+)
+def test_launcher_start_failure_is_one_line_and_leaves_no_worker(tmp_path, pids_max, named):
+    """The OS refuses a process or thread half-way through starting the workers.
+
+    A pids cgroup makes fork() or pthread_create() fail with EAGAIN, as a full
+    process table or a container's pids limit does: the launcher names the worker
+    it could not start, exits 64, and the workers already started are gone.
+    """
+    import os
+
+    root = _pids_cgroup_root()
+    if root is None:
+        pytest.skip("no writable pids cgroup here (needs root)")
+    cg = os.path.join(root, f"spottrain-test-{os.getpid()}-{pids_max}")
+    os.mkdir(cg)
+    try:
+        with open(os.path.join(cg, "pids.max"), "w") as f:
+            f.write(pids_max)
+        launch = f"{sys.executable} -m trainer.launch --workers 4 -- " + " ".join(GOOD)
+        proc = subprocess.run(
+            ["sh", "-c", f"echo $$ > {cg}/cgroup.procs && exec {launch}"],
+            cwd=REPO,
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr
+        assert proc.stderr.count("\n") == 1 and named in proc.stderr, proc.stderr
+        assert "lower --workers" in proc.stderr and "Traceback" not in proc.stderr
+        time.sleep(0.5)
+        assert _read(os.path.join(cg, "cgroup.procs")).split() == []  # nothing orphaned
+    finally:
+        for pid in _read(os.path.join(cg, "cgroup.procs")).split():
+            os.kill(int(pid), 9)
+        time.sleep(0.2)
+        os.rmdir(cg)
+
+
 @pytest.mark.parametrize("cache_mb", ["1024", "0"], ids=["decoded-cache", "streaming"])
 def test_a_truncated_image_is_named_and_fatal(digits_dir, tmp_path, cache_mb):
     """A broken PNG among good ones: the error names it (cached at start, or at its step)."""

@@ -28,7 +28,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from trainer.preemption import die_with_parent, exit_code
+from trainer.preemption import FATAL_CONFIG, die_with_parent, exit_code
 from trainer.watchdog import PROGRESS_FD_ENV
 
 
@@ -94,6 +94,10 @@ class LaunchResult:
     first_failure: str | None = None
     chaos: dict | None = None  # {"worker", "signal", "step"} when chaos fired
     seconds: float = 0.0
+
+
+class StartFailure(Exception):
+    """The OS refused a process, pipe or thread while the workers were starting."""
 
 
 class Launcher:
@@ -237,33 +241,20 @@ class Launcher:
                 old[s] = signal.signal(s, self._forward)
         pumps = []
         try:
-            for name, tf_config in configs:
-                read_fd, write_fd = os.pipe()
-                env = self._env(tf_config)
-                env[PROGRESS_FD_ENV] = str(write_fd)
-                try:
-                    proc = subprocess.Popen(
-                        cmd,
-                        env=env,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT,
-                        text=True,
-                        bufsize=1,
-                        pass_fds=(write_fd,),
-                        preexec_fn=die_with_parent,
-                    )
-                finally:
-                    os.close(write_fd)
-                self.workers.append(Worker(name, proc, progress_fd=read_fd))
-            self._print(
-                f"[launcher] started {self.n} worker(s): "
-                + ", ".join(f"{w.name} pid {w.proc.pid}" for w in self.workers)
-            )
-            for i in range(self.n):
-                for target in (self._pump, self._follow):
-                    t = threading.Thread(target=target, args=(i,), daemon=True)
-                    t.start()
-                    pumps.append(t)
+            try:
+                self._start(cmd, configs, pumps)
+            except (OSError, RuntimeError) as e:
+                # Fork, pipe or thread creation refused (process, memory or file
+                # limit): the finally below stops the workers already started.
+                what = (
+                    f"worker {len(self.workers) + 1} of {self.n}"
+                    if len(self.workers) < self.n
+                    else f"the log readers of {self.n} workers"
+                )
+                raise StartFailure(
+                    f"could not start {what} ({e}): this machine's process, memory or "
+                    "file limit is reached; lower --workers"
+                ) from None
             first_failure = self._supervise()
         finally:
             for w in self.workers:  # never leave a worker behind
@@ -287,6 +278,38 @@ class Launcher:
             + (f"; first failure {first_failure}" if first_failure else "")
         )
         return result
+
+    def _start(self, cmd: list[str], configs, pumps: list) -> None:
+        for name, tf_config in configs:
+            read_fd, write_fd = os.pipe()
+            env = self._env(tf_config)
+            env[PROGRESS_FD_ENV] = str(write_fd)
+            try:
+                proc = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    bufsize=1,
+                    pass_fds=(write_fd,),
+                    preexec_fn=die_with_parent,
+                )
+            except BaseException:
+                os.close(read_fd)
+                raise
+            finally:
+                os.close(write_fd)
+            self.workers.append(Worker(name, proc, progress_fd=read_fd))
+        self._print(
+            f"[launcher] started {self.n} worker(s): "
+            + ", ".join(f"{w.name} pid {w.proc.pid}" for w in self.workers)
+        )
+        for i in range(self.n):
+            for target in (self._pump, self._follow):
+                t = threading.Thread(target=target, args=(i,), daemon=True)
+                t.start()
+                pumps.append(t)
 
     def _supervise(self) -> str | None:
         first_failure = None
@@ -395,8 +418,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 64
-    return launcher.run().code
+        return FATAL_CONFIG
+    try:
+        return launcher.run().code
+    except StartFailure as e:
+        print(f"error: {e}", file=sys.stderr)
+        return FATAL_CONFIG
 
 
 if __name__ == "__main__":
