@@ -15,7 +15,7 @@ import sys
 import time
 
 import pytest
-from trainer_helpers import REPO, env
+from trainer_helpers import REPO, env, error_lines
 
 from trainer import preemption
 
@@ -77,7 +77,7 @@ def test_bad_flag_is_one_line_fatal_and_fast(tmp_path, flags, named):
     proc, seconds = _trainer(tmp_path, *base, *flags)
     out = proc.stdout + proc.stderr
     assert proc.returncode == preemption.FATAL_CONFIG, out
-    errors = [ln for ln in out.splitlines() if " ERROR " in ln]
+    errors = error_lines(proc)
     assert len(errors) == 1 and named in errors[0], out
     assert "Traceback" not in out
     assert seconds < 3, f"{seconds:.1f} s"
@@ -105,7 +105,7 @@ def test_an_output_dir_that_is_a_file_fails_before_training(tmp_path, which):
     proc, seconds = _trainer(tmp_path, *GOOD, *flat, "--image-dir", str(tmp_path), dirs=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode == preemption.FATAL_CONFIG, out
-    (line,) = [ln for ln in out.splitlines() if " ERROR " in ln]
+    (line,) = error_lines(proc)
     assert f"{which} {str(a_file)!r} is not writable: it is a file" in line
     assert seconds < 3 and "Traceback" not in out
 
@@ -123,7 +123,7 @@ def test_a_bad_cluster_spec_is_one_line_fatal(tmp_path, tf_config, named):
     proc, seconds = _trainer(tmp_path, *GOOD, tf_config=tf_config)
     out = proc.stdout + proc.stderr
     assert proc.returncode == preemption.FATAL_CONFIG, out
-    (line,) = [ln for ln in out.splitlines() if " ERROR " in ln]
+    (line,) = error_lines(proc)
     assert named in line and seconds < 3 and "Traceback" not in out
 
 
@@ -251,7 +251,7 @@ def test_a_truncated_image_is_named_and_fatal(digits_dir, tmp_path, cache_mb):
     out = proc.stdout + proc.stderr
     assert proc.returncode == preemption.FATAL_CONFIG, out[-3000:]
     # Our log lines (TF's C++ cuInit line on stderr also says "ERROR").
-    errors = [ln for ln in proc.stdout.splitlines() if " ERROR " in ln]
+    errors = error_lines(proc)
     assert len(errors) == 1, errors
     assert f"cannot decode image {str(victim)!r}" in errors[0], errors[0]
     assert "Traceback" not in out

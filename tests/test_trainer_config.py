@@ -7,7 +7,7 @@ import logging
 import time
 
 import pytest
-from trainer_helpers import run_module, tiny_args
+from trainer_helpers import error_lines, run_module, tiny_args
 
 from trainer import distribution, preemption, train_lib
 
@@ -83,8 +83,8 @@ def test_bad_config_is_fatal_fast_and_named(name, digits_dir, tmp_path, caplog):
 def test_cli_bad_value_exits_fatal_with_one_line(digits_dir, tmp_path):
     proc, seconds = run_module("trainer.task", tiny_args(digits_dir, tmp_path, backbone="vgg"))
     assert proc.returncode == preemption.FATAL_CONFIG, proc.stdout + proc.stderr
-    error_lines = [ln for ln in proc.stdout.splitlines() if " ERROR " in ln]
-    assert len(error_lines) == 1 and "'vgg'" in error_lines[0], proc.stdout
+    errors = error_lines(proc)
+    assert len(errors) == 1 and "'vgg'" in errors[0], proc.stderr
     assert seconds < 30
 
 

@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from trainer_helpers import ledger, run_module, tiny_args
+from trainer_helpers import error_lines, ledger, run_module, tiny_args
 
 from trainer import preemption
 
@@ -63,7 +63,7 @@ def test_nan_loss_stops_fatal_and_keeps_last_good_checkpoint(digits_dir, tmp_pat
     )
     proc, _ = run_module("trainer.task", args)
     assert proc.returncode == preemption.FATAL_NAN, proc.stdout[-3000:]
-    error = next(ln for ln in proc.stdout.splitlines() if " ERROR " in ln)
+    (error,) = error_lines(proc)
     assert "loss is nan" in error.lower() or "loss is inf" in error.lower()
     assert "--learning-rate (now 5)" in error and "--clip-norm" in error
     assert "--warmup-steps" in error and "--mixed-precision" in error
@@ -76,7 +76,7 @@ def test_nan_loss_stops_fatal_and_keeps_last_good_checkpoint(digits_dir, tmp_pat
     # The retry does not burn time: FATAL.json stops it at once with the same code.
     again, seconds = run_module("trainer.task", args)
     assert again.returncode == preemption.FATAL_NAN
-    assert "previous attempt of this config failed fatally" in again.stdout
+    assert "previous attempt of this config failed fatally" in error_lines(again)[0]
     assert seconds < 30
 
 

@@ -14,7 +14,7 @@ import time
 import keras
 import numpy as np
 import pytest
-from trainer_helpers import ledger, run_module, summary, tiny_args
+from trainer_helpers import error_lines, ledger, run_module, summary, tiny_args
 
 from trainer import launch, preemption
 from trainer import model as _model  # noqa: F401 - registers Preprocess for load_model
@@ -104,7 +104,7 @@ def test_incompatible_config_on_existing_checkpoints_fails_fast(digits_dir, tmp_
         "trainer.task", tiny_args(digits_dir, out, train_steps=8, image_size=40)
     )
     assert proc.returncode == preemption.FATAL_CONFIG
-    errors = [ln for ln in proc.stdout.splitlines() if " ERROR " in ln]
+    errors = error_lines(proc)
     assert len(errors) == 1 and "image_size: 32 -> 40" in errors[0], proc.stdout
     assert seconds < 30
     assert not (out / "checkpoints" / "ckpt-8.index").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -62,6 +63,17 @@ def run_module(module: str, args: list[str], timeout: float = 300, extra_env=Non
         timeout=timeout,
     )
     return proc, time.monotonic() - start
+
+
+# Our log format's ERROR lines ("2026-01-01 10:00:00,123 ERROR trainer.x: ..."); TF's
+# C++ lines on stderr ("E0000 ... cuInit ...") do not match.
+_OUR_ERROR = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+ ERROR ")
+
+
+def error_lines(proc: subprocess.CompletedProcess) -> list[str]:
+    """The trainer's ERROR log lines, which it writes to stderr (nothing else goes there)."""
+    assert not any(_OUR_ERROR.match(ln) for ln in proc.stdout.splitlines()), proc.stdout
+    return [ln for ln in proc.stderr.splitlines() if _OUR_ERROR.match(ln)]
 
 
 def summary(out: Path) -> dict:

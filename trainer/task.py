@@ -20,11 +20,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # Before logging captures sys.stdout: a dead log reader must not end training.
     survive_broken_pipes()
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stdout,
-    )
+    _log_to_stdout_and_errors_to_stderr()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from trainer import train_lib, watchdog
 
@@ -36,6 +32,22 @@ def main(argv: list[str] | None = None) -> int:
         return watchdog.supervise([sys.executable, "-m", "trainer.task", *argv], argv)
 
     return train_lib.run(argv)
+
+
+def _log_to_stdout_and_errors_to_stderr() -> None:
+    """Progress goes to stdout; the one error line of a failed attempt goes to stderr.
+
+    Shells, ``make`` and CI show stderr as the failure; in a pod or a Vertex
+    job both streams land in the same log, in order per stream.
+    """
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    out = logging.StreamHandler(sys.stdout)
+    out.addFilter(lambda record: record.levelno < logging.ERROR)
+    err = logging.StreamHandler(sys.stderr)
+    err.setLevel(logging.ERROR)
+    for handler in (out, err):
+        handler.setFormatter(fmt)
+    logging.basicConfig(level=logging.INFO, handlers=[out, err])
 
 
 if __name__ == "__main__":
