@@ -70,7 +70,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from spottrain.pipelines import guards, placement
     from spottrain.pipelines.guards import GuardError
 
+    guards.check_image_reference(args.image)
     placement.check_gpu_type(args.gpu_type)
+    if args.out and not args.target:
+        raise GuardError(
+            f"--out {args.out!r} is only used with --target (without it, compile writes the "
+            "committed YAML in place)"
+        )
     if args.check:
         stale = comp.drift(args.image)
         for path in stale:

@@ -23,6 +23,14 @@ _TIMEOUT = re.compile(r"^([0-9]+(\.[0-9]{1,9})?)s$")
 # the official tensorflow/tensorflow image without its "-gpu" tag.
 _CPU_IMAGE = re.compile(r"(^|[/:._-])cpu([._-]|$)")
 _OFFICIAL_TF = re.compile(r"^(docker\.io/)?tensorflow/tensorflow(:(?P<tag>.+))?$")
+# An image reference as the container runtimes parse it (distribution/reference,
+# regexp.go): [host[:port]/]path[:tag][@digest], path components lower-case.
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REF = re.compile(
+    rf"^(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*(?::[\w][\w.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
 # MWMS uses pools 0 (chief) and 1 (workers); 2 is a reduction server, 3 an evaluator.
 _MWMS_POOLS = (0, 1)
 
@@ -79,6 +87,16 @@ def is_cpu_only_image(image: str) -> bool:
     if official:
         return "gpu" not in (official.group("tag") or "latest")
     return bool(_CPU_IMAGE.search(image.rsplit("/", 1)[-1]))
+
+
+def check_image_reference(image: str) -> None:
+    """An image the nodes cannot pull fails every pod at ImagePullBackOff, after submit."""
+    if not _IMAGE_REF.match(image or ""):
+        raise GuardError(
+            f"--image {image!r} is not an image reference: expected "
+            "[registry/]path[:tag][@sha256:digest] with a lower-case path, e.g. "
+            "us-central1-docker.pkg.dev/my-project/spottrain/trainer:v1"
+        )
 
 
 def check_image_gpu(image: str, gpus: int) -> None:

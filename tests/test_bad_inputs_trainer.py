@@ -168,6 +168,50 @@ def test_launcher_output_dir_that_is_a_file(tmp_path):
     assert proc.stderr.strip() == f"error: --output-dir {str(a_file)!r} is a file, not a folder"
 
 
+@pytest.mark.parametrize(
+    "url, named",
+    [
+        ("gs://", "'' is not a Cloud Storage bucket name"),
+        ("gs://Bad_Bucket/ck", "'Bad_Bucket' is not a Cloud Storage bucket name"),
+        ("s3://b/ck", "only local paths, /gcs/ mounts and gs://bucket/... URLs"),
+    ],
+)
+def test_a_checkpoint_url_that_cannot_work_is_refused_at_once(tmp_path, url, named):
+    """Refused by the supervisor, nothing recorded "there" (gs:// once became a folder "gs:")."""
+    proc, seconds = _trainer(
+        tmp_path, *GOOD, "--image-dir", str(tmp_path), "--model-dir", str(tmp_path / "m"),
+        "--checkpoint-dir", url, dirs=False,
+    )  # fmt: skip
+    assert proc.returncode == preemption.FATAL_CONFIG, proc.stdout + proc.stderr
+    (line,) = error_lines(proc)
+    assert f"--checkpoint-dir {url!r}: {named}" in line
+    assert seconds < 3 and "Traceback" not in proc.stderr
+    assert not (REPO / "gs:").exists()
+
+
+def test_unreachable_checkpoint_storage_is_retryable_and_one_line(tmp_path):
+    """No network (a fresh network namespace: DNS fails): exit 172, not a traceback's 1."""
+    import shutil
+
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode
+    ):
+        pytest.skip("needs unshare --net (root)")
+    proc = subprocess.run(
+        ["unshare", "--net", sys.executable, "-m", "trainer.task", *GOOD,
+         "--image-dir", str(tmp_path), "--model-dir", str(tmp_path / "m"),
+         "--checkpoint-dir", "gs://spottrain-no-such-bucket/ck"],
+        cwd=REPO, env=env(), capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == preemption.STORAGE_UNAVAILABLE, out[-3000:]
+    assert preemption.is_retryable(proc.returncode)
+    (line,) = [ln for ln in proc.stdout.splitlines() if " exit 172: " in ln]
+    assert "storage unreachable" in line and "gs://spottrain-no-such-bucket/ck" in line
+    assert "Traceback" not in out
+
+
 def _pids_cgroup_root() -> str | None:
     """A writable cgroup whose children can have a pids limit (v1 or v2), or None."""
     import os

@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from trainer import fileio
 from trainer.preemption import ConfigError
 
 BACKBONES = ("resnet50", "mobilenet_v2", "small_cnn")
@@ -387,6 +388,14 @@ def validate(cfg: TrainConfig) -> None:
         "no checkpoint dir: pass --checkpoint-dir or set AIP_CHECKPOINT_DIR",
     )
     _require(bool(cfg.model_dir), "no model dir: pass --model-dir or set AIP_MODEL_DIR")
+    for flag, path in (
+        ("--checkpoint-dir", cfg.checkpoint_dir),
+        ("--model-dir", cfg.model_dir),
+        ("--tensorboard-dir", cfg.tensorboard_dir),
+        ("--image-dir", cfg.image_dir),
+    ):
+        problem = fileio.url_problem(path)
+        _require(problem is None, f"{flag} {path!r}: {problem}")
     if not cfg.image_dir:
         _require(bool(cfg.dataset), "give --image-dir or --dataset")
 

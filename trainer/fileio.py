@@ -15,6 +15,9 @@ import glob as _glob
 import json
 import logging
 import os
+import re
+
+from trainer import preemption
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +25,58 @@ log = logging.getLogger(__name__)
 def is_local(path: str) -> bool:
     """A path of this machine (incl. a /gcs/ FUSE mount), not a URL like gs://."""
     return "://" not in path
+
+
+# Bucket names: 3-63 characters (up to 222 with dots) of a-z, 0-9, -, _ and .,
+# starting and ending with a letter or digit
+# (https://cloud.google.com/storage/docs/buckets#naming).
+GCS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+
+
+def url_problem(path: str) -> str | None:
+    """What is wrong with ``path`` as a dir URL, or ``None`` (local paths always pass).
+
+    TensorFlow's file system knows gs:// (and a /gcs/ FUSE mount is a local path);
+    an empty or malformed bucket would otherwise become a local folder named "gs:".
+    """
+    if not path or is_local(path):
+        return None
+    scheme, _, rest = path.partition("://")
+    if scheme != "gs":
+        return "only local paths, /gcs/ mounts and gs://bucket/... URLs are supported"
+    bucket = rest.split("/", 1)[0]
+    if not GCS_BUCKET.match(bucket):
+        return f"{bucket!r} is not a Cloud Storage bucket name"
+    return None
+
+
+# TensorFlow file-system errors that another attempt cannot fix.
+_FATAL_STORAGE_ERRORS = frozenset(
+    {"PermissionDeniedError", "UnauthenticatedError", "UnimplementedError", "NotFoundError"}
+)
+# Only errors about storage are converted: a collective's UnavailableError is a peer's.
+_STORAGE_MARKERS = ("gs://", "googleapis", "HTTP request", "File system scheme")
+
+
+def storage_failure(e: BaseException) -> preemption.TrainerExit | None:
+    """A TensorFlow storage error as the attempt's exit, or ``None`` for anything else.
+
+    Permission, credential, unsupported-scheme and missing-bucket errors are fatal
+    (64): the same on every retry. The rest (DNS, network, timeouts, 5xx) are
+    retryable (172).
+    """
+    text = str(e)
+    if not type(e).__module__.startswith("tensorflow") or not any(
+        m in text for m in _STORAGE_MARKERS
+    ):
+        return None
+    name = type(e).__name__
+    first = " ".join(text.split())[:300]
+    if name in _FATAL_STORAGE_ERRORS:
+        return preemption.TrainerExit(preemption.FATAL_CONFIG, f"storage refused: {first}")
+    return preemption.TrainerExit(
+        preemption.STORAGE_UNAVAILABLE, f"storage unreachable ({name}): {first}"
+    )
 
 
 def gfile():

@@ -80,18 +80,24 @@ def prepare(argv: list[str], environ: dict | None = None):
 
 
 def _quick_checks(
-    cfg: config.TrainConfig, cluster: distribution.Cluster, *, output_dirs: bool
+    cfg: config.TrainConfig, cluster: distribution.Cluster, *, storage: bool
 ) -> None:
-    """The checks that need neither data nor TensorFlow; raises ConfigError/TrainerExit."""
+    """The checks that need no data; raises ConfigError/TrainerExit.
+
+    Args:
+        storage: Also read the fatal marker and probe the output dirs (needs
+            TensorFlow for gs:// dirs, so the light supervisor passes it only
+            for local dirs).
+    """
     config.validate(cfg)
-    checkpointing.check_fatal_marker(cfg)
-    if output_dirs:
+    if storage:
+        checkpointing.check_fatal_marker(cfg)
         checkpointing.check_output_dirs(cfg, cluster)
 
 
 def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> data.DataIndex:
     """Fast checks, in order of cost; raises ConfigError."""
-    _quick_checks(cfg, cluster, output_dirs=True)
+    _quick_checks(cfg, cluster, storage=True)
     index = data.index_data(cfg)
     cfg.class_names = index.class_names
     checkpointing.check_run_config(cfg, cluster)
@@ -478,14 +484,36 @@ def _ledger(cfg: config.TrainConfig, cluster: distribution.Cluster) -> ledger_li
 
 
 def _stop(e: TrainerExit, cfg, cluster, ledger) -> int:
-    """Logs the one line, records a fatal error for retries, closes the ledger record."""
+    """Logs the one line, records a fatal error for retries, closes the ledger record.
+
+    ``cfg`` is ``None`` when the checkpoint dir itself is unusable (nothing is
+    recorded there). A storage failure while recording is a warning: the exit
+    code is what the orchestrator acts on.
+    """
     level = logging.WARNING if preemption.is_retryable(e.code) else logging.ERROR
     log.log(level, "exit %d: %s", e.code, e)
     if e.code in preemption.FATAL and cfg is not None and cluster is not None:
         checkpointing.record_fatal(cfg, cluster, str(e), e.code)
     if ledger is not None:
-        ledger.end(e.code, str(e))
+        try:
+            ledger.end(e.code, str(e))
+        except Exception as err:  # noqa: BLE001 - the storage may be what failed
+            log.warning("could not close the attempt's ledger record: %s", err)
     return e.code
+
+
+def _close_unexpected(ledger, e: BaseException) -> None:
+    """Closes the ledger record of an attempt that ends in a traceback (exit 1)."""
+    if ledger is not None:
+        try:
+            ledger.end(1, f"{type(e).__name__}: {e}")
+        except Exception as err:  # noqa: BLE001 - the traceback that follows matters more
+            log.warning("could not close the attempt's ledger record: %s", err)
+
+
+def _recordable(cfg) -> bool:
+    """Whether the checkpoint dir can hold FATAL.json and the ledger at all."""
+    return bool(cfg and cfg.checkpoint_dir) and fileio.url_problem(cfg.checkpoint_dir) is None
 
 
 def check(argv: list[str], environ: dict | None = None) -> int | None:
@@ -503,10 +531,15 @@ def check(argv: list[str], environ: dict | None = None) -> int | None:
         cfg, cluster = prepare(argv, environ)
         # gs:// output dirs wait for the trainer process, which has TensorFlow.
         local = fileio.is_local(cfg.checkpoint_dir) and fileio.is_local(cfg.model_dir)
-        _quick_checks(cfg, cluster, output_dirs=local)
+        _quick_checks(cfg, cluster, storage=local)
     except TrainerExit as e:
-        if cfg is not None and cluster is not None and e.code in preemption.FATAL:
-            ledger = _ledger(cfg, cluster)
+        if not _recordable(cfg):
+            cfg = None
+        elif cluster is not None and e.code in preemption.FATAL:
+            try:
+                ledger = _ledger(cfg, cluster)
+            except Exception as err:  # noqa: BLE001 - report the config error, not this
+                log.warning("could not open the attempt ledger: %s", err)
         return _stop(e, cfg, cluster, ledger)
     return None
 
@@ -527,13 +560,20 @@ def run(argv: list[str], environ: dict | None = None) -> int:
         ledger.end(preemption.OK)
         return preemption.OK
     except TrainerExit as e:
-        return _stop(e, cfg, cluster, ledger)
+        return _stop(e, cfg if _recordable(cfg) else None, cluster, ledger)
     except OSError as e:
         # Out of space, permissions, a file where a folder belongs: the same on retry.
         if e.errno not in UNWRITABLE:
+            _close_unexpected(ledger, e)
             raise
         where = e.filename or (cfg.checkpoint_dir if cfg else "?")
         return _stop(ConfigError(f"cannot write {where!r}: {e.strerror}"), cfg, cluster, ledger)
+    except Exception as e:
+        failure = fileio.storage_failure(e)
+        if failure is None:
+            _close_unexpected(ledger, e)
+            raise
+        return _stop(failure, cfg, cluster, ledger)
     finally:
         if trainer is not None:
             trainer.close()

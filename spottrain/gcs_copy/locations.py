@@ -8,11 +8,10 @@ import re
 from typing import TYPE_CHECKING
 
 from spottrain.gcs_copy.results import CopyError
+from trainer.fileio import GCS_BUCKET
 
 if TYPE_CHECKING:
     from google.cloud import storage
-
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +44,7 @@ def _parse(raw: str, role: str) -> _Loc:
         raise CopyError(f"{role} is empty")
     if raw.startswith("gs://"):
         bucket, _, path = raw[len("gs://") :].partition("/")
-        if not _BUCKET_RE.match(bucket):
+        if not GCS_BUCKET.match(bucket):
             raise CopyError(f"invalid bucket name in {role}: {raw!r}")
         # Object names are literal: "a/../x" or "a//x" would create objects with those
         # names, which no folder-like tool (and not our own download) maps back.
