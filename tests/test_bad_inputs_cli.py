@@ -18,7 +18,7 @@ from spottrain.pipelines import compile as comp
 
 REPO = Path(__file__).resolve().parents[1]
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens there
-GOOD = ["data_src=gs://b/d", "checkpoint_dir=gs://b/c"]
+GOOD = ["data_src=gs://my-bucket/d", "checkpoint_dir=gs://my-bucket/c"]
 VERTEX_OK = ["--project", "my-project", "--region", "us-central1", "--bucket", "my-bucket"]
 GKE_SPOT = str(comp.COMPILED_DIR / comp.gke_yaml("spot"))
 VERTEX_YAML = str(comp.COMPILED_DIR / comp.VERTEX_YAML)
@@ -102,6 +102,12 @@ CASES = [
     (["compile", "--target", "gke", "--out", "{tmp}/x.yaml", "--gpus", "abc"], 2, "'abc'"),
     (["compile", "--target", "gke", "--out", "{tmp}/x.yaml", "--memory", "lots"], 2, "'lots'"),
     (["compile", "--target", "bogus"], 2, "argument --target: invalid choice"),
+    (["compile", "--image", ""], 2, "--image '' is not an image reference"),
+    (["compile", "--image", "Me/Trainer:v1"], 2, "--image 'Me/Trainer:v1' is not an image"),
+    (["compile", "--image", "a b"], 2, "--image 'a b' is not an image reference"),
+    (["compile", "--out", "{tmp}/x.yaml"], 2, "is only used with --target"),
+    (run_gke("checkpoint_dir=gs://Bad_Bucket/c"), 2, "'Bad_Bucket' is not a Cloud Storage"),
+    (run_gke("checkpoint_dir=s3://b/c"), 2, "checkpoint_dir='s3://b/c' is not persistent"),
     (["nodepool", "--cluster", "c", "--zone", "z", "--gpu-type", "nvidia-tesla-t5"], 2, "t5"),
     (["nodepool", "--cluster", "c", "--zone", "z", "--pool", "bogus"], 2, "pool='bogus'"),
     (["nodepool", "--cluster", "c", "--zone", "z", "--max-nodes", "0"], 2, "max_nodes=0"),

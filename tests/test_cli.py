@@ -103,13 +103,13 @@ def test_upload_adds_a_version_to_an_existing_pipeline(kfp_api, capsys):
 def test_run_creates_a_run_with_converted_parameters(kfp_api, capsys):
     api, host = kfp_api
     code, out, _ = run_cli(
-        "run-gke", "--host", host, "data_src=gs://b/d", "checkpoint_dir=gs://b/c", "train_steps=77",
+        "run-gke", "--host", host, "data_src=gs://my-bucket/d", "checkpoint_dir=gs://my-bucket/c", "train_steps=77",
         capsys=capsys,
     )  # fmt: skip
     assert code == 0 and "run_id=r1" in out
     [run] = [json.loads(r[2]) for r in api.requests if r[1].startswith("/apis/v2beta1/runs")]
     params = run["runtime_config"]["parameters"]
-    assert params["train_steps"] == 77 and params["checkpoint_dir"] == "gs://b/c"
+    assert params["train_steps"] == 77 and params["checkpoint_dir"] == "gs://my-bucket/c"
     # Both documents travel: the PipelineSpec and the kfp-kubernetes platform spec.
     assert (
         run["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"] == "spottrain-gke-preemptible"
@@ -126,8 +126,8 @@ def test_upload_and_run_pick_the_yaml_of_the_pool(kfp_api, capsys):
     assert b"cloud.google.com/gke-spot" in upload[2]
     assert b"cloud.google.com/gke-preemptible" not in upload[2]
     code, out, _ = run_cli(
-        "run-gke", "--host", host, "--pool", "spot", "--fallback", "data_src=gs://b/d",
-        "checkpoint_dir=gs://b/c", capsys=capsys,
+        "run-gke", "--host", host, "--pool", "spot", "--fallback", "data_src=gs://my-bucket/d",
+        "checkpoint_dir=gs://my-bucket/c", capsys=capsys,
     )  # fmt: skip
     assert code == 0
     [run] = [json.loads(r[2]) for r in api.requests if r[1].startswith("/apis/v2beta1/runs")]
@@ -140,7 +140,12 @@ def test_upload_and_run_pick_the_yaml_of_the_pool(kfp_api, capsys):
 def test_run_guard_fails_before_any_request(kfp_api, capsys):
     api, host = kfp_api
     code, _, err = run_cli(
-        "run-gke", "--host", host, "data_src=gs://b/d", "checkpoint_dir=/tmp/c", capsys=capsys
+        "run-gke",
+        "--host",
+        host,
+        "data_src=gs://my-bucket/d",
+        "checkpoint_dir=/tmp/c",
+        capsys=capsys,
     )
     assert code == cli.ERROR_EXIT
     assert err.strip().startswith("error: checkpoint_dir='/tmp/c' is not persistent")
@@ -173,13 +178,15 @@ def test_run_vertex_builds_the_job_up_to_submit():
 
     job = submit.vertex_job(
         VERTEX,
-        {"data_src": "gs://b/d", "checkpoint_dir": "/gcs/b/c"},
+        {"data_src": "gs://my-bucket/d", "checkpoint_dir": "/gcs/b/c"},
         project="p",
         region="europe-west4",
-        bucket="gs://b/runs",
+        bucket="gs://my-bucket/runs",
         credentials=AnonymousCredentials(),
     )
-    assert job._gca_resource.runtime_config.gcs_output_directory == "gs://b/runs/pipeline-root"
+    assert (
+        job._gca_resource.runtime_config.gcs_output_directory == "gs://my-bucket/runs/pipeline-root"
+    )
     with pytest.raises(submit.SubmitError, match="platform section"):
         submit.vertex_job(GKE, {}, project="p", region="r", bucket="b")
 

@@ -7,7 +7,7 @@ from spottrain.pipelines import gke, guards, placement, vertex
 from spottrain.pipelines.guards import GuardError
 from spottrain.version import IMAGE
 
-GOOD = {"data_src": "gs://b/digits", "checkpoint_dir": "gs://b/ckpt"}
+GOOD = {"data_src": "gs://my-bucket/digits", "checkpoint_dir": "gs://my-bucket/ckpt"}
 
 
 def one_line(err) -> str:
@@ -117,7 +117,7 @@ def test_retries_with_a_non_persistent_checkpoint_dir_are_refused(gke_yaml, ckpt
     assert f"checkpoint_dir={ckpt!r}" in one_line(err)
 
 
-@pytest.mark.parametrize("ckpt", ["gs://b/ckpt", "/gcs/b/ckpt"])
+@pytest.mark.parametrize("ckpt", ["gs://my-bucket/ckpt", "/gcs/b/ckpt"])
 def test_persistent_checkpoint_dirs_pass(gke_yaml, ckpt):
     guards.preflight(gke_yaml, {**GOOD, "checkpoint_dir": ckpt})
 
@@ -156,7 +156,7 @@ def test_unknown_parameter_name_is_refused_with_a_suggestion(gke_yaml):
 
 def test_missing_required_parameter_and_bad_value_are_refused(gke_yaml):
     with pytest.raises(GuardError, match="missing required pipeline parameter.*data_src"):
-        guards.preflight(gke_yaml, {"checkpoint_dir": "gs://b/c"})
+        guards.preflight(gke_yaml, {"checkpoint_dir": "gs://my-bucket/c"})
     with pytest.raises(GuardError, match="train_steps='ten'"):
         guards.preflight(gke_yaml, {**GOOD, "train_steps": "ten"})
 

@@ -10,7 +10,7 @@ from spottrain.pipelines import compile as comp
 from spottrain.pipelines import submit
 
 VERTEX = comp.COMPILED_DIR / comp.VERTEX_YAML
-PARAMS = {"data_src": "gs://b/d", "checkpoint_dir": "gs://b/c"}
+PARAMS = {"data_src": "gs://my-bucket/d", "checkpoint_dir": "gs://my-bucket/c"}
 
 
 def _job(**params):
@@ -19,7 +19,7 @@ def _job(**params):
         {**PARAMS, **params},
         project="p",
         region="us-central1",
-        bucket="gs://b/runs",
+        bucket="gs://my-bucket/runs",
         credentials=AnonymousCredentials(),
     )
 
@@ -28,7 +28,9 @@ def test_empty_base_output_directory_becomes_a_folder_of_this_run_under_the_root
     job = _job()
     runtime = job._gca_resource.runtime_config
     out = runtime.parameter_values["base_output_directory"]
-    assert re.fullmatch(r"gs://b/runs/pipeline-root/spottrain-\d{8}-\d{6}-[0-9a-f]{6}/train", out)
+    assert re.fullmatch(
+        r"gs://my-bucket/runs/pipeline-root/spottrain-\d{8}-\d{6}-[0-9a-f]{6}/train", out
+    )
     # The folder is named after the job id the request carries.
     assert job.job_id in out
     assert re.fullmatch(r"[a-z][-a-z0-9]{0,127}", job.job_id)
