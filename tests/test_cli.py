@@ -103,7 +103,8 @@ def test_upload_adds_a_version_to_an_existing_pipeline(kfp_api, capsys):
 def test_run_creates_a_run_with_converted_parameters(kfp_api, capsys):
     api, host = kfp_api
     code, out, _ = run_cli(
-        "run-gke", "--host", host, "data_src=gs://my-bucket/d", "checkpoint_dir=gs://my-bucket/c", "train_steps=77",
+        "run-gke", "--host", host, "data_src=gs://my-bucket/d",
+        "checkpoint_dir=gs://my-bucket/c", "train_steps=77",
         capsys=capsys,
     )  # fmt: skip
     assert code == 0 and "run_id=r1" in out
