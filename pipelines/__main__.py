@@ -207,6 +207,10 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
 def cmd_run_local(args: argparse.Namespace) -> int:
     """Runs the whole pipeline locally under kfp.local with fake GCS."""
     _check_positive(workers=args.workers, train_steps=args.train_steps)
+    from trainer import fileio
+
+    if fileio.folder_problem(args.out):
+        raise _guard_error(f"--out {args.out!r}: {fileio.folder_problem(args.out)}")
     for flag, value in (("--limit", args.limit), ("--preempt-at-step", args.preempt_at_step)):
         if value is not None and value < 0:
             raise _guard_error(f"{flag} {value} must be >= 0")

@@ -25,7 +25,8 @@ _CPU_IMAGE = re.compile(r"(^|[/:._-])cpu([._-]|$)")
 _OFFICIAL_TF = re.compile(r"^(docker\.io/)?tensorflow/tensorflow(:(?P<tag>.+))?$")
 # An image reference as the container runtimes parse it (distribution/reference,
 # regexp.go): [host[:port]/]path[:tag][@digest], path components lower-case.
-_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_DOMAIN = rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?"
 _PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _IMAGE_REF = re.compile(
     rf"^(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*(?::[\w][\w.-]{{0,127}})?"

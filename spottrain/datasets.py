@@ -12,6 +12,8 @@ import argparse
 import os
 import sys
 
+from trainer import fileio
+
 
 def write_digits(out_dir: str, limit: int = 0) -> int:
     """Writes the digits as PNGs (idempotent: existing files are kept); returns the count."""
@@ -43,14 +45,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _first_existing(path: str) -> str:
-    """The nearest existing ancestor of ``path`` (itself included)."""
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point."""
     p = _Parser(prog="python -m spottrain.datasets", description=__doc__.splitlines()[0])
@@ -62,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     problem = ""
     if args.limit < 0:
         problem = f"--limit {args.limit} must be >= 0 (0: all images)"
-    elif not os.path.isdir(_first_existing(args.out_dir)):
-        problem = f"out_dir {args.out_dir!r}: {_first_existing(args.out_dir)!r} is not a folder"
+    elif fileio.folder_problem(args.out_dir):
+        problem = f"out_dir {args.out_dir!r}: {fileio.folder_problem(args.out_dir)}"
     if problem:
         print(f"{p.prog}: error: {problem}", file=sys.stderr)
         return 2

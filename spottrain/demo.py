@@ -15,18 +15,30 @@ import time
 from pathlib import Path
 
 from spottrain.datasets import write_digits
-from trainer import launch, ledger, preemption
+from trainer import fileio, launch, ledger, preemption
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the demo; returns 0 when the run finished with exactly the requested steps."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m spottrain.demo", description=__doc__.splitlines()[0]
+    )
     p.add_argument("--out", default="out", help="Output folder (recreated).")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--preempt-at-step", type=int, default=120)
     p.add_argument("--max-attempts", type=int, default=5)
     args = p.parse_args(argv)
+    for flag, value, least in (
+        ("--workers", args.workers, 1),
+        ("--steps", args.steps, 1),
+        ("--preempt-at-step", args.preempt_at_step, 0),
+        ("--max-attempts", args.max_attempts, 1),
+    ):
+        if value < least:
+            p.error(f"{flag} {value} must be >= {least}")
+    if fileio.folder_problem(args.out):
+        p.error(f"--out {args.out!r}: {fileio.folder_problem(args.out)}")
 
     out = Path(args.out).resolve()
     run_dir = out / "demo-run"

@@ -116,6 +116,7 @@ CASES = [
     (["run-local", "--limit", "-5"], 2, "--limit -5 must be >= 0"),
     (["run-local", "--train-steps", "0"], 2, "--train-steps 0 must be >= 1"),
     (["run-local", "--preempt-at-step", "-1"], 2, "--preempt-at-step -1 must be >= 0"),
+    (["run-local", "--out", "/etc/hostname/x"], 2, "'/etc/hostname' is a file, not a folder"),
     (["no-such-command"], 2, "invalid choice: 'no-such-command'"),
 ]
 
@@ -167,8 +168,8 @@ def test_real_process_stderr_is_one_line_and_fast(argv, code, no_credentials):
     "argv, needle",
     [
         (["digits", "out", "--limit", "-5"], "--limit -5 must be >= 0"),
-        (["digits", "/etc/hostname/x"], "'/etc/hostname' is not a folder"),
-        (["digits", "/etc/hostname"], "'/etc/hostname' is not a folder"),
+        (["digits", "/etc/hostname/x"], "'/etc/hostname' is a file, not a folder"),
+        (["digits", "/etc/hostname"], "'/etc/hostname' is a file, not a folder"),
         (["mnist", "out"], "invalid choice: 'mnist'"),
         (["digits", "out", "--limit", "x"], "invalid int value: 'x'"),
     ],
@@ -181,6 +182,24 @@ def test_datasets_cli_refuses_bad_arguments(argv, needle, capsys):
     err = capsys.readouterr().err
     assert (code, err.count("\n")) == (2, 1), err
     assert needle in err
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--out", "/etc/hostname"], "--out '/etc/hostname': '/etc/hostname' is a file"),
+        (["--workers", "0"], "--workers 0 must be >= 1"),
+        (["--steps", "-3"], "--steps -3 must be >= 1"),
+        (["--preempt-at-step", "-1"], "--preempt-at-step -1 must be >= 0"),
+    ],
+)
+def test_demo_refuses_bad_arguments_before_writing(argv, needle, capsys):
+    from spottrain import demo
+
+    with pytest.raises(SystemExit) as done:
+        demo.main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and needle in err.splitlines()[-1], err
 
 
 def make(*args):

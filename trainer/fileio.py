@@ -79,6 +79,16 @@ def storage_failure(e: BaseException) -> preemption.TrainerExit | None:
     )
 
 
+def folder_problem(path: str) -> str | None:
+    """Why a local folder cannot be created at ``path`` (a file in the way), or ``None``."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return f"{existing!r} is a file, not a folder"
+    return None
+
+
 def gfile():
     """``tf.io.gfile``, imported on first use."""
     import tensorflow as tf

@@ -79,12 +79,12 @@ def prepare(argv: list[str], environ: dict | None = None):
     return cfg, cluster
 
 
-def _quick_checks(
-    cfg: config.TrainConfig, cluster: distribution.Cluster, *, storage: bool
-) -> None:
+def _quick_checks(cfg: config.TrainConfig, cluster: distribution.Cluster, *, storage: bool) -> None:
     """The checks that need no data; raises ConfigError/TrainerExit.
 
     Args:
+        cfg: The parsed flags.
+        cluster: This worker's place in the cluster.
         storage: Also read the fatal marker and probe the output dirs (needs
             TensorFlow for gs:// dirs, so the light supervisor passes it only
             for local dirs).
