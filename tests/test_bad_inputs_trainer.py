@@ -212,6 +212,34 @@ def test_unreachable_checkpoint_storage_is_retryable_and_one_line(tmp_path):
     assert "Traceback" not in out
 
 
+def test_pretrained_weights_that_cannot_be_downloaded_are_retryable_and_one_line(
+    digits_dir, tmp_path
+):
+    """Offline (a fresh network namespace) with an empty Keras cache: exit 172, named."""
+    import shutil
+
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode
+    ):
+        pytest.skip("needs unshare --net (root)")
+    proc = subprocess.run(
+        ["unshare", "--net", sys.executable, "-m", "trainer.task",
+         "--backbone", "mobilenet_v2", "--weights", "imagenet", "--image-size", "32",
+         "--train-steps", "2", "--image-dir", str(digits_dir),
+         "--checkpoint-dir", str(tmp_path / "ck"), "--model-dir", str(tmp_path / "m")],
+        cwd=REPO, env={**env(), "KERAS_HOME": str(tmp_path / "keras")},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == preemption.STORAGE_UNAVAILABLE, out[-3000:]
+    (line,) = [ln for ln in proc.stdout.splitlines() if " exit 172: " in ln]
+    assert "could not download the mobilenet_v2 --weights imagenet" in line
+    assert "Traceback" not in out
+    (record,) = json.loads((tmp_path / "ck" / "attempts.json").read_text())["attempts"]
+    assert record["outcome"] == "storage_unavailable"
+
+
 def _pids_cgroup_root() -> str | None:
     """A writable cgroup whose children can have a pids limit (v1 or v2), or None."""
     import os

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import layers
 
+from trainer import preemption
 from trainer.config import TrainConfig
 
 
@@ -37,8 +38,31 @@ class Preprocess(layers.Layer):
         return {**super().get_config(), "mode": self.mode}
 
 
+# keras.utils.get_file raises a bare Exception starting with this when the download
+# fails (keras 3.15 keras/src/utils/file_utils.py L392-399).
+_KERAS_FETCH_FAILURE = "URL fetch failure"
+
+
 def _backbone(cfg: TrainConfig):
-    """Returns (backbone model or None, preprocessing mode)."""
+    """Returns (backbone model or None, preprocessing mode).
+
+    Raises:
+        TrainerExit: STORAGE_UNAVAILABLE when the pretrained weights cannot be
+            downloaded (a network problem another attempt may not have).
+    """
+    try:
+        return _build_backbone(cfg)
+    except Exception as e:
+        if not str(e).startswith(_KERAS_FETCH_FAILURE):
+            raise
+        raise preemption.TrainerExit(
+            preemption.STORAGE_UNAVAILABLE,
+            f"could not download the {cfg.backbone} --weights {cfg.weights} ({e}); "
+            "--weights none trains from scratch, or bake ~/.keras/models into the image",
+        ) from None
+
+
+def _build_backbone(cfg: TrainConfig):
     weights = None if cfg.weights == "none" else cfg.weights
     shape = (cfg.image_size, cfg.image_size, 3)
     if cfg.backbone == "resnet50":

@@ -11,8 +11,9 @@ Vertex's restart_job_on_worker_restart) whether another attempt can help:
 * ``143`` PREEMPTED: SIGTERM received, every worker saved at the same step.
 * ``170`` PEER_LOST: a collective failed or timed out because a worker died.
 * ``171`` HUNG: the watchdog saw no step finish in time.
-* ``172`` STORAGE_UNAVAILABLE: the checkpoint or model storage could not be
-  reached (DNS, network, a 5xx); permission and "no such bucket" errors are 64.
+* ``172`` STORAGE_UNAVAILABLE: the checkpoint or model storage, or the
+  pretrained weights' download, could not be reached (DNS, network, a 5xx);
+  permission and "no such bucket" errors are 64.
 
 Retryable codes are all >= 128, which is what Kubeflow's ExitCode policy and
 most shell conventions (128 + signal) already treat as "killed, try again".
@@ -72,7 +73,7 @@ EXIT_CODES = {
         ExitCode(
             STORAGE_UNAVAILABLE,
             "storage_unavailable",
-            "the checkpoint or model storage could not be reached: retryable",
+            "storage or a download could not be reached: retryable",
             True,
         ),
     )
