@@ -35,6 +35,19 @@ def test_copy_refuses_destinations_with_odd_segments(tmp_path, dst, named):
     assert proc.stderr.count("\n") == 1 and named in proc.stderr and "segment" in proc.stderr
 
 
+def test_copy_refuses_a_destination_below_a_file_before_copying(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f.txt").write_text("x")
+    (tmp_path / "afile").write_text("in the way")
+    proc = _run("spottrain.gcs_copy", str(tmp_path / "src"), str(tmp_path / "afile" / "sub"))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (
+        f"error: destination {tmp_path / 'afile' / 'sub'} cannot be created: "
+        f"{str(tmp_path / 'afile')!r} is a file, not a folder"
+    )
+    assert "copied" not in proc.stdout
+
+
 @pytest.mark.parametrize("delay", ["-5", "nan", "1e9"])
 def test_copy_refuses_a_bad_retry_delay_before_copying(tmp_path, delay):
     (tmp_path / "src").mkdir()

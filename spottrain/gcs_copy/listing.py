@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from spottrain.gcs_copy.local_files import _is_temp, _list_local, _try_remove_unlocked
 from spottrain.gcs_copy.locations import _check_overlap, _Entry
 from spottrain.gcs_copy.results import CopyError
+from trainer import fileio
 
 # One logger for the whole package, named after it, so that configuring
 # ``spottrain.gcs_copy`` covers every module.
@@ -76,6 +77,9 @@ class _Listing:
             self.dst_root = dst.path
             if os.path.lexists(dst.path) and not os.path.isdir(dst.path):
                 raise CopyError(f"destination is not a directory: {dst.path}")
+            blocked = fileio.folder_problem(dst.path)
+            if blocked:
+                raise CopyError(f"destination {dst.path} cannot be created: {blocked}")
             if os.path.isdir(dst.path):
                 self.existing, temps = _list_local(dst.path)
                 self._remove_stale_temps(temps)
