@@ -205,7 +205,7 @@ def test_unreachable_checkpoint_storage_is_retryable_and_one_line(tmp_path):
         cwd=REPO, env=env(), capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.STORAGE_UNAVAILABLE, out[-3000:]
+    assert proc.returncode == preemption.UNAVAILABLE, out[-3000:]
     assert preemption.is_retryable(proc.returncode)
     (line,) = [ln for ln in proc.stdout.splitlines() if " exit 172: " in ln]
     assert "storage unreachable" in line and "gs://spottrain-no-such-bucket/ck" in line
@@ -232,12 +232,12 @@ def test_pretrained_weights_that_cannot_be_downloaded_are_retryable_and_one_line
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.STORAGE_UNAVAILABLE, out[-3000:]
+    assert proc.returncode == preemption.UNAVAILABLE, out[-3000:]
     (line,) = [ln for ln in proc.stdout.splitlines() if " exit 172: " in ln]
     assert "could not download the mobilenet_v2 --weights imagenet" in line
     assert "Traceback" not in out
     (record,) = json.loads((tmp_path / "ck" / "attempts.json").read_text())["attempts"]
-    assert record["outcome"] == "storage_unavailable"
+    assert record["outcome"] == "unavailable"
 
 
 def _pids_cgroup_root() -> str | None:

@@ -74,9 +74,7 @@ def storage_failure(e: BaseException) -> preemption.TrainerExit | None:
     first = " ".join(text.split())[:300]
     if name in _FATAL_STORAGE_ERRORS:
         return preemption.TrainerExit(preemption.FATAL_CONFIG, f"storage refused: {first}")
-    return preemption.TrainerExit(
-        preemption.STORAGE_UNAVAILABLE, f"storage unreachable ({name}): {first}"
-    )
+    return preemption.TrainerExit(preemption.UNAVAILABLE, f"storage unreachable ({name}): {first}")
 
 
 def folder_problem(path: str) -> str | None:

@@ -47,7 +47,7 @@ def _backbone(cfg: TrainConfig):
     """Returns (backbone model or None, preprocessing mode).
 
     Raises:
-        TrainerExit: STORAGE_UNAVAILABLE when the pretrained weights cannot be
+        TrainerExit: UNAVAILABLE when the pretrained weights cannot be
             downloaded (a network problem another attempt may not have).
     """
     try:
@@ -56,7 +56,7 @@ def _backbone(cfg: TrainConfig):
         if not str(e).startswith(_KERAS_FETCH_FAILURE):
             raise
         raise preemption.TrainerExit(
-            preemption.STORAGE_UNAVAILABLE,
+            preemption.UNAVAILABLE,
             f"could not download the {cfg.backbone} --weights {cfg.weights} ({e}); "
             "--weights none trains from scratch, or bake ~/.keras/models into the image",
         ) from None

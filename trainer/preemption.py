@@ -11,9 +11,9 @@ Vertex's restart_job_on_worker_restart) whether another attempt can help:
 * ``143`` PREEMPTED: SIGTERM received, every worker saved at the same step.
 * ``170`` PEER_LOST: a collective failed or timed out because a worker died.
 * ``171`` HUNG: the watchdog saw no step finish in time.
-* ``172`` STORAGE_UNAVAILABLE: the checkpoint or model storage, or the
-  pretrained weights' download, could not be reached (DNS, network, a 5xx);
-  permission and "no such bucket" errors are 64.
+* ``172`` UNAVAILABLE: a service the attempt needs could not be reached (Cloud
+  Storage, the pretrained weights' download, the Kubernetes API): DNS, network,
+  a 5xx. Permission and "no such bucket" errors are 64.
 
 Retryable codes are all >= 128, which is what Kubeflow's ExitCode policy and
 most shell conventions (128 + signal) already treat as "killed, try again".
@@ -35,7 +35,7 @@ FATAL_NAN = 65
 PREEMPTED = 143
 PEER_LOST = 170
 HUNG = 171
-STORAGE_UNAVAILABLE = 172
+UNAVAILABLE = 172
 
 _PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
@@ -71,9 +71,9 @@ EXIT_CODES = {
         ExitCode(PEER_LOST, "worker_lost", "a peer worker was lost: retryable", True),
         ExitCode(HUNG, "hang", "hung (watchdog): retryable", True),
         ExitCode(
-            STORAGE_UNAVAILABLE,
-            "storage_unavailable",
-            "storage or a download could not be reached: retryable",
+            UNAVAILABLE,
+            "unavailable",
+            "a service (storage, a download, the Kubernetes API) could not be reached: retryable",
             True,
         ),
     )
