@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -35,7 +36,13 @@ class _Progress:
         if self.mode == "bar":
             from tqdm import tqdm
 
-            # Bytes when there are any, else files (a tree of empty files).
+            try:
+                sized = os.get_terminal_size(sys.stderr.fileno()).columns > 0
+            except OSError:
+                sized = False
+            # Bytes when there are any, else files (a tree of empty files). A
+            # terminal that reports no size (a fresh pty) would get no bar at all:
+            # tqdm reads its size as -1 rows and hides every bar.
             self._bar = tqdm(
                 total=nbytes or files,
                 unit="B" if nbytes else "file",
@@ -43,7 +50,9 @@ class _Progress:
                 unit_divisor=1000,
                 file=sys.stderr,
                 mininterval=0.2,
-                dynamic_ncols=True,
+                dynamic_ncols=sized,
+                ncols=None if sized else 100,
+                nrows=None if sized else 20,
                 postfix=f"0/{files} files",
             )
         elif self.mode == "log":

@@ -32,7 +32,7 @@ class _Outside(OSError):
 
 
 def _kind(mode: int) -> str:
-    """ "a FIFO", "a socket", ... for a non-regular file's ``st_mode``."""
+    """Names the kind of a non-regular file from its ``st_mode`` ("a FIFO", ...)."""
     for test, name in _KINDS:
         if test(mode):
             return name
