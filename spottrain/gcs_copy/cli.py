@@ -27,9 +27,11 @@ DST); then a differing destination file is refused, never overwritten.
 
 exit codes:
   0    everything copied or already identical (or refused, with --allow-refused)
-  1    files refused (no-clobber, unsafe names) or failed (checksum, retries)
+  1    files refused (no-clobber, unsafe names, a symlink out of DST or a FIFO at a
+       file's path) or failed (checksum, retries)
   2    bad input or setup: missing source or bucket, empty source, destination
-       not a directory, overlapping SRC/DST (nothing written), permission denied
+       not a directory, overlapping SRC/DST, a symlink leaving SRC, a non-UTF-8
+       name in an upload (nothing written), permission denied
   130  interrupted
 """
 
