@@ -201,15 +201,16 @@ class _TempFile:
                 continue
             if fcntl is None:
                 break
-            # Blocks only while another run's cleanup holds the lock, for a moment.
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            # Created and locked are two steps: a concurrent run's cleanup may have
-            # locked and removed the file in between (it removes only while holding
-            # the lock, see _try_remove_unlocked). Then start again under a new name.
+            # Created and locked are two steps: a concurrent run's cleanup may lock
+            # and remove the file in between (it removes only while holding the
+            # lock, see _try_remove_unlocked). If it holds the lock now, or has
+            # removed the file already, start again under a new name. Never
+            # waiting for the lock leaves no blocking point here.
             try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if _same_file(os.lstat(self.path), os.fstat(fd)):
                     break
-            except FileNotFoundError:
+            except (BlockingIOError, FileNotFoundError):
                 pass
             os.close(fd)
             self.path = os.path.join(directory, f".spottrain-{secrets.token_hex(6)}.part")
