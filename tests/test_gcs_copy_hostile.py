@@ -345,3 +345,24 @@ def test_log_mode_writes_periodic_progress_lines(caplog):
         bar.close()
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("progress:")]
     assert lines and " 25% 1/4 files, 1.0 KB/4.0 KB" in lines[-1], lines
+
+
+def test_reads_refuse_fifos_and_links_out_even_when_planted_after_listing(tmp_path):
+    """The second line of defence: the checks on the open descriptor itself."""
+    from spottrain.gcs_copy.checksums import _file_crc32c
+    from spottrain.gcs_copy.safe_open import _NotRegular, _Outside
+
+    root = tmp_path / "dst"
+    root.mkdir()
+    (tmp_path / "secret").write_bytes(b"s")
+    (root / "inside").write_bytes(b"i")
+    (root / "out").symlink_to(tmp_path / "secret")
+    (root / "in").symlink_to(root / "inside")
+    os.mkfifo(root / "fifo")
+    real = os.path.realpath(root)
+    with pytest.raises(_Outside, match="outside the destination"):
+        _file_crc32c(str(root / "out"), store=True, real_root=real)
+    assert os.listxattr(tmp_path / "secret") == []
+    with pytest.raises(_NotRegular, match="a FIFO"):
+        _file_crc32c(str(root / "fifo"))  # returns at once instead of waiting for a writer
+    assert _file_crc32c(str(root / "in"), real_root=real) == crc(b"i")  # a link inside is fine
