@@ -79,6 +79,7 @@ setup(
         "google-cloud-storage>=3.0,<4",
         "google-crc32c>=1.5,<2",
         "py-spy>=0.4,<0.5",
+        "tqdm>=4.60,<5",  # the copy's progress bar (tensorflow-datasets needs it too)
     ],
     extras_require={
         # Authoring, compiling and submitting pipelines: not needed in the GPU image.

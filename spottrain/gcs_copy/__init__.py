@@ -58,8 +58,18 @@ Guarantees:
       or folders) inside SRC are followed; one leading outside SRC is refused
       before anything is copied unless ``--follow-symlinks`` is given.
       Destinations with empty, ``.`` or ``..`` path segments are refused.
-    * Transient errors (408, 429, 5xx, connection resets, corrupted
-      transfers) are retried with exponential backoff and jitter.
+      In a local DST, a symlink leading outside DST, or a FIFO, socket or
+      device, at a file's path is refused (in either clobber mode) and never
+      read, written through or replaced. FIFOs, sockets and devices in a local
+      SRC are skipped with a warning and counted (``CopySummary.ignored``).
+      Only regular files are ever opened (``safe_open``), so nothing blocks on
+      a FIFO. Local names that are not UTF-8 cannot be GCS object names: an
+      upload with one is refused before anything is sent.
+    * Concurrent copies into one directory: a temp file is locked before any
+      other copy's cleanup can remove it (see ``local_files``).
+    * Transient errors (the storage client's own predicate: 408, 429, 5xx,
+      connection resets, timeouts; plus corrupted transfers) are retried,
+      per file, with exponential backoff and jitter.
 
 Exit codes of the CLI:
     0: everything copied or already identical (also when files were refused and
@@ -68,9 +78,10 @@ Exit codes of the CLI:
        (verification mismatch, retries exhausted).
     2: bad input or setup: unparsable arguments, missing source or bucket,
        empty source (without ``--allow-empty``), destination not a directory,
-       overlapping SRC and DST (all found before anything is written), or
+       overlapping SRC and DST, a source symlink leaving SRC, a local name that
+       is not UTF-8 in an upload (all found before anything is written), or
        permission denied (which stops the copy where it is found).
-    130: interrupted.
+    130: interrupted (Ctrl-C stops at once; the next run cleans up).
 """
 
 # Only re-exports. ``__all__`` is the public API; the tuning constants, exit codes,

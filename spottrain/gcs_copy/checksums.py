@@ -9,6 +9,7 @@ import time
 import google_crc32c
 
 from spottrain.gcs_copy.locations import _Entry
+from spottrain.gcs_copy.safe_open import _open_regular
 
 _READ_CHUNK = 2**20
 # Custom metadata on uploaded objects: the local file's identity when it was
@@ -21,16 +22,20 @@ def _crc_b64(digest: bytes) -> str:
     return base64.b64encode(digest).decode("ascii")
 
 
-def _file_crc32c(path: str, *, store: bool = False) -> str:
-    """CRC32C of a file's content; ``store`` caches it in the file's xattr."""
-    before = os.stat(path) if store else None
-    checksum = google_crc32c.Checksum()
-    with open(path, "rb", buffering=0) as f:
+def _file_crc32c(path: str, *, store: bool = False, real_root: str | None = None) -> str:
+    """CRC32C of a regular file's content; ``store`` caches it in the file's xattr.
+
+    ``real_root``: the file must resolve inside it (see ``safe_open``). The cache is
+    written through the open descriptor, so never onto another file than the one read.
+    """
+    with open(_open_regular(path, real_root=real_root), "rb", buffering=0) as f:
+        before = os.fstat(f.fileno()) if store else None
+        checksum = google_crc32c.Checksum()
         while chunk := f.read(_READ_CHUNK):
             checksum.update(chunk)
-    value = _crc_b64(checksum.digest())
-    if store:
-        _store_crc(path, value, before)
+        value = _crc_b64(checksum.digest())
+        if store:
+            _store_crc(f.fileno(), value, before)
     return value
 
 
@@ -87,8 +92,8 @@ def _crc_from_upload_record(st: os.stat_result, existing: _Entry) -> str | None:
     return fields[5]
 
 
-def _store_crc(path: str, value: str, before: os.stat_result | None = None) -> None:
-    """Caches ``value`` as the CRC32C of ``path`` (best effort).
+def _store_crc(path: str | int, value: str, before: os.stat_result | None = None) -> None:
+    """Caches ``value`` as the CRC32C of ``path`` or open descriptor (best effort).
 
     ``before``: the file's stat from before it was hashed; if it changed while
     being hashed, nothing is cached.

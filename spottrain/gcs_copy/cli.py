@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
+import signal
 import sys
+import threading
 
 from spottrain.gcs_copy.planner import DEFAULT_RETRIES, DEFAULT_WORKERS, copy, summary_log
 from spottrain.gcs_copy.results import (
@@ -23,9 +27,11 @@ DST); then a differing destination file is refused, never overwritten.
 
 exit codes:
   0    everything copied or already identical (or refused, with --allow-refused)
-  1    files refused (no-clobber, unsafe names) or failed (checksum, retries)
+  1    files refused (no-clobber, unsafe names, a symlink out of DST or a FIFO at a
+       file's path) or failed (checksum, retries)
   2    bad input or setup: missing source or bucket, empty source, destination
-       not a directory, overlapping SRC/DST (nothing written), permission denied
+       not a directory, overlapping SRC/DST, a symlink leaving SRC, a non-UTF-8
+       name in an upload (nothing written), permission denied
   130  interrupted
 """
 
@@ -108,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     # Keep the library's own chatter (e.g. urllib3 pool warnings) out of the way.
     logging.getLogger("google").setLevel(logging.WARNING)
     summary_log.setLevel(logging.WARNING)  # printed to stdout below instead
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _exit_interrupted)
     try:
         summary = copy(
             args.src,
@@ -141,6 +149,21 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _exit_interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C: exits at once with 130, like a kill the copy is built to survive.
+
+    Raising KeyboardInterrupt would make ``copy()`` wait for its worker threads,
+    which may sit in a blocking call no signal ends (a stalled network read lasts
+    up to the client's 60 s timeout). Temp files left behind are unlocked once the
+    process is gone, so the next run removes them; published files are complete.
+    """
+    with contextlib.suppress(Exception):
+        sys.stderr.write(("\n" if sys.stderr.isatty() else "") + "error: interrupted\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+    os._exit(EXIT_INTERRUPTED)
 
 
 def _print_summary(summary: CopySummary, as_json: bool) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Iterable
 
 from spottrain.gcs_copy.local_files import _is_temp, _list_local, _try_remove_unlocked
 from spottrain.gcs_copy.locations import _check_overlap, _Entry
 from spottrain.gcs_copy.results import CopyError
+from spottrain.gcs_copy.safe_open import _inside, _kind
 from trainer import fileio
 
 # One logger for the whole package, named after it, so that configuring
@@ -57,9 +59,10 @@ class _Listing:
             elif os.path.isdir(src.path):
                 if not os.access(src.path, os.R_OK | os.X_OK):
                     raise CopyError(f"permission denied reading {src.path}")
-                sources, _ = _list_local(
+                sources, _, ignored = _list_local(
                     src.path, source=True, follow_symlinks=self.follow_symlinks
                 )
+                self.summary.ignored.extend(ignored)
                 if not sources and not allow_empty:
                     raise CopyError(
                         f"source is empty: {src.path} (pass --allow-empty to copy nothing)"
@@ -81,10 +84,35 @@ class _Listing:
             if blocked:
                 raise CopyError(f"destination {dst.path} cannot be created: {blocked}")
             if os.path.isdir(dst.path):
-                self.existing, temps = _list_local(dst.path)
+                self.existing, temps, _ = _list_local(dst.path)
                 self._remove_stale_temps(temps)
         self._dst_real_root = "" if dst.is_gcs else os.path.realpath(self.dst_root)
+        if dst.is_gcs and not src.is_gcs:
+            self._refuse_non_utf8(sources)
         return sources
+
+    def _refuse_non_utf8(self, sources: dict[str, _Entry]) -> None:
+        """Refuses, before anything is uploaded, local names that are not UTF-8.
+
+        GCS object names are UTF-8. Python reads undecodable bytes of a file name
+        as lone surrogates, which the client would upload under a different
+        (replacement-character) name, after which every rerun fails to encode the
+        name. Renaming silently would break the mirror; the user renames instead.
+        (Local-to-local copies keep such names byte for byte.)
+        """
+        bad = []
+        for rel in sources:
+            try:
+                rel.encode("utf-8")
+            except UnicodeEncodeError:
+                bad.append(rel)
+        if bad:
+            path = os.fsencode(self.src.path if self.single else self._src_url(sources[bad[0]]))
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise CopyError(
+                f"file name is not UTF-8, which GCS object names must be: {path!r}{more}; "
+                "rename it (nothing was uploaded)"
+            )
 
     def _resolve_single_dst(self, sources: dict[str, _Entry], name: str) -> None:
         """Single-file mode: DST is the target, or a directory/prefix to put it in."""
@@ -103,10 +131,7 @@ class _Listing:
             if os.path.isdir(target):
                 raise CopyError(f"destination is a directory: {target}")
             self.dst_root, rel = os.path.split(target)
-            found = None
-            if os.path.isfile(target):
-                st = os.stat(target)
-                found = _Entry(rel, st.st_size, stat=st)
+            found = _local_target(target, rel)
             if os.path.isdir(self.dst_root):
                 self._remove_stale_temps(
                     os.path.join(self.dst_root, n) for n in os.listdir(self.dst_root) if _is_temp(n)
@@ -127,3 +152,23 @@ class _Listing:
                 log.info("would remove stale temp file %s", path)
             elif _try_remove_unlocked(path):
                 log.info("removed stale temp file %s", path)
+
+
+def _local_target(target: str, rel: str) -> _Entry | None:
+    """What is at a single-file copy's local target, like ``_list_local`` sees it."""
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        real = os.path.realpath(target)
+        if not _inside(real, os.path.realpath(os.path.dirname(target))):
+            return _Entry(rel, 0, unusable=f"a symlink to {real}, outside the destination")
+        try:
+            st = os.stat(target)
+        except FileNotFoundError:
+            return None  # dangling inside: replaced like a missing file
+    if not stat.S_ISREG(st.st_mode):
+        why = f"not a regular file ({_kind(st.st_mode)})"
+        return _Entry(rel, st.st_size, stat=st, unusable=why)
+    return _Entry(rel, st.st_size, stat=st)

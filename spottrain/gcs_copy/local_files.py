@@ -16,6 +16,7 @@ from spottrain.gcs_copy.checksums import _READ_CHUNK, _crc_b64, _file_crc32c, _s
 from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _one_line
 from spottrain.gcs_copy.locations import _Entry
 from spottrain.gcs_copy.results import CopyError
+from spottrain.gcs_copy.safe_open import _inside, _kind, _open_regular
 
 # One logger for the whole package, named after it, so that configuring
 # ``spottrain.gcs_copy`` covers every module.
@@ -48,18 +49,25 @@ def _unsafe_local_name(rel: str) -> str | None:
 
 def _list_local(
     root: str, *, source: bool = False, follow_symlinks: bool = False
-) -> tuple[dict[str, _Entry], list[str]]:
-    """Walks ``root``: (files by relative "/" name, our temp files).
+) -> tuple[dict[str, _Entry], list[str], list[str]]:
+    """Walks ``root``: (files by relative "/" name, our temp files, ignored paths).
 
-    As a destination (``source=False``) symlinks to files are read as files and
-    symlinked directories are not descended into, like ``os.walk``. As a source,
-    a symlink (to a file or a directory) that stays inside ``root`` is followed:
-    a class folder that is a link is copied, not silently dropped. One that
-    leaves ``root`` is refused, since it would upload whatever it points at
-    (``/etc/passwd`` was tried), unless ``follow_symlinks`` says to copy it.
+    As a source (``source=True``) a symlink (to a file or a directory) that
+    stays inside ``root`` is followed: a class folder that is a link is copied,
+    not silently dropped. One that leaves ``root`` is refused, since it would
+    upload whatever it points at (``/etc/passwd`` was tried), unless
+    ``follow_symlinks`` says to copy it. FIFOs, sockets and devices are skipped
+    with a warning and returned as ignored (reading a FIFO would wait forever).
+
+    As a destination, symlinked directories are not descended into, like
+    ``os.walk``, and symlinks to files inside ``root`` are read as files. A
+    symlink leading outside ``root`` and a file that is not regular are listed
+    with ``unusable`` set: the planner refuses them, so nothing is read through
+    them, written through them or put in their place.
     """
     entries: dict[str, _Entry] = {}
     temps: list[str] = []
+    ignored: list[str] = []
     cut = len(os.path.join(root, ""))
     real_root = os.path.realpath(root)
     # Each folder to read, with the real paths of the folders above it: a symlink
@@ -75,16 +83,15 @@ def _list_local(
         except OSError as exc:
             raise CopyError(f"cannot read {directory}: {exc.strerror}") from exc
         for item in items:
-            link = source and item.is_symlink()
-            if link:
-                target = os.path.realpath(item.path)
-                inside = target == real_root or target.startswith(os.path.join(real_root, ""))
-                if not follow_symlinks and not inside:
-                    raise CopyError(
-                        f"{item.path} is a symlink to {target}, outside the source "
-                        f"{root}: pass --follow-symlinks to copy what it points to"
-                    )
-            if item.is_dir(follow_symlinks=link):
+            is_link = item.is_symlink()
+            target = os.path.realpath(item.path) if is_link else ""
+            leaves = is_link and not _inside(target, real_root)
+            if source and leaves and not follow_symlinks:
+                raise CopyError(
+                    f"{item.path} is a symlink to {target}, outside the source "
+                    f"{root}: pass --follow-symlinks to copy what it points to"
+                )
+            if item.is_dir(follow_symlinks=source and is_link):
                 real = os.path.realpath(item.path)
                 if real in above:
                     log.warning("skipping %s: a symlink back to a folder above it", item.path)
@@ -94,43 +101,75 @@ def _list_local(
             if _is_temp(item.name):
                 temps.append(item.path)
                 continue
+            rel = item.path[cut:]
+            if os.sep != "/":
+                rel = rel.replace(os.sep, "/")
+            if leaves and not source:
+                why = f"a symlink to {target}, outside the destination"
+                entries[rel] = _Entry(rel, 0, unusable=why)
+                continue
             try:
                 st = item.stat()  # follows symlinks
             except FileNotFoundError:
                 continue  # a dangling symlink, or deleted while walking
             except PermissionError as exc:
                 raise CopyError(f"permission denied reading {item.path}") from exc
+            if stat.S_ISDIR(st.st_mode):
+                continue  # a destination's symlinked folder
             if not stat.S_ISREG(st.st_mode):
-                if not stat.S_ISDIR(st.st_mode):
-                    log.warning("skipping %s: not a regular file", item.path)
+                why = f"not a regular file ({_kind(st.st_mode)})"
+                if source:
+                    log.warning("skipping %s: %s", item.path, why)
+                    ignored.append(item.path)
+                else:
+                    entries[rel] = _Entry(rel, st.st_size, stat=st, unusable=why)
                 continue
-            rel = item.path[cut:]
-            if os.sep != "/":
-                rel = rel.replace(os.sep, "/")
             entries[rel] = _Entry(rel, st.st_size, stat=st)
-    return entries, temps
+    return entries, temps, ignored
 
 
 def _try_remove_unlocked(path: str) -> bool:
-    """Removes a temp file unless a live copy holds its lock; True if removed."""
+    """Removes a temp file unless a live copy holds its lock; True if removed.
+
+    The lock is held from before the check to after the unlink, and a writer
+    checks after taking its lock that its file still has its name
+    (``_TempFile.__enter__``): so a file whose writer is between creating and
+    locking it is either left alone or noticed gone by that writer. Anything
+    that is not a regular file (say, a FIFO of someone else's under a name like
+    ours) is neither opened nor removed.
+    """
     try:
         import fcntl
     except ImportError:  # not POSIX: cannot tell live from dead; leave it
         return False
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False  # gone, a link, or unreadable: not ours to remove
     try:
+        if not _same_file(os.fstat(fd), st):
+            return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return False  # locked: a running copy is writing it
+        try:
+            if not _same_file(os.lstat(path), st):
+                return False  # the name now belongs to another file
+        except FileNotFoundError:
+            return False
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         return True
     finally:
-        os.close(fd)
+        os.close(fd)  # also releases the lock
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 class _TempFile:
@@ -148,11 +187,36 @@ class _TempFile:
         self._crc = google_crc32c.Checksum()
 
     def __enter__(self) -> _TempFile:
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with contextlib.suppress(ImportError):
+        try:
             import fcntl
-
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except ImportError:  # not POSIX: no locks, and no cleanup that needs them
+            fcntl = None
+        directory = os.path.dirname(self.path)
+        for _ in range(100):
+            try:
+                # O_EXCL: never opens an existing file, nor follows a link at the name.
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            except FileExistsError:  # someone else's file under this random name
+                self.path = os.path.join(directory, f".spottrain-{secrets.token_hex(6)}.part")
+                continue
+            if fcntl is None:
+                break
+            # Created and locked are two steps: a concurrent run's cleanup may lock
+            # and remove the file in between (it removes only while holding the
+            # lock, see _try_remove_unlocked). If it holds the lock now, or has
+            # removed the file already, start again under a new name. Never
+            # waiting for the lock leaves no blocking point here.
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if _same_file(os.lstat(self.path), os.fstat(fd)):
+                    break
+            except (BlockingIOError, FileNotFoundError):
+                pass
+            os.close(fd)
+            self.path = os.path.join(directory, f".spottrain-{secrets.token_hex(6)}.part")
+        else:
+            raise OSError(errno.EAGAIN, "could not create a temp file", directory)
+        self._fd = fd
         self._file = os.fdopen(os.dup(self._fd), "wb", buffering=2**20)
         return self
 
@@ -226,8 +290,7 @@ class _LocalWriter:
             except (FileExistsError, NotADirectoryError):
                 return "a file of the same name as a parent directory exists"
             real = os.path.realpath(parent)
-            root = self._dst_real_root
-            if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+            if not _inside(real, self._dst_real_root):
                 return f"its directory resolves outside the destination, to {real}"
             with self._lock:
                 self._dst_dirs_made.add(parent)
@@ -260,8 +323,11 @@ class _LocalWriter:
             self._retrying(attempt, f"writing {target}")
         except FileExistsError:
             # Another copy (say, an overlapping retry) may have put the same file there.
-            if _file_crc32c(target) == entry.crc32c:
-                return "skipped", ""
+            try:
+                if _file_crc32c(target, real_root=self._dst_real_root) == entry.crc32c:
+                    return "skipped", ""
+            except OSError as exc:  # a FIFO or a link out, planted meanwhile: not read
+                return "refused", f"created by someone else during the copy: {exc.strerror}"
             return "refused", "created by someone else during the copy, no-clobber"
         except IsADirectoryError:
             return "refused", "a directory of the same name exists"
@@ -282,7 +348,7 @@ class _LocalWriter:
         return "copied", ""
 
     def _local_copy(self, entry: _Entry, tmp: _TempFile) -> str:
-        with open(self._src_url(entry), "rb") as f:
+        with open(_open_regular(self._src_url(entry)), "rb") as f:
             while chunk := f.read(_READ_CHUNK):
                 tmp.write(chunk)
         streamed = tmp.crc32c()

@@ -70,6 +70,9 @@ class _Entry:
     generation: int | None = None
     blob: storage.Blob | None = None  # the listed source object (pins its generation)
     stat: os.stat_result | None = None  # local files: as listed
+    # A local destination path that is neither read nor replaced, and why: a
+    # symlink leading outside DST, or not a regular file (a FIFO would block reads).
+    unusable: str | None = None
 
 
 def _check_overlap(src: _Loc, dst: _Loc) -> None:

@@ -324,12 +324,20 @@ class _Copy(_Listing, _GcsIO, _LocalWriter):
         self._record(outcome, entry, detail)
         bar.advance(entry.size)
 
-    def _local_crc(self, path: str, entry: _Entry, *, hash_files: bool, cache: bool) -> str | None:
+    def _local_crc(
+        self,
+        path: str,
+        entry: _Entry,
+        *,
+        hash_files: bool,
+        cache: bool,
+        real_root: str | None = None,
+    ) -> str | None:
         """CRC32C of a local file: known, cached in its xattr, or (if allowed) computed."""
         if entry.crc32c is None:
             entry.crc32c = _cached_crc(path, entry.stat)
         if entry.crc32c is None and hash_files:
-            entry.crc32c = _file_crc32c(path, store=cache)
+            entry.crc32c = _file_crc32c(path, store=cache, real_root=real_root)
         return entry.crc32c
 
     def _decide(self, entry: _Entry, *, hash_files: bool) -> tuple[str, str] | None:
@@ -346,6 +354,8 @@ class _Copy(_Listing, _GcsIO, _LocalWriter):
         existing = self.existing.get(entry.rel)
         if existing is None:
             return "copy", ""
+        if existing.unusable:  # a link out of DST or a FIFO: never read, written or replaced
+            return "refused", existing.unusable
         differs = (
             f"exists and differs from {self._src_url(entry)} "
             f"({existing.size} vs {entry.size} bytes), no-clobber"
@@ -358,7 +368,11 @@ class _Copy(_Listing, _GcsIO, _LocalWriter):
             )
             # Hashing the destination also caches its CRC32C there (our file).
             dst_crc = existing.crc32c or self._local_crc(
-                self._dst_url(entry), existing, hash_files=hash_files, cache=not self.dry_run
+                self._dst_url(entry),
+                existing,
+                hash_files=hash_files,
+                cache=not self.dry_run,
+                real_root=self._dst_real_root or None,
             )
             if src_crc is None or dst_crc is None:
                 return None

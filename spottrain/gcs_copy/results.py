@@ -38,6 +38,8 @@ class CopySummary:
         failed: ``"<destination>: <reason>"`` per failed file.
         planned: ``"<source> -> <destination>"`` per file copied or to be copied
             in a dry run (kept only in dry runs, to list them).
+        ignored: local source paths skipped as not regular files (FIFOs,
+            sockets, devices); counted in the summary line.
     """
 
     files_copied: int = 0
@@ -50,6 +52,7 @@ class CopySummary:
     refused: list[str] = dataclasses.field(default_factory=list)
     failed: list[str] = dataclasses.field(default_factory=list)
     planned: list[str] = dataclasses.field(default_factory=list)
+    ignored: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, int | float]:
         """Returns the counters as a flat dict (for KFP Metrics)."""
@@ -69,6 +72,8 @@ class CopySummary:
         )
         if self.failed:
             text += f", failed {len(self.failed)}"
+        if self.ignored:
+            text += f", ignored {len(self.ignored)} not regular (FIFO, socket, device)"
         return f"{text} in {self.seconds:.2f} s"
 
 
