@@ -11,6 +11,8 @@ Vertex's restart_job_on_worker_restart) whether another attempt can help:
 * ``143`` PREEMPTED: SIGTERM received, every worker saved at the same step.
 * ``170`` PEER_LOST: a collective failed or timed out because a worker died.
 * ``171`` HUNG: the watchdog saw no step finish in time.
+* ``172`` API_UNAVAILABLE: the Job-engine launcher could not reach the Kubernetes
+  API for a while; its retry re-attaches to the Job it started.
 
 Retryable codes are all >= 128, which is what Kubeflow's ExitCode policy and
 most shell conventions (128 + signal) already treat as "killed, try again".
@@ -32,6 +34,7 @@ FATAL_NAN = 65
 PREEMPTED = 143
 PEER_LOST = 170
 HUNG = 171
+API_UNAVAILABLE = 172
 
 _PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
@@ -66,6 +69,12 @@ EXIT_CODES = {
         ExitCode(PREEMPTED, "preempted", "preempted (SIGTERM) after a clean save: retryable", True),
         ExitCode(PEER_LOST, "worker_lost", "a peer worker was lost: retryable", True),
         ExitCode(HUNG, "hang", "hung (watchdog): retryable", True),
+        ExitCode(
+            API_UNAVAILABLE,
+            "api_unavailable",
+            "the Job-engine launcher lost the Kubernetes API: retryable (its retry re-attaches)",
+            True,
+        ),
     )
 }
 RETRYABLE = frozenset(c for c, row in EXIT_CODES.items() if row.retryable)
