@@ -9,6 +9,7 @@ the run is cancelled or it gives up.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -337,3 +338,17 @@ class Launcher:
                 return
             self.stop.wait(min(self.poll_seconds, 5.0))
         log.warning("pods of %s still terminating after %d s; going on", gang.name, limit)
+
+
+def install_sigterm(launcher: Launcher):
+    """SIGTERM (KFP run cancelled, or the launcher's pod going away) stops the loop.
+
+    The handler only sets a flag: the loop notices it at once (it waits on it) and
+    cleans up in the main thread. Returns the previous handler.
+    """
+
+    def _handler(signum, _frame):
+        log.warning("%s: stopping the launcher", signal.Signals(signum).name)
+        launcher.stop.set()
+
+    return signal.signal(signal.SIGTERM, _handler)
