@@ -46,6 +46,46 @@ def totals(records: list[dict]) -> dict:
     return out
 
 
+# What the Job-engine launcher adds to an attempt's record: where its pods ran.
+POD_FIELDS = ("node", "node_kind", "disruption", "pod_exit_codes", "pods")
+
+
+def annotate(checkpoint_dir: str, gang_attempts: list[dict], slack_s: float = 60.0) -> int:
+    """Adds where each attempt ran (seen by the Job-engine launcher) to its record.
+
+    Only the launcher sees nodes and pod ends, and only the chief's trainer writes
+    records; so the launcher calls this once no pod of the run is left, and an
+    attempt's record is the one whose start falls within a chief pod's run.
+
+    Args:
+        checkpoint_dir: The run's folder (``attempts.json``).
+        gang_attempts: One per chief pod: ``started`` and ``finished`` (epoch
+            seconds) and any of ``POD_FIELDS``.
+        slack_s: Clock skew and start-up allowed around a pod's run.
+
+    Returns:
+        How many records were annotated.
+    """
+    records = read(checkpoint_dir)
+    annotated = 0
+    for gang in gang_attempts:
+        start, end = gang.get("started"), gang.get("finished")
+        if start is None or end is None:
+            continue
+        for rec in records:
+            if start - slack_s <= rec.get("started", -1) <= end + slack_s and "node" not in rec:
+                rec.update({k: gang[k] for k in POD_FIELDS if k in gang})
+                annotated += 1
+                break
+    if annotated:
+        fileio.write_json(
+            fileio.join(checkpoint_dir, LEDGER),
+            {"attempts": records, "totals": totals(records)},
+            sort_keys=False,
+        )
+    return annotated
+
+
 class Ledger:
     """Appends and updates this attempt's record (a no-op on non-chief workers)."""
 
