@@ -312,6 +312,11 @@ def check_retry_window(
 COPY_PLACEMENT = Placement(gpu_count=0, memory_limit="4G", backoff="30s", require_pool=False)
 # The on-demand fall-back pool: the same GPUs, no toleration, fewer retries.
 ON_DEMAND_PLACEMENT = Placement(pool="on-demand", retries=2)
+# The Job-engine launcher: a small CPU pod on the on-demand pool (no toleration, so
+# no spot node), retried by KFP only to re-attach to its Job after its own pod failed.
+LAUNCHER_PLACEMENT = Placement(
+    pool="on-demand", gpu_count=0, memory_limit="1G", retries=5, backoff="30s"
+)
 # kfp.local: no GPUs (kfp.local only warns about resources), short whole-second backoff.
 # kfp.local reads retry_window as a cap on each delay, which 1 s, 2 s, 4 s never reach:
 #   kubeflow/pipelines sdk/python/kfp/local/orchestrator/task_executor.py:171-172 (2.17.0)
