@@ -75,6 +75,18 @@ def spot_node(name: str = "gke-spot-1") -> dict:
     )
 
 
+def preemptible_node(name: str = "gke-preemptible-1") -> dict:
+    # GKE's label on preemptible nodes; the taint is the one our node pools get.
+    return node(
+        name,
+        {
+            "cloud.google.com/gke-preemptible": "true",
+            "cloud.google.com/gke-accelerator": "nvidia-tesla-t4",
+        },
+        [{"key": "preemptible", "value": "true", "effect": "NoSchedule"}],
+    )
+
+
 def on_demand_node(name: str = "gke-std-1") -> dict:
     return node(name, {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})
 
@@ -102,6 +114,7 @@ class FakeCluster:
         self.pods: dict[str, dict] = {}
         self.logs: dict[str, bytes] = {}
         self.calls: list[tuple] = []
+        self.sent: list[dict] = []  # every object body the launcher sent, as sent
         self.errors: dict[str, list[ApiException]] = {}  # method -> errors to raise, in turn
         self.forbidden: set[str] = set()  # methods answering 403 every time
         self._uid = itertools.count(1)
@@ -348,6 +361,7 @@ class FakeCluster:
     def create_namespaced_job(self, namespace, body, **kwargs):
         name = body["metadata"]["name"]
         self._enter("create_namespaced_job", name)
+        self.sent.append(copy.deepcopy(body))
         if name in self.jobs:
             raise ApiException(status=409, reason="Conflict")
         job = copy.deepcopy(body)
@@ -386,6 +400,7 @@ class FakeCluster:
     def create_namespaced_service(self, namespace, body, **kwargs):
         name = body["metadata"]["name"]
         self._enter("create_namespaced_service", name)
+        self.sent.append(copy.deepcopy(body))
         if name in self.services:
             raise ApiException(status=409, reason="Conflict")
         self.services[name] = copy.deepcopy(body)
