@@ -53,9 +53,7 @@ OTHER_MEANING = {("profile", "warmup_steps")}
 
 def _signatures() -> list[tuple[str, dict]]:
     found = []
-    paths = [
-        comp.COMPONENTS_DIR / n / "component.yaml" for n in ("train", "train_job", "profile")
-    ]
+    paths = [comp.COMPONENTS_DIR / n / "component.yaml" for n in ("train", "train_job", "profile")]
     paths += sorted(comp.COMPILED_DIR.glob("*.yaml"))
     for path in paths:
         spec = next(d for d in yaml.safe_load_all(Path(path).read_text()) if d)

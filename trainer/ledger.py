@@ -68,15 +68,21 @@ def annotate(checkpoint_dir: str, gang_attempts: list[dict], slack_s: float = 60
     """
     records = read(checkpoint_dir)
     annotated = 0
-    for gang in gang_attempts:
-        start, end = gang.get("started"), gang.get("finished")
-        if start is None or end is None:
+    free = [g for g in gang_attempts if g.get("started") is not None and g.get("finished")]
+    for rec in records:
+        began = rec.get("started")
+        if began is None or "node" in rec or not free:
             continue
-        for rec in records:
-            if start - slack_s <= rec.get("started", -1) <= end + slack_s and "node" not in rec:
-                rec.update({k: gang[k] for k in POD_FIELDS if k in gang})
-                annotated += 1
-                break
+
+        def distance(gang: dict, began: float = began) -> float:
+            # 0 inside the pod's run, else how far outside it the attempt began.
+            return max(gang["started"] - began, began - gang["finished"], 0.0)
+
+        best = min(free, key=distance)
+        if distance(best) <= slack_s:
+            rec.update({k: best[k] for k in POD_FIELDS if k in best})
+            free.remove(best)
+            annotated += 1
     if annotated:
         fileio.write_json(
             fileio.join(checkpoint_dir, LEDGER),

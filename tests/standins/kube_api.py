@@ -133,7 +133,7 @@ class FakeCluster:
         found = [
             p
             for p in self.pods.values()
-            if p["metadata"]["labels"].get("batch.kubernetes.io/job-name") == job
+            if p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") == job
             and p["metadata"]["annotations"][INDEX_ANNOTATION] == str(index)
         ]
         return max(found, key=lambda p: p["metadata"]["uid"])
@@ -148,7 +148,7 @@ class FakeCluster:
 
     def succeed_all(self, job: str) -> None:
         for pod in list(self.pods.values()):
-            labels = pod["metadata"]["labels"]
+            labels = pod["metadata"].get("labels", {})
             if (
                 labels.get("batch.kubernetes.io/job-name") == job
                 and pod["status"]["phase"] == "Running"
@@ -303,7 +303,7 @@ class FakeCluster:
         return [
             p
             for p in list(self.pods.values())
-            if p["metadata"]["labels"].get("batch.kubernetes.io/job-name") == name
+            if p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") == name
         ]
 
     def _reconcile(self, name: str) -> None:
@@ -425,7 +425,7 @@ class FakeCluster:
         items = [
             {k: v for k, v in copy.deepcopy(p).items() if not k.startswith("_")}
             for p in self.pods.values()
-            if all(p["metadata"]["labels"].get(k) == v for k, v in want.items())
+            if all(p["metadata"].get("labels", {}).get(k) == v for k, v in want.items())
         ]
         return {"apiVersion": "v1", "kind": "PodList", "items": items}
 

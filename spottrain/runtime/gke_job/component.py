@@ -98,8 +98,9 @@ def gang_attempts(attempts: Sequence[control.PodAttempt]) -> list[dict]:
             if a.job == chief.job
             and a.started is not None
             and a.finished is not None
-            and a.started <= chief.finished
-            and a.finished >= chief.started
+            # Overlapping runs; a gang restart ends one run where the next begins.
+            and a.started < chief.finished
+            and a.finished > chief.started
             and (a.index != 0 or a is chief)
         ]
         out.append(
