@@ -177,3 +177,20 @@ def test_a_broken_manifest_is_caught_by_the_schema_check():
 def test_rbac_manifests_are_schema_valid():
     for manifest in rbac.manifests("kubeflow", "pipeline-runner"):
         validate(manifest)
+
+
+@pytest.mark.parametrize("pipeline", JOB_PIPELINES)
+def test_the_launcher_runs_on_demand_on_cpu_and_is_retried_to_reattach(pipeline):
+    docs = [d for d in yaml.safe_load_all((comp.COMPILED_DIR / pipeline).read_text()) if d]
+    spec, platform = docs
+    task = spec["root"]["dag"]["tasks"]["train-job"]
+    # KFP retries the launcher (re-attach) within the run's whole timeout.
+    assert task["retryPolicy"]["maxRetryCount"] == 5
+    assert task["retryPolicy"]["backoffMaxDuration"] == "604800s"
+    executor = spec["deploymentSpec"]["executors"]["exec-train-job"]["container"]
+    assert "accelerator" not in executor.get("resources", {})
+    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert not k8s.get("exec-train-job", {}).get("tolerations")  # never on a spot node
+    assert not k8s.get("exec-train-job", {}).get("nodeSelector")
+    # The profile still measures the training's own GPU node kind.
+    assert k8s["exec-profile"]["tolerations"] and k8s["exec-profile"]["nodeSelector"]
