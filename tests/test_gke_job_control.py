@@ -303,3 +303,38 @@ def test_node_kinds_unknown_without_the_cluster_role():
     out = launcher(cluster, gs).run()
     assert out.code == 0 and [a.node_kind for a in out.attempts] == ["unknown"]
     assert sum(c[0] == "read_node" for c in cluster.calls) == 1  # asked once, not per pod
+
+
+def test_a_passed_run_deadline_is_final_and_cleaned_up():
+    gs = gangs(workers=1)
+    job = gs[0].name
+
+    def script(cluster, poll):
+        if poll == 3:  # the Job controller's terminal condition for activeDeadlineSeconds
+            cluster.terminate(job, 0, preemption.PREEMPTED)  # it stops the pods first
+            cluster.jobs[job]["status"]["conditions"] = [
+                {"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}
+            ]
+
+    cluster = FakeCluster([spot_node()], script=script)
+    out = launcher(cluster, gs).run()
+    assert out.code == preemption.FATAL_CONFIG and "run deadline" in out.message
+    assert cluster.created("Job") == [job]  # no on-demand: the deadline is the run's
+    assert job not in cluster.jobs and job not in cluster.services
+
+
+def test_sigterm_during_a_fall_back_creates_nothing_more():
+    gs = gangs(workers=1, spot=SPOT.with_(retries=0))
+    spot = gs[0].name
+
+    def script(cluster, poll):
+        if poll == 2:
+            cluster.terminate(spot, 0, preemption.PEER_LOST)  # budget used up: fall back
+            run["launcher"].stop.set()  # ... and the run is terminated meanwhile
+
+    run = {}
+    cluster = FakeCluster([spot_node(), on_demand_node()], script=script)
+    run["launcher"] = launcher(cluster, gs)
+    out = run["launcher"].run()
+    assert out.code == preemption.PREEMPTED
+    assert cluster.created("Job") == [spot] and not cluster.jobs and not cluster.services

@@ -122,6 +122,8 @@ class Launcher:
         try:
             for i in range(first, len(self.gangs)):
                 current = self.gangs[i]
+                if self.stop.is_set():
+                    raise Cancelled
                 self._ensure(current)
                 last = i == len(self.gangs) - 1
                 ended = self._follow(current, may_move=not last)
@@ -256,6 +258,14 @@ class Launcher:
                 f"({gang.placement.job_backoff_limit(gang.workers)} counted pod failures; "
                 f"last exit {codes[-1] if codes else 'none'})",
             )
+        if reason == "DeadlineExceeded":
+            # The run's deadline passed: another attempt would only pass it again.
+            return _Ended(
+                "failed",
+                preemption.FATAL_CONFIG,
+                f"Job {gang.name} passed its run deadline (activeDeadlineSeconds="
+                f"{gang.deadline_seconds}) before finishing",
+            )
         return _Ended("failed", code if codes else preemption.FATAL_CONFIG,
                       f"Job {gang.name} failed ({reason or 'no reason given'})")  # fmt: skip
 
@@ -334,7 +344,7 @@ class Launcher:
         while (self.now() - start).total_seconds() < limit:
             pods = self.kube.list_pods(gang.selector)
             self._note(gang, pods)
-            if not pods:
+            if not pods or self.stop.is_set():
                 return
             self.stop.wait(min(self.poll_seconds, 5.0))
         log.warning("pods of %s still terminating after %d s; going on", gang.name, limit)
