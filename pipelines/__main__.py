@@ -1,4 +1,4 @@
-"""``python -m spottrain.pipelines compile|upload|run|run-vertex|run-local|nodepool``.
+"""``python -m spottrain.pipelines compile|upload|run|run-vertex|run-local|nodepool|rbac``.
 
 Every subcommand runs the pre-flight guards first and prints a one-line error
 (exit 2) for a bad or missing argument instead of a traceback; a service that
@@ -57,11 +57,21 @@ def _template(args: argparse.Namespace, default: str) -> Path:
     return Path(args.pipeline) if args.pipeline else COMPILED_DIR / default
 
 
+def _engine(args: argparse.Namespace) -> str:
+    """``--engine``; the Job engine by default, the in-pod train for ``--fallback``."""
+    if args.fallback and args.engine == "job":
+        raise _guard_error(
+            "--fallback is the in-pod pipeline's exit-hook fall-back (--engine pod); the "
+            "Job-engine pipeline moves to the on-demand pool by itself"
+        )
+    return args.engine or ("pod" if args.fallback else "job")
+
+
 def _gke_template(args: argparse.Namespace) -> Path:
-    """``--pipeline``, else the committed GKE pipeline for ``--pool`` (and ``--fallback``)."""
+    """``--pipeline``, else the committed GKE pipeline for the pool, engine and fall-back."""
     from spottrain.pipelines import compile as comp
 
-    return _template(args, comp.gke_yaml(args.pool, fallback=args.fallback))
+    return _template(args, comp.gke_yaml(args.pool, fallback=args.fallback, engine=_engine(args)))
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -240,6 +250,26 @@ def _check_gke_template(template: Path) -> None:
         )
 
 
+def cmd_rbac(args: argparse.Namespace) -> int:
+    """Prints (or ``--execute``: applies with kubectl) the Job-engine launcher's RBAC."""
+    from spottrain.runtime.gke_job import rbac
+
+    for name, value in (
+        ("--namespace", args.namespace),
+        ("--service-account", args.service_account),
+    ):
+        if not value:
+            raise _guard_error(f"{name} is empty")
+    text = rbac.render(args.namespace, args.service_account)
+    print(text, end="")
+    if args.execute:
+        try:
+            return subprocess.run(["kubectl", "apply", "-f", "-"], input=text, text=True).returncode
+        except FileNotFoundError:
+            raise _guard_error("--execute needs kubectl on PATH") from None
+    return 0
+
+
 def cmd_nodepool(args: argparse.Namespace) -> int:
     """Prints (or runs) the gcloud command creating the GPU node pool."""
     from spottrain.pipelines import placement
@@ -308,7 +338,15 @@ def parser() -> argparse.ArgumentParser:
             help="the node pool kind the GKE pipeline targets (default %(default)s)",
         )
         s.add_argument(
-            "--fallback", action="store_true", help="the variant with the on-demand fall-back"
+            "--engine",
+            choices=("job", "pod"),
+            default=None,
+            help="job: train as a Kubernetes Indexed Job (default); pod: in the KFP pod",
+        )
+        s.add_argument(
+            "--fallback",
+            action="store_true",
+            help="the in-pod variant with the exit-hook on-demand fall-back (implies --engine pod)",
         )
         s.add_argument("--pipeline", help="compiled YAML (default: the GKE pipeline for --pool)")
 
@@ -347,6 +385,14 @@ def parser() -> argparse.ArgumentParser:
     lr.set_defaults(func=cmd_run_local)
     for s in (r, v):  # the Makefile names its upper-case command-line variables here
         s.add_argument("--make-variables", default="", help=argparse.SUPPRESS)
+
+    rb = sub.add_parser("rbac", help="print (or --execute) the Job-engine launcher's RBAC")
+    rb.add_argument("--namespace", default="kubeflow", help="the pipelines' namespace")
+    rb.add_argument(
+        "--service-account", default="pipeline-runner", help="the pipeline pods' service account"
+    )
+    rb.add_argument("--execute", action="store_true", help="kubectl apply instead of printing")
+    rb.set_defaults(func=cmd_rbac)
 
     n = sub.add_parser("nodepool", help="print (or --execute) the gcloud node-pool command")
     n.add_argument("--cluster", default="", help="GKE cluster (required)")

@@ -24,13 +24,22 @@ COMPILED_DIR = Path(spottrain.pipelines.__file__).parent / "compiled"
 VERTEX_YAML = "spottrain_vertex.yaml"
 
 
-def gke_yaml(pool: str = "preemptible", fallback: bool = False) -> str:
+ENGINES = ("job", "pod")
+
+
+def gke_yaml(pool: str = "preemptible", fallback: bool = False, engine: str = "pod") -> str:
     """The committed GKE pipeline for a pool kind, e.g. ``spottrain_gke_spot_fallback.yaml``.
 
     One file per pool kind because the node selector and toleration are compiled in:
     a pool made with ``nodepool --pool spot`` carries the spot label and taint, and a
     pod selecting the preemptible label would stay Pending there forever.
+    ``engine="job"``: the Job-engine variant (``spottrain_gke_spot_job.yaml``), which
+    falls back to on-demand by itself.
     """
+    if engine == "job":
+        if fallback:
+            raise ValueError("the Job-engine pipeline has its own on-demand fall-back")
+        return f"spottrain_gke_{pool}_job.yaml"
     return f"spottrain_gke_{pool}" + ("_fallback" if fallback else "") + ".yaml"
 
 
@@ -44,6 +53,7 @@ def components() -> dict[str, object]:
     from spottrain.components.gcs_copy.component import gcs_copy
     from spottrain.components.profile.component import profile
     from spottrain.components.train.component import train
+    from spottrain.components.train_job.component import train_job
     from spottrain.components.training_status.component import training_status
 
     return {
@@ -51,13 +61,14 @@ def components() -> dict[str, object]:
         "gcs_copy": gcs_copy,
         "profile": profile,
         "train": train,
+        "train_job": train_job,
         "training_status": training_status,
     }
 
 
 def pipelines() -> dict[str, Callable[[], object]]:
     """The default pipeline builds by file name (built lazily: GCPC imports are slow)."""
-    from spottrain.pipelines import gke, placement, vertex
+    from spottrain.pipelines import gke, gke_job, placement, vertex
 
     builds: dict[str, Callable[[], object]] = {}
     for pool in placement.SPOT_POOLS:
@@ -66,6 +77,7 @@ def pipelines() -> dict[str, Callable[[], object]]:
         builds[gke_yaml(pool, fallback=True)] = lambda spot=spot: gke.build(
             spot, fallback=placement.ON_DEMAND_PLACEMENT
         )
+        builds[gke_yaml(pool, engine="job")] = lambda spot=spot: gke_job.build(spot)
     builds[VERTEX_YAML] = lambda: vertex.build()
     return builds
 

@@ -238,6 +238,12 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
         if types[name] == "STRING" and not str(params.get(name, "")).strip():
             raise GuardError(f"pipeline parameter {name} is empty: pass {name}=...")
     values = {**parameter_defaults(spec), **params}
+    for name in ("workers", "unschedulable_timeout"):
+        if name in values and values[name] < (1 if name == "workers" else 0):
+            raise GuardError(
+                f"pipeline parameter {name}={values[name]} must be >= "
+                f"{1 if name == 'workers' else 0}"
+            )
     if "local_workers" in values and values["local_workers"] < 1:
         raise GuardError(
             f"pipeline parameter local_workers={values['local_workers']} must be >= 1 "
@@ -488,6 +494,8 @@ def preflight(
     retries = max_train_retries(spec)
     if not local:
         check_checkpoint_dir(checkpoint_dir_value(spec, params) or "", retries)
+        if job_engine_tasks(spec):
+            check_job_engine_checkpoint_dir(checkpoint_dir_value(spec, params) or "")
     check_values(spec, params)
     gpus = _gpus(spec, platform)
     for image in set(images(spec)):
@@ -498,8 +506,29 @@ def preflight(
     return params
 
 
+def job_engine_tasks(spec: Mapping) -> list[tuple[str, Mapping]]:
+    """The Job-engine train tasks (``train_job``: its pods run elsewhere)."""
+    return [
+        (name, task)
+        for name, task in _tasks(spec)
+        if task.get("componentRef", {}).get("name", "").startswith("comp-train-job")
+    ]
+
+
+def check_job_engine_checkpoint_dir(checkpoint_dir: str) -> None:
+    """The Job's pods run on other nodes: only a gs:// checkpoint dir reaches them all."""
+    if not checkpoint_dir.startswith("gs://"):
+        raise GuardError(
+            f"checkpoint_dir={checkpoint_dir!r}: the Job-engine train's pods need a gs:// "
+            "folder (a /gcs/ mount exists only in Vertex pods)"
+        )
+
+
 def _gpus(spec: Mapping, platform: Mapping | None) -> int:
     counts = [0]
+    for _, task in job_engine_tasks(spec):  # the launcher has none; its pods do
+        gpus = task.get("inputs", {}).get("parameters", {}).get("gpus", {})
+        counts.append(int(gpus.get("runtimeValue", {}).get("constant") or 0))
     for executor in spec.get("deploymentSpec", {}).get("executors", {}).values():
         accel = executor.get("container", {}).get("resources", {}).get("accelerator", {})
         counts.append(int(float(accel.get("resourceCount") or accel.get("count") or 0)))

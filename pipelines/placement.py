@@ -78,6 +78,15 @@ _DURATION = re.compile(r"^[0-9]+s$")
 RUN_TIMEOUT = "604800s"
 
 
+# What a pod gets between SIGTERM and SIGKILL on a spot/preemptible node: "Spot VMs
+# terminate 30 seconds after receiving a termination notice" and the kubelet's graceful
+# node shutdown gives non-system Pods up to 15 s of it, best effort
+# (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms, "Termination and
+# graceful shutdown of Spot VMs"). A Job-engine pod asks for the whole notice; the
+# kubelet's shutdown budget may cut it shorter, never longer.
+NOTICE_SECONDS = 30
+
+
 def seconds(duration: str) -> int:
     """Whole seconds of a ``<n>s`` duration (the only form placements accept)."""
     if not _DURATION.match(duration or ""):
@@ -209,6 +218,39 @@ class Placement:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)
 
+    def tolerations(self) -> list[dict]:
+        """The pod spec's ``tolerations`` (the same toleration :meth:`apply` sets)."""
+        taint = self.effective_taint
+        if taint is None:
+            return []
+        return [
+            {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+        ]
+
+    def resources(self) -> dict:
+        """The container's ``resources`` (GPU, memory and CPU limits, as :meth:`apply` sets).
+
+        GPUs are a limit only: Kubernetes takes an extended resource's request from
+        its limit (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/).
+        """
+        limits: dict[str, str] = {}
+        if self.gpu_count:
+            limits[GPU_RESOURCE] = str(self.gpu_count)
+        if self.memory_limit:
+            limits["memory"] = self.memory_limit
+        if self.cpu_limit:
+            limits["cpu"] = self.cpu_limit
+        return {"limits": limits} if limits else {}
+
+    def job_backoff_limit(self, workers: int) -> int:
+        """A Job's ``backoffLimit`` for ``retries`` gang restarts of ``workers`` pods.
+
+        Disruptions never count (the Job's ``podFailurePolicy`` ignores them), but a
+        real failure of one worker makes every peer exit 170 too, so one gang restart
+        can count up to ``workers`` failed pods.
+        """
+        return self.retries * max(1, workers)
+
     def apply(self, task: dsl.PipelineTask) -> dsl.PipelineTask:
         """Sets this placement on a task (GPU, selectors, toleration, limits, retries)."""
         if self.gpu_count:
@@ -270,6 +312,11 @@ def check_retry_window(
 COPY_PLACEMENT = Placement(gpu_count=0, memory_limit="4G", backoff="30s", require_pool=False)
 # The on-demand fall-back pool: the same GPUs, no toleration, fewer retries.
 ON_DEMAND_PLACEMENT = Placement(pool="on-demand", retries=2)
+# The Job-engine launcher: a small CPU pod on the on-demand pool (no toleration, so
+# no spot node), retried by KFP only to re-attach to its Job after its own pod failed.
+LAUNCHER_PLACEMENT = Placement(
+    pool="on-demand", gpu_count=0, memory_limit="1G", retries=5, backoff="30s"
+)
 # kfp.local: no GPUs (kfp.local only warns about resources), short whole-second backoff.
 # kfp.local reads retry_window as a cap on each delay, which 1 s, 2 s, 4 s never reach:
 #   kubeflow/pipelines sdk/python/kfp/local/orchestrator/task_executor.py:171-172 (2.17.0)

@@ -47,7 +47,15 @@ CASES = [
     # parameter values, by trainer.config.validate
     (run_gke("learning_rate=nan"), 2, "learning_rate nan must be in (0, 10)"),
     (run_gke("train_steps=-5"), 2, "train_steps (-5)"),
-    (run_gke("local_workers=0"), 2, "local_workers=0 must be >= 1"),
+    (
+        ["run-gke", "--host", UNREACHABLE, "--engine", "pod", *GOOD, "local_workers=0"],
+        2,
+        "local_workers=0 must be >= 1",
+    ),
+    (run_gke("workers=0"), 2, "workers=0 must be >= 1"),
+    (run_gke("unschedulable_timeout=-1"), 2, "unschedulable_timeout=-1 must be >= 0"),
+    (run_gke("checkpoint_dir=/gcs/b/c"), 2, "the Job-engine train's pods need a gs:// folder"),
+    (run_gke("--engine", "job", "--fallback"), 2, "--fallback is the in-pod pipeline's"),
     (run_gke("image_size=0"), 2, "image_size 0 is out of range"),
     (run_gke("batch_size_per_replica=0"), 2, "batch_size_per_replica 0 must be positive"),
     (run_gke("save_every_steps=0"), 2, "save_every_steps 0 must be positive"),

@@ -112,15 +112,17 @@ def test_run_creates_a_run_with_converted_parameters(kfp_api, capsys):
     params = run["runtime_config"]["parameters"]
     assert params["train_steps"] == 77 and params["checkpoint_dir"] == "gs://my-bucket/c"
     # Both documents travel: the PipelineSpec and the kfp-kubernetes platform spec.
-    assert (
-        run["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"] == "spottrain-gke-preemptible"
-    )
+    # The Job engine is the default for GPUs (ENGINE=pod: the in-pod train).
+    name = run["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"]
+    assert name == "spottrain-gke-preemptible-job"
     assert "kubernetes" in run["pipeline_spec"]["platform_spec"]["platforms"]
 
 
 def test_upload_and_run_pick_the_yaml_of_the_pool(kfp_api, capsys):
     api, host = kfp_api
-    code, out, _ = run_cli("upload", "--host", host, "--pool", "spot", capsys=capsys)
+    code, out, _ = run_cli(
+        "upload", "--host", host, "--pool", "spot", "--engine", "pod", capsys=capsys
+    )
     assert code == 0 and "pipeline_id=p-new" in out
     [upload] = [r for r in api.requests if r[0] == "POST"]
     assert "name=spottrain-gke-spot&" in upload[1] + "&"  # the template's own name
@@ -277,3 +279,50 @@ def test_console_module_entry_point():
         text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "flags, template",
+    [
+        ([], "spottrain_gke_preemptible_job.yaml"),
+        (["--engine", "pod"], "spottrain_gke_preemptible.yaml"),
+        (["--fallback"], "spottrain_gke_preemptible_fallback.yaml"),
+        (["--pool", "spot", "--engine", "job"], "spottrain_gke_spot_job.yaml"),
+    ],
+)
+def test_engine_picks_the_job_or_in_pod_variant(flags, template):
+    args = cli.parser().parse_args(["upload", "--host", "h", *flags])
+    assert cli._gke_template(args).name == template
+
+
+def test_make_engine_is_passed_on():
+    result = make("-n", "run-preemptible", "HOST=h", "ENGINE=pod", "data_src=gs://a")
+    assert result.returncode == 0, result.stderr
+    assert '--engine "pod"' in result.stdout
+    assert "ENGINE" not in result.stdout.split("run-gke --host")[1]  # not a parameter
+
+
+def test_make_gke_rbac_prints_only_the_verbs_the_launcher_uses():
+    import yaml
+
+    result = make("gke-rbac", "NAMESPACE=team-a", "SERVICE_ACCOUNT=runner")
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout.split("\n", 1)[1]) if d]
+    kinds = {d["kind"]: d for d in docs}
+    assert set(kinds) == {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+    assert kinds["Role"]["metadata"]["namespace"] == "team-a"
+    for binding in ("RoleBinding", "ClusterRoleBinding"):
+        assert kinds[binding]["subjects"] == [
+            {"kind": "ServiceAccount", "name": "runner", "namespace": "team-a"}
+        ]
+    assert kinds["ClusterRole"]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}
+    ]
+    verbs = {v for rule in kinds["Role"]["rules"] for v in rule["verbs"]}
+    assert verbs == {"create", "get", "delete", "list"}  # no watch, update, patch, *
+
+
+def test_rbac_execute_without_kubectl_is_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    code, _, err = run_cli("rbac", "--execute", capsys=capsys)
+    assert code == 2 and err.strip() == "error: --execute needs kubectl on PATH"

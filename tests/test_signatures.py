@@ -34,6 +34,17 @@ NOT_TRAINING = {
     "profile_steps": "profiler window length",
     "bandwidth_gbps": "profiler AllReduce estimate",
     "cloud_profiler": "profiler upload switch",
+    "workers": "pods of the Job-engine train (one MWMS worker each)",
+    "unschedulable_timeout": "seconds the Job-engine pods may wait for spot capacity",
+    "run_id": "the KFP run id (names the Job-engine train's Job)",
+    "task_name": "the KFP task name (names the Job-engine train's Job)",
+    "pool": "the node pool kind the Job-engine pods run on first",
+    "gpu_type": "the Job-engine pods' accelerator",
+    "gpus": "GPUs per Job-engine pod",
+    "memory_limit": "memory per Job-engine pod",
+    "retries": "the Job-engine gang restarts after real failures",
+    "on_demand": "whether the Job-engine train moves to the on-demand pool",
+    "deadline": "the Job-engine Job's run deadline",
 }
 # Same name as a TrainConfig field, other meaning: the profiler's own warm-up
 # before its window, not the learning-rate warm-up.
@@ -42,7 +53,7 @@ OTHER_MEANING = {("profile", "warmup_steps")}
 
 def _signatures() -> list[tuple[str, dict]]:
     found = []
-    paths = [comp.COMPONENTS_DIR / n / "component.yaml" for n in ("train", "profile")]
+    paths = [comp.COMPONENTS_DIR / n / "component.yaml" for n in ("train", "train_job", "profile")]
     paths += sorted(comp.COMPILED_DIR.glob("*.yaml"))
     for path in paths:
         spec = next(d for d in yaml.safe_load_all(Path(path).read_text()) if d)
@@ -59,9 +70,10 @@ SIGNATURES = _signatures()
 
 def test_every_signature_was_found():
     names = [n for n, _ in SIGNATURES]
-    assert {"train", "profile", "spottrain_vertex"} <= set(names)
+    assert {"train", "train_job", "profile", "spottrain_vertex"} <= set(names)
     assert sum(n.endswith("/fallback") for n in names) == 2
-    assert sum(n.startswith("spottrain_gke_") for n in names) == 6
+    assert sum(n.startswith("spottrain_gke_") for n in names) == 8
+    assert sum(n.endswith("_job") for n in names) == 3
 
 
 @pytest.mark.parametrize("where, params", SIGNATURES, ids=[n for n, _ in SIGNATURES])

@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 RUN_CONFIG = "run_config.json"
 TENSORBOARD = "tensorboard"
 FATAL_MARKER = "FATAL.json"
+# Where the pods of a Job-engine run write the model (its launcher copies it into the
+# KFP Model artifact): the launcher's local artifact folder is not theirs to write.
+JOB_MODEL = "model"
 _CKPT_RE = re.compile(r"ckpt-(\d+)\.index$")
 
 
@@ -53,6 +56,11 @@ def default_tensorboard_dir(checkpoint_dir: str) -> str:
     continue in one place.
     """
     return fileio.join(checkpoint_dir, TENSORBOARD) if checkpoint_dir else ""
+
+
+def job_model_dir(checkpoint_dir: str) -> str:
+    """The ``--model-dir`` of a Job-engine run's pods, beside its checkpoints."""
+    return fileio.join(checkpoint_dir, JOB_MODEL)
 
 
 def diagnostics_path(cfg: TrainConfig, cluster: Cluster, kind: str) -> str:

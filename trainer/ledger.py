@@ -46,6 +46,52 @@ def totals(records: list[dict]) -> dict:
     return out
 
 
+# What the Job-engine launcher adds to an attempt's record: where its pods ran.
+POD_FIELDS = ("node", "node_kind", "disruption", "pod_exit_codes", "pods")
+
+
+def annotate(checkpoint_dir: str, gang_attempts: list[dict], slack_s: float = 60.0) -> int:
+    """Adds where each attempt ran (seen by the Job-engine launcher) to its record.
+
+    Only the launcher sees nodes and pod ends, and only the chief's trainer writes
+    records; so the launcher calls this once no pod of the run is left, and an
+    attempt's record is the one whose start falls within a chief pod's run.
+
+    Args:
+        checkpoint_dir: The run's folder (``attempts.json``).
+        gang_attempts: One per chief pod: ``started`` and ``finished`` (epoch
+            seconds) and any of ``POD_FIELDS``.
+        slack_s: Clock skew and start-up allowed around a pod's run.
+
+    Returns:
+        How many records were annotated.
+    """
+    records = read(checkpoint_dir)
+    annotated = 0
+    free = [g for g in gang_attempts if g.get("started") is not None and g.get("finished")]
+    for rec in records:
+        began = rec.get("started")
+        if began is None or "node" in rec or not free:
+            continue
+
+        def distance(gang: dict, began: float = began) -> float:
+            # 0 inside the pod's run, else how far outside it the attempt began.
+            return max(gang["started"] - began, began - gang["finished"], 0.0)
+
+        best = min(free, key=distance)
+        if distance(best) <= slack_s:
+            rec.update({k: best[k] for k in POD_FIELDS if k in best})
+            free.remove(best)
+            annotated += 1
+    if annotated:
+        fileio.write_json(
+            fileio.join(checkpoint_dir, LEDGER),
+            {"attempts": records, "totals": totals(records)},
+            sort_keys=False,
+        )
+    return annotated
+
+
 class Ledger:
     """Appends and updates this attempt's record (a no-op on non-chief workers)."""
 

@@ -256,22 +256,32 @@ def launcher_argv_is_none(kwargs: Mapping[str, Any]) -> bool:
 
 def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
     """The attempt ledger as a Markdown table for the KFP UI."""
+    # Job-engine runs also know where each attempt ran (trainer.ledger.annotate).
+    pods = any("node_kind" in r for r in records)
     lines = [
         "# Training attempts",
         "",
         "| # | outcome | exit | start step | last step | saved step | steps lost | seconds "
-        "| cost $ |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| cost $ |" + (" node | node kind | disruption | pod exit codes |" if pods else ""),
+        "|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|" if pods else ""),
     ]
     for r in records:
         lost = r.get("steps_lost", "")
         if r.get("steps_lost_is_lower_bound"):
             lost = f"≥{lost}"
-        lines.append(
+        row = (
             f"| {r.get('attempt')} | {r.get('outcome')} | {r.get('exit_code', '')} "
             f"| {r.get('start_step')} | {r.get('last_step')} | {r.get('saved_step')} | {lost} "
             f"| {r.get('seconds', '')} | {r.get('cost', '')} |"
         )
+        if pods:
+            exits = sorted((r.get("pod_exit_codes") or {}).items())
+            codes = ", ".join(f"{i}: {c}" for i, c in exits)
+            row += (
+                f" {r.get('node', '')} | {r.get('node_kind', '')} | {r.get('disruption', '')} "
+                f"| {codes} |"
+            )
+        lines.append(row)
     lines += [
         "",
         f"**{totals.get('attempts', 0)} attempt(s), "

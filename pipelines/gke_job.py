@@ -1,0 +1,156 @@
+"""The GKE pipeline whose training runs on Kubernetes' Job engine (the GPU default).
+
+Same copies, outputs and profile as ``gke.build``; the train step is ``train_job``: a
+small launcher pod on the on-demand pool that runs the training as an Indexed Job of
+``workers`` pods on the spot/preemptible pool, each with the trainer as its main
+process, and moves it to the on-demand pool itself when spot capacity does not come
+(so no exit-hook fall-back, and the run ends Succeeded).
+"""
+
+from kfp import dsl
+
+from spottrain.components.train_job.component import train_job
+from spottrain.pipelines.gke import (
+    PROFILE_INPUTS,
+    Outputs,
+    add_profile,
+    copy_inputs,
+    pass_on,
+)
+from spottrain.pipelines.placement import (
+    COPY_PLACEMENT,
+    LAUNCHER_PLACEMENT,
+    RUN_TIMEOUT,
+    SPOT_POOLS,
+    Placement,
+    check_retry_window,
+    seconds,
+)
+from trainer import config
+
+DESCRIPTION = (
+    "Copy data and an initial checkpoint, then train as a Kubernetes Indexed Job of "
+    "`workers` pods on a {pool} GPU node pool (the trainer is each pod's main process); "
+    "pod disruptions never use up retries, and the training moves to the on-demand "
+    "pool when spot capacity does not come."
+)
+# What the pipeline passes on to train_job by name.
+JOB_INPUTS = (
+    "checkpoint_dir",
+    *config.PIPELINE_HYPERPARAMETERS,
+    "workers",
+    "unschedulable_timeout",
+)
+
+
+def pipeline_name(pool: str = "preemptible") -> str:
+    """``spottrain-gke-<pool>-job``."""
+    return f"spottrain-gke-{pool}-job"
+
+
+def build(
+    train_placement: Placement | None = None,
+    copy_placement: Placement | None = None,
+    name: str = "",
+    run_timeout: str = RUN_TIMEOUT,
+    launcher_placement: Placement = LAUNCHER_PLACEMENT,
+):
+    """Builds the Job-engine pipeline for a compile-time placement.
+
+    Args:
+        train_placement: Where the training pods run first (GPUs, pool, memory,
+            retries: the Job's gang restarts); default ``Placement()``.
+        copy_placement: Where the copies run; default tolerating the training's pool.
+        name: Pipeline name; default :func:`pipeline_name`.
+        run_timeout: The run's deadline, also the Job's ``activeDeadlineSeconds``.
+        launcher_placement: Where the launcher pod runs (on-demand CPU).
+
+    Returns:
+        The ``@dsl.pipeline`` function.
+    """
+    train_placement = train_placement or Placement()
+    if copy_placement is None:
+        copy_placement = COPY_PLACEMENT
+        if train_placement.pool in SPOT_POOLS:
+            copy_placement = COPY_PLACEMENT.with_(pool=train_placement.pool)
+    for what, place in (("copy", copy_placement), ("launcher", launcher_placement)):
+        check_retry_window(place, run_timeout, what=f"{what} placement")
+    name = name or pipeline_name(train_placement.pool)
+    expect_gpus = train_placement.gpu_count
+
+    def job_pipeline(
+        data_src: str,
+        checkpoint_dir: str,
+        data_dst: str = "",
+        initial_checkpoint: str = "",
+        backbone: str = "resnet50",
+        weights: str = "imagenet",
+        image_size: int = 224,
+        batch_size_per_replica: int = 32,
+        train_steps: int = 1000,
+        learning_rate: float = 0.001,
+        save_every_steps: int = 100,
+        mixed_precision: bool = False,
+        tensorboard_dir: str = "",
+        workers: int = 1,
+        unschedulable_timeout: int = 1800,
+    ) -> Outputs:
+        """Copies inputs, then trains as an Indexed Job of spot GPU pods.
+
+        Args:
+            data_src: Image folder (<root>/<label>/*.png|jpg), gs:// or local.
+            checkpoint_dir: gs:// folder every pod and retry resumes from.
+            data_dst: Copy the data here (gs://): the Job's pods read it from there.
+            initial_checkpoint: Checkpoint folder to start from; empty starts fresh.
+            backbone: resnet50, mobilenet_v2 or small_cnn.
+            weights: imagenet or none.
+            image_size: Square input size in pixels.
+            batch_size_per_replica: Batch size per GPU.
+            train_steps: Total optimizer steps across all attempts.
+            learning_rate: Peak learning rate.
+            save_every_steps: Checkpoint interval in steps.
+            mixed_precision: Use mixed float16.
+            tensorboard_dir: TensorBoard log folder; empty for none.
+            workers: Pods (nodes) training together; 1 = one node.
+            unschedulable_timeout: Seconds to wait for spot capacity before moving
+                to the on-demand pool.
+        """
+        hyper = pass_on(locals(), JOB_INPUTS)
+        data, seed = copy_inputs(
+            data_src=data_src,
+            data_dst=data_dst,
+            initial_checkpoint=initial_checkpoint,
+            checkpoint_dir=checkpoint_dir,
+            apply=copy_placement.apply,
+        )
+        trained = train_job(
+            data=data.outputs["copied"],
+            run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            task_name=dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+            pool=train_placement.pool,
+            gpu_type=train_placement.gpu_type,
+            gpus=train_placement.gpu_count,
+            memory_limit=train_placement.memory_limit,
+            retries=train_placement.retries,
+            on_demand=True,
+            deadline=run_timeout,
+            **hyper,
+        ).after(seed)
+        launcher_placement.apply(
+            trained.set_display_name(f"train ({train_placement.pool}, Job engine)")
+        )
+        trained.set_caching_options(False)
+        add_profile(
+            trained,
+            train_placement.apply,
+            data=data.outputs["copied"],
+            expect_gpus=expect_gpus,
+            **{k: v for k, v in hyper.items() if k in PROFILE_INPUTS},
+        )
+        return Outputs(model=trained.outputs["model"], metrics=trained.outputs["metrics"])
+
+    return dsl.pipeline(
+        name=name,
+        description=DESCRIPTION.format(pool=train_placement.pool),
+        pipeline_config=dsl.PipelineConfig(active_deadline_seconds=seconds(run_timeout)),
+    )(job_pipeline)

@@ -1,0 +1,52 @@
+"""The least-privilege RBAC the Job-engine launcher's service account needs.
+
+Only the verbs ``kube.Kube`` uses (https://kubernetes.io/docs/reference/access-authn-authz/rbac/):
+jobs create/get/delete; services create/get/delete; pods list (its gang) and get
+(its own pod: image, service account, disruption); pods/log get (following a log is
+a get); and, cluster-wide because nodes are not namespaced, nodes get (the node
+labels that tell spot from on-demand; without it the ledger says "unknown").
+Deleting a Job with a propagation policy needs no pod delete: the garbage
+collector deletes the pods.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+NAME = "spottrain-job-launcher"
+# The service account KFP standalone runs pipeline pods as.
+DEFAULT_SERVICE_ACCOUNT = "pipeline-runner"
+
+RULES = [
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "delete"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "get", "delete"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+]
+CLUSTER_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+
+
+def manifests(namespace: str, service_account: str = DEFAULT_SERVICE_ACCOUNT) -> list[dict]:
+    """Role + RoleBinding in ``namespace``, ClusterRole + ClusterRoleBinding for nodes."""
+    subject = [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]
+    api = "rbac.authorization.k8s.io/v1"
+    binding_name = f"{NAME}-{namespace}"
+    return [
+        {"apiVersion": api, "kind": "Role", "metadata": {"name": NAME, "namespace": namespace},
+         "rules": RULES},
+        {"apiVersion": api, "kind": "RoleBinding",
+         "metadata": {"name": NAME, "namespace": namespace},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+         "subjects": subject},
+        {"apiVersion": api, "kind": "ClusterRole", "metadata": {"name": f"{NAME}-nodes"},
+         "rules": CLUSTER_RULES},
+        {"apiVersion": api, "kind": "ClusterRoleBinding", "metadata": {"name": binding_name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": f"{NAME}-nodes"},
+         "subjects": subject},
+    ]  # fmt: skip
+
+
+def render(namespace: str, service_account: str = DEFAULT_SERVICE_ACCOUNT) -> str:
+    """The manifests as one multi-document YAML (``kubectl apply -f -``)."""
+    return yaml.safe_dump_all(manifests(namespace, service_account), sort_keys=False)

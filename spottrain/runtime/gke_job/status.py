@@ -1,0 +1,98 @@
+"""Reading Job, Pod and Node objects as the Kubernetes documentation shows them.
+
+* Job conditions ``Complete`` / ``Failed`` (``reason`` ``BackoffLimitExceeded``,
+  ``DeadlineExceeded``, ``PodFailurePolicy``) end a Job
+  (https://kubernetes.io/docs/concepts/workloads/controllers/job/#terminal-job-conditions).
+* A disrupted pod has the condition ``DisruptionTarget`` with a reason such as
+  ``PreemptionByScheduler``, ``DeletionByTaintManager``, ``EvictionByEvictionAPI``,
+  ``DeletionByPodGC`` or ``TerminationByKubelet`` (graceful node shutdown)
+  (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-conditions).
+* A container's end is ``status.containerStatuses[].state.terminated.exitCode``
+  (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-state-terminated).
+* A pod the scheduler cannot place has ``PodScheduled`` ``False`` with reason
+  ``Unschedulable`` (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-conditions).
+* GKE labels spot nodes ``cloud.google.com/gke-spot=true`` and preemptible nodes
+  ``cloud.google.com/gke-preemptible=true`` (``Placement.POOL_NODE_LABELS``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from spottrain.pipelines.placement import POOL_NODE_LABELS
+from spottrain.runtime.gke_job import names
+
+
+def condition(obj: dict, kind: str) -> dict | None:
+    """The status condition of type ``kind`` whose status is ``"True"``, if any."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def job_finished(job: dict) -> tuple[str, str] | None:
+    """``("Complete"|"Failed", reason)`` once the Job has ended, else ``None``."""
+    for kind in ("Complete", "Failed"):
+        cond = condition(job, kind)
+        if cond is not None:
+            return kind, cond.get("reason") or ""
+    return None
+
+
+def pod_index(pod: dict) -> int | None:
+    """The pod's completion index (``None`` outside an Indexed Job)."""
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(names.INDEX_ANNOTATION)
+    return int(raw) if raw is not None and str(raw).isdigit() else None
+
+
+def exit_code(pod: dict, container: str = names.CONTAINER) -> int | None:
+    """The trainer container's exit code once it terminated."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == container:
+            terminated = (status.get("state") or {}).get("terminated")
+            if terminated is not None:
+                return int(terminated.get("exitCode"))
+    return None
+
+
+def disruption(pod: dict) -> str:
+    """The ``DisruptionTarget`` reason (``""`` when the pod was not disrupted)."""
+    cond = condition(pod, "DisruptionTarget")
+    return (cond.get("reason") or "DisruptionTarget") if cond else ""
+
+
+def unschedulable_since(pod: dict) -> datetime | None:
+    """When the scheduler started failing to place this pod (``None``: it is placed)."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            return parse_time(cond.get("lastTransitionTime"))
+    return None
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An API timestamp (RFC 3339 text, or a datetime from the client) as a datetime."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def is_done(pod: dict) -> bool:
+    """Whether the pod has ended (its phase is final)."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def node_kind(node: dict | None) -> str:
+    """``spot``, ``preemptible``, ``on-demand`` from GKE's node labels (``unknown``)."""
+    if node is None:
+        return "unknown"
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    for kind, (key, value) in POOL_NODE_LABELS.items():
+        if labels.get(key) == value:
+            return kind
+    return "on-demand"

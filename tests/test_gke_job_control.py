@@ -1,0 +1,340 @@
+"""The Job-engine launcher's control loop against the in-process API stand-in.
+
+Verified here: against ``tests/standins/kube_api.py`` (the client's method names and
+exceptions, objects shaped as the Kubernetes docs show them), not a live cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from standins.kube_api import FakeCluster, on_demand_node, spot_node
+
+from spottrain.pipelines.placement import Placement
+from spottrain.runtime.gke_job import control, kube, manifests, names
+from trainer import preemption
+
+SPOT = Placement(pool="spot", retries=5)
+
+
+def gangs(workers=2, spot=SPOT, on_demand=True):
+    common = dict(
+        namespace="kubeflow",
+        image="trainer:test",
+        args=("--train-steps", "10"),
+        workers=workers,
+        deadline_seconds=3600,
+    )
+    out = [manifests.Gang(name=names.job_name("run-1", "train"), placement=spot, **common)]
+    if on_demand:
+        out.append(
+            manifests.Gang(
+                name=names.job_name("run-1", "train", on_demand=True),
+                placement=spot.with_(pool="on-demand"),
+                **common,
+            )
+        )
+    return out
+
+
+def launcher(cluster, gs, lines=None, **kwargs):
+    kwargs.setdefault("unschedulable_seconds", 300)
+    return control.Launcher(
+        kube.Kube(cluster, cluster, "kubeflow"),
+        gs,
+        poll_seconds=0,
+        now=cluster.now,
+        sink=(lines.append if lines is not None else lambda line: None),
+        **kwargs,
+    )
+
+
+def test_success_streams_the_chief_log_and_keeps_the_job_until_its_ttl():
+    gs = gangs()
+    job = gs[0].name
+
+    def script(cluster, poll):
+        if poll == 3:
+            cluster.succeed_all(job)
+
+    cluster = FakeCluster([spot_node()], script=script)
+    lines = []
+    out = launcher(cluster, gs, lines).run()
+    assert out.code == 0 and not out.failed_over and out.job == job
+    assert cluster.created("Job") == [job] and cluster.created("Service") == [job]
+    assert job in cluster.jobs and job not in cluster.services  # Job until TTL; Service gone
+    assert [a.exit_code for a in out.attempts] == [0, 0]
+    assert {a.node_kind for a in out.attempts} == {"spot"}
+    chief = cluster.current_pod(job, 0)["metadata"]["name"]
+    assert f"[{chief}] step 1" in lines
+    assert not any(chief not in line for line in lines)  # only the chief's log
+
+
+def test_reattach_after_the_launchers_own_retry_creates_no_second_job():
+    gs = gangs()
+    job = gs[0].name
+    first = {}
+
+    def script(cluster, poll):
+        if poll == 2:
+            first["launcher"].stop.set()  # its pod goes away (keep_on_cancel: disrupted)
+        if poll == 5:
+            cluster.succeed_all(job)
+
+    cluster = FakeCluster([spot_node()], script=script)
+    first["launcher"] = launcher(cluster, gs, keep_on_cancel=lambda: True)
+    out = first["launcher"].run()
+    assert out.code == preemption.PREEMPTED
+    assert job in cluster.jobs and job in cluster.services  # left running
+    pods_before = {p["metadata"]["uid"] for p in cluster.pods.values()}
+
+    out = launcher(cluster, gs).run()  # KFP's retry of the launcher task
+    assert out.code == 0
+    assert cluster.created("Job") == [job]  # one create, ever
+    assert cluster.created("Service") == [job]
+    assert {p["metadata"]["uid"] for p in cluster.pods.values()} == pods_before
+
+
+def test_reattach_to_the_on_demand_job_after_a_fail_over():
+    gs = gangs()
+    od = gs[1].name
+
+    def script(cluster, poll):
+        if poll == 2:
+            cluster.succeed_all(od)
+
+    cluster = FakeCluster([on_demand_node()], script=script)
+    k = kube.Kube(cluster, cluster, "kubeflow")
+    k.create_service(manifests.service(gs[1]))
+    k.create_job(manifests.job(gs[1]))  # what the previous launcher attempt had created
+    cluster.calls.clear()
+    out = launcher(cluster, gs).run()
+    assert out.code == 0 and out.job == od
+    assert cluster.created("Job") == [] and gs[0].name not in cluster.jobs
+
+
+def test_three_disruptions_are_free_and_a_fatal_exit_ends_the_job_at_once():
+    gs = gangs(spot=SPOT.with_(retries=2))  # backoffLimit 4: room for 3 counted, not 6
+    job = gs[0].name
+    reasons = ["TerminationByKubelet", "PreemptionByScheduler", "DeletionByTaintManager"]
+
+    def script(cluster, poll):
+        if 2 <= poll <= 4:
+            # One worker's node goes; MWMS makes the survivor exit 170 (peer lost).
+            cluster.terminate(job, 1, preemption.PREEMPTED, disruption=reasons[poll - 2])
+            cluster.terminate(job, 0, preemption.PEER_LOST)
+        if poll == 6:
+            cluster.terminate(job, 0, preemption.FATAL_CONFIG)
+
+    cluster = FakeCluster([spot_node()], script=script)
+    out = launcher(cluster, gs).run()
+    assert out.code == preemption.FATAL_CONFIG, out.message
+    assert "exit 64" in out.message
+    # The disruptions were ignored; only the three peer-lost exits counted (<= 4).
+    disrupted = [a.disruption for a in out.attempts if a.disruption]
+    assert disrupted == reasons
+    assert [a.exit_code for a in out.attempts if a.index == 0][:3] == [170] * 3
+    # Fatal: no fall-back to on-demand, and the launcher cleaned up.
+    assert cluster.created("Job") == [job]
+    assert job not in cluster.jobs and job not in cluster.services
+
+
+def test_disruptions_never_use_up_a_small_budget():
+    gs = gangs(workers=1, spot=SPOT.with_(retries=1))  # backoffLimit 1
+    job = gs[0].name
+
+    def script(cluster, poll):
+        if 2 <= poll <= 5:
+            cluster.terminate(job, 0, preemption.PREEMPTED, disruption="TerminationByKubelet")
+        if poll == 7:
+            cluster.succeed_all(job)
+
+    cluster = FakeCluster([spot_node()], script=script)
+    out = launcher(cluster, gs).run()
+    assert out.code == 0 and not out.failed_over
+    assert cluster.jobs[job]["status"].get("failed", 0) == 0
+
+
+def test_unschedulable_for_the_limit_moves_to_on_demand_and_succeeds():
+    gs = gangs()
+    spot, od = gs[0].name, gs[1].name
+
+    def script(cluster, poll):
+        if od in cluster.jobs and poll > 40:
+            cluster.succeed_all(od)
+
+    cluster = FakeCluster([on_demand_node()], script=script)  # no spot capacity at all
+    out = launcher(cluster, gs, unschedulable_seconds=300).run()
+    assert out.code == 0 and out.failed_over and out.job == od
+    assert cluster.created("Job") == [spot, od]
+    assert spot not in cluster.jobs and spot not in cluster.services
+    waited = [c for c in cluster.calls if c[0] == "read_namespaced_job" and c[1] == spot]
+    assert 30 <= len(waited) <= 33  # 300 s at 10 s a poll, not before
+    template = cluster.jobs[od]["spec"]["template"]["spec"]
+    assert "tolerations" not in template
+    assert "cloud.google.com/gke-spot" not in template["nodeSelector"]
+    assert {a.node_kind for a in out.attempts} == {"on-demand"}
+    deletes = [c for c in cluster.calls if c[0] == "delete_namespaced_job"]
+    assert deletes == [("delete_namespaced_job", spot, "Foreground")]
+
+
+def test_spot_budget_used_up_moves_to_on_demand():
+    gs = gangs(workers=1, spot=SPOT.with_(retries=1))
+    spot, od = gs[0].name, gs[1].name
+
+    def script(cluster, poll):
+        if poll in (2, 3) and spot in cluster.jobs:
+            cluster.terminate(spot, 0, preemption.HUNG)
+        if od in cluster.jobs:
+            cluster.succeed_all(od)
+
+    cluster = FakeCluster([spot_node(), on_demand_node()], script=script)
+    out = launcher(cluster, gs).run()
+    assert out.code == 0 and out.failed_over
+    assert [a.exit_code for a in out.attempts] == [171, 171, 0]
+    assert [a.node_kind for a in out.attempts] == ["spot", "spot", "on-demand"]
+
+
+def test_without_on_demand_an_unschedulable_job_waits_and_used_up_budget_fails():
+    gs = gangs(workers=1, spot=SPOT.with_(retries=0), on_demand=False)
+    job = gs[0].name
+
+    def script(cluster, poll):
+        if poll == 60:
+            cluster.add_node(spot_node())  # capacity arrives late: no limit applies
+        if poll == 62:
+            cluster.terminate(job, 0, preemption.PEER_LOST)
+
+    cluster = FakeCluster([], script=script)
+    out = launcher(cluster, gs, unschedulable_seconds=60).run()
+    assert out.code == preemption.PEER_LOST and "used up its retries" in out.message
+    assert job not in cluster.jobs and job not in cluster.services  # gave up: cleaned up
+
+
+@pytest.mark.parametrize("disrupted", [False, True])
+def test_sigterm_cancels_and_deletes_job_and_service(disrupted):
+    gs = gangs()
+    job = gs[0].name
+    run = {}
+
+    def script(cluster, poll):
+        if poll == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    cluster = FakeCluster([spot_node()], script=script)
+    run["launcher"] = launcher(cluster, gs, keep_on_cancel=lambda: disrupted)
+    previous = control.install_sigterm(run["launcher"])
+    try:
+        out = run["launcher"].run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert out.code == preemption.PREEMPTED
+    assert cluster.polls <= 4  # stopped at the next look, not at the Job's end
+    if disrupted:
+        assert job in cluster.jobs and job in cluster.services
+    else:
+        assert job not in cluster.jobs and job not in cluster.services
+        deletes = [c for c in cluster.calls if c[0] == "delete_namespaced_job"]
+        assert deletes == [("delete_namespaced_job", job, "Background")]
+
+
+def test_missing_rbac_is_one_line_and_fatal():
+    cluster = FakeCluster([spot_node()])
+    cluster.forbidden.add("create_namespaced_job")
+    with pytest.raises(kube.KubeError) as err:
+        launcher(cluster, gangs()).run()
+    assert err.value.code == preemption.FATAL_CONFIG
+    text = str(err.value)
+    assert "\n" not in text and "403" in text and "make gke-rbac" in text
+    assert f"Job {gangs()[0].name}" in text
+
+
+def test_a_foreign_object_of_the_same_name_is_a_conflict():
+    gs = gangs()
+    cluster = FakeCluster([spot_node()])
+    foreign = manifests.service(gs[0])
+    foreign["metadata"]["labels"] = {"app": "someone-else"}
+    cluster.create_namespaced_service("kubeflow", foreign)
+    with pytest.raises(kube.KubeError) as err:
+        launcher(cluster, gs).run()
+    assert err.value.code == preemption.FATAL_CONFIG
+    assert "not created for this task" in str(err.value) and "\n" not in str(err.value)
+    assert cluster.created("Job") == []
+
+
+def test_a_409_race_with_our_own_earlier_attempt_attaches():
+    gs = gangs()
+    job = gs[0].name
+    cluster = FakeCluster([spot_node()], script=lambda c, p: p == 3 and c.succeed_all(job))
+    real_create = cluster.create_namespaced_job
+
+    def racing_create(namespace, body, **kwargs):
+        real_create(namespace, body)  # an earlier attempt created it just now ...
+        raise kube.ApiException(status=409, reason="Conflict")  # ... so ours conflicts
+
+    cluster.create_namespaced_job = racing_create
+    out = launcher(cluster, gs).run()
+    assert out.code == 0 and len(cluster.jobs) == 1
+
+
+def test_a_flaky_api_is_tolerated_and_a_lost_one_ends_retryable():
+    gs = gangs(workers=1)
+    job = gs[0].name
+    cluster = FakeCluster([spot_node()], script=lambda c, p: p == 4 and c.succeed_all(job))
+    cluster.fail_next("list_namespaced_pod", 503, "Service Unavailable", times=3)
+    assert launcher(cluster, gs).run().code == 0
+
+    cluster = FakeCluster([spot_node()])
+    cluster.fail_next("list_namespaced_pod", 503, "Service Unavailable", times=1000)
+    with pytest.raises(kube.KubeError) as err:
+        launcher(cluster, gs).run()
+    assert err.value.code == preemption.UNAVAILABLE
+    assert preemption.is_retryable(err.value.code)
+    assert "503" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_node_kinds_unknown_without_the_cluster_role():
+    gs = gangs(workers=1)
+    job = gs[0].name
+    cluster = FakeCluster([spot_node()], script=lambda c, p: p == 2 and c.succeed_all(job))
+    cluster.forbidden.add("read_node")
+    out = launcher(cluster, gs).run()
+    assert out.code == 0 and [a.node_kind for a in out.attempts] == ["unknown"]
+    assert sum(c[0] == "read_node" for c in cluster.calls) == 1  # asked once, not per pod
+
+
+def test_a_passed_run_deadline_is_final_and_cleaned_up():
+    gs = gangs(workers=1)
+    job = gs[0].name
+
+    def script(cluster, poll):
+        if poll == 3:  # the Job controller's terminal condition for activeDeadlineSeconds
+            cluster.terminate(job, 0, preemption.PREEMPTED)  # it stops the pods first
+            cluster.jobs[job]["status"]["conditions"] = [
+                {"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}
+            ]
+
+    cluster = FakeCluster([spot_node()], script=script)
+    out = launcher(cluster, gs).run()
+    assert out.code == preemption.FATAL_CONFIG and "run deadline" in out.message
+    assert cluster.created("Job") == [job]  # no on-demand: the deadline is the run's
+    assert job not in cluster.jobs and job not in cluster.services
+
+
+def test_sigterm_during_a_fall_back_creates_nothing_more():
+    gs = gangs(workers=1, spot=SPOT.with_(retries=0))
+    spot = gs[0].name
+
+    def script(cluster, poll):
+        if poll == 2:
+            cluster.terminate(spot, 0, preemption.PEER_LOST)  # budget used up: fall back
+            run["launcher"].stop.set()  # ... and the run is terminated meanwhile
+
+    run = {}
+    cluster = FakeCluster([spot_node(), on_demand_node()], script=script)
+    run["launcher"] = launcher(cluster, gs)
+    out = run["launcher"].run()
+    assert out.code == preemption.PREEMPTED
+    assert cluster.created("Job") == [spot] and not cluster.jobs and not cluster.services
