@@ -375,7 +375,7 @@ def test_vertex_template_builds_a_pipeline_job_offline(tmp_path):
     path.write_text(comp.compile_text(vertex.build()))
     job = submit.vertex_job(
         path,
-        {"data_src": "gs://b/digits", "checkpoint_dir": "gs://b/ckpt", "train_steps": "50"},
+        {"data_src": "gs://my-bucket/digits", "checkpoint_dir": "gs://my-bucket/ckpt", "train_steps": "50"},
         project="my-project",
         region="us-central1",
         bucket="my-bucket",
@@ -384,7 +384,7 @@ def test_vertex_template_builds_a_pipeline_job_offline(tmp_path):
     runtime = job._gca_resource.runtime_config
     assert runtime.gcs_output_directory == "gs://my-bucket/pipeline-root"
     assert runtime.parameter_values["train_steps"] == 50  # "50" converted by the guard
-    assert runtime.parameter_values["checkpoint_dir"] == "gs://b/ckpt"
+    assert runtime.parameter_values["checkpoint_dir"] == "gs://my-bucket/ckpt"
     assert job.project == "my-project" and job.location == "us-central1"
 
 
