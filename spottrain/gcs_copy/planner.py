@@ -14,13 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from spottrain.gcs_copy.checksums import _cached_crc, _crc_from_upload_record, _file_crc32c
 from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _is_permission, _is_transient, _one_line
-from spottrain.gcs_copy.gcs_io import (
-    SLICED_DOWNLOAD_THRESHOLD,
-    _default_client,
-    _GcsIO,
-    _no_env_rescans,
-    _widen_pool,
-)
+from spottrain.gcs_copy.gcs_io import SLICED_DOWNLOAD_THRESHOLD, _default_client, _GcsIO
 from spottrain.gcs_copy.listing import _Listing
 from spottrain.gcs_copy.local_files import _LocalWriter, _unsafe_local_name
 from spottrain.gcs_copy.locations import _Entry, _Loc, _parse
@@ -75,9 +69,7 @@ def copy(
             raising. (A missing GCS prefix and an empty one look the same.)
         client: the GCS client; default: anonymous when
             ``STORAGE_EMULATOR_HOST`` is set, else application default
-            credentials. With more than 10 workers its connection pool is
-            enlarged; during the copy its session skips the per-request proxy
-            lookup in the environment when no proxy is configured.
+            credentials.
         progress: ``"bar"``, ``"log"`` (a log line every 10 s), ``"off"``, or
             ``"auto"``: a bar when stderr is a terminal, else log lines.
         retries: retries per request for transient errors.
@@ -108,8 +100,6 @@ def copy(
     own_client = client is None and (src_loc.is_gcs or dst_loc.is_gcs)
     if own_client:
         client = _default_client()
-    if client is not None and workers > 10:
-        _widen_pool(client, workers + 8)
     job = _Copy(
         src_loc,
         dst_loc,
@@ -122,8 +112,7 @@ def copy(
         follow_symlinks=follow_symlinks,
     )
     try:
-        with _no_env_rescans(client):
-            summary = job.run(no_clobber=no_clobber, allow_empty=allow_empty, progress=progress)
+        summary = job.run(no_clobber=no_clobber, allow_empty=allow_empty, progress=progress)
     finally:
         if own_client:
             client.close()
