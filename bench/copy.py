@@ -19,8 +19,10 @@ download_chunks_concurrently, 8 MB chunks, W threads; fake-gcs-server answers th
 XML multipart upload that upload_chunks_concurrently needs with 404, so that
 cell is n/a).
 Also measured in the same interleaved runs: ours at 8/16/32/64 workers (the
-default's choice), ours with its former tweaks of the client's private state
-(``--tweaks``; they were removed), and (``--cache``) the checksum cache on a no-op rerun over 1 GB.
+default's choice) and, at 20 ms, ours with its former tweaks of the client's
+private state (they were removed: no difference). Then, at 0 ms: the first copy
+and the no-op rerun over 1 GB (--noop MB), warm and with the page cache evicted
+(the checksum cache that spared a rerun the hashing was removed).
 
 Every run of every cell is checked by CRC32C, so a fast wrong copy cannot win. Runs
 are interleaved (run 1 of every cell, then run 2, ...; cell order rotated per run)
@@ -36,7 +38,7 @@ request (~1-2 ms) is a floor of its own (the 0 ms row), so "ideal" also gives
 max(latency bound, ours at 0 ms) -- the best a copy that overlaps latency perfectly
 could do here.
 
-    python bench/copy.py [--repeat 5] [--workers 32] [--quick] [--tweaks] [--cache]
+    python bench/copy.py [--repeat 5] [--workers 32] [--noop MB] [--quick]
 """
 
 # ruff: noqa: E402  (imports follow the sys.path fix below)
@@ -306,7 +308,7 @@ def cells(args) -> list[tuple[str, str, str, float, int]]:
             for w in args.sweep:
                 if w != args.workers:
                     out.append(("ours", "small", direction, rtt, w))
-            if args.tweaks and rtt == 20:
+            if rtt == 20:
                 out.append(("ours-tweaked", "small", direction, rtt, args.workers))
     return out
 
@@ -361,7 +363,7 @@ def report(times: dict, args, files: dict[str, int]) -> list[str]:
                 v = times[("ours", "small", direction, rtt, n)]
                 row += f"   W={n}: {fmt_ratio(v).replace(' [', 's [')}"
             print(row)
-    if args.tweaks:
+    if 20 in args.rtts:
         print("\nours / ours with the old client tweaks (pool widening, trust_env off), 20 ms:")
         for direction in ("down", "up"):
             on = times[("ours-tweaked", "small", direction, 20, w)]
@@ -370,63 +372,61 @@ def report(times: dict, args, files: dict[str, int]) -> list[str]:
     return misses
 
 
-def cache_bench(gcs: FakeGcs, work: Path, repeat: int, total_mb: int) -> None:
-    """No-op reruns over ``total_mb`` MB, checksum cache on vs off, warm and cold."""
-    from spottrain.gcs_copy import planner
+def noop_bench(gcs: FakeGcs, work: Path, repeat: int, total_mb: int) -> None:
+    """First copy vs no-op rerun over ``total_mb`` MB, warm and cold page cache.
 
-    src, dst = work / "cache-src", work / "cache-dst"
+    A no-op rerun hashes every local file whose size matches (there is no
+    checksum cache); this shows what that costs next to the first copy.
+    """
+    src, dst = work / "noop-src", work / "noop-dst"
     n = 100
     for i in range(n):
         (src / f"d{i // 25}").mkdir(parents=True, exist_ok=True)
         (src / f"d{i // 25}" / f"f{i:03d}.bin").write_bytes(os.urandom(total_mb * 2**20 // n))
-    gcs.create_bucket("cache")
     client = gcs.client
-    copy(str(src), "gs://cache", client=client, progress="off")  # records metadata
-    copy("gs://cache", str(dst), client=client, progress="off")  # writes xattrs
+    first = defaultdict(list)
+    for r in range(min(repeat, 2)):
+        gcs.create_bucket(f"noop-{r}")
+        start = time.perf_counter()
+        copy(str(src), f"gs://noop-{r}", client=client, progress="off")
+        first["up"].append(time.perf_counter() - start)
+        shutil.rmtree(dst, ignore_errors=True)
+        start = time.perf_counter()
+        copy(f"gs://noop-{r}", str(dst), client=client, progress="off")
+        first["down"].append(time.perf_counter() - start)
 
     def evict(root: Path) -> None:
         for p in root.rglob("*.bin"):
             fd = os.open(p, os.O_RDONLY)
-            os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             os.close(fd)
 
-    def rerun(direction: str, cache: bool, cold: bool) -> float:
+    def rerun(direction: str, cold: bool) -> float:
         if cold:
             evict(src if direction == "up" else dst)
-        saved = planner._cached_crc, planner._crc_from_upload_record
-        if not cache:
-            planner._cached_crc = lambda *a: None
-            planner._crc_from_upload_record = lambda *a: None
-        try:
-            source, dest = (
-                (str(src), "gs://cache") if direction == "up" else ("gs://cache", str(dst))
-            )
-            start = time.perf_counter()
-            summary = copy(source, dest, client=client, progress="off")
-            seconds = time.perf_counter() - start
-        finally:
-            planner._cached_crc, planner._crc_from_upload_record = saved
+        source, dest = (str(src), "gs://noop-0") if direction == "up" else ("gs://noop-0", str(dst))
+        start = time.perf_counter()
+        summary = copy(source, dest, client=client, progress="off")
+        seconds = time.perf_counter() - start
         assert summary.files_skipped == n and summary.files_copied == 0, summary
         return seconds
 
-    keys = [(d, c, cold) for d in ("up", "down") for cold in (False, True) for c in (True, False)]
     times = defaultdict(list)
-    for r in range(repeat):
-        for key in keys[r % 2 :] + keys[: r % 2]:
+    for _ in range(repeat):
+        for key in [(d, cold) for d in ("up", "down") for cold in (False, True)]:
             times[key].append(rerun(*key))
     print(
-        f"\nchecksum cache: no-op rerun over {n} x {total_mb // n} MB, seconds median "
-        f"[min-max] of {repeat}; cold = page cache evicted (posix_fadvise)"
+        f"\nno-op rerun over {n} x {total_mb / n:g} MB at 0 ms, seconds median [min-max] of "
+        f"{repeat}; cold = page cache evicted (posix_fadvise); first copy: median of "
+        f"{len(first['up'])}"
     )
     for d in ("up", "down"):
-        for cold in (False, True):
-            on, off = times[(d, True, cold)], times[(d, False, cold)]
-            ratio = fmt_ratio([a / b for a, b in zip(off, on, strict=True)])
-            print(
-                f"  {d:<5}{'cold' if cold else 'warm':<6} cache on {fmt_ratio(on)}   "
-                f"off {fmt_ratio(off)}   off/on {ratio}"
-            )
+        warm, cold = times[(d, False)], times[(d, True)]
+        print(
+            f"  {d:<5} first copy {statistics.median(first[d]):.2f} s   "
+            f"no-op warm {fmt_ratio(warm)}   cold {fmt_ratio(cold)}   first/no-op cold "
+            f"{statistics.median(first[d]) / statistics.median(cold):.0f}x"
+        )
 
 
 def main() -> int:
@@ -437,24 +437,22 @@ def main() -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="smoke: 1 run, 20 small files, 5 MB, 0 and 20 ms, no sweep",
+        help="smoke: 1 run, 20 small files, 5 MB, 0 and 20 ms, no sweep, 50 MB no-op",
     )
     parser.add_argument(
-        "--tweaks", action="store_true", help="also ours with its former client tweaks (20 ms)"
-    )
-    parser.add_argument(
-        "--cache",
+        "--noop",
         type=int,
-        default=0,
+        default=1000,
         metavar="MB",
-        help="also the checksum cache on a no-op rerun over MB megabytes",
+        help="also first copy vs no-op rerun over MB megabytes (0: skip; default 1000)",
     )
-    parser.add_argument("--only-cache", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--only-noop", action="store_true", help="only that")
     args = parser.parse_args()
     small, large_mb = 200, 50
     args.sweep = SWEEP
     if args.quick:
         args.repeat, args.rtts, args.sweep, small, large_mb = 1, [0, 20], (), 20, 5
+        args.noop = min(args.noop, 50)
     rclone = ensure_rclone()
     work = Path(tempfile.mkdtemp(prefix="bench-copy-"))
     port = free_ports(1)[0]
@@ -465,8 +463,8 @@ def main() -> int:
             # The CLI, rclone's and transfer_manager's processes: through the proxy.
             os.environ["STORAGE_EMULATOR_HOST"] = proxy_url
             try:
-                if args.only_cache:
-                    cache_bench(gcs, work, args.repeat, args.cache)
+                if args.only_noop:
+                    noop_bench(gcs, work, args.repeat, args.noop)
                     return 0
                 bench = Bench(gcs, proxy_url, rclone, work, small, large_mb)
                 todo = cells(args)
@@ -491,9 +489,9 @@ def main() -> int:
                         flush=True,
                     )
                 misses = report(times, args, {"small": small})
-                if args.cache:
+                if args.noop:
                     proxy.rtt(0)
-                    cache_bench(gcs, work, args.repeat, args.cache)
+                    noop_bench(gcs, work, args.repeat, args.noop)
                 print("\ntargets at 20 ms: >= 1x rclone and transfer_manager, ideal/ours >= 0.8")
                 print("\n".join(f"MISSED {m}" for m in misses) if misses else "all targets met")
                 return 1 if misses and not args.quick else 0

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from spottrain.gcs_copy.checksums import _UPLOAD_META, _file_crc32c, _upload_record
+from spottrain.gcs_copy.checksums import _file_crc32c
 from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _is_transient, _one_line
 from spottrain.gcs_copy.local_files import _TempFile
 from spottrain.gcs_copy.locations import _Entry, _Loc
@@ -29,7 +29,7 @@ SLICED_DOWNLOAD_CHUNK = 32 * 2**20
 # over 9 consecutive 50 MB downloads: 0.32 s median one-shot (0.08 s only the
 # first time), 0.14 s streamed.
 SINGLE_SHOT_MAX = 2**20
-_LIST_FIELDS = "items(name,size,crc32c,generation,metadata),nextPageToken"
+_LIST_FIELDS = "items(name,size,crc32c,generation),nextPageToken"
 
 T = TypeVar("T")
 
@@ -139,8 +139,6 @@ class _GcsIO:
                     # if the bytes it received do not match; the emulator ignores it,
                     # hence the comparison below as well.
                     blob.crc32c = entry.crc32c
-                    if entry.stat is not None:
-                        blob.metadata = {_UPLOAD_META: _upload_record(entry.stat, entry.crc32c)}
                     blob.upload_from_filename(
                         self._src_url(entry),
                         if_generation_match=state["if_generation_match"],

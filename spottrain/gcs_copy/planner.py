@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from spottrain.gcs_copy.checksums import _cached_crc, _crc_from_upload_record, _file_crc32c
+from spottrain.gcs_copy.checksums import _file_crc32c
 from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _is_permission, _is_transient, _one_line
 from spottrain.gcs_copy.gcs_io import SLICED_DOWNLOAD_THRESHOLD, _default_client, _GcsIO
 from spottrain.gcs_copy.listing import _Listing
@@ -31,7 +31,12 @@ log = logging.getLogger(__package__)
 # instead, so it silences this one.
 summary_log = logging.getLogger(__package__ + ".summary")
 
-DEFAULT_WORKERS = 8
+# Parallel transfers. Against real GCS a many-file copy is bound by round trips
+# (tens of ms each), not bandwidth; bench/copy.py (README "Benchmarks") measured
+# 200 x 100 KB through a 20 and 50 ms RTT proxy at 8/16/32/64 workers: 32 was
+# 2-3x faster than 8 and 64 no better (and more connections, threads, memory).
+# The component's `workers` default (components/gcs_copy) is the same value.
+DEFAULT_WORKERS = 32
 DEFAULT_RETRIES = 5
 
 _CKPT_WORD = re.compile(r"checkpoint|ckpt", re.IGNORECASE)
@@ -227,7 +232,7 @@ class _Copy(_Listing, _GcsIO, _LocalWriter):
         # Biggest first: a large file started last would run alone at the end.
         order = sorted(sources.values(), key=lambda e: (-e.size, e.rel))
         bar = _Progress(len(order), sum(e.size for e in order), progress)
-        # Decisions that need no I/O (names, sizes, known or cached checksums) are
+        # Decisions that need no I/O (names, sizes, known checksums) are
         # made here; only files to hash or to copy go to the pool. An unchanged
         # tree then costs listing time only.
         todo = []
@@ -313,12 +318,10 @@ class _Copy(_Listing, _GcsIO, _LocalWriter):
         self._record(outcome, entry, detail)
         bar.advance(entry.size)
 
-    def _local_crc(self, path: str, entry: _Entry, *, hash_files: bool, cache: bool) -> str | None:
-        """CRC32C of a local file: known, cached in its xattr, or (if allowed) computed."""
-        if entry.crc32c is None:
-            entry.crc32c = _cached_crc(path, entry.stat)
+    def _local_crc(self, path: str, entry: _Entry, *, hash_files: bool) -> str | None:
+        """CRC32C of a local file: known or (if allowed) computed."""
         if entry.crc32c is None and hash_files:
-            entry.crc32c = _file_crc32c(path, store=cache)
+            entry.crc32c = _file_crc32c(path)
         return entry.crc32c
 
     def _decide(self, entry: _Entry, *, hash_files: bool) -> tuple[str, str] | None:
@@ -340,14 +343,11 @@ class _Copy(_Listing, _GcsIO, _LocalWriter):
             f"({existing.size} vs {entry.size} bytes), no-clobber"
         )
         if existing.size == entry.size:
-            if entry.crc32c is None and self.dst.is_gcs and entry.stat is not None:
-                entry.crc32c = _crc_from_upload_record(entry.stat, existing)
             src_crc = entry.crc32c or self._local_crc(
-                self._src_url(entry), entry, hash_files=hash_files, cache=False
+                self._src_url(entry), entry, hash_files=hash_files
             )
-            # Hashing the destination also caches its CRC32C there (our file).
             dst_crc = existing.crc32c or self._local_crc(
-                self._dst_url(entry), existing, hash_files=hash_files, cache=not self.dry_run
+                self._dst_url(entry), existing, hash_files=hash_files
             )
             if src_crc is None or dst_crc is None:
                 return None
@@ -367,6 +367,6 @@ class _Copy(_Listing, _GcsIO, _LocalWriter):
             if not self.src.is_gcs:
                 # Uploads are verified against it. (local->local computes it while
                 # reading; a cached value is then checked against that.)
-                self._local_crc(self._src_url(entry), entry, hash_files=True, cache=False)
+                self._local_crc(self._src_url(entry), entry, hash_files=True)
             return self._to_gcs(entry, existing)
         return self._to_local(entry, self._dst_url(entry), existing is not None)
