@@ -33,8 +33,9 @@ summary_log = logging.getLogger(__package__ + ".summary")
 
 # Parallel transfers. Against real GCS a many-file copy is bound by round trips
 # (tens of ms each), not bandwidth; bench/copy.py (README "Benchmarks") measured
-# 200 x 100 KB through a 20 and 50 ms RTT proxy at 8/16/32/64 workers: 32 was
-# 2-3x faster than 8 and 64 no better (and more connections, threads, memory).
+# 200 x 100 KB through a 20 and 50 ms RTT proxy at 8/16/32/64 workers: at 50 ms
+# 32 was 2.1-2.6x faster than 8, and 64 only 6-9 % faster than 32 for twice the
+# threads and connections (at 20 ms within the spread).
 # The component's `workers` default (components/gcs_copy) is the same value.
 DEFAULT_WORKERS = 32
 DEFAULT_RETRIES = 5
