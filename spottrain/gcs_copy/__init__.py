@@ -30,13 +30,8 @@ What is copied:
 Guarantees:
     * Idempotent: a destination file with the source's size and CRC32C is
       skipped, so a rerun of an unchanged tree moves 0 bytes. CRC32C comes from
-      the object listing for GCS and is computed (google-crc32c) for local files.
-      So that a rerun need not read every local byte again, a local file's
-      CRC32C is remembered together with its size, mtime, ctime and inode: in a
-      ``user.spottrain.crc32c`` xattr on files this tool wrote or compared at
-      the destination, and in ``spottrain-local-file`` custom metadata on
-      objects it uploaded. Every write to a file moves its ctime, which users
-      cannot set back, so a changed file is always hashed again.
+      the object listing for GCS and is computed (google-crc32c) for local files
+      whenever sizes match: nothing is cached, on disk or in the bucket.
     * No-clobber mode never overwrites a destination that exists and differs;
       it is reported as refused. Uploads and rewrites carry
       ``if_generation_match=0`` (or the generation that was compared), so a
@@ -84,10 +79,8 @@ Exit codes of the CLI:
     130: interrupted (Ctrl-C stops at once; the next run cleans up).
 """
 
-# Only re-exports. ``__all__`` is the public API; the tuning constants, exit codes,
-# the summary logger and the checksum-cache reader (used by the tests) are reachable
-# from here too.
-from spottrain.gcs_copy.checksums import _cached_crc as _cached_crc
+# Only re-exports. ``__all__`` is the public API; the tuning constants, exit codes
+# and the summary logger are reachable from here too.
 from spottrain.gcs_copy.cli import main
 from spottrain.gcs_copy.gcs_io import SINGLE_SHOT_MAX as SINGLE_SHOT_MAX
 from spottrain.gcs_copy.gcs_io import SLICED_DOWNLOAD_CHUNK as SLICED_DOWNLOAD_CHUNK

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from spottrain.gcs_copy.checksums import _UPLOAD_META, _file_crc32c, _upload_record
+from spottrain.gcs_copy.checksums import _file_crc32c
 from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _is_transient, _one_line
 from spottrain.gcs_copy.local_files import _TempFile
 from spottrain.gcs_copy.locations import _Entry, _Loc
@@ -30,7 +29,7 @@ SLICED_DOWNLOAD_CHUNK = 32 * 2**20
 # over 9 consecutive 50 MB downloads: 0.32 s median one-shot (0.08 s only the
 # first time), 0.14 s streamed.
 SINGLE_SHOT_MAX = 2**20
-_LIST_FIELDS = "items(name,size,crc32c,generation,metadata),nextPageToken"
+_LIST_FIELDS = "items(name,size,crc32c,generation),nextPageToken"
 
 T = TypeVar("T")
 
@@ -48,54 +47,6 @@ def _default_client() -> storage.Client:
         return storage.Client()
     except auth.DefaultCredentialsError as exc:
         raise CopyError(f"no Google Cloud credentials: {_one_line(exc)}") from exc
-
-
-def _widen_pool(client: storage.Client, size: int) -> None:
-    """Gives the client's HTTP session as many connections as threads.
-
-    requests keeps 10 per host by default; more threads would open and drop
-    extra connections on every request. This is the remedy the
-    transfer_manager documentation gives (it touches the private ``_http``).
-    """
-    import requests
-
-    adapter = requests.adapters.HTTPAdapter(pool_connections=size, pool_maxsize=size)
-    client._http.mount("https://", adapter)
-    client._http.mount("http://", adapter)
-
-
-@contextlib.contextmanager
-def _no_env_rescans(client: storage.Client | None):
-    """Stops requests from re-reading the environment on every request, when moot.
-
-    With ``trust_env`` on, requests scans all of ``os.environ`` twice per request
-    for proxy settings: 15-18 % of a small download's CPU here (measured), more
-    in Kubernetes pods, whose environment lists every service. On Linux, with no
-    ``*_proxy`` variable and no netrc, that scan always finds nothing; the one
-    other thing it reads, a CA bundle variable, is set on the session directly.
-    Everything is restored afterwards.
-    """
-    session = getattr(client, "_http", None)
-    moot = (
-        sys.platform.startswith("linux")
-        and getattr(session, "trust_env", False)
-        and not any(k.lower().endswith("_proxy") for k in os.environ)
-        and "NETRC" not in os.environ
-        and not os.path.exists(os.path.expanduser("~/.netrc"))
-    )
-    if not moot:
-        yield
-        return
-    verify = session.verify
-    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-    session.trust_env = False
-    if bundle and verify is True:
-        session.verify = bundle  # what requests would have taken from the environment
-    try:
-        yield
-    finally:
-        session.trust_env = True
-        session.verify = verify
 
 
 class _GcsIO:
@@ -142,10 +93,6 @@ class _GcsIO:
             if blob.name.endswith("/") and not blob.size:
                 markers += 1  # a console "folder": nothing to copy
                 continue
-            # Real GCS omits mediaLink (not in _LIST_FIELDS); fake-gcs-server sends it
-            # anyway, pointing at itself. Dropping it makes downloads use the
-            # client's endpoint on both, as the library does without it.
-            blob._properties.pop("mediaLink", None)
             entries[rel] = _Entry(rel, blob.size or 0, blob.crc32c, blob.generation, blob)
         return entries, markers
 
@@ -157,7 +104,6 @@ class _GcsIO:
         )
         if blob is None:
             return None
-        blob._properties.pop("mediaLink", None)  # as in _list_gcs
         return _Entry(name.rsplit("/", 1)[-1], blob.size or 0, blob.crc32c, blob.generation, blob)
 
     def _bucket_exists(self, loc: _Loc) -> None:
@@ -193,8 +139,6 @@ class _GcsIO:
                     # if the bytes it received do not match; the emulator ignores it,
                     # hence the comparison below as well.
                     blob.crc32c = entry.crc32c
-                    if entry.stat is not None:
-                        blob.metadata = {_UPLOAD_META: _upload_record(entry.stat, entry.crc32c)}
                     blob.upload_from_filename(
                         self._src_url(entry),
                         if_generation_match=state["if_generation_match"],
@@ -269,9 +213,14 @@ class _GcsIO:
                 crc32c_checksum=True,
             )
             return _file_crc32c(tmp.path)
+        # A Blob made from name and generation, not the listed one: fake-gcs-server
+        # lists a mediaLink to itself although _LIST_FIELDS leaves it out (real GCS
+        # does), which would send the download past the client's endpoint (a proxy
+        # in tests and bench/copy.py); a Blob without one uses the endpoint.
+        blob = entry.blob.bucket.blob(entry.blob.name, generation=entry.blob.generation)
         # raw_download: the stored bytes, never gzip-decoded, so the CRC32C applies.
         # checksum=None: the writer computes the CRC32C of what reaches the file.
-        entry.blob.download_to_file(
+        blob.download_to_file(
             tmp,
             raw_download=True,
             checksum=None,

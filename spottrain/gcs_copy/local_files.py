@@ -12,7 +12,7 @@ import stat
 
 import google_crc32c
 
-from spottrain.gcs_copy.checksums import _READ_CHUNK, _crc_b64, _file_crc32c, _store_crc
+from spottrain.gcs_copy.checksums import _READ_CHUNK, _crc_b64, _file_crc32c
 from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _one_line
 from spottrain.gcs_copy.locations import _Entry
 from spottrain.gcs_copy.results import CopyError
@@ -317,7 +317,6 @@ class _LocalWriter:
                 # empty file would be refused there forever, whereas in clobber mode
                 # the next run sees the CRC32C differ and copies it again anyway.
                 tmp.publish(target, replace=exists or not self.no_clobber, durable=self.no_clobber)
-                _store_crc(target, got)
 
         try:
             self._retrying(attempt, f"writing {target}")

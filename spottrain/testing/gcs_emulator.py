@@ -110,6 +110,7 @@ class FakeGcs:
         startup_timeout: float = 15.0,
         log_level: str = "error",
         project: str = "test",
+        external_url: str | None = None,
     ):
         """Configures the server; nothing starts before ``start()``/``with``.
 
@@ -121,12 +122,16 @@ class FakeGcs:
             startup_timeout: seconds to wait for the server to answer.
             log_level: the server's ``-log-level``.
             project: project of the client returned by ``client``.
+            external_url: the base URL the server puts in the links it returns
+                (resumable upload sessions, ``mediaLink``); default its own. A
+                proxy in front of it (bench/latency_proxy.py) sets its own URL.
         """
         self._fixed_port = port
         self._set_env = set_env
         self._startup_timeout = startup_timeout
         self._log_level = log_level
         self._project = project
+        self._external_url = external_url
         self._proc: subprocess.Popen | None = None
         self._proc_rc: int | None = None
         self._log: tempfile._TemporaryFileWrapper | None = None
@@ -177,7 +182,7 @@ class FakeGcs:
             "-port",
             str(port),
             "-external-url",
-            f"http://127.0.0.1:{port}",
+            self._external_url or f"http://127.0.0.1:{port}",
             "-log-level",
             self._log_level,
         ]
