@@ -361,8 +361,7 @@ def test_reads_refuse_fifos_and_links_out_even_when_planted_after_listing(tmp_pa
     os.mkfifo(root / "fifo")
     real = os.path.realpath(root)
     with pytest.raises(_Outside, match="outside the destination"):
-        _file_crc32c(str(root / "out"), store=True, real_root=real)
-    assert os.listxattr(tmp_path / "secret") == []
+        _file_crc32c(str(root / "out"), real_root=real)
     with pytest.raises(_NotRegular, match="a FIFO"):
         _file_crc32c(str(root / "fifo"))  # returns at once instead of waiting for a writer
     assert _file_crc32c(str(root / "in"), real_root=real) == crc(b"i")  # a link inside is fine
