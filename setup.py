@@ -83,6 +83,8 @@ setup(
     extras_require={
         # Authoring, compiling and submitting pipelines: not needed in the GPU image.
         "pipelines": PIPELINE_REQUIRES,
+        # In the image: the profile task uploads its trace to a Vertex TensorBoard.
+        "vertex": ["google-cloud-aiplatform>=1.165,<2"],
         "test": [
             *PIPELINE_REQUIRES,
             "pytest>=8,<10",
