@@ -138,11 +138,12 @@ def _custom_pipeline(args, placement, guards):
 
 def cmd_upload(args: argparse.Namespace) -> int:
     """Uploads a compiled pipeline (or a new version) to a KFP dashboard."""
-    from spottrain.pipelines import submit
+    from spottrain.pipelines import guards, submit
 
     submit.check_host(args.host)
     template = _gke_template(args)
     _check_gke_template(template)
+    guards.check_published_image(template)
     name = args.name or submit.pipeline_name(template)
     with submit.service_errors(f"KFP at {args.host}"):
         client = submit.kfp_client(args.host, namespace=args.namespace)
@@ -163,6 +164,7 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
     _check_gke_template(template)
     # before building a client that may prompt for auth
     guards.preflight(template, params, make_variables=args.make_variables.split())
+    guards.check_published_image(template)
     with submit.service_errors(f"KFP at {args.host}"):
         client = submit.kfp_client(args.host, namespace=args.namespace)
         run_id = submit.run(
@@ -183,6 +185,7 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
     spec = submit.check_vertex_template(template)
     guards.check_make_variables(spec, args.make_variables.split())
     guards.preflight(template, params)  # before looking for credentials
+    guards.check_published_image(template)
     with submit.service_errors(f"Vertex AI in {args.region}"):
         credentials = submit.google_credentials()
         job = submit.vertex_job(

@@ -12,6 +12,7 @@ import pytest
 from spottrain.pipelines import __main__ as cli
 from spottrain.pipelines import compile as comp
 from spottrain.pipelines import placement, submit
+from spottrain.version import IMAGE
 
 REPO = Path(__file__).resolve().parents[1]
 GKE = comp.COMPILED_DIR / comp.GKE_YAML
@@ -65,7 +66,9 @@ class KfpApi(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def kfp_api():
+def kfp_api(pushed_compiled_dir, monkeypatch):
+    # The pipelines as compiled against a pushed image (the committed ones are refused).
+    monkeypatch.setattr(comp, "COMPILED_DIR", pushed_compiled_dir)
     KfpApi.requests = []
     KfpApi.existing = {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), KfpApi)
@@ -145,6 +148,26 @@ def test_run_guard_fails_before_any_request(kfp_api, capsys):
     assert code == cli.ERROR_EXIT
     assert err.strip().startswith("error: checkpoint_dir='/tmp/c' is not persistent")
     assert api.requests == []
+
+
+def test_the_placeholder_image_is_refused_before_any_request(kfp_api, capsys):
+    api, host = kfp_api
+    for argv in (
+        ["upload", "--host", host],
+        ["run-gke", "--host", host, "data_src=gs://b/d", "checkpoint_dir=gs://b/c"],
+    ):
+        code, _, err = run_cli(*argv, "--pipeline", str(GKE), capsys=capsys)
+        assert code == cli.ERROR_EXIT and err.count("\n") == 1, err
+        assert f"runs the placeholder image '{IMAGE}'" in err and "make image IMAGE=" in err
+    code, _, err = run_cli(
+        "run-vertex", "--project", "my-project", "--region", "us-central1", "--bucket", "b-1",
+        "--pipeline", str(VERTEX), "data_src=gs://b/d", "checkpoint_dir=gs://b/c", capsys=capsys,
+    )  # fmt: skip
+    assert code == cli.ERROR_EXIT and f"placeholder image '{IMAGE}'" in err, err
+    assert api.requests == []
+    # The same pipelines compiled against a pushed image go through.
+    code, out, _ = run_cli("upload", "--host", host, capsys=capsys)
+    assert code == 0 and api.requests
 
 
 @pytest.mark.parametrize(
