@@ -147,7 +147,9 @@ def cmd_upload(args: argparse.Namespace) -> int:
     name = args.name or submit.pipeline_name(template)
     with submit.service_errors(f"KFP at {args.host}"):
         client = submit.kfp_client(args.host, namespace=args.namespace)
-        ids = submit.upload(client, template, name, args.version, args.description)
+        ids = submit.upload(
+            client, template, name, args.version, args.description, namespace=args.namespace
+        )
     print(" ".join(f"{k}={v}" for k, v in ids.items()))
     return 0
 
@@ -293,7 +295,12 @@ def parser() -> argparse.ArgumentParser:
 
     def kfp_args(s: argparse.ArgumentParser) -> None:
         s.add_argument("--host", default="", help="KFP dashboard URL (required)")
-        s.add_argument("--namespace", default="kubeflow", help="KFP namespace")
+        s.add_argument(
+            "--namespace",
+            default="kubeflow",
+            help="multi-user KFP: your profile namespace (runs, experiments and uploaded "
+            "pipelines go there); standalone: leave the default",
+        )
         s.add_argument(
             "--pool",
             default="preemptible",

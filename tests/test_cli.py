@@ -92,6 +92,28 @@ def test_upload_creates_a_new_pipeline(kfp_api, capsys):
     assert b"spottrain-gke-preemptible" in upload[2]  # the compiled YAML is the body
 
 
+def test_namespace_reaches_uploads_and_runs(kfp_api, capsys):
+    api, host = kfp_api
+    code, _, _ = run_cli("upload", "--host", host, "--namespace", "team-a", capsys=capsys)
+    assert code == 0
+    [upload] = [r for r in api.requests if r[0] == "POST"]
+    assert "namespace=team-a" in upload[1]
+    code, _, _ = run_cli(
+        "run-gke", "--host", host, "--namespace", "team-a", "data_src=gs://b/d",
+        "checkpoint_dir=gs://b/c", capsys=capsys,
+    )  # fmt: skip
+    assert code == 0
+    experiments = [r for r in api.requests if r[1].startswith("/apis/v2beta1/experiments")]
+    assert experiments and all("team-a" in r[1] for r in experiments), experiments
+
+
+def test_make_namespace_is_passed_to_the_cli():
+    for target in ("upload", "run-gke"):
+        result = make("-n", target, "HOST=h", "NAMESPACE=team-a", "data_src=gs://a")
+        assert result.returncode == 0 and '--namespace "team-a"' in result.stdout, result.stdout
+        assert "NAMESPACE" not in result.stdout.split("--namespace")[1]
+
+
 def test_upload_adds_a_version_to_an_existing_pipeline(kfp_api, capsys):
     api, host = kfp_api
     api.existing = {"spot": "p1"}
