@@ -6,8 +6,9 @@ profiler runs (every production step), side by side in one run:
 
 * the loop: the real trainer (small CNN, digits at 32x32, single process, one TF
   thread) trains the same steps with the marker and with it replaced by a no-op
-  context, alternating, each in a fresh process; the ratio of the medians of the
-  summed step times (marker / no marker) is printed;
+  context, alternating, each in a fresh process; printed: the ratio (marker / no
+  marker) of the summed step times and of the median step time (the latter is
+  robust to bursts of other load on a shared machine);
 * the marker alone: enter + exit of the context, timed in a tight loop, in
   microseconds, next to the median step time.
 
@@ -123,11 +124,17 @@ def main() -> int:
         per_marker_us = float(micro.stdout.strip().splitlines()[-1])
         on = statistics.median(r["steps_s"] for r in runs["on"])
         off = statistics.median(r["steps_s"] for r in runs["off"])
+        # Each run's median step is robust to the bursts other processes cause.
+        on_ms = statistics.median(r["median_ms"] for r in runs["on"])
         step_ms = statistics.median(r["median_ms"] for r in runs["off"])
         print(f"\nsteps={a.steps} repeats={a.repeats} (summed step times after 10 warm-up steps)")
         print(f"with marker:          {on:.3f} s")
         print(f"without marker:       {off:.3f} s")
         print(f"ratio with/without:   {on / off:.3f}")
+        print(
+            f"median step:          with {on_ms:.2f} ms, without {step_ms:.2f} ms, "
+            f"ratio {on_ms / step_ms:.3f}"
+        )
         print(
             f"one marker (no profiler running): {per_marker_us:.2f} us = "
             f"{100 * per_marker_us / 1000 / step_ms:.3f} % of a {step_ms:.1f} ms step"
