@@ -293,9 +293,20 @@ def run_component(
     if tensorboard_dir and out.trace_dir:
         trace.metadata["tensorboard_copy"] = copy_trace(out.trace_dir, tensorboard_dir)
     if tensorboard and out.trace_dir:
+        from google.api_core import exceptions as api
+
         trace.metadata["vertex_tensorboard"] = tensorboard
-        trace.metadata["vertex_tensorboard_experiment"] = upload_to_vertex_tensorboard(
-            trace.path, tensorboard, experiment
-        )
+        try:
+            trace.metadata["vertex_tensorboard_experiment"] = upload_to_vertex_tensorboard(
+                trace.path, tensorboard, experiment
+            )
+        except (api.PermissionDenied, api.NotFound, api.InvalidArgument) as err:
+            # The same on every retry (a missing role or TensorBoard): fatal, one line.
+            from trainer.preemption import FATAL_CONFIG
+
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            message = f"cannot upload the profile to tensorboard={tensorboard!r}: {first}"
+            log.error("%s", message)
+            raise train_rt.TrainFailed(FATAL_CONFIG, message) from None
     log.info("profile report:\n%s", out.markdown)
     return out
