@@ -140,7 +140,7 @@ def test_profile_tab_finds_our_steps_and_agrees_with_the_report(digits_runs, nam
     step_table = next(t for t in tools["input_pipeline_analyzer"] if "stepnum" in str(t))
     steps = table_rows(step_table)
     # Steps found, named by our marker ("train <step>"). xprof drops the window's first
-    # and last step (partly outside the trace); the report counts all of them.
+    # and last step of a trace; the report counts all of them.
     numbers = [int(s["stepnum"].removeprefix("train ")) for s in steps]
     assert numbers == sorted(ours)[1:-1], (numbers, sorted(ours))
     md = digits_runs[name][0]
