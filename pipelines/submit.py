@@ -218,9 +218,19 @@ def pipeline_name(package: str | Path) -> str:
 
 
 def upload(
-    client, package: str | Path, name: str, version: str = "", description: str = ""
+    client,
+    package: str | Path,
+    name: str,
+    version: str = "",
+    description: str = "",
+    namespace: str = "",
 ) -> dict[str, str]:
     """Uploads a compiled pipeline: a new pipeline, or a new version of an existing one.
+
+    ``namespace`` is the profile namespace a multi-user install files the pipeline
+    under; a standalone install ignores it (kubeflow/pipelines 2.17.0
+    backend/src/apiserver/resource/resource_manager.go:2456-2461, ReplaceNamespace
+    returns "" unless multi-user), so it is always sent.
 
     Returns:
         ``pipeline_id`` and, for a new version, ``version_id``.
@@ -232,7 +242,10 @@ def upload(
     if pipeline_id is None:
         log.info("creating pipeline %r from %s", name, package)
         created = client.upload_pipeline(
-            pipeline_package_path=str(package), pipeline_name=name, description=description
+            pipeline_package_path=str(package),
+            pipeline_name=name,
+            description=description,
+            namespace=namespace or None,
         )
         return {"pipeline_id": created.pipeline_id}
     version = version or default_version_name()

@@ -250,6 +250,10 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
             vertex.place_profile,
             data=data.outputs["copied"],
             expect_gpus=vertex.gpus,
+            # The trace reaches the Vertex TensorBoard under the pipeline job's name:
+            # the profile task uploads it (runtime.profile.upload_to_vertex_tensorboard).
+            tensorboard=tensorboard,
+            tensorboard_experiment=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
             **{k: v for k, v in hyper.items() if k in PROFILE_INPUTS},
         )
         return Outputs(model=job.outputs["model"], metrics=job.outputs["metrics"])

@@ -47,3 +47,26 @@ def digits_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("digits")
     assert write_digits(str(root)) == 1797
     return str(root)
+
+
+# -- Pipelines: compiled YAML as a user's `make compile IMAGE=...` would leave it -----------
+
+PUSHED_IMAGE = "europe-west4-docker.pkg.dev/my-project/ml/trainer:1.0"
+
+
+@pytest.fixture(scope="session")
+def pushed_compiled_dir(tmp_path_factory):
+    """Copies of the committed pipelines naming a pushed image instead of the placeholder.
+
+    The CLI refuses to upload or run the committed YAML itself (its image is a
+    placeholder); tests that go as far as a request use these.
+    """
+    from spottrain.pipelines import compile as comp
+    from spottrain.version import IMAGE
+
+    out = tmp_path_factory.mktemp("compiled-pushed")
+    for path in comp.COMPILED_DIR.glob("*.yaml"):
+        text = path.read_text()
+        assert IMAGE in text, path
+        (out / path.name).write_text(text.replace(IMAGE, PUSHED_IMAGE))
+    return out

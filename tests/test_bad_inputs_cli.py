@@ -24,6 +24,9 @@ GKE_SPOT = str(comp.COMPILED_DIR / comp.gke_yaml("spot"))
 VERTEX_YAML = str(comp.COMPILED_DIR / comp.VERTEX_YAML)
 
 
+PUSHED = ["--pipeline", "{pushed}"]
+
+
 def run_gke(*params, host=UNREACHABLE):
     return ["run-gke", "--host", host, *GOOD, *params]
 
@@ -38,8 +41,11 @@ def files(tmp: Path) -> dict[str, str]:
 # (argv, exit code, text the one line must contain); "{tmp}" and "{broken}" etc. filled in.
 CASES = [
     # --host: unreachable is operational (69), malformed a usage error (2)
-    (["upload", "--host", UNREACHABLE], 69, "KFP at http://127.0.0.1:9 is unreachable"),
-    (run_gke(), 69, "KFP at http://127.0.0.1:9 is unreachable"),
+    # (a request is only made for a pipeline compiled against a pushed image: "{pushed}")
+    (["upload", "--host", UNREACHABLE, *PUSHED], 69, "KFP at http://127.0.0.1:9 is unreachable"),
+    (run_gke(*PUSHED), 69, "KFP at http://127.0.0.1:9 is unreachable"),
+    (["upload", "--host", UNREACHABLE], 2, "runs the placeholder image"),
+    (run_gke(), 2, "runs the placeholder image"),
     (["upload", "--host", "not-a-url"], 2, "--host 'not-a-url' is not a KFP dashboard URL"),
     (["upload", "--host", "ftp://x"], 2, "--host 'ftp://x' is not a KFP dashboard URL"),
     (run_gke(host="not-a-url"), 2, "--host 'not-a-url'"),
@@ -79,7 +85,12 @@ CASES = [
     (["run-vertex", *VERTEX_OK, "--bucket", "my-google-b", *GOOD], 2, "contain 'google'"),
     (["run-vertex", *VERTEX_OK, "--bucket", "10.0.0.1", *GOOD], 2, "not be an IP address"),
     (["run-vertex", *VERTEX_OK, "--project", "My_Project", *GOOD], 2, "PROJECT='My_Project'"),
-    (["run-vertex", *VERTEX_OK, *GOOD], 78, "no Google credentials"),
+    (
+        ["run-vertex", *VERTEX_OK, "--pipeline", "{pushed_vertex}", *GOOD],
+        78,
+        "no Google credentials",
+    ),
+    (["run-vertex", *VERTEX_OK, *GOOD], 2, "runs the placeholder image"),
     (["run-vertex", *VERTEX_OK, "--pipeline", GKE_SPOT, *GOOD], 2, "kfp-kubernetes platform"),
     (["run-vertex", *VERTEX_OK, "image_size=0", *GOOD], 2, "image_size 0 is out of range"),
     (["run-vertex", *VERTEX_OK, "--make-variables", "IMAGE_SIZE", *GOOD], 2, "IMAGE_SIZE"),
@@ -137,8 +148,11 @@ def no_credentials(tmp_path, monkeypatch):
     monkeypatch.setenv("NO_GCE_CHECK", "True")
 
 
-def fill(argv, tmp_path):
+def fill(argv, tmp_path, pushed_dir=None):
     names = {"tmp": str(tmp_path), **files(tmp_path)}
+    if pushed_dir is not None:
+        names["pushed"] = str(pushed_dir / comp.GKE_YAML)
+        names["pushed_vertex"] = str(pushed_dir / comp.VERTEX_YAML)
     return [a.format(**names) for a in argv]
 
 
@@ -146,7 +160,7 @@ def fill(argv, tmp_path):
 @pytest.mark.parametrize("argv, code, needle", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
 def test_bad_input_gets_one_line_and_its_exit_code(argv, code, needle, tmp_path, capsys, request):
     request.getfixturevalue("no_credentials")
-    got = cli.main(fill(argv, tmp_path))
+    got = cli.main(fill(argv, tmp_path, request.getfixturevalue("pushed_compiled_dir")))
     err = capsys.readouterr().err
     assert (got, err.count("\n")) == (code, 1), err
     assert needle in err and "Traceback" not in err
@@ -155,13 +169,16 @@ def test_bad_input_gets_one_line_and_its_exit_code(argv, code, needle, tmp_path,
 @pytest.mark.parametrize(
     "argv, code",
     [
-        (["upload", "--host", UNREACHABLE], 69),
+        (["upload", "--host", UNREACHABLE, *PUSHED], 69),
         (run_gke("train_steps=-5"), 2),
         (["run-local", "--workers", "0"], 2),
         (["run-vertex", *VERTEX_OK, "--region", "moon-1", *GOOD], 2),
     ],
 )
-def test_real_process_stderr_is_one_line_and_fast(argv, code, no_credentials):
+def test_real_process_stderr_is_one_line_and_fast(
+    argv, code, no_credentials, tmp_path, pushed_compiled_dir
+):
+    argv = fill(argv, tmp_path, pushed_compiled_dir)
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "spottrain.pipelines", *argv], capture_output=True, text=True

@@ -12,6 +12,7 @@ import pytest
 from spottrain.pipelines import __main__ as cli
 from spottrain.pipelines import compile as comp
 from spottrain.pipelines import placement, submit
+from spottrain.version import IMAGE
 
 REPO = Path(__file__).resolve().parents[1]
 GKE = comp.COMPILED_DIR / comp.GKE_YAML
@@ -65,7 +66,9 @@ class KfpApi(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def kfp_api():
+def kfp_api(pushed_compiled_dir, monkeypatch):
+    # The pipelines as compiled against a pushed image (the committed ones are refused).
+    monkeypatch.setattr(comp, "COMPILED_DIR", pushed_compiled_dir)
     KfpApi.requests = []
     KfpApi.existing = {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), KfpApi)
@@ -87,6 +90,28 @@ def test_upload_creates_a_new_pipeline(kfp_api, capsys):
     [upload] = [r for r in api.requests if r[0] == "POST"]
     assert upload[1].startswith("/apis/v2beta1/pipelines/upload?")
     assert b"spottrain-gke-preemptible" in upload[2]  # the compiled YAML is the body
+
+
+def test_namespace_reaches_uploads_and_runs(kfp_api, capsys):
+    api, host = kfp_api
+    code, _, _ = run_cli("upload", "--host", host, "--namespace", "team-a", capsys=capsys)
+    assert code == 0
+    [upload] = [r for r in api.requests if r[0] == "POST"]
+    assert "namespace=team-a" in upload[1]
+    code, _, _ = run_cli(
+        "run-gke", "--host", host, "--namespace", "team-a", "data_src=gs://b/d",
+        "checkpoint_dir=gs://b/c", capsys=capsys,
+    )  # fmt: skip
+    assert code == 0
+    experiments = [r for r in api.requests if r[1].startswith("/apis/v2beta1/experiments")]
+    assert experiments and all("team-a" in r[1] for r in experiments), experiments
+
+
+def test_make_namespace_is_passed_to_the_cli():
+    for target in ("upload", "run-gke"):
+        result = make("-n", target, "HOST=h", "NAMESPACE=team-a", "data_src=gs://a")
+        assert result.returncode == 0 and '--namespace "team-a"' in result.stdout, result.stdout
+        assert "NAMESPACE" not in result.stdout.split("--namespace")[1]
 
 
 def test_upload_adds_a_version_to_an_existing_pipeline(kfp_api, capsys):
@@ -153,6 +178,26 @@ def test_run_guard_fails_before_any_request(kfp_api, capsys):
     assert code == cli.ERROR_EXIT
     assert err.strip().startswith("error: checkpoint_dir='/tmp/c' is not persistent")
     assert api.requests == []
+
+
+def test_the_placeholder_image_is_refused_before_any_request(kfp_api, capsys):
+    api, host = kfp_api
+    for argv in (
+        ["upload", "--host", host],
+        ["run-gke", "--host", host, "data_src=gs://b/d", "checkpoint_dir=gs://b/c"],
+    ):
+        code, _, err = run_cli(*argv, "--pipeline", str(GKE), capsys=capsys)
+        assert code == cli.ERROR_EXIT and err.count("\n") == 1, err
+        assert f"runs the placeholder image '{IMAGE}'" in err and "make image IMAGE=" in err
+    code, _, err = run_cli(
+        "run-vertex", "--project", "my-project", "--region", "us-central1", "--bucket", "b-1",
+        "--pipeline", str(VERTEX), "data_src=gs://b/d", "checkpoint_dir=gs://b/c", capsys=capsys,
+    )  # fmt: skip
+    assert code == cli.ERROR_EXIT and f"placeholder image '{IMAGE}'" in err, err
+    assert api.requests == []
+    # The same pipelines compiled against a pushed image go through.
+    code, out, _ = run_cli("upload", "--host", host, capsys=capsys)
+    assert code == 0 and api.requests
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ NOT_TRAINING = {
     "status": "the spot run's final status (the fall-back's exit task)",
     "service_account": "Vertex job identity",
     "tensorboard": "Vertex TensorBoard resource",
+    "tensorboard_experiment": "Vertex TensorBoard experiment of the profile upload",
     "base_output_directory": "Vertex AIP_* output dirs",
     "profile_steps": "profiler window length",
     "bandwidth_gbps": "profiler AllReduce estimate",

@@ -302,15 +302,20 @@ class Trainer:
                 time.monotonic() - last_save >= cfg.save_every_seconds
             )
             try:
-                t0 = time.perf_counter()
-                batch = next(iterator)
-                t1 = time.perf_counter()
-                out = self._train_step(
-                    batch,
-                    tf.constant(float(self.stop.is_set())),
-                    tf.constant(float(timed_save)),
-                )
-                loss, stop_votes, save_votes = (float(v) for v in np.asarray(out))
+                # The step marker TensorBoard's Profile tab (xprof) counts steps by:
+                # a root ("_r=1") host event per step, around the batch fetch too so
+                # xprof sees the input wait inside the step. Without a running
+                # profiler it is one flag check (bench/step_marker.py).
+                with tf.profiler.experimental.Trace("train", step_num=step + 1, _r=1):
+                    t0 = time.perf_counter()
+                    batch = next(iterator)
+                    t1 = time.perf_counter()
+                    out = self._train_step(
+                        batch,
+                        tf.constant(float(self.stop.is_set())),
+                        tf.constant(float(timed_save)),
+                    )
+                    loss, stop_votes, save_votes = (float(v) for v in np.asarray(out))
             except tf.errors.ResourceExhaustedError as e:
                 raise ConfigError(
                     f"out of memory at step {step + 1} with per-replica batch "

@@ -28,6 +28,8 @@ def profile(
     profile_steps: int = 20,
     bandwidth_gbps: float = 10.0,
     cloud_profiler: bool = False,
+    tensorboard: str = "",
+    tensorboard_experiment: str = "",
 ):
     """Profiles a short window of the training setup and reports what limits it.
 
@@ -58,6 +60,9 @@ def profile(
         profile_steps: Steps recorded by the profiler.
         bandwidth_gbps: Bandwidth between replicas for the AllReduce estimate, Gbit/s.
         cloud_profiler: Also start Vertex AI's cloud_profiler plugin (Vertex TensorBoard).
+        tensorboard: Vertex TensorBoard resource name
+            (projects/P/locations/L/tensorboards/ID) to upload the trace to; empty = none.
+        tensorboard_experiment: Experiment to upload it under (default spottrain-profile).
     """
     inputs = dict(locals())  # every input as named in the signature: no list to drift
     from spottrain.runtime.profile import run_component

@@ -44,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", default="", help="Write the HTML report here.")
     p.add_argument("--metrics-json", default="", help="Write the metrics as JSON here.")
     p.add_argument(
+        "--steps-json",
+        default="",
+        help="Write each profiled step's number, input wait and step time (ms) as JSON here.",
+    )
+    p.add_argument(
         "--cloud-profiler",
         action="store_true",
         help="Also start Vertex AI's cloud_profiler plugin (custom jobs with a TensorBoard).",
@@ -64,6 +69,7 @@ def _check_outputs(args: argparse.Namespace) -> str:
         ("--report", args.report),
         ("--html", args.html),
         ("--metrics-json", args.metrics_json),
+        ("--steps-json", args.steps_json),
     ):
         if not path or not fileio.is_local(path):
             continue
@@ -73,6 +79,15 @@ def _check_outputs(args: argparse.Namespace) -> str:
         if os.path.exists(parent) and not os.path.isdir(parent):
             return f"{flag} {path!r}: {parent!r} is a file, not a folder"
     return ""
+
+
+def step_table(result) -> list[dict]:
+    """The profiled steps: ``step`` (as numbered in the trace's step markers), ms each."""
+    run = result.analysis.run
+    return [
+        {"step": run.warmup_steps + 1 + i, "input_ms": 1000 * wait, "step_ms": 1000 * total}
+        for i, (wait, total) in enumerate(run.steps)
+    ]
 
 
 def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print) -> int:
@@ -119,6 +134,7 @@ def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print)
         (args.report, result.markdown),
         (args.html, result.html),
         (args.metrics_json, json.dumps(result.metrics, indent=2, sort_keys=True) + "\n"),
+        (args.steps_json, json.dumps(step_table(result), indent=1) + "\n"),
     ):
         if path:
             fileio.write_text(path, text)

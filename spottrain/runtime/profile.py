@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -171,6 +172,62 @@ def copy_trace(trace_dir: str, tensorboard_dir: str) -> str:
     return dst
 
 
+# projects/{project}/locations/{location}/tensorboards/{id}: the form GCPC's custom
+# job passes on as CustomJobSpec.tensorboard (google/cloud/aiplatform_v1/types/custom_job.py).
+_TENSORBOARD = re.compile(r"^projects/([^/]+)/locations/([^/]+)/tensorboards/([^/]+)$")
+# Vertex TensorBoard experiment ids: [a-z0-9][a-z0-9-]{0,127}.
+_EXPERIMENT_CHARS = re.compile(r"[^a-z0-9-]+")
+
+
+def parse_tensorboard(resource: str) -> tuple[str, str, str]:
+    """``(project, location, tensorboard id)`` of a Vertex TensorBoard resource name.
+
+    Raises:
+        ValueError: not ``projects/P/locations/L/tensorboards/ID`` (names the value).
+    """
+    match = _TENSORBOARD.match(resource)
+    if not match:
+        raise ValueError(
+            f"tensorboard={resource!r} is not a Vertex TensorBoard resource name: expected "
+            "projects/<project>/locations/<region>/tensorboards/<id>"
+        )
+    return match.group(1), match.group(2), match.group(3)
+
+
+def experiment_name(name: str) -> str:
+    """A valid Vertex TensorBoard experiment id made from ``name`` (e.g. the pipeline job)."""
+    cleaned = _EXPERIMENT_CHARS.sub("-", name.lower()).strip("-")[:128].rstrip("-")
+    return cleaned or "spottrain-profile"
+
+
+def upload_to_vertex_tensorboard(logdir: str, tensorboard: str, experiment: str) -> str:
+    """Uploads the profile under ``logdir`` to a Vertex TensorBoard, once; returns the experiment.
+
+    The profile task is a pipeline task, not the custom job whose TensorBoard
+    logs Vertex uploads while it runs (that upload ends with the job), so it
+    uploads itself with the SDK's one-shot uploader. Without a run-name prefix that
+    uploader sends ``<logdir>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/`` as the
+    "profile" run (google-cloud-aiplatform 1.165: tensorboard/uploader.py
+    ``_should_profile``, "profile" is in uploader_constants.ALLOWED_PLUGINS;
+    plugins/tf_profiler/profile_uploader.py ``_profile_dir`` and
+    ``_ProfileSessionLoader.PROF_PATH_REGEX``). Needs the image's ``vertex`` extra.
+    """
+    project, location, tensorboard_id = parse_tensorboard(tensorboard)
+    from google.cloud import aiplatform
+
+    experiment = experiment_name(experiment)
+    aiplatform.upload_tb_log(
+        tensorboard_experiment_name=experiment,
+        logdir=logdir,
+        tensorboard_id=tensorboard_id,
+        project=project,
+        location=location,
+        experiment_display_name=experiment,
+        description="spottrain profile (TensorFlow Profiler trace)",
+    )
+    return experiment
+
+
 def run_component(
     *, data, model, report, report_html, metrics, trace, **kwargs: Any
 ) -> ProfileOutput:
@@ -189,6 +246,16 @@ def run_component(
     kwargs = dict(kwargs)
     train_rt.check_gpus(kwargs.pop("expect_gpus", 0))
     tensorboard_dir = kwargs.pop("tensorboard_dir", "")
+    tensorboard = kwargs.pop("tensorboard", "")
+    experiment = kwargs.pop("tensorboard_experiment", "")
+    if tensorboard:
+        try:
+            parse_tensorboard(tensorboard)  # a bad name fails before the profile runs
+        except ValueError as err:
+            from trainer.preemption import FATAL_CONFIG
+
+            log.error("%s", err)
+            raise train_rt.TrainFailed(FATAL_CONFIG, str(err)) from None
     options = {
         k: kwargs.pop(k)
         for k in (
@@ -225,5 +292,21 @@ def run_component(
     trace.metadata.update(run=os.path.basename(out.trace_dir), logdir_hint="tensorboard --logdir")
     if tensorboard_dir and out.trace_dir:
         trace.metadata["tensorboard_copy"] = copy_trace(out.trace_dir, tensorboard_dir)
+    if tensorboard and out.trace_dir:
+        from google.api_core import exceptions as api
+
+        trace.metadata["vertex_tensorboard"] = tensorboard
+        try:
+            trace.metadata["vertex_tensorboard_experiment"] = upload_to_vertex_tensorboard(
+                trace.path, tensorboard, experiment
+            )
+        except (api.PermissionDenied, api.NotFound, api.InvalidArgument) as err:
+            # The same on every retry (a missing role or TensorBoard): fatal, one line.
+            from trainer.preemption import FATAL_CONFIG
+
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            message = f"cannot upload the profile to tensorboard={tensorboard!r}: {first}"
+            log.error("%s", message)
+            raise train_rt.TrainFailed(FATAL_CONFIG, message) from None
     log.info("profile report:\n%s", out.markdown)
     return out
