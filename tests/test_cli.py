@@ -99,8 +99,8 @@ def test_namespace_reaches_uploads_and_runs(kfp_api, capsys):
     [upload] = [r for r in api.requests if r[0] == "POST"]
     assert "namespace=team-a" in upload[1]
     code, _, _ = run_cli(
-        "run-gke", "--host", host, "--namespace", "team-a", "data_src=gs://b/d",
-        "checkpoint_dir=gs://b/c", capsys=capsys,
+        "run-gke", "--host", host, "--namespace", "team-a", "data_src=gs://my-bucket/d",
+        "checkpoint_dir=gs://my-bucket/c", capsys=capsys,
     )  # fmt: skip
     assert code == 0
     experiments = [r for r in api.requests if r[1].startswith("/apis/v2beta1/experiments")]
@@ -184,14 +184,15 @@ def test_the_placeholder_image_is_refused_before_any_request(kfp_api, capsys):
     api, host = kfp_api
     for argv in (
         ["upload", "--host", host],
-        ["run-gke", "--host", host, "data_src=gs://b/d", "checkpoint_dir=gs://b/c"],
+        ["run-gke", "--host", host, "data_src=gs://my-bucket/d", "checkpoint_dir=gs://my-bucket/c"],
     ):
         code, _, err = run_cli(*argv, "--pipeline", str(GKE), capsys=capsys)
         assert code == cli.ERROR_EXIT and err.count("\n") == 1, err
         assert f"runs the placeholder image '{IMAGE}'" in err and "make image IMAGE=" in err
     code, _, err = run_cli(
         "run-vertex", "--project", "my-project", "--region", "us-central1", "--bucket", "b-1",
-        "--pipeline", str(VERTEX), "data_src=gs://b/d", "checkpoint_dir=gs://b/c", capsys=capsys,
+        "--pipeline", str(VERTEX), "data_src=gs://my-bucket/d",
+        "checkpoint_dir=gs://my-bucket/c", capsys=capsys,
     )  # fmt: skip
     assert code == cli.ERROR_EXIT and f"placeholder image '{IMAGE}'" in err, err
     assert api.requests == []

@@ -39,8 +39,8 @@ def test_trainer_flags_parse_with_the_trainers_own_parser():
     from trainer import config
 
     flags = rt.trainer_flags(
-        data_dir="gs://b/digits",
-        checkpoint_dir="gs://b/ckpt",
+        data_dir="gs://my-bucket/digits",
+        checkpoint_dir="gs://my-bucket/ckpt",
         model_dir="/tmp/m",
         backbone="small_cnn",
         weights="none",
@@ -53,7 +53,9 @@ def test_trainer_flags_parse_with_the_trainers_own_parser():
         extra_args=["--warmup-steps", "3"],
     )
     args = config.build_parser().parse_args(flags)
-    assert args.image_dir == "gs://b/digits" and args.checkpoint_dir == "gs://b/ckpt"
+    assert (
+        args.image_dir == "gs://my-bucket/digits" and args.checkpoint_dir == "gs://my-bucket/ckpt"
+    )
     assert (args.image_size, args.train_steps, args.warmup_steps) == (32, 10, 3)
     assert args.mixed_precision and args.learning_rate == 0.01
 

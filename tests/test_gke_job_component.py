@@ -153,7 +153,7 @@ def test_a_failed_job_exits_with_its_code_and_one_line(tmp_path, local_paths, ca
 )
 def test_bad_inputs_are_one_line_and_fatal(change, message):
     cluster = FakeCluster([spot_node()])
-    kwargs = dict(BASE, data_dir="gs://b/data", checkpoint_dir="gs://b/ckpt")
+    kwargs = dict(BASE, data_dir="gs://my-bucket/data", checkpoint_dir="gs://my-bucket/ckpt")
     kwargs.update(change)
     with pytest.raises(in_pod.TrainFailed) as err:
         component.launch(kube.Kube(cluster, cluster, "ns"), **kwargs)
@@ -178,7 +178,7 @@ def test_image_and_account_come_from_the_launchers_own_pod(monkeypatch):
     monkeypatch.setenv("HOSTNAME", "launcher-pod")
     monkeypatch.setattr(component.ledger, "annotate", lambda *a, **k: 0)
     out = component.launch(
-        kube.Kube(cluster, cluster, "ns"), data_dir="gs://b/d", checkpoint_dir="gs://b/c",
+        kube.Kube(cluster, cluster, "ns"), data_dir="gs://my-bucket/d", checkpoint_dir="gs://my-bucket/c",
         default_image="default:0", poll_seconds=0, launcher_options={"now": cluster.now},
         **BASE,
     )  # fmt: skip
@@ -207,7 +207,7 @@ def test_sigterm_while_the_launchers_own_pod_is_disrupted_keeps_the_job(monkeypa
     monkeypatch.setenv("HOSTNAME", "launcher-pod")
     monkeypatch.setattr(component.ledger, "annotate", lambda *a, **k: 0)
     out = component.launch(
-        kube.Kube(cluster, cluster, "ns"), data_dir="gs://b/d", checkpoint_dir="gs://b/c",
+        kube.Kube(cluster, cluster, "ns"), data_dir="gs://my-bucket/d", checkpoint_dir="gs://my-bucket/c",
         default_image="i", poll_seconds=0, launcher_options={"now": cluster.now}, **BASE,
     )  # fmt: skip
     assert out.code == preemption.PREEMPTED and job in cluster.jobs and job in cluster.services
@@ -248,7 +248,7 @@ def test_rbac_grants_exactly_the_calls_the_launcher_makes(monkeypatch):
     monkeypatch.setenv("HOSTNAME", "launcher-pod")
     monkeypatch.setattr(component.ledger, "annotate", lambda *a, **k: 0)
     component.launch(
-        kube.Kube(cluster, cluster, "ns"), data_dir="gs://b/d", checkpoint_dir="gs://b/c",
+        kube.Kube(cluster, cluster, "ns"), data_dir="gs://my-bucket/d", checkpoint_dir="gs://my-bucket/c",
         default_image="i", poll_seconds=0, launcher_options={"now": cluster.now},
         **dict(BASE, retries=0, workers=1),
     )  # fmt: skip

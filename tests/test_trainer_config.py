@@ -127,11 +127,14 @@ def test_cluster_from_vertex_and_tfjob_tf_config():
     single = distribution.read_cluster({})
     assert (single.num_workers, single.is_chief, single.multi_worker) == (1, True, False)
     dirs = distribution.default_dirs(
-        {"AIP_MODEL_DIR": "gs://b/model", "AIP_CHECKPOINT_DIR": "gs://b/checkpoints"}
+        {
+            "AIP_MODEL_DIR": "gs://my-bucket/model",
+            "AIP_CHECKPOINT_DIR": "gs://my-bucket/checkpoints",
+        }
     )
     assert dirs == {
-        "model_dir": "gs://b/model",
-        "checkpoint_dir": "gs://b/checkpoints",
+        "model_dir": "gs://my-bucket/model",
+        "checkpoint_dir": "gs://my-bucket/checkpoints",
         "tensorboard_dir": "",
     }
 
