@@ -159,7 +159,8 @@ def pid1_command(chain: Chain, timeout: float = 10) -> list[str]:
     deadline = time.monotonic() + timeout
     while True:
         argv = Path(f"/proc/{chain.pid1}/cmdline").read_bytes().split(b"\0")[:-1]
-        if argv[:1] != [b"sh"] or time.monotonic() > deadline:
+        # Before its exec the namespace's first process is a copy of unshare, then sh.
+        if argv[:1] not in ([b"unshare"], [b"sh"]) or time.monotonic() > deadline:
             return [a.decode() for a in argv]
         time.sleep(0.01)
 
