@@ -85,6 +85,7 @@ class Pod:
     dns_name: str  # <job>-<index>.<service>
     ip: str
     sandbox: subprocess.Popen
+    veth: str  # its end on the node's bridge
 
 
 class PodNetwork:
@@ -129,8 +130,12 @@ class PodNetwork:
             _ip(sandbox, "link", "set", "eth0", "up")
             _ip(sandbox, "link", "set", "lo", "up")
             hostname = f"{self.job}-{index}"
-            pods.append(Pod(index, hostname, f"{hostname}.{self.service}", ip, sandbox))
+            pods.append(Pod(index, hostname, f"{hostname}.{self.service}", ip, sandbox, veth))
         return pods
+
+    def unplug(self, pod: Pod) -> None:
+        """Cuts the pod off the network (its node lost): its peers get no reset, only silence."""
+        _ip(self.node, "link", "del", pod.veth)
 
     def hosts_file(self, pods: list[Pod]) -> Path:
         """The /etc/hosts every pod of this gang sees (stands in for cluster DNS)."""

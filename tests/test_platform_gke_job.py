@@ -134,6 +134,7 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
             _wait_for_step(chains, 1, 30, timeout=240)
             killed_at_step = chains[1].step
             pod = pod_processes(chains[1])  # PID 1 and the trainer below it
+            net.unplug(pods1[1])
             sent = signal_pid1(chains[1], signal.SIGKILL)
             # (unshare 2.38 reports a child killed by a signal as 1, so the
             # container's 137 is not what this returns.)
