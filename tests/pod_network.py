@@ -12,8 +12,10 @@ What a GKE Job pod has, and how it is reproduced here (root, ``unshare``,
 * **its host name** ``<job>-<index>`` (Indexed Job, batch/v1 JobSpec.completionMode:
   "the Pod hostname takes the form $(job-name)-$(index)") in a UTS namespace.
 * **peers resolvable as** ``<job>-<index>.<service>``: cluster DNS answers these
-  for the pods of a headless Service named in ``subdomain``
-  (https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/#pod-hostname-and-subdomain-field);
+  for the pods of a headless Service named in ``subdomain`` (DNS for Services
+  and Pods, "Pod's hostname and subdomain fields":
+  https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/;
+  https://kubernetes.io/docs/tasks/job/job-with-pod-to-pod-communication/);
   here a generated hosts file is bind-mounted over ``/etc/hosts`` in the pod's
   mount namespace. Not reproduced: kube-dns itself, the resolv.conf search path
   (``<service>.<ns>.svc.cluster.local``) and a record appearing only once the
@@ -28,6 +30,7 @@ name, as a new pod of the same index does.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -172,7 +175,5 @@ def pid1_command(chain: Chain, timeout: float = 10) -> list[str]:
 
 def signal_pid1(chain: Chain, sig: signal.Signals) -> float:
     """Sends ``sig`` to the pod's PID 1 (as the kubelet does to the container); returns when."""
-    import os
-
     os.kill(chain.pid1, sig)
     return time.monotonic()

@@ -51,7 +51,7 @@ class Cluster:
 
 def _whole(name: str, raw: str, low: int, high: int, what: str) -> int:
     """``raw`` as an int in [low, high], else ValueError naming the variable and value."""
-    if not re.fullmatch(r"[0-9]{1,12}", raw.strip()) or not low <= int(raw) <= high:
+    if not re.fullmatch(r"[0-9]{1,12}", raw) or not low <= int(raw) <= high:
         raise ValueError(f"{name}={raw!r} is not {what} from {low} to {high}")
     return int(raw)
 
@@ -61,10 +61,12 @@ def job_tf_config(environ: dict | None = None) -> dict | None:
 
     Kubernetes gives an Indexed Job's pod ``JOB_COMPLETION_INDEX`` and the host
     name ``<job>-<index>``, and with ``subdomain`` set to a headless Service the
-    DNS name ``<job>-<index>.<service>`` (Job "Completion mode":
-    https://kubernetes.io/docs/concepts/workloads/controllers/job/#completion-mode;
-    "Pod's hostname and subdomain fields":
-    https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/#pod-hostname-and-subdomain-field).
+    DNS name ``<job>-<index>.<service>`` (Job, "Completion mode":
+    https://kubernetes.io/docs/concepts/workloads/controllers/job/#completion-mode
+    and batch/v1 ``JobSpec.completionMode``: "the Pod hostname takes the form
+    $(job-name)-$(index)"; DNS for Services and Pods, "Pod's hostname and
+    subdomain fields": https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/;
+    the pattern itself: https://kubernetes.io/docs/tasks/job/job-with-pod-to-pod-communication/).
     So every pod knows every peer's address without asking the API server, and
     a replacement pod of the same index gets the same name. Worker 0 is the
     chief (no ``chief`` pool: TF's ``multi_worker_util.is_chief`` and
