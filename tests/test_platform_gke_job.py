@@ -53,9 +53,13 @@ def _start_gang(net: PodNetwork, args: list[str]):
     hosts = net.hosts_file(pods)
     cmd = [sys.executable, "-m", "trainer.task", *args]
     chains = [net.start(p, hosts, cmd, _pod_env(p.index, p.hostname), REPO) for p in pods]
-    for chain in chains:
-        # The container's main process is the trainer's entry point, no shell.
-        assert pid1_command(chain) == cmd, pid1_command(chain)
+    try:
+        for chain in chains:
+            # The container's main process is the trainer's entry point, no shell.
+            assert pid1_command(chain) == cmd, pid1_command(chain)
+    except BaseException:
+        _stop(chains)
+        raise
     return pods, chains
 
 
