@@ -1,8 +1,10 @@
-"""Cluster topology and strategy creation: the only reader of TF_CONFIG and AIP_* env.
+"""Cluster topology and strategy creation: the only reader of cluster env and AIP_* env.
 
 Vertex AI sets ``TF_CONFIG`` with a ``chief`` pool plus a ``worker`` pool;
 Kubernetes operators (TFJob) often use ``worker`` only, where worker 0 acts as
-chief. Both are handled here so that no other module parses the environment.
+chief. The GKE Job launcher sets no ``TF_CONFIG``: its pods get the
+``trainer.gang_env`` variables, from which the same ``worker``-only spec is
+derived here. All are handled here so that no other module parses the environment.
 """
 
 from __future__ import annotations
@@ -10,9 +12,19 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass
 
+from trainer import gang_env
+
 log = logging.getLogger(__name__)
+
+# Kubernetes caps an Indexed Job at 10^5 completions and parallelism (batch/v1
+# JobSpec.completionMode); a larger count is a typo, not a cluster.
+MAX_JOB_WORKERS = 100_000
+# RFC 1123 label, what Kubernetes requires of Job and Service names used as host names.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_GANG_VARS = (gang_env.JOB_NAME, gang_env.SERVICE, gang_env.WORKERS, gang_env.PORT)
 
 
 @dataclass(frozen=True)
@@ -23,6 +35,8 @@ class Cluster:
     task_id: int
     num_workers: int  # all training tasks, chief included
     is_chief: bool
+    # The cluster spec derived from a Job pod's env (None: TF_CONFIG or single process).
+    job_spec: dict | None = None
 
     @property
     def name(self) -> str:
@@ -35,13 +49,94 @@ class Cluster:
         return self.num_workers > 1
 
 
-def read_cluster(environ: dict | None = None) -> Cluster:
-    """Parses TF_CONFIG (absent: a single process).
+def _whole(name: str, raw: str, low: int, high: int, what: str) -> int:
+    """``raw`` as an int in [low, high], else ValueError naming the variable and value."""
+    if not re.fullmatch(r"[0-9]{1,12}", raw) or not low <= int(raw) <= high:
+        raise ValueError(f"{name}={raw!r} is not {what} from {low} to {high}")
+    return int(raw)
+
+
+def job_tf_config(environ: dict | None = None) -> dict | None:
+    """The TF_CONFIG of a pod of the GKE launcher's Indexed Job, or None elsewhere.
+
+    Kubernetes gives an Indexed Job's pod ``JOB_COMPLETION_INDEX`` and the host
+    name ``<job>-<index>``, and with ``subdomain`` set to a headless Service the
+    DNS name ``<job>-<index>.<service>`` (Job, "Completion mode":
+    https://kubernetes.io/docs/concepts/workloads/controllers/job/#completion-mode
+    and batch/v1 ``JobSpec.completionMode``: "the Pod hostname takes the form
+    $(job-name)-$(index)"; DNS for Services and Pods, "Pod's hostname and
+    subdomain fields": https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/;
+    the pattern itself: https://kubernetes.io/docs/tasks/job/job-with-pod-to-pod-communication/).
+    So every pod knows every peer's address without asking the API server, and
+    a replacement pod of the same index gets the same name. Worker 0 is the
+    chief (no ``chief`` pool: TF's ``multi_worker_util.is_chief`` and
+    :func:`read_cluster` agree).
+
+    Only the launcher's own ``SPOTTRAIN_JOB_*`` variables switch this on: a
+    ``JOB_COMPLETION_INDEX`` alone (someone else's Indexed Job) changes nothing.
 
     Raises:
-        ValueError: TF_CONFIG is not valid JSON or does not name this task.
+        ValueError: one line naming the variable and its value: a missing or
+            malformed index, an index outside ``[0, workers)``, a worker count
+            below 1, a bad port or name, or ``TF_CONFIG`` set as well.
     """
     env = os.environ if environ is None else environ
+    present = [name for name in _GANG_VARS if name in env]
+    if not present:
+        return None
+    tf_config = env.get("TF_CONFIG", "").strip()
+    if tf_config:
+        # Two sources could describe two different clusters (a hang, or two
+        # chiefs writing one checkpoint dir); refusing beats guessing which wins.
+        raise ValueError(
+            f"TF_CONFIG={tf_config[:200]!r} is set in a Job pod ({present[0]}="
+            f"{env[present[0]]!r}): the cluster comes from the SPOTTRAIN_JOB_* variables; "
+            "remove one of them"
+        )
+    names = {}
+    for name in (gang_env.JOB_NAME, gang_env.SERVICE):
+        value = env.get(name, "")
+        if not _DNS_LABEL.fullmatch(value):
+            raise ValueError(
+                f"{name}={value!r} is not a DNS label (lower-case letters, digits and "
+                "'-', at most 63)"
+            )
+        names[name] = value
+    workers = _whole(
+        gang_env.WORKERS, env.get(gang_env.WORKERS, ""), 1, MAX_JOB_WORKERS, "a worker count"
+    )
+    port = _whole(
+        gang_env.PORT, env.get(gang_env.PORT, str(gang_env.DEFAULT_PORT)), 1, 65535, "a port"
+    )
+    index_raw = env.get(gang_env.JOB_COMPLETION_INDEX)
+    if index_raw is None:
+        raise ValueError(
+            f"{gang_env.JOB_COMPLETION_INDEX} is not set, though {present[0]}={env[present[0]]!r} "
+            "is: the pod must belong to an Indexed Job (completionMode: Indexed)"
+        )
+    index = _whole(
+        gang_env.JOB_COMPLETION_INDEX, index_raw, 0, workers - 1, f"an index of {workers} worker(s)"
+    )
+    job, service = names[gang_env.JOB_NAME], names[gang_env.SERVICE]
+    return {
+        "cluster": {"worker": [f"{job}-{i}.{service}:{port}" for i in range(workers)]},
+        "task": {"type": "worker", "index": index},
+    }
+
+
+def read_cluster(environ: dict | None = None) -> Cluster:
+    """Parses TF_CONFIG, or derives it in a GKE Job pod (neither: a single process).
+
+    Raises:
+        ValueError: TF_CONFIG is not valid JSON or does not name this task, or
+            a Job pod's variables are wrong (see :func:`job_tf_config`).
+    """
+    env = os.environ if environ is None else environ
+    job_spec = job_tf_config(env)
+    if job_spec is not None:
+        index = job_spec["task"]["index"]
+        workers = len(job_spec["cluster"]["worker"])
+        return Cluster("worker", index, workers, is_chief=index == 0, job_spec=job_spec)
     raw = env.get("TF_CONFIG", "").strip()
     if not raw:
         return Cluster(task_type="", task_id=0, num_workers=1, is_chief=True)
@@ -72,9 +167,9 @@ def read_cluster(environ: dict | None = None) -> Cluster:
 
 
 def in_cluster(environ: dict | None = None) -> bool:
-    """Whether a cluster spec is set (this process is one of several replicas)."""
+    """Whether a cluster spec is set or derived (this process is one of several replicas)."""
     env = os.environ if environ is None else environ
-    return bool(env.get("TF_CONFIG", "").strip())
+    return bool(env.get("TF_CONFIG", "").strip()) or any(name in env for name in _GANG_VARS)
 
 
 def default_dirs(environ: dict | None = None) -> dict[str, str]:
@@ -101,7 +196,23 @@ def create_strategy(cluster: Cluster, collective_timeout_s: float):
         options = tf.distribute.experimental.CommunicationOptions(
             timeout_seconds=collective_timeout_s
         )
-        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        resolver = None  # TFConfigClusterResolver: TF reads TF_CONFIG itself
+        if cluster.job_spec is not None:
+            # The derived spec is handed over, not written to os.environ: TF_CONFIG
+            # stays absent, so this process and its children see one source only.
+            # A resolver that is not TFConfigClusterResolver reports the GPUs it is
+            # given (collective_all_reduce_strategy._initialize_local_devices).
+            gpus = len(tf.config.list_physical_devices("GPU"))
+            resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+                tf.train.ClusterSpec(cluster.job_spec["cluster"]),
+                task_type=cluster.task_type,
+                task_id=cluster.task_id,
+                num_accelerators={"GPU": gpus} if gpus else None,
+                rpc_layer="grpc",
+            )
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(
+            cluster_resolver=resolver, communication_options=options
+        )
     elif len(tf.config.list_physical_devices("GPU")) > 1:
         strategy = tf.distribute.MirroredStrategy()
     else:

@@ -1,9 +1,9 @@
-"""Names of the environment a Job-engine gang pod gets (one place for both sides).
+"""Environment contract between the GKE Job launcher and the trainer in its pods.
 
-The launcher (spottrain.runtime.gke_job) sets them in the pod manifest; the trainer
-(trainer/distribution.py) derives TF_CONFIG from them: workers
-``<JOB_NAME>-<i>.<SERVICE>:<PORT>`` for i in range(WORKERS), chief = index 0.
-Kubernetes itself sets JOB_COMPLETION_INDEX in the pods of an Indexed Job.
+The launcher creates an Indexed Job (one pod per worker) and a headless Service
+and sets these variables in every pod; Kubernetes itself sets
+``JOB_COMPLETION_INDEX``. ``trainer.distribution`` derives ``TF_CONFIG`` from
+them (peers are ``<job>-<index>.<service>:<port>``, worker 0 is the chief).
 """
 
 JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"

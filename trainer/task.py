@@ -4,6 +4,9 @@ Runs one attempt of a (possibly multi-worker) training run and exits with the
 code documented in :mod:`trainer.preemption`. By default this process is a
 light supervisor (no TensorFlow) that runs the trainer as its child and
 watches it for hangs (see :mod:`trainer.watchdog`); signals are forwarded.
+It can be a container's main process (PID 1, as in the GKE Job's pods): it
+handles SIGTERM/SIGINT from its first lines on, reaps orphans and exits with
+the trainer's code.
 """
 
 from __future__ import annotations
@@ -16,20 +19,28 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     """Runs the trainer (supervised unless ``--no-supervisor``); returns its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    from trainer import watchdog
+
+    relay = None
+    if watchdog.should_supervise(argv):
+        # First thing: as a container's PID 1 (GKE Job pods) a SIGTERM without a
+        # handler would be dropped by the kernel, and the pod killed at the end
+        # of its grace period instead.
+        relay = watchdog.NoticeRelay().install()
     from trainer.stdio import survive_broken_pipes
 
     # Before logging captures sys.stdout: a dead log reader must not end training.
     survive_broken_pipes()
     _log_to_stdout_and_errors_to_stderr()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from trainer import train_lib, watchdog
+    from trainer import train_lib
 
-    if watchdog.should_supervise(argv):
+    if relay is not None:
         # Bad flags and values fail here, in the light supervisor, in well under a second.
         code = train_lib.check(argv)
         if code is not None:
             return code
-        return watchdog.supervise([sys.executable, "-m", "trainer.task", *argv], argv)
+        return watchdog.supervise([sys.executable, "-m", "trainer.task", *argv], argv, relay=relay)
 
     return train_lib.run(argv)
 

@@ -109,6 +109,74 @@ def py_spy_dump(pid: int, timeout_s: float = 30.0) -> str | None:
     return None
 
 
+class NoticeRelay:
+    """The supervisor's SIGTERM/SIGINT handler: passes the notice on to the trainer.
+
+    As a container's main process (``python -m trainer.task`` in a GKE Job pod)
+    the supervisor is PID 1, and the kernel delivers to PID 1 only the signals
+    it has a handler for: the rest are dropped, not defaulted (signal(7),
+    pid_namespaces(7)). So ``trainer.task`` installs this first thing, before
+    its checks and imports: a notice that arrives before the trainer exists is
+    held (the supervisor then exits without starting it), one that arrives
+    while it starts is passed on as soon as it does.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen | None = None
+        self.held: int | None = None
+        self._old: dict = {}
+
+    def install(self) -> NoticeRelay:
+        """Installs the handler; returns self."""
+        self._old = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
+
+    def restore(self) -> None:
+        """Puts the previous handlers back."""
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        self._old = {}
+
+    def attach(self, child: subprocess.Popen) -> None:
+        """Forwards from now on to ``child``, and the notice held so far, if any."""
+        self.child = child
+        if self.held is not None:
+            self._send(self.held)
+
+    def _handle(self, signum, _frame) -> None:
+        # A preemption notice is for the trainer: it saves, then exits 143.
+        if self.child is None:
+            self.held = self.held or signum
+        else:
+            self._send(signum)
+
+    def _send(self, signum: int) -> None:
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signum)
+
+
+def reap_orphans(keep: int) -> None:
+    """Reaps exited children other than ``keep``, without touching ``keep``.
+
+    A container's PID 1 inherits every orphaned process of its PID namespace
+    and must reap them, or they stay zombies. ``keep`` (the trainer) is left
+    for its ``Popen``, which must read its exit status itself.
+    """
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # no children at all
+            return
+        if info is None or info.si_pid == keep:
+            return
+        try:
+            os.waitpid(info.si_pid, 0)
+        except ChildProcessError:  # reaped meanwhile by its own waiter
+            pass
+
+
 class Supervisor:
     """Runs the trainer as a child process and watches its heartbeat."""
 
@@ -124,8 +192,25 @@ class Supervisor:
         self.fired_after: float | None = None
         self.progress_fd = int(os.environ.get(PROGRESS_FD_ENV, "-1"))
 
-    def run(self) -> int:
-        """Starts the child, forwards signals, returns its exit code (or HUNG)."""
+    def run(self, relay: NoticeRelay | None = None) -> int:
+        """Starts the child, forwards signals, returns its exit code (or HUNG).
+
+        Args:
+            relay: The notice handler already installed by the caller (see
+                :class:`NoticeRelay`); one is installed here when None.
+        """
+        relay = relay or NoticeRelay().install()
+        if relay.held is not None:
+            # The notice came before the trainer existed: nothing to save, and
+            # starting a trainer only to stop it would delay the pod's exit.
+            code = exit_code(-relay.held)
+            log.warning(
+                "%s before the trainer started: exiting %d, nothing to save",
+                signal.Signals(relay.held).name,
+                code,
+            )
+            relay.restore()
+            return code
         read_fd, write_fd = os.pipe()
         fault_file = tempfile.NamedTemporaryFile(
             prefix="spottrain-faulthandler-", suffix=".txt", delete=False
@@ -138,18 +223,12 @@ class Supervisor:
             self.cmd, env=env, pass_fds=(write_fd,), preexec_fn=die_with_parent
         )
         os.close(write_fd)
-
-        def forward(signum, _frame):
-            # A preemption notice is for the trainer: it saves, then exits 143.
-            if child.poll() is None:
-                child.send_signal(signum)
-
-        old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+        # A notice that arrived while the child was being started is passed on now.
+        relay.attach(child)
         try:
             return self._watch(child, read_fd, fault_file.name)
         finally:
-            for s, h in old.items():
-                signal.signal(s, h)
+            relay.restore()
             if child.poll() is None:
                 child.kill()
                 child.wait()
@@ -178,6 +257,7 @@ class Supervisor:
                             watching = False
             else:
                 time.sleep(0.2)
+            reap_orphans(keep=child.pid)
             if child.poll() is not None:
                 return exit_code(child.returncode)
             limit = self.startup_timeout_s if self.step is None else self.hang_timeout_s
@@ -231,13 +311,19 @@ def should_supervise(trainer_argv: list[str]) -> bool:
     return HEARTBEAT_FD_ENV not in os.environ and "--no-supervisor" not in trainer_argv
 
 
-def supervise(cmd: list[str], trainer_argv: list[str], name: str = "trainer") -> int:
+def supervise(
+    cmd: list[str],
+    trainer_argv: list[str],
+    name: str = "trainer",
+    relay: NoticeRelay | None = None,
+) -> int:
     """Runs ``cmd`` as the supervised child, with the timeouts of its trainer flags.
 
     Args:
         cmd: The child's command line (it sees HEARTBEAT_FD_ENV and trains).
         trainer_argv: The trainer flags in it, for ``--hang-timeout`` and friends.
         name: Log name when TF_CONFIG gives none.
+        relay: The installed notice handler (see :class:`NoticeRelay`), if any.
     """
     from trainer import config, distribution
     from trainer.preemption import ConfigError
@@ -247,4 +333,4 @@ def supervise(cmd: list[str], trainer_argv: list[str], name: str = "trainer") ->
         name = distribution.read_cluster().name
     except (ConfigError, ValueError):
         cfg = config.TrainConfig()  # the child reports the error itself
-    return Supervisor(cmd, cfg.hang_timeout, cfg.startup_timeout, name).run()
+    return Supervisor(cmd, cfg.hang_timeout, cfg.startup_timeout, name).run(relay)
