@@ -147,6 +147,27 @@ def test_the_pod_contract_and_the_args_of_the_in_pod_train():
     assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 30
 
 
+def test_the_trainer_in_each_pod_finds_its_peers_where_the_manifests_put_them():
+    """The two halves of the contract together: manifest env -> trainer's cluster."""
+    from trainer import distribution
+
+    _, _, cluster = run_compiled(comp.COMPILED_DIR / JOB_PIPELINES[0], 2, True)
+    job, service = cluster.sent[1], cluster.sent[0]
+    pod = job["spec"]["template"]["spec"]
+    [trainer] = pod["containers"]
+    env = {e["name"]: e["value"] for e in trainer["env"]}
+    name, port = job["metadata"]["name"], trainer["ports"][0]["containerPort"]
+    # Kubernetes: hostname <job>-<index>, subdomain = the headless Service.
+    assert pod["subdomain"] == service["metadata"]["name"]
+    assert job["spec"]["completionMode"] == "Indexed"
+    for index in range(2):
+        got = distribution.read_cluster({**env, gang_env.JOB_COMPLETION_INDEX: str(index)})
+        assert got.is_chief == (index == 0) and got.num_workers == 2
+        assert distribution.job_tf_config({**env, gang_env.JOB_COMPLETION_INDEX: str(index)})[
+            "cluster"
+        ]["worker"] == [f"{name}-{i}.{pod['subdomain']}:{port}" for i in range(2)]
+
+
 def test_pod_failure_policy_comes_from_the_exit_code_table():
     rules = manifests.pod_failure_policy()["rules"]
     assert rules[0] == {
