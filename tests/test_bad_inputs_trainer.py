@@ -117,6 +117,10 @@ def test_an_output_dir_that_is_a_file_fails_before_training(tmp_path, which):
         ('{"cluster": {"chief": ["a:1"]}, "task": {"type": "chief", "index": 1}}', "index 1"),
         ('{"cluster": {"chief": ["a:1"]}, "task": {"type": "ps"}}', "'ps'"),
         ("{not json", "not a valid cluster spec"),
+        (
+            '{"cluster": {"chief": ["a:1"], "worker": ["a:1"]}, "task": {"type": "chief"}}',
+            "lists 'a:1' for more than one task",
+        ),
     ],
 )
 def test_a_bad_cluster_spec_is_one_line_fatal(tmp_path, tf_config, named):

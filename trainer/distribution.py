@@ -156,6 +156,12 @@ def read_cluster(environ: dict | None = None) -> Cluster:
             f"TF_CONFIG task {task_type} index {task_id} is not in its pool of {len(pool)} "
             f"address(es): {raw[:200]}"
         )
+    addresses = [a for pool in cluster.values() if isinstance(pool, list) for a in pool]
+    repeated = sorted({a for a in addresses if addresses.count(a) > 1})
+    if repeated:
+        # Two tasks cannot both listen on one address: the second never starts and
+        # MWMS waits for it until the start-up timeout.
+        raise ValueError(f"TF_CONFIG lists {repeated[0]!r} for more than one task: {raw[:200]}")
     if task_type in ("chief", "master"):
         is_chief = True
     elif task_type == "worker":
