@@ -43,7 +43,7 @@ def run_cli(
     cmd = [
         *command,
         "--logdir", str(out / "logs"),
-        "--warmup-steps", "3", "--profile-steps", "12",
+        "--skip-steps", "3", "--profile-steps", "12",
         "--report", str(out / "report.md"), "--metrics-json", str(out / "metrics.json"),
         "--steps-json", str(out / "steps.json"),
         "--", "--image-dir", digits_dir, *FLAGS,
@@ -189,7 +189,7 @@ def test_two_workers_measure_allreduce_against_the_estimate(tmp_path, digits_dir
 
     out = tmp_path / "mw"
     args = [
-        "--logdir", str(out / "logs"), "--warmup-steps", "3", "--profile-steps", "8",
+        "--logdir", str(out / "logs"), "--skip-steps", "3", "--profile-steps", "8",
         "--bandwidth-gbps", "8", "--metrics-json", str(out / "metrics.json"),
         "--report", str(out / "report.md"),
         "--", "--image-dir", digits_dir, *FLAGS,
@@ -217,8 +217,8 @@ def test_allreduce_estimate_is_parameters_times_4_bytes_over_bandwidth():
 
 
 def test_bad_window_names_the_value():
-    with pytest.raises(ValueError, match="warmup_steps=0"):
-        profiling.profile([], "/tmp/x", warmup_steps=0)
+    with pytest.raises(ValueError, match="skip_steps=0"):
+        profiling.profile([], "/tmp/x", skip_steps=0)
     with pytest.raises(ValueError, match="profile_steps=0"):
         profiling.profile([], "/tmp/x", profile_steps=0)
 
@@ -348,7 +348,7 @@ def test_profile_component_yaml_runs_locally_and_fills_its_outputs(tmp_path, dig
             weights="none",
             image_size=16,
             batch_size_per_replica=8,
-            warmup_steps=2,
+            skip_steps=2,
             profile_steps=4,
             tensorboard_dir=str(tmp_path / "tb"),
         )

@@ -24,7 +24,7 @@ def profile(
     extra_args: list = [],  # noqa: B006 - KFP needs a literal default, never mutated
     local_workers: int = 1,
     expect_gpus: int = 0,
-    warmup_steps: int = 5,
+    skip_steps: int = 5,
     profile_steps: int = 20,
     bandwidth_gbps: float = 10.0,
     cloud_profiler: bool = False,
@@ -34,7 +34,7 @@ def profile(
     """Profiles a short window of the training setup and reports what limits it.
 
     Builds the same model, input pipeline and strategy as the train component,
-    records warmup_steps + profile_steps steps (the latter with the TensorFlow
+    records skip_steps + profile_steps steps (the latter with the TensorFlow
     Profiler) without touching the training's checkpoints, and analyses the trace:
     step time, input-bound share, device compute share, host vs device op placement,
     16/32-bit precision, top ops, AllReduce time vs its estimate, each with advice.
@@ -56,7 +56,8 @@ def profile(
         extra_args: More trainer.task flags, e.g. ["--cache-max-mb", "4096"].
         local_workers: Worker processes on this node (MWMS over 127.0.0.1), as in train.
         expect_gpus: GPUs this task was placed with; fails fast when TensorFlow sees fewer.
-        warmup_steps: Steps before the profiled window (tracing, autotuning).
+        skip_steps: Steps run before the profiled window (tracing, autotuning); not
+            the learning-rate warm-up.
         profile_steps: Steps recorded by the profiler.
         bandwidth_gbps: Bandwidth between replicas for the AllReduce estimate, Gbit/s.
         cloud_profiler: Also start Vertex AI's cloud_profiler plugin (Vertex TensorBoard).

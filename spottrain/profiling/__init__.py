@@ -37,7 +37,7 @@ One module per job, each importing only the ones listed before it:
 
 from spottrain.profiling.analysis import (
     DEFAULT_PROFILE_STEPS,
-    DEFAULT_WARMUP_STEPS,
+    DEFAULT_SKIP_STEPS,
     TOP_OPS,
     Analysis,
     RunInfo,
@@ -84,7 +84,7 @@ __all__ = [
     "BYTES_PER_PARAMETER",
     "DEFAULT_BANDWIDTH_GBPS",
     "DEFAULT_PROFILE_STEPS",
-    "DEFAULT_WARMUP_STEPS",
+    "DEFAULT_SKIP_STEPS",
     "HIGH_MEMORY_SHARE",
     "HOST_OP_SHARE",
     "INPUT_BOUND_SHARE",

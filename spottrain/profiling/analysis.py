@@ -15,7 +15,7 @@ from spottrain.profiling.findings import (
 )
 from spottrain.profiling.trace import OpTime, ProfileError, TraceSummary
 
-DEFAULT_WARMUP_STEPS = 5
+DEFAULT_SKIP_STEPS = 5
 DEFAULT_PROFILE_STEPS = 20
 TOP_OPS = 10
 
@@ -26,7 +26,7 @@ class RunInfo:
 
     steps: list[tuple[float, float]]  # (input seconds, step seconds) of profiled steps
     window_seconds: float  # wall time from profiler start to stop
-    warmup_steps: int = DEFAULT_WARMUP_STEPS
+    skip_steps: int = DEFAULT_SKIP_STEPS
     replicas: int = 1
     workers: int = 1
     global_batch: int = 0
@@ -74,7 +74,7 @@ def analyse(trace: TraceSummary, run: RunInfo) -> Analysis:
     window = max(run.window_seconds, step_s)
     m: dict[str, float] = {
         "profiled_steps": n,
-        "warmup_steps": run.warmup_steps,
+        "skip_steps": run.skip_steps,
         "replicas": run.replicas,
         "workers": run.workers,
         "global_batch_size": run.global_batch,

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from spottrain.profiling.analysis import DEFAULT_PROFILE_STEPS, DEFAULT_WARMUP_STEPS
+from spottrain.profiling.analysis import DEFAULT_PROFILE_STEPS, DEFAULT_SKIP_STEPS
 from spottrain.profiling.findings import DEFAULT_BANDWIDTH_GBPS
 from spottrain.profiling.trace import ProfileError
 from spottrain.profiling.window import profile
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=distribution.default_dirs()["tensorboard_dir"],
         help="TensorBoard log dir for the trace (default $AIP_TENSORBOARD_LOG_DIR).",
     )
-    p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS)
+    p.add_argument("--skip-steps", type=int, default=DEFAULT_SKIP_STEPS)
     p.add_argument("--profile-steps", type=int, default=DEFAULT_PROFILE_STEPS)
     p.add_argument(
         "--bandwidth-gbps",
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_outputs(args: argparse.Namespace) -> str:
     """The first problem with the output paths or window sizes, or ``""``."""
     for flag, steps, least in (
-        ("--warmup-steps", args.warmup_steps, 0),
+        ("--skip-steps", args.skip_steps, 0),
         ("--profile-steps", args.profile_steps, 1),
     ):
         if steps < least:
@@ -85,7 +85,7 @@ def step_table(result) -> list[dict]:
     """The profiled steps: ``step`` (as numbered in the trace's step markers), ms each."""
     run = result.analysis.run
     return [
-        {"step": run.warmup_steps + 1 + i, "input_ms": 1000 * wait, "step_ms": 1000 * total}
+        {"step": run.skip_steps + 1 + i, "input_ms": 1000 * wait, "step_ms": 1000 * total}
         for i, (wait, total) in enumerate(run.steps)
     ]
 
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print)
         result = profile(
             trainer_args,
             args.logdir,
-            warmup_steps=args.warmup_steps,
+            skip_steps=args.skip_steps,
             profile_steps=args.profile_steps,
             bandwidth_gbps=args.bandwidth_gbps,
             cloud_profiler=args.cloud_profiler,

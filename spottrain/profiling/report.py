@@ -24,8 +24,9 @@ def render_markdown(a: Analysis) -> str:
     lines = [
         f"# Training profile{': ' + run.description if run.description else ''}",
         "",
-        f"{n} steps profiled after {run.warmup_steps} warm-up steps; {run.replicas} "
-        f"replica(s) on {run.workers} worker(s); global batch {run.global_batch}; {hw}.",
+        f"{n} steps profiled after {run.skip_steps} skipped steps (tracing, autotuning); "
+        f"{run.replicas} replica(s) on {run.workers} worker(s); "
+        f"global batch {run.global_batch}; {hw}.",
     ]
     if run.trace_dir:
         lines += [
@@ -130,7 +131,7 @@ def profile_tab_note(run) -> str:
     (kHighlyInfeedBoundThresholdInPercent 20, kModeratelyInfeedBoundThresholdInPercent
     5, kModeratelyAllOtherBoundThresholdInPercent 3).
     """
-    first, last = run.warmup_steps + 1, run.warmup_steps + len(run.steps)
+    first, last = run.skip_steps + 1, run.skip_steps + len(run.steps)
     inner = f"{first + 1}-{last - 1}" if last - first >= 2 else "none"
     return (
         f"The Profile tab reads the same trace: every step is marked there as `train <step>`, "

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from spottrain.profiling.analysis import (
     DEFAULT_PROFILE_STEPS,
-    DEFAULT_WARMUP_STEPS,
+    DEFAULT_SKIP_STEPS,
     Analysis,
     RunInfo,
     analyse,
@@ -127,7 +127,7 @@ def profile(
     trainer_argv: Sequence[str],
     logdir: str,
     *,
-    warmup_steps: int = DEFAULT_WARMUP_STEPS,
+    skip_steps: int = DEFAULT_SKIP_STEPS,
     profile_steps: int = DEFAULT_PROFILE_STEPS,
     bandwidth_gbps: float = DEFAULT_BANDWIDTH_GBPS,
     cloud_profiler: bool = False,
@@ -142,7 +142,7 @@ def profile(
     Args:
         trainer_argv: ``python -m trainer.task`` flags of the training to profile.
         logdir: TensorBoard log dir; the trace goes to ``<logdir>/plugins/profile/<run>``.
-        warmup_steps: Steps before the window (tracing, autotuning, caches).
+        skip_steps: Steps before the window (tracing, autotuning, caches).
         profile_steps: Steps inside the window.
         bandwidth_gbps: Link bandwidth between replicas for the AllReduce estimate.
         cloud_profiler: Also start Vertex AI's profiler plugin (custom jobs only).
@@ -156,9 +156,9 @@ def profile(
         trainer.preemption.TrainerExit: the trainer's own errors (ConfigError: exit 64).
         ProfileError: the trace is missing.
     """
-    if warmup_steps < 1:
+    if skip_steps < 1:
         raise ValueError(
-            f"warmup_steps={warmup_steps} must be >= 1 (the first step traces the function)"
+            f"skip_steps={skip_steps} must be >= 1 (the first step traces the function)"
         )
     if profile_steps < 1:
         raise ValueError(f"profile_steps={profile_steps} must be >= 1")
@@ -178,7 +178,7 @@ def profile(
         cfg.checkpoint_dir = f"{scratch}/checkpoints"
         cfg.model_dir = f"{scratch}/model"
         cfg.tensorboard_dir = ""
-        cfg.train_steps, cfg.epochs = warmup_steps + profile_steps, 0.0
+        cfg.train_steps, cfg.epochs = skip_steps + profile_steps, 0.0
         cfg.save_every_steps, cfg.save_every_seconds = 10**9, 0.0
         index = train_lib.validate_all(cfg, cluster)
         if cloud_profiler:
@@ -200,8 +200,8 @@ def profile(
         before = _profile_runs(logdir) if cluster.is_chief else set()
         window = _Window(
             logdir,
-            warmup_steps + 1,
-            warmup_steps + profile_steps,
+            skip_steps + 1,
+            skip_steps + profile_steps,
             record=cluster.is_chief,
             on_open=reset_memory,
         )
@@ -215,7 +215,7 @@ def profile(
         window.close()
         if not cluster.is_chief:
             return ProfileResult(is_chief=False)
-        steps = list(trainer.step_times)[warmup_steps : warmup_steps + profile_steps]
+        steps = list(trainer.step_times)[skip_steps : skip_steps + profile_steps]
         peak, total = _gpu_memory(accelerators)
         new_runs = sorted(_profile_runs(logdir) - before)
         if not new_runs:
@@ -231,7 +231,7 @@ def profile(
         run = RunInfo(
             steps=steps,
             window_seconds=(window.stopped or 0) - (window.started or 0),
-            warmup_steps=warmup_steps,
+            skip_steps=skip_steps,
             replicas=trainer.replicas,
             workers=cluster.num_workers,
             global_batch=trainer.global_batch,

@@ -70,7 +70,7 @@ def run_profile(
     logdir: str,
     *,
     local_workers: int = 1,
-    warmup_steps: int = 5,
+    skip_steps: int = 5,
     profile_steps: int = 20,
     bandwidth_gbps: float = 10.0,
     cloud_profiler: bool = False,
@@ -81,7 +81,7 @@ def run_profile(
         train_rt.TrainFailed: the profile run exited non-zero (its exit code).
     """
     options = dict(
-        warmup_steps=warmup_steps,
+        skip_steps=skip_steps,
         profile_steps=profile_steps,
         bandwidth_gbps=bandwidth_gbps,
         cloud_profiler=cloud_profiler,
@@ -102,7 +102,7 @@ def run_profile(
     with tempfile.TemporaryDirectory(prefix="spottrain-profile-") as tmp:
         argv = [
             "--logdir", logdir,
-            "--warmup-steps", str(warmup_steps),
+            "--skip-steps", str(skip_steps),
             "--profile-steps", str(profile_steps),
             "--bandwidth-gbps", repr(float(bandwidth_gbps)),
             "--report", f"{tmp}/report.md",
@@ -260,7 +260,7 @@ def run_component(
         k: kwargs.pop(k)
         for k in (
             "local_workers",
-            "warmup_steps",
+            "skip_steps",
             "profile_steps",
             "bandwidth_gbps",
             "cloud_profiler",
