@@ -40,9 +40,10 @@ marker, argv = sys.argv[1], sys.argv[2:]
 import tensorflow as tf
 if marker == "off":
     tf.profiler.experimental.Trace = lambda *a, **k: contextlib.nullcontext()
-from trainer import ledger as ledger_lib, train_lib
-cfg, cluster = train_lib.prepare(argv)
-index = train_lib.validate_all(cfg, cluster)
+from trainer import attempt, train_lib
+from trainer import ledger as ledger_lib
+cfg, cluster = attempt.prepare(argv)
+index = attempt.validate_all(cfg, cluster)
 t = train_lib.Trainer(cfg, cluster, index, ledger_lib.Ledger(cfg.checkpoint_dir, enabled=False))
 t.build()
 start = time.perf_counter()

@@ -6,16 +6,16 @@ from kfp import dsl
 from trainer_helpers import tiny_args
 
 from spottrain.runtime.train import write_ledger
-from trainer import preemption, train_lib
+from trainer import attempt, preemption
 
 
 def test_ledger_becomes_metrics_and_markdown(digits_dir, tmp_path):
     out = tmp_path / "run"
     prices = dict(price_per_hour=0.35, on_demand_price_per_hour=1.2)
     # A real fatal attempt, then a real successful one, in the same checkpoint dir.
-    assert train_lib.run(tiny_args(digits_dir, out, backbone="nope", **prices)) == 64
+    assert attempt.run(tiny_args(digits_dir, out, backbone="nope", **prices)) == 64
     ok = tiny_args(digits_dir, out, train_steps=4, save_every_steps=2, **prices)
-    assert train_lib.run(ok) == preemption.OK
+    assert attempt.run(ok) == preemption.OK
 
     metrics = dsl.Metrics(name="metrics", uri=str(tmp_path / "metrics"))
     attempts = dsl.Markdown(name="attempts", uri=str(tmp_path / "attempts.md"))

@@ -9,7 +9,7 @@ import time
 import pytest
 from trainer_helpers import error_lines, run_module, tiny_args
 
-from trainer import distribution, preemption, train_lib
+from trainer import attempt, distribution, preemption
 
 TWO_WORKERS = json.dumps(
     {
@@ -69,7 +69,7 @@ def test_bad_config_is_fatal_fast_and_named(name, digits_dir, tmp_path, caplog):
     argv = tiny_args(digits_dir, tmp_path / "out", **overrides)
     caplog.set_level(logging.INFO)
     start = time.monotonic()
-    code = train_lib.run(argv, environ=environ)
+    code = attempt.run(argv, environ=environ)
     elapsed = time.monotonic() - start
     assert code == preemption.FATAL_CONFIG
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
@@ -91,17 +91,17 @@ def test_cli_bad_value_exits_fatal_with_one_line(digits_dir, tmp_path):
 def test_fatal_marker_makes_retries_exit_at_once(digits_dir, tmp_path, caplog):
     out = tmp_path / "out"
     argv = tiny_args(digits_dir, out, image_dir="/nonexistent/again")
-    assert train_lib.run(argv) == preemption.FATAL_CONFIG
+    assert attempt.run(argv) == preemption.FATAL_CONFIG
     marker = json.loads((out / "checkpoints" / "FATAL.json").read_text())
     assert "/nonexistent/again" in marker["error"] and marker["exit_code"] == 64
     # The retry stops at the marker: it never gets as far as the data checks.
     caplog.set_level(logging.INFO)
-    assert train_lib.run(argv) == preemption.FATAL_CONFIG
+    assert attempt.run(argv) == preemption.FATAL_CONFIG
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert "previous attempt of this config failed fatally" in errors[-1]
     # A fixed config is not blocked by the marker of the broken one.
     fixed = tiny_args(digits_dir, out, train_steps=2, save_every_steps=1)
-    assert train_lib.run(fixed) == preemption.OK
+    assert attempt.run(fixed) == preemption.OK
     records = json.loads((out / "checkpoints" / "attempts.json").read_text())["attempts"]
     assert [r["outcome"] for r in records] == ["fatal_config", "fatal_config", "success"]
 

@@ -7,7 +7,7 @@ import json
 import tfds_digits
 from trainer_helpers import tiny_args
 
-from trainer import preemption, train_lib
+from trainer import attempt, preemption
 
 
 def test_trains_on_a_prepared_tfds_dataset_and_writes_tensorboard(tmp_path):
@@ -24,7 +24,7 @@ def test_trains_on_a_prepared_tfds_dataset_and_writes_tensorboard(tmp_path):
         learning_rate=0.003,
         tensorboard_dir=out / "logs",
     )
-    assert train_lib.run(argv) == preemption.OK
+    assert attempt.run(argv) == preemption.OK
     summary = json.loads((out / "model" / "training_summary.json").read_text())
     assert summary["final_step"] == 150
     assert summary["class_names"] == [str(i) for i in range(10)]
@@ -44,6 +44,6 @@ def test_unknown_tfds_split_is_fatal_and_named(tmp_path):
         data_dir=data_dir,
         val_split="test",
     )
-    assert train_lib.run(argv) == preemption.FATAL_CONFIG
+    assert attempt.run(argv) == preemption.FATAL_CONFIG
     marker = json.loads((tmp_path / "run" / "checkpoints" / "FATAL.json").read_text())
     assert "'test'" in marker["error"] and "validation" in marker["error"]

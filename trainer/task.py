@@ -33,16 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     survive_broken_pipes()
     _log_to_stdout_and_errors_to_stderr()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from trainer import train_lib
+    from trainer import attempt
 
     if relay is not None:
         # Bad flags and values fail here, in the light supervisor, in well under a second.
-        code = train_lib.check(argv)
+        code = attempt.check(argv)
         if code is not None:
             return code
         return watchdog.supervise([sys.executable, "-m", "trainer.task", *argv], argv, relay=relay)
 
-    return train_lib.run(argv)
+    return attempt.run(argv)
 
 
 def _log_to_stdout_and_errors_to_stderr() -> None:

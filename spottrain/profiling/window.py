@@ -168,10 +168,10 @@ def profile(
 
     import tensorflow as tf
 
+    from trainer import attempt, train_lib
     from trainer import ledger as ledger_lib
-    from trainer import train_lib
 
-    cfg, cluster = train_lib.prepare(list(trainer_argv), environ)
+    cfg, cluster = attempt.prepare(list(trainer_argv), environ)
     scratch = tempfile.mkdtemp(prefix=f"spottrain-profile-{cluster.name}-")
     trainer = window = None
     try:
@@ -180,7 +180,7 @@ def profile(
         cfg.tensorboard_dir = ""
         cfg.train_steps, cfg.epochs = skip_steps + profile_steps, 0.0
         cfg.save_every_steps, cfg.save_every_seconds = 10**9, 0.0
-        index = train_lib.validate_all(cfg, cluster)
+        index = attempt.validate_all(cfg, cluster)
         if cloud_profiler:
             start_cloud_profiler()
         trainer = train_lib.Trainer(

@@ -1,0 +1,180 @@
+"""One attempt of a training run: check, train, and close its record with an exit code.
+
+The light supervisor runs :func:`check` (no TensorFlow, no data) before it starts
+the trainer process, which runs :func:`run`. Both end an attempt the same way:
+one log line, ``FATAL.json`` for a fatal error, the ledger record closed with the
+outcome (see :mod:`trainer.preemption` for the codes).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+
+from trainer import checkpointing, config, data, distribution, fileio, preemption
+from trainer import ledger as ledger_lib
+from trainer.preemption import ConfigError, TrainerExit
+from trainer.train_lib import Trainer
+
+log = logging.getLogger("trainer")
+
+# OSError numbers no retry can cure without someone fixing the destination.
+UNWRITABLE = frozenset(
+    {
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+    }
+)
+
+
+def prepare(argv: list[str], environ: dict | None = None):
+    """Reads the cluster and parses the flags; raises ConfigError.
+
+    Returns:
+        (config, cluster).
+    """
+    try:
+        cluster = distribution.read_cluster(environ)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+    cfg = config.parse_args(argv, distribution.default_dirs(environ))
+    if not cfg.tensorboard_dir:
+        cfg.tensorboard_dir = checkpointing.default_tensorboard_dir(cfg.checkpoint_dir)
+    return cfg, cluster
+
+
+def _quick_checks(cfg: config.TrainConfig, cluster: distribution.Cluster, *, storage: bool) -> None:
+    """The checks that need no data; raises ConfigError/TrainerExit.
+
+    Args:
+        cfg: The parsed flags.
+        cluster: This worker's place in the cluster.
+        storage: Also read the fatal marker and probe the output dirs (needs
+            TensorFlow for gs:// dirs, so the light supervisor passes it only
+            for local dirs).
+    """
+    config.validate(cfg)
+    if storage:
+        checkpointing.check_fatal_marker(cfg)
+        checkpointing.check_output_dirs(cfg, cluster)
+
+
+def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> data.DataIndex:
+    """Fast checks, in order of cost; raises ConfigError."""
+    _quick_checks(cfg, cluster, storage=True)
+    index = data.index_data(cfg)
+    cfg.class_names = index.class_names
+    checkpointing.check_run_config(cfg, cluster)
+    return index
+
+
+def _ledger(cfg: config.TrainConfig, cluster: distribution.Cluster) -> ledger_lib.Ledger:
+    return ledger_lib.Ledger(
+        cfg.checkpoint_dir,
+        cluster.is_chief,
+        workers=cluster.num_workers,
+        price_per_hour=cfg.price_per_hour,
+        on_demand_price_per_hour=cfg.on_demand_price_per_hour,
+    )
+
+
+def _stop(e: TrainerExit, cfg, cluster, ledger) -> int:
+    """Logs the one line, records a fatal error for retries, closes the ledger record.
+
+    ``cfg`` is ``None`` when the checkpoint dir itself is unusable (nothing is
+    recorded there). A storage failure while recording is a warning: the exit
+    code is what the orchestrator acts on.
+    """
+    level = logging.WARNING if preemption.is_retryable(e.code) else logging.ERROR
+    log.log(level, "exit %d: %s", e.code, e)
+    if e.code in preemption.FATAL and cfg is not None and cluster is not None:
+        checkpointing.record_fatal(cfg, cluster, str(e), e.code)
+    if ledger is not None:
+        try:
+            ledger.end(e.code, str(e))
+        except Exception as err:  # noqa: BLE001 - the storage may be what failed
+            log.warning("could not close the attempt's ledger record: %s", err)
+    return e.code
+
+
+def _close_unexpected(ledger, e: BaseException) -> None:
+    """Closes the ledger record of an attempt that ends in a traceback (exit 1)."""
+    if ledger is not None:
+        try:
+            ledger.end(1, f"{type(e).__name__}: {e}")
+        except Exception as err:  # noqa: BLE001 - the traceback that follows matters more
+            log.warning("could not close the attempt's ledger record: %s", err)
+
+
+def _recordable(cfg) -> bool:
+    """Whether the checkpoint dir can hold FATAL.json and the ledger at all."""
+    return bool(cfg and cfg.checkpoint_dir) and fileio.url_problem(cfg.checkpoint_dir) is None
+
+
+def check(argv: list[str], environ: dict | None = None) -> int | None:
+    """The checks that need neither data nor TensorFlow, for the supervisor to run first.
+
+    A mistyped flag then costs well under a second instead of the trainer
+    process's TensorFlow import; the outcome (exit code, FATAL.json, ledger
+    record) is the same as when the trainer finds it.
+
+    Returns:
+        The exit code to stop with, or ``None`` when the trainer should start.
+    """
+    cfg = cluster = ledger = None
+    try:
+        cfg, cluster = prepare(argv, environ)
+        # gs:// output dirs wait for the trainer process, which has TensorFlow.
+        local = fileio.is_local(cfg.checkpoint_dir) and fileio.is_local(cfg.model_dir)
+        _quick_checks(cfg, cluster, storage=local)
+    except TrainerExit as e:
+        if not _recordable(cfg):
+            cfg = None
+        elif cluster is not None and e.code in preemption.FATAL:
+            try:
+                ledger = _ledger(cfg, cluster)
+            except Exception as err:  # noqa: BLE001 - report the config error, not this
+                log.warning("could not open the attempt ledger: %s", err)
+        return _stop(e, cfg, cluster, ledger)
+    return None
+
+
+def run(argv: list[str], environ: dict | None = None) -> int:
+    """Runs one attempt; returns the exit code (see trainer.preemption)."""
+    cfg = cluster = trainer = ledger = None
+    try:
+        cfg, cluster = prepare(argv, environ)
+        ledger = _ledger(cfg, cluster)
+        index = validate_all(cfg, cluster)
+        trainer = Trainer(cfg, cluster, index, ledger)
+        trainer.build()
+        final_step = trainer.train()
+        metrics = trainer.evaluate()
+        summary = trainer.export(final_step, metrics)
+        log.info("done: %s", json.dumps({k: v for k, v in summary.items() if k != "class_names"}))
+        ledger.end(preemption.OK)
+        return preemption.OK
+    except TrainerExit as e:
+        return _stop(e, cfg if _recordable(cfg) else None, cluster, ledger)
+    except OSError as e:
+        # Out of space, permissions, a file where a folder belongs: the same on retry.
+        if e.errno not in UNWRITABLE:
+            _close_unexpected(ledger, e)
+            raise
+        where = e.filename or (cfg.checkpoint_dir if cfg else "?")
+        return _stop(ConfigError(f"cannot write {where!r}: {e.strerror}"), cfg, cluster, ledger)
+    except Exception as e:
+        failure = fileio.storage_failure(e)
+        if failure is None:
+            _close_unexpected(ledger, e)
+            raise
+        return _stop(failure, cfg, cluster, ledger)
+    finally:
+        if trainer is not None:
+            trainer.close()
