@@ -245,10 +245,10 @@ def cmd_run_local(args: argparse.Namespace) -> int:
 
 def _check_gke_template(template: Path) -> None:
     """A Vertex pipeline (custom-job components) does not run on KFP on GKE."""
-    from spottrain.pipelines import guards
+    from spottrain.pipelines import guards, templates
 
-    spec, _ = guards.load_template(template)
-    if guards.custom_jobs(spec):
+    spec, _ = templates.load_template(template)
+    if templates.custom_jobs(spec):
         raise guards.GuardError(
             f"--pipeline {str(template)!r} is a Vertex AI pipeline (Vertex custom jobs): "
             "submit it with run-vertex, or pass a GKE pipeline (spottrain_gke_*.yaml)"

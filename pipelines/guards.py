@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
+from spottrain.pipelines import templates
 
 PERSISTENT_PREFIXES = ("gs://", "/gcs/")
 _TIMEOUT = re.compile(r"^([0-9]+(\.[0-9]{1,9})?)s$")
@@ -118,49 +118,6 @@ def check_checkpoint_dir(checkpoint_dir: str, retries: int) -> None:
         )
 
 
-# -- compiled templates -------------------------------------------------------------
-
-
-def load_template(path: str | Path) -> tuple[dict, dict | None]:
-    """Reads a compiled pipeline: the PipelineSpec and the platform spec (or ``None``).
-
-    Raises:
-        GuardError: the file is missing or unreadable, not YAML, or not a compiled
-            pipeline (one line naming the path).
-    """
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
-        raise GuardError(f"pipeline {str(path)!r} cannot be read: {reason}") from None
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d]
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise GuardError(
-            f"pipeline {str(path)!r} is not YAML{where}: pass a compiled pipeline YAML"
-        ) from None
-    if not docs or not isinstance(docs[0], dict) or "root" not in docs[0]:
-        raise GuardError(f"{path} is not a compiled KFP pipeline (no 'root')")
-    platform = docs[1] if len(docs) > 1 else None
-    if platform is not None and not isinstance(platform, dict):
-        raise GuardError(f"{path} is not a compiled KFP pipeline (its 2nd document is no mapping)")
-    return docs[0], platform
-
-
-def parameter_types(spec: Mapping) -> dict[str, str]:
-    """The pipeline's parameters and their types (``NUMBER_INTEGER`` etc.)."""
-    params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
-    return {name: p["parameterType"] for name, p in params.items()}
-
-
-def required_parameters(spec: Mapping) -> list[str]:
-    """The parameters without a default."""
-    params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
-    return sorted(n for n, p in params.items() if not p.get("isOptional"))
-
-
 def _coerce(name: str, kind: str, value: Any) -> Any:
     if not isinstance(value, str):
         return value
@@ -189,7 +146,7 @@ def check_parameters(spec: Mapping, params: Mapping[str, Any]) -> dict[str, Any]
     Returns:
         The parameters with values of the template's types.
     """
-    types = parameter_types(spec)
+    types = templates.parameter_types(spec)
     for name in params:
         if name not in types:
             close = difflib.get_close_matches(name, types, n=1)
@@ -202,16 +159,10 @@ def check_parameters(spec: Mapping, params: Mapping[str, Any]) -> dict[str, Any]
             raise GuardError(
                 f"unknown pipeline parameter {name!r}: {hint}known: {', '.join(sorted(types))}"
             )
-    missing = [n for n in required_parameters(spec) if n not in params]
+    missing = [n for n in templates.required_parameters(spec) if n not in params]
     if missing:
         raise GuardError(f"missing required pipeline parameter(s): {', '.join(missing)}")
     return {name: _coerce(name, types[name], value) for name, value in params.items()}
-
-
-def parameter_defaults(spec: Mapping) -> dict[str, Any]:
-    """The template's default parameter values."""
-    params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
-    return {n: p["defaultValue"] for n, p in params.items() if "defaultValue" in p}
 
 
 # Stand-ins for the inputs the pipeline itself fills in (the copied image folder, the
@@ -233,11 +184,11 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
         spec: The compiled PipelineSpec.
         params: The run's parameters, already converted to the template's types.
     """
-    types = parameter_types(spec)
-    for name in required_parameters(spec):
+    types = templates.parameter_types(spec)
+    for name in templates.required_parameters(spec):
         if types[name] == "STRING" and not str(params.get(name, "")).strip():
             raise GuardError(f"pipeline parameter {name} is empty: pass {name}=...")
-    values = {**parameter_defaults(spec), **params}
+    values = {**templates.parameter_defaults(spec), **params}
     for name in ("workers", "unschedulable_timeout"):
         if name in values and values[name] < (1 if name == "workers" else 0):
             raise GuardError(
@@ -275,77 +226,13 @@ def check_make_variables(spec: Mapping, names: Iterable[str]) -> None:
     ``make run-gke`` passes only lower-case command-line variables on as parameters,
     so ``TRAIN_STEPS=5`` would be dropped silently; the Makefile names the others here.
     """
-    types = parameter_types(spec)
+    types = templates.parameter_types(spec)
     for name in names:
         if name.lower() in types:
             raise GuardError(
                 f"make variable {name} is not a pipeline parameter: parameter names are "
                 f"lower case, use {name.lower()}=..."
             )
-
-
-def _tasks(spec: Mapping) -> Iterable[tuple[str, Mapping]]:
-    dags = [spec["root"].get("dag", {})]
-    dags += [c.get("dag", {}) for c in spec.get("components", {}).values()]
-    for dag in dags:
-        yield from dag.get("tasks", {}).items()
-
-
-def _train_tasks(spec: Mapping) -> list[tuple[str, Mapping]]:
-    """Tasks that take a ``checkpoint_dir`` (the ones that resume)."""
-    return [
-        (name, task)
-        for name, task in _tasks(spec)
-        if "checkpoint_dir" in task.get("inputs", {}).get("parameters", {})
-        and "gcs-copy" not in task.get("componentRef", {}).get("name", "")
-    ]
-
-
-def max_train_retries(spec: Mapping) -> int:
-    """The largest retry count of a train task in the template."""
-    return max(
-        (int(t.get("retryPolicy", {}).get("maxRetryCount", 0)) for _, t in _train_tasks(spec)),
-        default=0,
-    )
-
-
-def checkpoint_dir_value(spec: Mapping, params: Mapping[str, Any]) -> str | None:
-    """The run's ``checkpoint_dir`` (given, or the template's default)."""
-    if "checkpoint_dir" in params:
-        return str(params["checkpoint_dir"])
-    default = (
-        spec["root"].get("inputDefinitions", {}).get("parameters", {}).get("checkpoint_dir", {})
-    )
-    return default.get("defaultValue")
-
-
-def custom_jobs(spec: Mapping) -> list[dict]:
-    """The Vertex custom job inputs of each custom-job component (defaults and constants)."""
-    jobs = []
-    for name, task in _tasks(spec):
-        comp = spec["components"].get(task.get("componentRef", {}).get("name", ""), {})
-        defs = comp.get("inputDefinitions", {}).get("parameters", {})
-        if "worker_pool_specs" not in defs:
-            continue
-        values = {k: v.get("defaultValue") for k, v in defs.items()}
-        for key, arg in task.get("inputs", {}).get("parameters", {}).items():
-            constant = arg.get("runtimeValue", {}).get("constant")
-            if constant is not None:
-                values[key] = constant
-        jobs.append({"task": name, **values})
-    return jobs
-
-
-def _dags(spec: Mapping) -> Iterable[tuple[str, Mapping]]:
-    yield "root", spec["root"].get("dag", {})
-    for name, comp in sorted(spec.get("components", {}).items()):
-        if "dag" in comp:
-            yield name, comp["dag"]
-
-
-def _seconds(duration: Any) -> float:
-    """A protobuf JSON duration (``"604800s"``) in seconds."""
-    return float(str(duration).rstrip("s"))
 
 
 def check_retry_windows(spec: Mapping, platform: Mapping | None) -> None:
@@ -361,7 +248,7 @@ def check_retry_windows(spec: Mapping, platform: Mapping | None) -> None:
         return
     kubernetes = (platform.get("platforms") or {}).get("kubernetes") or {}
     deadline = (kubernetes.get("pipelineConfig") or {}).get("activeDeadlineSeconds")
-    for name, task in _tasks(spec):
+    for name, task in templates.tasks(spec):
         policy = task.get("retryPolicy") or {}
         if not int(policy.get("maxRetryCount", 0)):
             continue
@@ -371,7 +258,7 @@ def check_retry_windows(spec: Mapping, platform: Mapping | None) -> None:
                 f"task {name!r} retries within backoffMaxDuration={window} but the template "
                 "sets no run timeout (pipelineConfig.activeDeadlineSeconds): `make compile`"
             )
-        if _seconds(window) < float(deadline):
+        if templates.seconds(window) < float(deadline):
             raise GuardError(
                 f"task {name!r} has backoffMaxDuration={window}, shorter than the run timeout "
                 f"{deadline}s: Argo counts it from the first attempt and retries no preemption "
@@ -422,7 +309,7 @@ def check_exit_tasks(spec: Mapping) -> None:
     `"templates.%s.tasks.%s dependency '%s' not defined"`. And an exit task with
     several upstream tasks is hooked on (run after) each of them.
     """
-    for dag_name, dag in _dags(spec):
+    for dag_name, dag in templates.dags(spec):
         tasks = dag.get("tasks") or {}
         exits = {
             name
@@ -451,34 +338,6 @@ def check_exit_tasks(spec: Mapping) -> None:
             raise GuardError(f"in {where}, every task is an exit task: KFP OSS refuses the DAG")
 
 
-def images(spec: Mapping) -> list[str]:
-    """Every container image the template runs, including custom-job ones."""
-    found = [
-        e["container"]["image"]
-        for e in spec.get("deploymentSpec", {}).get("executors", {}).values()
-        if "container" in e
-    ]
-    for job in custom_jobs(spec):
-        for pool in job.get("worker_pool_specs") or []:
-            uri = (pool.get("container_spec") or {}).get("image_uri")
-            if uri:
-                found.append(uri)
-    return found
-
-
-def placeholder_images(spec: Mapping) -> list[str]:
-    """The template's images that are the committed placeholder (``spottrain.version``)."""
-    from spottrain.version import IMAGE_REPO
-
-    return sorted(
-        {
-            i
-            for i in images(spec)
-            if i == IMAGE_REPO or i.startswith((f"{IMAGE_REPO}:", f"{IMAGE_REPO}@"))
-        }
-    )
-
-
 def check_published_image(template: str | Path) -> None:
     """Refuses to send a pipeline that still runs the placeholder image anywhere.
 
@@ -486,8 +345,8 @@ def check_published_image(template: str | Path) -> None:
     serves: every pod would stop in ImagePullBackOff (GKE) or the custom job fail
     to pull (Vertex), after the run was created. Checked before any request.
     """
-    spec, _ = load_template(template)
-    found = placeholder_images(spec)
+    spec, _ = templates.load_template(template)
+    found = templates.placeholder_images(spec)
     if found:
         raise GuardError(
             f"{template} runs the placeholder image {found[0]!r}: push your own with "
@@ -516,33 +375,24 @@ def preflight(
     Returns:
         The converted parameters.
     """
-    spec, platform = load_template(template)
+    spec, platform = templates.load_template(template)
     check_make_variables(spec, make_variables)
     params = check_parameters(spec, params)
     check_exit_tasks(spec)
     check_retry_windows(spec, platform)
-    retries = max_train_retries(spec)
+    retries = templates.max_train_retries(spec)
     if not local:
-        check_checkpoint_dir(checkpoint_dir_value(spec, params) or "", retries)
-        if job_engine_tasks(spec):
-            check_job_engine_checkpoint_dir(checkpoint_dir_value(spec, params) or "")
+        check_checkpoint_dir(templates.checkpoint_dir_value(spec, params) or "", retries)
+        if templates.job_engine_tasks(spec):
+            check_job_engine_checkpoint_dir(templates.checkpoint_dir_value(spec, params) or "")
     check_values(spec, params)
     gpus = _gpus(spec, platform)
-    for image in set(images(spec)):
+    for image in set(templates.images(spec)):
         check_image_gpu(image, gpus)
-    for job in custom_jobs(spec):
+    for job in templates.custom_jobs(spec):
         check_timeout(job.get("timeout") or "")
         check_worker_pools(job.get("worker_pool_specs") or [])
     return params
-
-
-def job_engine_tasks(spec: Mapping) -> list[tuple[str, Mapping]]:
-    """The Job-engine train tasks (``train_job``: its pods run elsewhere)."""
-    return [
-        (name, task)
-        for name, task in _tasks(spec)
-        if task.get("componentRef", {}).get("name", "").startswith("comp-train-job")
-    ]
 
 
 def check_job_engine_checkpoint_dir(checkpoint_dir: str) -> None:
@@ -556,13 +406,13 @@ def check_job_engine_checkpoint_dir(checkpoint_dir: str) -> None:
 
 def _gpus(spec: Mapping, platform: Mapping | None) -> int:
     counts = [0]
-    for _, task in job_engine_tasks(spec):  # the launcher has none; its pods do
+    for _, task in templates.job_engine_tasks(spec):  # the launcher has none; its pods do
         gpus = task.get("inputs", {}).get("parameters", {}).get("gpus", {})
         counts.append(int(gpus.get("runtimeValue", {}).get("constant") or 0))
     for executor in spec.get("deploymentSpec", {}).get("executors", {}).values():
         accel = executor.get("container", {}).get("resources", {}).get("accelerator", {})
         counts.append(int(float(accel.get("resourceCount") or accel.get("count") or 0)))
-    for job in custom_jobs(spec):
+    for job in templates.custom_jobs(spec):
         for pool in job.get("worker_pool_specs") or []:
             counts.append(_machine(pool)[1])
     return max(counts)

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from spottrain.pipelines import guards
+from spottrain.pipelines import guards, templates
 from spottrain.version import __version__
 
 log = logging.getLogger(__name__)
@@ -213,7 +213,7 @@ def default_version_name() -> str:
 
 def pipeline_name(package: str | Path) -> str:
     """The pipeline name a compiled template carries (``pipelineInfo.name``)."""
-    spec, _ = guards.load_template(package)
+    spec, _ = templates.load_template(package)
     return str(spec.get("pipelineInfo", {}).get("name", ""))
 
 
@@ -237,7 +237,7 @@ def upload(
     """
     if not name:
         raise SubmitError("NAME is empty: pass the pipeline name shown in the dashboard")
-    guards.load_template(package)  # refuse anything that is not a compiled pipeline
+    templates.load_template(package)  # refuse anything that is not a compiled pipeline
     pipeline_id = client.get_pipeline_id(name)
     if pipeline_id is None:
         log.info("creating pipeline %r from %s", name, package)
@@ -281,7 +281,7 @@ def run(
 
 def check_vertex_template(template: str | Path) -> dict:
     """Refuses a GKE template (Vertex cannot load its kfp-kubernetes section)."""
-    spec, platform = guards.load_template(template)
+    spec, platform = templates.load_template(template)
     if platform is not None:
         raise SubmitError(
             f"{template} has a kfp-kubernetes platform section Vertex cannot load: "
@@ -319,7 +319,7 @@ def vertex_job(
     job_id = (
         f"{display_name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
     )
-    if "base_output_directory" in guards.parameter_types(spec) and not arguments.get(
+    if "base_output_directory" in templates.parameter_types(spec) and not arguments.get(
         "base_output_directory"
     ):
         # GCPC drops an empty base_output_directory from the CustomJob

@@ -18,7 +18,7 @@ import yaml
 
 from spottrain.pipelines import __main__ as cli
 from spottrain.pipelines import compile as comp
-from spottrain.pipelines import guards
+from spottrain.pipelines import templates
 from spottrain.version import IMAGE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,8 +66,8 @@ def test_make_commands_name_real_targets_and_variables(argv):
         if name.isupper():
             assert f"$({name})" in MAKEFILE, f"make {target}: the Makefile never reads {name}"
         else:
-            spec, _ = guards.load_template(comp.COMPILED_DIR / TEMPLATES[target])
-            assert name in guards.parameter_types(spec), f"{name} is no parameter of {target}"
+            spec, _ = templates.load_template(comp.COMPILED_DIR / TEMPLATES[target])
+            assert name in templates.parameter_types(spec), f"{name} is no parameter of {target}"
     # What make would run: a CLI command that parses (dry run; no request is made).
     result = subprocess.run(
         ["make", "--no-print-directory", "-n", *argv], cwd=REPO, capture_output=True, text=True

@@ -12,7 +12,7 @@ from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from spottrain.pipelines import compile as comp
-from spottrain.pipelines import gke, guards, placement, vertex
+from spottrain.pipelines import gke, guards, placement, templates, vertex
 from spottrain.version import IMAGE
 
 
@@ -203,7 +203,7 @@ def test_every_committed_pipeline_follows_the_kfp_oss_exit_task_rules():
     paths = sorted(comp.COMPILED_DIR.glob("*.yaml"))
     assert len(paths) == 7
     for path in paths:
-        spec, platform = guards.load_template(path)
+        spec, platform = templates.load_template(path)
         guards.check_exit_tasks(spec)
         guards.check_retry_windows(spec, platform)
 
@@ -338,7 +338,7 @@ def test_vertex_pipeline_has_no_kubernetes_section(vertex_two_replicas):
 
 def test_vertex_worker_pools_parse_into_custom_job_spec(vertex_two_replicas):
     settings, (docs, spec, _) = vertex_two_replicas
-    [job] = guards.custom_jobs(docs[0])
+    [job] = templates.custom_jobs(docs[0])
     job_spec = json_format.ParseDict(
         {
             "worker_pool_specs": job["worker_pool_specs"],

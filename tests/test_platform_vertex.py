@@ -33,7 +33,7 @@ from platform_chains import (
 
 from spottrain.components.train.component import train
 from spottrain.pipelines import compile as compile_mod
-from spottrain.pipelines import guards
+from spottrain.pipelines import templates
 from spottrain.pipelines.vertex import FORWARD_COMMAND
 from trainer import preemption
 
@@ -47,7 +47,7 @@ TRIALS = int(os.environ.get("SPOTTRAIN_TRIALS", "2"))
 def compiled_worker_pool_command() -> list[str]:
     """Pool 0's command + args from the committed Vertex pipeline YAML (as Vertex gets them)."""
     spec = compiled_docs(compile_mod.COMPILED_DIR / compile_mod.VERTEX_YAML)[0]
-    (job,) = guards.custom_jobs(spec)  # the task's constant, else the component's default
+    (job,) = templates.custom_jobs(spec)  # the task's constant, else the component's default
     container = job["worker_pool_specs"][0]["container_spec"]
     return [*container["command"], *container["args"]]
 
