@@ -129,11 +129,25 @@ def test_workload_identity_commands_name_the_same_accounts():
     assert "`default-editor` in your profile namespace" in SECTION
 
 
-def test_gke_rbac_placeholder_sits_once_among_the_identities():
-    marker = "<!-- gke-rbac: the lead fills this in after merging issue 12 -->"
-    assert README.count(marker) == 1
+def test_the_rbac_the_identities_part_describes_is_what_make_gke_rbac_grants():
+    from spottrain.runtime.gke_job import rbac
+
     identities = SECTION.split("### 2. Identities", 1)[1].split("### 3.", 1)[0]
-    assert marker in identities
+    assert "make gke-rbac NAMESPACE=kubeflow SERVICE_ACCOUNT=pipeline-runner EXECUTE=1" in (
+        identities
+    )
+    described = {
+        "jobs": {"create", "get", "delete"},
+        "services": {"create", "get", "delete"},
+        "pods": {"get", "list"},
+        "pods/log": {"get"},
+        "nodes": {"get"},
+    }
+    granted = {r: set(rule["verbs"]) for rule in rbac.RULES + rbac.CLUSTER_RULES
+               for r in rule["resources"]}  # fmt: skip
+    assert granted == described
+    assert "jobs and services: create/get/delete; pods: get/list; pods/log:\nget" in identities
+    assert "for `nodes get`" in identities
 
 
 def test_versions_it_names_are_the_minimums_setup_py_installs():
