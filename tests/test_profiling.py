@@ -23,7 +23,9 @@ FLAGS = [
     "--backbone", "small_cnn", "--weights", "none", "--image-size", "32",
     "--batch-size-per-replica", "16",
 ]  # fmt: skip
-INPUT_DELAY_MS = 40
+# Long enough that the slow run stays input-bound when a loaded machine slows compute
+# several-fold (40 ms gave input shares of 35 % at load ~7-10).
+INPUT_DELAY_MS = 100
 PROFILING_CLI = (sys.executable, "-m", "spottrain.profiling")
 # The same command line with the training pipeline slowed down (test-only script).
 INPUT_BOUND_CLI = (
