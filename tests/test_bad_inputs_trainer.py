@@ -193,8 +193,8 @@ def test_a_checkpoint_url_that_cannot_work_is_refused_at_once(tmp_path, url, nam
     assert not (REPO / "gs:").exists()
 
 
-def test_unreachable_checkpoint_storage_is_retryable_and_one_line(tmp_path):
-    """No network (a fresh network namespace: DNS fails): exit 172, not a traceback's 1."""
+def _offline_trainer(*args, extra_env=None):
+    """``python -m trainer.task`` in a fresh network namespace: no DNS, no network."""
     import shutil
 
     if (
@@ -203,43 +203,37 @@ def test_unreachable_checkpoint_storage_is_retryable_and_one_line(tmp_path):
     ):
         pytest.skip("needs unshare --net (root)")
     proc = subprocess.run(
-        ["unshare", "--net", sys.executable, "-m", "trainer.task", *GOOD,
-         "--image-dir", str(tmp_path), "--model-dir", str(tmp_path / "m"),
-         "--checkpoint-dir", "gs://spottrain-no-such-bucket/ck"],
-        cwd=REPO, env=env(), capture_output=True, text=True, timeout=180,
+        ["unshare", "--net", sys.executable, "-m", "trainer.task", *args],
+        cwd=REPO, env={**env(), **(extra_env or {})}, capture_output=True, text=True,
+        timeout=300,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode == preemption.UNAVAILABLE, out[-3000:]
-    assert preemption.is_retryable(proc.returncode)
+    assert preemption.is_retryable(proc.returncode) and "Traceback" not in out
     (line,) = [ln for ln in proc.stdout.splitlines() if " exit 172: " in ln]
+    return line
+
+
+def test_unreachable_checkpoint_storage_is_retryable_and_one_line(tmp_path):
+    """Cloud Storage unreachable: exit 172, not a traceback's 1."""
+    line = _offline_trainer(
+        *GOOD, "--image-dir", str(tmp_path), "--model-dir", str(tmp_path / "m"),
+        "--checkpoint-dir", "gs://spottrain-no-such-bucket/ck",
+    )  # fmt: skip
     assert "storage unreachable" in line and "gs://spottrain-no-such-bucket/ck" in line
-    assert "Traceback" not in out
 
 
 def test_pretrained_weights_that_cannot_be_downloaded_are_retryable_and_one_line(
     digits_dir, tmp_path
 ):
-    """Offline (a fresh network namespace) with an empty Keras cache: exit 172, named."""
-    import shutil
-
-    if (
-        shutil.which("unshare") is None
-        or subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode
-    ):
-        pytest.skip("needs unshare --net (root)")
-    proc = subprocess.run(
-        ["unshare", "--net", sys.executable, "-m", "trainer.task",
-         "--backbone", "mobilenet_v2", "--weights", "imagenet", "--image-size", "32",
-         "--train-steps", "2", "--image-dir", str(digits_dir),
-         "--checkpoint-dir", str(tmp_path / "ck"), "--model-dir", str(tmp_path / "m")],
-        cwd=REPO, env={**env(), "KERAS_HOME": str(tmp_path / "keras")},
-        capture_output=True, text=True, timeout=300,
+    """Offline with an empty Keras cache: exit 172, the weights named, the ledger closed."""
+    line = _offline_trainer(
+        "--backbone", "mobilenet_v2", "--weights", "imagenet", "--image-size", "32",
+        "--train-steps", "2", "--image-dir", str(digits_dir),
+        "--checkpoint-dir", str(tmp_path / "ck"), "--model-dir", str(tmp_path / "m"),
+        extra_env={"KERAS_HOME": str(tmp_path / "keras")},
     )  # fmt: skip
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.UNAVAILABLE, out[-3000:]
-    (line,) = [ln for ln in proc.stdout.splitlines() if " exit 172: " in ln]
     assert "could not download the mobilenet_v2 --weights imagenet" in line
-    assert "Traceback" not in out
     (record,) = json.loads((tmp_path / "ck" / "attempts.json").read_text())["attempts"]
     assert record["outcome"] == "unavailable"
 
