@@ -67,7 +67,7 @@ def test_copy_refuses_a_bad_retry_delay_before_copying(tmp_path, delay):
         (["--html", "{tmp}/a-file/x.html"], "is a file, not a folder"),
         (["--metrics-json", "{tmp}"], "is a folder"),
         (["--profile-steps", "0"], "--profile-steps 0"),
-        (["--warmup-steps", "-1"], "--warmup-steps -1"),
+        (["--skip-steps", "-1"], "--skip-steps -1"),
     ],
 )
 def test_profiling_refuses_bad_outputs_before_profiling(tmp_path, args, named):
