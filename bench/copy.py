@@ -68,7 +68,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 from google.cloud.storage import transfer_manager as tm
 
-from spottrain.gcs_copy import DEFAULT_WORKERS, copy
+from spottrain.gcs_copy import DEFAULT_WORKERS, copy, gcs_io
 from spottrain.testing.gcs_emulator import FakeGcs
 from trainer.launch import free_ports
 
@@ -217,7 +217,7 @@ class Bench:
             "rclone": self.rclone_copy,
             "tm-thr": self.tm_thr,
             "tm-proc": self.tm_proc,
-        }[tool]
+        }.get(tool) or self.ours_variant(tool)
         ctx = (
             tweaked(self.clients["ours"], workers)
             if tool == "ours-tweaked"
@@ -238,6 +238,27 @@ class Bench:
     def ours(self, kind, direction, src, dst, workers) -> None:
         source, dest = (str(src), f"gs://{dst}") if direction == "up" else (f"gs://{src}", str(dst))
         copy(source, dest, client=self.clients["ours"], workers=workers, progress="off")
+
+    def ours_variant(self, tool: str):
+        """``ours@T:C``: ours with sliced downloads from T MB on, in C MB ranges."""
+        threshold, chunk = (float(v) * 2**20 for v in tool.split("@")[1].split(":"))
+
+        def run(kind, direction, src, dst, workers) -> None:
+            old = gcs_io.SLICED_DOWNLOAD_CHUNK
+            gcs_io.SLICED_DOWNLOAD_CHUNK = int(chunk)  # a bench-only knob, restored below
+            try:
+                copy(
+                    f"gs://{src}",
+                    str(dst),
+                    client=self.clients["ours"],
+                    workers=workers,
+                    progress="off",
+                    sliced_download_threshold=int(threshold),
+                )
+            finally:
+                gcs_io.SLICED_DOWNLOAD_CHUNK = old
+
+        return run
 
     def naive(self, kind, direction, src, dst, workers) -> None:
         client = self.clients["naive"]
@@ -294,15 +315,21 @@ TOOLS_ORDER = ("ours", "naive", "rclone", "tm-thr", "tm-proc")
 def cells(args) -> list[tuple[str, str, str, float, int]]:
     """(tool, kind, direction, rtt, workers) of every measured cell."""
     out = []
+    directions = ("down",) if args.down_only else ("down", "up")
+    tools = ("ours", "rclone", "tm-thr") if args.down_only else TOOLS_ORDER
     for rtt in args.rtts:
+        for variant in args.variants:
+            out.append((f"ours@{variant}", "large", "down", rtt, args.workers))
         for kind in ("small", "large"):
-            for direction in ("down", "up"):
-                for tool in TOOLS_ORDER:
+            for direction in directions:
+                for tool in tools:
                     if kind == "large" and tool == "tm-proc":
                         continue  # chunked download: threads only (one file)
                     if kind == "large" and direction == "up" and tool.startswith("tm"):
                         continue  # upload_chunks_concurrently: XML MPU, not in the emulator
                     out.append((tool, kind, direction, rtt, args.workers))
+        if args.down_only:
+            continue
         for direction in ("down", "up"):
             for w in args.sweep:
                 if w != args.workers:
@@ -330,7 +357,7 @@ def report(times: dict, args, files: dict[str, int]) -> list[str]:
     )
     print(header + "\n" + "-" * len(header))
     for kind in ("small", "large"):
-        for direction in ("down", "up"):
+        for direction in ("down",) if args.down_only else ("down", "up"):
             for rtt in args.rtts:
                 ours = times[("ours", kind, direction, rtt, w)]
                 row = f"{kind:<7}{direction:<5}{rtt:>5g}{statistics.median(ours):>8.3f}  "
@@ -353,6 +380,21 @@ def report(times: dict, args, files: dict[str, int]) -> list[str]:
                 elif kind == "small":
                     row += f"CPU floor: min {min(ours):.3f} s"
                 print(row)
+    if args.variants:
+        print("\n1 x large down, ours@THRESHOLD_MB:CHUNK_MB; ratios per run, median [min-max]")
+        for rtt in args.rtts:
+            ours = times[("ours", "large", "down", rtt, w)]
+            tm_thr = times[("tm-thr", "large", "down", rtt, w)]
+            for v in args.variants:
+                mine = times[(f"ours@{v}", "large", "down", rtt, w)]
+                base = [a / b for a, b in zip(ours, mine, strict=True)]
+                print(
+                    f"  {rtt:>3g} ms  ours@{v:<8} {statistics.median(mine):.3f} s   "
+                    f"ours default / it {fmt_ratio(base)}   "
+                    f"tm-thr / it {fmt_ratio([a / b for a, b in zip(tm_thr, mine, strict=True)])}"
+                )
+    if args.down_only:
+        return misses
     print(f"\nours by workers, {files['small']} x 100 KB, seconds median [min-max]:")
     for direction in ("down", "up"):
         for rtt in args.rtts:
@@ -445,12 +487,26 @@ def main() -> int:
         help="also first copy vs no-op rerun over MB megabytes (0: skip; default 1000)",
     )
     parser.add_argument("--only-noop", action="store_true", help="only that")
+    parser.add_argument(
+        "--down-only",
+        action="store_true",
+        help="only downloads: ours, rclone, tm-thr (no sweep, no tweaks, no no-op)",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="*",
+        default=[],
+        metavar="T:C",
+        help="also ours on the large file, sliced from T MB on in C MB ranges",
+    )
     args = parser.parse_args()
     small, large_mb = 200, 50
     args.sweep = SWEEP
     if args.quick:
         args.repeat, args.rtts, args.sweep, small, large_mb = 1, [0, 20], (), 20, 5
         args.noop = min(args.noop, 50)
+    if args.down_only:
+        args.noop = 0
     rclone = ensure_rclone()
     work = Path(tempfile.mkdtemp(prefix="bench-copy-"))
     port = free_ports(1)[0]

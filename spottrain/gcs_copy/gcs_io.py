@@ -7,7 +7,6 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from spottrain.gcs_copy.checksums import _file_crc32c
 from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _is_transient, _one_line
 from spottrain.gcs_copy.local_files import _TempFile
 from spottrain.gcs_copy.locations import _Entry, _Loc
@@ -202,7 +201,12 @@ class _GcsIO:
 
         if entry.size >= self.sliced_threshold:
             tmp.close_for_external_writer()
-            # Its own combined-CRC32C check raises DataCorruption on a mismatch.
+            # It checks the combined CRC32C of the bytes it wrote against the
+            # listed one (entry.blob.crc32c, i.e. entry.crc32c) and raises
+            # DataCorruption on a mismatch (transfer_manager.py,
+            # google-cloud-storage 3.17.1: _ChecksummingSparseFileWrapper.write
+            # checksums each chunk as written, download_chunks_concurrently
+            # compares). Reading the file back would only check that again.
             transfer_manager.download_chunks_concurrently(
                 entry.blob,
                 tmp.path,
@@ -212,7 +216,7 @@ class _GcsIO:
                 max_workers=min(8, self.workers),
                 crc32c_checksum=True,
             )
-            return _file_crc32c(tmp.path)
+            return entry.blob.crc32c
         # A Blob made from name and generation, not the listed one: fake-gcs-server
         # lists a mediaLink to itself although _LIST_FIELDS leaves it out (real GCS
         # does), which would send the download past the client's endpoint (a proxy
