@@ -175,7 +175,10 @@ class Bench:
             )
 
         # One warm client per tool, as each would have in a long-lived process.
-        self.clients = {k: client() for k in ("naive", "ours", "tm")}
+        self.clients = {k: client() for k in ("naive", "ours", "tm", "noenv")}
+        # requests' Session.trust_env reads os.environ (proxies) and ~/.netrc on every
+        # request; ours-noenv: ours with it off, set once on its own warm client.
+        self.clients["noenv"]._http.trust_env = False
         self.serial = iter(range(10**6))
         self.env = {
             **os.environ,
@@ -213,6 +216,7 @@ class Bench:
         fn = {
             "ours": self.ours,
             "ours-tweaked": self.ours,
+            "ours-noenv": self.ours_noenv,
             "naive": self.naive,
             "rclone": self.rclone_copy,
             "tm-thr": self.tm_thr,
@@ -234,6 +238,9 @@ class Bench:
             assert local_state(dst) == self.want[kind], (tool, kind, direction)
             shutil.rmtree(dst)
         return seconds
+
+    def ours_noenv(self, kind, direction, src, dst, workers) -> None:
+        copy(f"gs://{src}", str(dst), client=self.clients["noenv"], workers=workers, progress="off")
 
     def ours(self, kind, direction, src, dst, workers) -> None:
         source, dest = (str(src), f"gs://{dst}") if direction == "up" else (f"gs://{src}", str(dst))
@@ -317,6 +324,9 @@ def cells(args) -> list[tuple[str, str, str, float, int]]:
     out = []
     directions = ("down",) if args.down_only else ("down", "up")
     tools = ("ours", "rclone", "tm-thr") if args.down_only else TOOLS_ORDER
+    if args.down_only:
+        for rtt in args.rtts:
+            out.append(("ours-noenv", "small", "down", rtt, args.workers))
     for rtt in args.rtts:
         for variant in args.variants:
             out.append((f"ours@{variant}", "large", "down", rtt, args.workers))
@@ -380,6 +390,13 @@ def report(times: dict, args, files: dict[str, int]) -> list[str]:
                 elif kind == "small":
                     row += f"CPU floor: min {min(ours):.3f} s"
                 print(row)
+    if args.down_only:
+        print("\nours / ours-noenv (requests' trust_env off on its client), small down:")
+        for rtt in args.rtts:
+            on = times[("ours-noenv", "small", "down", rtt, w)]
+            off = times[("ours", "small", "down", rtt, w)]
+            ratios = [a / b for a, b in zip(off, on, strict=True)]
+            print(f"  {rtt:>3g} ms  {fmt_ratio(ratios)}   ours-noenv {statistics.median(on):.3f} s")
     if args.variants:
         print("\n1 x large down, ours@THRESHOLD_MB:CHUNK_MB; ratios per run, median [min-max]")
         for rtt in args.rtts:
@@ -490,7 +507,7 @@ def main() -> int:
     parser.add_argument(
         "--down-only",
         action="store_true",
-        help="only downloads: ours, rclone, tm-thr (no sweep, no tweaks, no no-op)",
+        help="only downloads: ours, rclone, tm-thr, ours-noenv (no sweep, no no-op)",
     )
     parser.add_argument(
         "--variants",
