@@ -176,9 +176,12 @@ class Bench:
 
         # One warm client per tool, as each would have in a long-lived process.
         self.clients = {k: client() for k in ("naive", "ours", "tm", "noenv")}
-        # requests' Session.trust_env reads os.environ (proxies) and ~/.netrc on every
-        # request; ours-noenv: ours with it off, set once on its own warm client.
-        self.clients["noenv"]._http.trust_env = False
+        # ours-noenv: ours on a client set up as the CLI's and the component's own
+        # (requests' per-request scan of the environment off, gcs_io); "ours" runs on
+        # a caller's default client, like tm.
+        gcs_io._read_environment_once(self.clients["noenv"])
+        if self.clients["noenv"]._http.trust_env:
+            sys.exit("error: proxy/CA/netrc settings in the environment keep trust_env on")
         self.serial = iter(range(10**6))
         self.env = {
             **os.environ,

@@ -33,6 +33,14 @@ _LIST_FIELDS = "items(name,size,crc32c,generation),nextPageToken"
 T = TypeVar("T")
 
 
+# What requests reads from the environment on every request while its session's
+# trust_env is on (requests 2.33.0: sessions.py merge_environment_settings, line 753,
+# and prepare_request, line 484; utils.py get_netrc_auth, line 206, and
+# get_environ_proxies, line 816): proxy variables, these, and ~/.netrc or ~/_netrc.
+_REQUESTS_ENV = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NETRC")
+_NETRC_FILES = ("~/.netrc", "~/_netrc")
+
+
 def _default_client() -> storage.Client:
     from google.auth import exceptions as auth
     from google.cloud import storage
@@ -41,11 +49,39 @@ def _default_client() -> storage.Client:
         from google.auth.credentials import AnonymousCredentials
 
         project = os.environ.get("GOOGLE_CLOUD_PROJECT", "test")
-        return storage.Client(project=project, credentials=AnonymousCredentials())
-    try:
-        return storage.Client()
-    except auth.DefaultCredentialsError as exc:
-        raise CopyError(f"no Google Cloud credentials: {_one_line(exc)}") from exc
+        client = storage.Client(project=project, credentials=AnonymousCredentials())
+    else:
+        try:
+            client = storage.Client()
+        except auth.DefaultCredentialsError as exc:
+            raise CopyError(f"no Google Cloud credentials: {_one_line(exc)}") from exc
+    _read_environment_once(client)
+    return client
+
+
+def _read_environment_once(client: storage.Client) -> None:
+    """Spares requests its per-request scan of the environment when it has nothing to find.
+
+    With ``trust_env`` on, requests walks all of ``os.environ`` for proxy settings
+    and looks for ~/.netrc on every request: bench/copy.py measured the copy of
+    200 x 100 KB 1.12x [1.01-1.18] faster at 20 ms RTT (1.20x at 0 ms) with it off
+    (a pod's environment, with a variable per Kubernetes service, is often longer
+    than the bench's). Turned off only when no proxy, CA bundle or netrc variable
+    is set and no netrc file exists, so no setting is ignored, and only on a client
+    this package made: a caller's client is never changed. The storage client has
+    no public option for its session's settings, hence its ``_http``
+    (google-cloud-core ``Client._http``: google.auth's ``AuthorizedSession``, a
+    ``requests.Session``).
+    """
+    import urllib.request
+
+    if (
+        urllib.request.getproxies_environment()
+        or any(os.environ.get(v) for v in _REQUESTS_ENV)
+        or any(os.path.exists(os.path.expanduser(f)) for f in _NETRC_FILES)
+    ):
+        return
+    client._http.trust_env = False
 
 
 class _GcsIO:
