@@ -399,7 +399,17 @@ def report(times: dict, args, files: dict[str, int]) -> list[str]:
             on = times[("ours-noenv", "small", "down", rtt, w)]
             off = times[("ours", "small", "down", rtt, w)]
             ratios = [a / b for a, b in zip(off, on, strict=True)]
-            print(f"  {rtt:>3g} ms  {fmt_ratio(ratios)}   ours-noenv {statistics.median(on):.3f} s")
+            print(
+                f"  {rtt:>3g} ms  {fmt_ratio(ratios)}   ours-noenv {statistics.median(on):.3f} s",
+                end="",
+            )
+            for tool in ("rclone", "tm-thr"):
+                theirs = times[(tool, "small", "down", rtt, w)]
+                print(
+                    f"   {tool} / it {fmt_ratio([a / b for a, b in zip(theirs, on, strict=True)])}",
+                    end="",
+                )
+            print()
     if args.variants:
         print("\n1 x large down, ours@THRESHOLD_MB:CHUNK_MB; ratios per run, median [min-max]")
         for rtt in args.rtts:
@@ -536,6 +546,10 @@ def main() -> int:
             proxy = Proxy(port, gcs.port)
             # The CLI, rclone's and transfer_manager's processes: through the proxy.
             os.environ["STORAGE_EMULATOR_HOST"] = proxy_url
+            # All traffic here is plain HTTP to 127.0.0.1: a CA bundle named in the
+            # environment is unused, but would keep ours-noenv's scan on (gcs_io).
+            for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+                os.environ.pop(name, None)
             try:
                 if args.only_noop:
                     noop_bench(gcs, work, args.repeat, args.noop)
