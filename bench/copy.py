@@ -37,7 +37,12 @@ source or destination and 2 RTTs of connection handshake. It ignores CPU: on thi
 floor of its own, shown in the 0 ms row ("CPU floor"); where that floor is above
 the latency bound, no copy can reach the bound here.
 
+--down-only measures downloads only (ours, rclone, tm-thr, and ours-noenv: ours on a
+client set up as the CLI's own, see gcs_io._read_environment_once); --variants T:C adds
+ours on the large file sliced from T MB on in C MB ranges (the threshold's choice).
+
     python bench/copy.py [--repeat 5] [--workers 32] [--noop MB] [--quick]
+    python bench/copy.py --down-only --repeat 7 --variants 8:8 16:16 32:32
 """
 
 # ruff: noqa: E402  (imports follow the sys.path fix below)
