@@ -37,7 +37,12 @@ source or destination and 2 RTTs of connection handshake. It ignores CPU: on thi
 floor of its own, shown in the 0 ms row ("CPU floor"); where that floor is above
 the latency bound, no copy can reach the bound here.
 
+--down-only measures downloads only (ours, rclone, tm-thr, and ours-noenv: ours on a
+client set up as the CLI's own, see gcs_io._read_environment_once); --variants T:C adds
+ours on the large file sliced from T MB on in C MB ranges (the threshold's choice).
+
     python bench/copy.py [--repeat 5] [--workers 32] [--noop MB] [--quick]
+    python bench/copy.py --down-only --repeat 7 --variants 8:8 16:16 32:32
 """
 
 # ruff: noqa: E402  (imports follow the sys.path fix below)
@@ -68,7 +73,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 from google.cloud.storage import transfer_manager as tm
 
-from spottrain.gcs_copy import DEFAULT_WORKERS, copy
+from spottrain.gcs_copy import DEFAULT_WORKERS, copy, gcs_io
 from spottrain.testing.gcs_emulator import FakeGcs
 from trainer.launch import free_ports
 
@@ -175,7 +180,13 @@ class Bench:
             )
 
         # One warm client per tool, as each would have in a long-lived process.
-        self.clients = {k: client() for k in ("naive", "ours", "tm")}
+        self.clients = {k: client() for k in ("naive", "ours", "tm", "noenv")}
+        # ours-noenv: ours on a client set up as the CLI's and the component's own
+        # (requests' per-request scan of the environment off, gcs_io); "ours" runs on
+        # a caller's default client, like tm.
+        gcs_io._read_environment_once(self.clients["noenv"])
+        if self.clients["noenv"]._http.trust_env:
+            sys.exit("error: proxy/CA/netrc settings in the environment keep trust_env on")
         self.serial = iter(range(10**6))
         self.env = {
             **os.environ,
@@ -213,11 +224,12 @@ class Bench:
         fn = {
             "ours": self.ours,
             "ours-tweaked": self.ours,
+            "ours-noenv": self.ours_noenv,
             "naive": self.naive,
             "rclone": self.rclone_copy,
             "tm-thr": self.tm_thr,
             "tm-proc": self.tm_proc,
-        }[tool]
+        }.get(tool) or self.ours_variant(tool)
         ctx = (
             tweaked(self.clients["ours"], workers)
             if tool == "ours-tweaked"
@@ -235,9 +247,33 @@ class Bench:
             shutil.rmtree(dst)
         return seconds
 
+    def ours_noenv(self, kind, direction, src, dst, workers) -> None:
+        copy(f"gs://{src}", str(dst), client=self.clients["noenv"], workers=workers, progress="off")
+
     def ours(self, kind, direction, src, dst, workers) -> None:
         source, dest = (str(src), f"gs://{dst}") if direction == "up" else (f"gs://{src}", str(dst))
         copy(source, dest, client=self.clients["ours"], workers=workers, progress="off")
+
+    def ours_variant(self, tool: str):
+        """``ours@T:C``: ours with sliced downloads from T MB on, in C MB ranges."""
+        threshold, chunk = (float(v) * 2**20 for v in tool.split("@")[1].split(":"))
+
+        def run(kind, direction, src, dst, workers) -> None:
+            old = gcs_io.SLICED_DOWNLOAD_CHUNK
+            gcs_io.SLICED_DOWNLOAD_CHUNK = int(chunk)  # a bench-only knob, restored below
+            try:
+                copy(
+                    f"gs://{src}",
+                    str(dst),
+                    client=self.clients["ours"],
+                    workers=workers,
+                    progress="off",
+                    sliced_download_threshold=int(threshold),
+                )
+            finally:
+                gcs_io.SLICED_DOWNLOAD_CHUNK = old
+
+        return run
 
     def naive(self, kind, direction, src, dst, workers) -> None:
         client = self.clients["naive"]
@@ -294,15 +330,24 @@ TOOLS_ORDER = ("ours", "naive", "rclone", "tm-thr", "tm-proc")
 def cells(args) -> list[tuple[str, str, str, float, int]]:
     """(tool, kind, direction, rtt, workers) of every measured cell."""
     out = []
+    directions = ("down",) if args.down_only else ("down", "up")
+    tools = ("ours", "rclone", "tm-thr") if args.down_only else TOOLS_ORDER
+    if args.down_only:
+        for rtt in args.rtts:
+            out.append(("ours-noenv", "small", "down", rtt, args.workers))
     for rtt in args.rtts:
+        for variant in args.variants:
+            out.append((f"ours@{variant}", "large", "down", rtt, args.workers))
         for kind in ("small", "large"):
-            for direction in ("down", "up"):
-                for tool in TOOLS_ORDER:
+            for direction in directions:
+                for tool in tools:
                     if kind == "large" and tool == "tm-proc":
                         continue  # chunked download: threads only (one file)
                     if kind == "large" and direction == "up" and tool.startswith("tm"):
                         continue  # upload_chunks_concurrently: XML MPU, not in the emulator
                     out.append((tool, kind, direction, rtt, args.workers))
+        if args.down_only:
+            continue
         for direction in ("down", "up"):
             for w in args.sweep:
                 if w != args.workers:
@@ -330,7 +375,7 @@ def report(times: dict, args, files: dict[str, int]) -> list[str]:
     )
     print(header + "\n" + "-" * len(header))
     for kind in ("small", "large"):
-        for direction in ("down", "up"):
+        for direction in ("down",) if args.down_only else ("down", "up"):
             for rtt in args.rtts:
                 ours = times[("ours", kind, direction, rtt, w)]
                 row = f"{kind:<7}{direction:<5}{rtt:>5g}{statistics.median(ours):>8.3f}  "
@@ -353,6 +398,38 @@ def report(times: dict, args, files: dict[str, int]) -> list[str]:
                 elif kind == "small":
                     row += f"CPU floor: min {min(ours):.3f} s"
                 print(row)
+    if args.down_only:
+        print("\nours / ours-noenv (requests' trust_env off on its client), small down:")
+        for rtt in args.rtts:
+            on = times[("ours-noenv", "small", "down", rtt, w)]
+            off = times[("ours", "small", "down", rtt, w)]
+            ratios = [a / b for a, b in zip(off, on, strict=True)]
+            print(
+                f"  {rtt:>3g} ms  {fmt_ratio(ratios)}   ours-noenv {statistics.median(on):.3f} s",
+                end="",
+            )
+            for tool in ("rclone", "tm-thr"):
+                theirs = times[(tool, "small", "down", rtt, w)]
+                print(
+                    f"   {tool} / it {fmt_ratio([a / b for a, b in zip(theirs, on, strict=True)])}",
+                    end="",
+                )
+            print()
+    if args.variants:
+        print("\n1 x large down, ours@THRESHOLD_MB:CHUNK_MB; ratios per run, median [min-max]")
+        for rtt in args.rtts:
+            ours = times[("ours", "large", "down", rtt, w)]
+            tm_thr = times[("tm-thr", "large", "down", rtt, w)]
+            for v in args.variants:
+                mine = times[(f"ours@{v}", "large", "down", rtt, w)]
+                base = [a / b for a, b in zip(ours, mine, strict=True)]
+                print(
+                    f"  {rtt:>3g} ms  ours@{v:<8} {statistics.median(mine):.3f} s   "
+                    f"ours default / it {fmt_ratio(base)}   "
+                    f"tm-thr / it {fmt_ratio([a / b for a, b in zip(tm_thr, mine, strict=True)])}"
+                )
+    if args.down_only:
+        return misses
     print(f"\nours by workers, {files['small']} x 100 KB, seconds median [min-max]:")
     for direction in ("down", "up"):
         for rtt in args.rtts:
@@ -445,12 +522,26 @@ def main() -> int:
         help="also first copy vs no-op rerun over MB megabytes (0: skip; default 1000)",
     )
     parser.add_argument("--only-noop", action="store_true", help="only that")
+    parser.add_argument(
+        "--down-only",
+        action="store_true",
+        help="only downloads: ours, rclone, tm-thr, ours-noenv (no sweep, no no-op)",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="*",
+        default=[],
+        metavar="T:C",
+        help="also ours on the large file, sliced from T MB on in C MB ranges",
+    )
     args = parser.parse_args()
     small, large_mb = 200, 50
     args.sweep = SWEEP
     if args.quick:
         args.repeat, args.rtts, args.sweep, small, large_mb = 1, [0, 20], (), 20, 5
         args.noop = min(args.noop, 50)
+    if args.down_only:
+        args.noop = 0
     rclone = ensure_rclone()
     work = Path(tempfile.mkdtemp(prefix="bench-copy-"))
     port = free_ports(1)[0]
@@ -460,6 +551,10 @@ def main() -> int:
             proxy = Proxy(port, gcs.port)
             # The CLI, rclone's and transfer_manager's processes: through the proxy.
             os.environ["STORAGE_EMULATOR_HOST"] = proxy_url
+            # All traffic here is plain HTTP to 127.0.0.1: a CA bundle named in the
+            # environment is unused, but would keep ours-noenv's scan on (gcs_io).
+            for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+                os.environ.pop(name, None)
             try:
                 if args.only_noop:
                     noop_bench(gcs, work, args.repeat, args.noop)

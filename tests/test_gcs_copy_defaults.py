@@ -36,3 +36,47 @@ def test_many_workers_print_no_connection_pool_warnings(fake_gcs, gcs_bucket, tm
     assert "copied 120 files" in proc.stdout
     assert "Connection pool is full" not in proc.stderr
     assert len(proc.stderr.splitlines()) == 1, proc.stderr  # the "copying ..." line
+
+
+def _trust_env(client) -> bool:
+    return client._http.trust_env
+
+
+def test_own_client_reads_the_environment_once_unless_it_holds_settings(
+    fake_gcs, gcs_bucket, tmp_path, monkeypatch
+):
+    """requests' per-request environment scan is off on the copy's own client only when
+    nothing in the environment is meant for it (proxy, CA bundle, netrc)."""
+    from spottrain.gcs_copy import copy
+    from spottrain.gcs_copy.gcs_io import _default_client
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy") or name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+            monkeypatch.delenv(name)
+    monkeypatch.delenv("NETRC", raising=False)
+    for name, value in fake_gcs.env.items():
+        monkeypatch.setenv(name, value)
+    assert _trust_env(_default_client()) is False
+
+    for name, value in [
+        ("HTTPS_PROXY", "http://proxy.example:3128"),
+        ("no_proxy", "metadata.google.internal"),
+        ("REQUESTS_CA_BUNDLE", "/etc/ssl/corp.pem"),
+        ("NETRC", "/somewhere/netrc"),
+    ]:
+        with monkeypatch.context() as m:
+            m.setenv(name, value)
+            assert _trust_env(_default_client()) is True, name
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".netrc").write_text("machine example.com login a password b\n")
+    assert _trust_env(_default_client()) is True
+    (tmp_path / "home" / ".netrc").unlink()
+
+    # A caller's client is used as it is.
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f").write_bytes(b"x")
+    client = fake_gcs.client
+    assert _trust_env(client) is True
+    copy(str(tmp_path / "src"), f"gs://{gcs_bucket.name}", client=client, progress="off")
+    assert _trust_env(client) is True
