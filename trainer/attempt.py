@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+from typing import NamedTuple
 
 from trainer import checkpointing, config, data, distribution, fileio, preemption
 from trainer import ledger as ledger_lib
@@ -117,7 +118,15 @@ def _recordable(cfg) -> bool:
     return bool(cfg and cfg.checkpoint_dir) and fileio.url_problem(cfg.checkpoint_dir) is None
 
 
-def check(argv: list[str], environ: dict | None = None) -> int | None:
+class Checked(NamedTuple):
+    """What :func:`check` found: an exit code to stop with, or the parsed run."""
+
+    code: int | None
+    cfg: config.TrainConfig | None = None
+    cluster: distribution.Cluster | None = None
+
+
+def check(argv: list[str], environ: dict | None = None) -> Checked:
     """The checks that need neither data nor TensorFlow, for the supervisor to run first.
 
     A mistyped flag then costs well under a second instead of the trainer
@@ -125,7 +134,8 @@ def check(argv: list[str], environ: dict | None = None) -> int | None:
     record) is the same as when the trainer finds it.
 
     Returns:
-        The exit code to stop with, or ``None`` when the trainer should start.
+        ``code`` to stop with, or ``code=None`` with the parsed flags and cluster
+        (the supervisor takes its timeouts from them) when the trainer should start.
     """
     cfg = cluster = ledger = None
     try:
@@ -141,8 +151,8 @@ def check(argv: list[str], environ: dict | None = None) -> int | None:
                 ledger = _ledger(cfg, cluster)
             except Exception as err:  # noqa: BLE001 - report the config error, not this
                 log.warning("could not open the attempt ledger: %s", err)
-        return _stop(e, cfg, cluster, ledger)
-    return None
+        return Checked(_stop(e, cfg, cluster, ledger))
+    return Checked(None, cfg, cluster)
 
 
 def run(argv: list[str], environ: dict | None = None) -> int:

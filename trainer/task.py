@@ -37,10 +37,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if relay is not None:
         # Bad flags and values fail here, in the light supervisor, in well under a second.
-        code = attempt.check(argv)
-        if code is not None:
-            return code
-        return watchdog.supervise([sys.executable, "-m", "trainer.task", *argv], argv, relay=relay)
+        checked = attempt.check(argv)
+        if checked.code is not None:
+            return checked.code
+        cmd = [sys.executable, "-m", "trainer.task", *argv]
+        return watchdog.supervise(cmd, argv, checked.cluster.name, relay=relay, cfg=checked.cfg)
 
     return attempt.run(argv)
 

@@ -316,6 +316,8 @@ def supervise(
     trainer_argv: list[str],
     name: str = "trainer",
     relay: NoticeRelay | None = None,
+    *,
+    cfg=None,
 ) -> int:
     """Runs ``cmd`` as the supervised child, with the timeouts of its trainer flags.
 
@@ -324,13 +326,16 @@ def supervise(
         trainer_argv: The trainer flags in it, for ``--hang-timeout`` and friends.
         name: Log name when TF_CONFIG gives none.
         relay: The installed notice handler (see :class:`NoticeRelay`), if any.
+        cfg: The flags already parsed (``trainer.attempt.check``); ``None`` parses
+            ``trainer_argv`` here.
     """
     from trainer import config, distribution
     from trainer.preemption import ConfigError
 
-    try:
-        cfg = config.parse_args(trainer_argv, distribution.default_dirs())
-        name = distribution.read_cluster().name
-    except (ConfigError, ValueError):
-        cfg = config.TrainConfig()  # the child reports the error itself
+    if cfg is None:
+        try:
+            cfg = config.parse_args(trainer_argv, distribution.default_dirs())
+            name = distribution.read_cluster().name
+        except (ConfigError, ValueError):
+            cfg = config.TrainConfig()  # the child reports the error itself
     return Supervisor(cmd, cfg.hang_timeout, cfg.startup_timeout, name).run(relay)
