@@ -3,6 +3,8 @@
 import json
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import kfp.local
@@ -474,3 +476,82 @@ def test_vertex_pipeline_hands_its_tensorboard_to_the_profile_task():
     assert inputs["tensorboard"] == {"componentInputParameter": "tensorboard"}
     experiment = inputs["tensorboard_experiment"]["runtimeValue"]["constant"]
     assert experiment == "{{$.pipeline_job_name}}"
+
+
+class _VertexStandIn(BaseHTTPRequestHandler):
+    """Answers every Vertex AI REST call with one error, shaped as Google APIs return them.
+
+    (https://cloud.google.com/apis/design/errors: ``{"error": {code, message, status}}``.)
+    """
+
+    status = (403, "PERMISSION_DENIED", "Permission 'aiplatform.tensorboards.get' denied")
+    requests: list = []
+
+    def _answer(self):
+        code, status, message = self.status
+        type(self).requests.append((self.command, self.path))
+        body = json.dumps({"error": {"code": code, "message": message, "status": status}})
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    do_GET = do_POST = do_PATCH = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def vertex_rest(monkeypatch):
+    """The real aiplatform client, REST transport, pointed at the stand-in; config restored."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform import initializer
+
+    saved = dict(vars(initializer.global_config))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _VertexStandIn)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _VertexStandIn.requests = []
+    aiplatform.init(
+        project="my-project", location="us-central1", credentials=AnonymousCredentials(),
+        api_transport="rest", api_endpoint=f"http://127.0.0.1:{server.server_address[1]}",
+    )  # fmt: skip
+    yield _VertexStandIn
+    server.shutdown()
+    vars(initializer.global_config).clear()
+    vars(initializer.global_config).update(saved)
+
+
+TENSORBOARD = "projects/my-project/locations/us-central1/tensorboards/123"
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        (403, "PERMISSION_DENIED", "Permission 'aiplatform.tensorboards.get' denied"),
+        (404, "NOT_FOUND", "Tensorboard 123 not found"),
+    ],
+    ids=["forbidden", "not-found"],
+)
+def test_a_refused_vertex_tensorboard_upload_is_fatal_and_one_line(vertex_rest, tmp_path, status):
+    """A refusal no retry changes: exit 64 naming the TensorBoard (REST raises Forbidden
+    for 403 where gRPC raises PermissionDenied: both must count)."""
+    vertex_rest.status = status
+    with pytest.raises(SystemExit) as err:
+        rt.upload_or_refuse(str(tmp_path), TENSORBOARD, "exp")
+    assert err.value.code == 64
+    assert err.value.message.startswith(f"cannot upload the profile to tensorboard={TENSORBOARD!r}")
+    assert status[2] in err.value.message and "\n" not in err.value.message
+    assert vertex_rest.requests and vertex_rest.requests[0][1].startswith(
+        "/v1/projects/my-project/locations/us-central1/tensorboards/123"
+    )
+
+
+def test_an_unavailable_vertex_tensorboard_is_left_to_the_retry(vertex_rest, tmp_path):
+    from google.api_core import exceptions as api
+
+    vertex_rest.status = (503, "UNAVAILABLE", "The service is currently unavailable")
+    with pytest.raises(api.ServiceUnavailable):
+        rt.upload_or_refuse(str(tmp_path), TENSORBOARD, "exp")

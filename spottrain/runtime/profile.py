@@ -228,6 +228,36 @@ def upload_to_vertex_tensorboard(logdir: str, tensorboard: str, experiment: str)
     return experiment
 
 
+def upload_or_refuse(logdir: str, tensorboard: str, experiment: str) -> str:
+    """:func:`upload_to_vertex_tensorboard`; a refusal that no retry changes is fatal.
+
+    A missing role, TensorBoard or credentials, or a request Vertex rejects, is
+    the same on every retry: exit 64 with one line. gRPC (the SDK's default) and
+    REST transports raise different classes for the same refusal (403 is
+    ``PermissionDenied`` over gRPC, ``Forbidden`` over REST; google-api-core
+    ``exceptions.py``), so both are listed. Anything else (5xx, timeouts) stays
+    an error the platform retries.
+
+    Raises:
+        train_rt.TrainFailed: FATAL_CONFIG for a refusal.
+    """
+    from google.api_core import exceptions as api
+
+    refusals = (
+        api.PermissionDenied, api.Forbidden, api.Unauthenticated, api.Unauthorized,
+        api.NotFound, api.InvalidArgument, api.BadRequest,
+    )  # fmt: skip
+    try:
+        return upload_to_vertex_tensorboard(logdir, tensorboard, experiment)
+    except refusals as err:
+        from trainer.preemption import FATAL_CONFIG
+
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        message = f"cannot upload the profile to tensorboard={tensorboard!r}: {first}"
+        log.error("%s", message)
+        raise train_rt.TrainFailed(FATAL_CONFIG, message) from None
+
+
 def run_component(
     *, data, model, report, report_html, metrics, trace, **kwargs: Any
 ) -> ProfileOutput:
@@ -293,20 +323,9 @@ def run_component(
     if tensorboard_dir and out.trace_dir:
         trace.metadata["tensorboard_copy"] = copy_trace(out.trace_dir, tensorboard_dir)
     if tensorboard and out.trace_dir:
-        from google.api_core import exceptions as api
-
         trace.metadata["vertex_tensorboard"] = tensorboard
-        try:
-            trace.metadata["vertex_tensorboard_experiment"] = upload_to_vertex_tensorboard(
-                trace.path, tensorboard, experiment
-            )
-        except (api.PermissionDenied, api.NotFound, api.InvalidArgument) as err:
-            # The same on every retry (a missing role or TensorBoard): fatal, one line.
-            from trainer.preemption import FATAL_CONFIG
-
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            message = f"cannot upload the profile to tensorboard={tensorboard!r}: {first}"
-            log.error("%s", message)
-            raise train_rt.TrainFailed(FATAL_CONFIG, message) from None
+        trace.metadata["vertex_tensorboard_experiment"] = upload_or_refuse(
+            trace.path, tensorboard, experiment
+        )
     log.info("profile report:\n%s", out.markdown)
     return out
