@@ -180,6 +180,53 @@ def test_unschedulable_for_the_limit_moves_to_on_demand_and_succeeds():
     assert deletes == [("delete_namespaced_job", spot, "Foreground")]
 
 
+def test_the_move_to_on_demand_is_marked_before_the_spot_job_goes():
+    """The on-demand Service exists before the spot Job is deleted: the mark a retry reads."""
+    gs = gangs()
+    spot, od = gs[0].name, gs[1].name
+
+    def script(cluster, poll):
+        if od in cluster.jobs:
+            cluster.succeed_all(od)
+
+    cluster = FakeCluster([on_demand_node()], script=script)
+    launcher(cluster, gs, unschedulable_seconds=300).run()
+    order = [
+        (c[0], c[1]) for c in cluster.calls
+        if c[0] in ("create_namespaced_service", "delete_namespaced_job")
+    ]  # fmt: skip
+    assert order.index(("create_namespaced_service", od)) < order.index(
+        ("delete_namespaced_job", spot)
+    ), order
+
+
+@pytest.mark.parametrize("spot_job_left", [False, True], ids=["spot-gone", "spot-still-there"])
+def test_a_fall_back_cut_off_before_its_job_goes_on_on_demand(spot_job_left):
+    """The launcher died after marking the move (the on-demand Service) but before the
+    on-demand Job: its retry goes on on-demand, removing a spot Job still there first."""
+    gs = gangs()
+    spot, od = gs[0].name, gs[1].name
+
+    def script(cluster, poll):
+        if od in cluster.jobs:
+            cluster.succeed_all(od)
+
+    cluster = FakeCluster([on_demand_node()], script=script)
+    k = kube.Kube(cluster, cluster, "kubeflow")
+    if spot_job_left:
+        k.create_service(manifests.service(gs[0]))
+        k.create_job(manifests.job(gs[0]))
+    k.create_service(manifests.service(gs[1]))  # the mark, then the launcher died
+    cluster.calls.clear()
+    out = launcher(cluster, gs).run()
+    assert out.code == 0 and out.job == od
+    assert cluster.created("Job") == [od]  # never the spot Job again
+    assert spot not in cluster.jobs
+    if spot_job_left:
+        deletes = [c for c in cluster.calls if c[0] == "delete_namespaced_job"]
+        assert deletes[0] == ("delete_namespaced_job", spot, "Foreground")
+
+
 def test_spot_budget_used_up_moves_to_on_demand():
     gs = gangs(workers=1, spot=SPOT.with_(retries=1))
     spot, od = gs[0].name, gs[1].name

@@ -120,6 +120,12 @@ class Launcher:
         first = self._reattach_point()
         current = self.gangs[first]
         try:
+            for earlier in self.gangs[:first]:
+                # A fall-back interrupted between its marker and the spot Job's end:
+                # finish removing it, so that two gangs never share the checkpoint dir.
+                if self.kube.read_job(earlier.name) is not None:
+                    log.warning("removing %s: an earlier attempt moved on", earlier.name)
+                    self._remove(earlier, wait=True)
             for i in range(first, len(self.gangs)):
                 current = self.gangs[i]
                 if self.stop.is_set():
@@ -128,7 +134,15 @@ class Launcher:
                 last = i == len(self.gangs) - 1
                 ended = self._follow(current, may_move=not last)
                 if ended.kind in ("exhausted", "unschedulable") and not last:
-                    log.warning("%s; moving to %s", ended.message, self.gangs[i + 1].name)
+                    following = self.gangs[i + 1]
+                    log.warning("%s; moving to %s", ended.message, following.name)
+                    # The next gang's Service first: it marks the move, so a retry of
+                    # this launcher that starts before the next Job exists goes on
+                    # from there instead of back to the spot pool.
+                    self._create(
+                        following, self.kube.read_service, self.kube.create_service,
+                        manifests.service(following), "Service",
+                    )  # fmt: skip
                     self._remove(current, wait=True)
                     continue
                 if ended.kind == "complete":
@@ -156,9 +170,16 @@ class Launcher:
         )
 
     def _reattach_point(self) -> int:
-        """The gang to start from: the furthest one whose Job exists (a retry of ours)."""
+        """The gang to start from: the furthest one whose Job or Service exists.
+
+        Either was made by an earlier attempt of this launcher (names are per run
+        and task); a Service alone marks a fall-back that was cut off before its Job.
+        """
         for i in reversed(range(len(self.gangs))):
-            if self.kube.read_job(self.gangs[i].name) is not None:
+            gang = self.gangs[i]
+            if self.kube.read_job(gang.name) is not None:
+                return i
+            if i and self.kube.read_service(gang.name) is not None:
                 return i
         return 0
 
