@@ -224,8 +224,8 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     _check_positive(workers=args.workers, train_steps=args.train_steps)
     from trainer import fileio
 
-    if fileio.folder_problem(args.out):
-        raise _guard_error(f"--out {args.out!r}: {fileio.folder_problem(args.out)}")
+    if blocked := fileio.folder_problem(args.out):
+        raise _guard_error(f"--out {args.out!r}: {blocked}")
     for flag, value in (("--limit", args.limit), ("--preempt-at-step", args.preempt_at_step)):
         if value is not None and value < 0:
             raise _guard_error(f"{flag} {value} must be >= 0")

@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     problem = ""
     if args.limit < 0:
         problem = f"--limit {args.limit} must be >= 0 (0: all images)"
-    elif fileio.folder_problem(args.out_dir):
-        problem = f"out_dir {args.out_dir!r}: {fileio.folder_problem(args.out_dir)}"
+    elif blocked := fileio.folder_problem(args.out_dir):
+        problem = f"out_dir {args.out_dir!r}: {blocked}"
     if problem:
         print(f"{p.prog}: error: {problem}", file=sys.stderr)
         return 2

@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     ):
         if value < least:
             p.error(f"{flag} {value} must be >= {least}")
-    if fileio.folder_problem(args.out):
-        p.error(f"--out {args.out!r}: {fileio.folder_problem(args.out)}")
+    if blocked := fileio.folder_problem(args.out):
+        p.error(f"--out {args.out!r}: {blocked}")
 
     out = Path(args.out).resolve()
     run_dir = out / "demo-run"
