@@ -167,8 +167,9 @@ def pid1_command(chain: Chain, timeout: float = 10) -> list[str]:
     deadline = time.monotonic() + timeout
     while True:
         argv = Path(f"/proc/{chain.pid1}/cmdline").read_bytes().split(b"\0")[:-1]
-        # Before its exec the namespace's first process is a copy of unshare, then sh.
-        if argv[:1] not in ([b"unshare"], [b"sh"]) or time.monotonic() > deadline:
+        # Before its exec the namespace's first process is a copy of unshare, then sh;
+        # in the middle of an execve its cmdline reads empty for a moment.
+        if argv[:1] not in ([], [b"unshare"], [b"sh"]) or time.monotonic() > deadline:
             return [a.decode() for a in argv]
         time.sleep(0.01)
 
