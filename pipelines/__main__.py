@@ -423,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the CLI; returns the exit code."""
     from spottrain.pipelines.guards import GuardError
     from spottrain.pipelines.submit import ServiceError
+    from spottrain.placement import PlacementError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
@@ -431,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         return done.code if isinstance(done.code, int) else ERROR_EXIT
     try:
         return args.func(args)
-    except GuardError as err:  # every config error; one line, no traceback
+    except (GuardError, PlacementError) as err:  # every config error; one line, no traceback
         print(f"error: {err}", file=sys.stderr)
         return ERROR_EXIT
     except ServiceError as err:  # the request could not be made: see submit's exit codes

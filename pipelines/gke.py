@@ -25,6 +25,7 @@ from spottrain.pipelines.placement import (
     RUN_TIMEOUT,
     SPOT_POOLS,
     Placement,
+    apply_placement,
     check_retry_window,
     seconds,
 )
@@ -188,7 +189,9 @@ def build(
                 expect_gpus=expect_gpus,
                 **hyper,
             ).after(seed)
-            train_placement.apply(trained.set_display_name(f"train ({train_placement.pool})"))
+            apply_placement(
+                train_placement, trained.set_display_name(f"train ({train_placement.pool})")
+            )
             trained.set_caching_options(False)
             add_profile(
                 trained,
@@ -344,7 +347,7 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
         decision = fallback_decision(
             status=status, checkpoint_dir=checkpoint_dir, train_steps=train_steps
         )
-        decide_placement.apply(decision.set_display_name("resume on demand?"))
+        apply_placement(decide_placement, decision.set_display_name("resume on demand?"))
         decision.set_caching_options(False)
         with dsl.If(decision.output == RESUME, name="resume on demand"):
             # The exit task may not take the spot run's copy (kfp/dsl/tasks_group.py:137
@@ -352,11 +355,11 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
             # again inside this sub-pipeline: idempotent, a no-op into a filled data_dst.
             data = _named(gcs_copy, "gcs-copy-on-demand")(src=data_src, dst=data_dst)
             data.set_display_name("copy data")
-            decide_placement.apply(data).set_caching_options(False)
+            apply_placement(decide_placement, data).set_caching_options(False)
             resumed = _named(train, "train-on-demand")(
                 data=data.outputs["copied"], expect_gpus=placement.gpu_count, **hyper
             )
-            placement.apply(resumed.set_display_name(f"train ({placement.pool})"))
+            apply_placement(placement, resumed.set_display_name(f"train ({placement.pool})"))
             resumed.set_caching_options(False)
 
     return on_demand_fallback

@@ -23,6 +23,7 @@ from spottrain.pipelines.placement import (
     RUN_TIMEOUT,
     SPOT_POOLS,
     Placement,
+    apply_placement,
     check_retry_window,
     seconds,
 )
@@ -136,8 +137,9 @@ def build(
             deadline=run_timeout,
             **hyper,
         ).after(seed)
-        launcher_placement.apply(
-            trained.set_display_name(f"train ({train_placement.pool}, Job engine)")
+        apply_placement(
+            launcher_placement,
+            trained.set_display_name(f"train ({train_placement.pool}, Job engine)"),
         )
         trained.set_caching_options(False)
         add_profile(

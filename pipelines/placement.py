@@ -1,330 +1,70 @@
-"""Where a pipeline task runs on GKE: node pool, GPUs, memory and retries, in one place.
+"""Placements applied to KFP tasks, and the node pools they target (authoring only).
 
-Every scheduling decision of the preemptible pipeline goes through
-:meth:`Placement.apply`, and :func:`nodepool_command` creates the node pool those
-decisions target from the same constants, so the taint a pool carries and the
-toleration a task needs cannot drift apart.
+Every scheduling decision of the GKE pipelines goes through :func:`apply_placement`, and
+:func:`nodepool_command` creates the node pool those decisions target from the same
+constants, so the taint a pool carries and the toleration a task needs cannot drift
+apart. The placement itself is plain data in :mod:`spottrain.placement`, which the
+trainer image imports (the Job-engine launcher); this module needs kfp-kubernetes
+(the ``pipelines`` extra) and re-exports that one, so pipeline code imports from here.
 """
 
 from __future__ import annotations
 
-import difflib
-import re
 import shlex
-from dataclasses import dataclass, field, replace
 
 from kfp import dsl, kubernetes
 
-from spottrain.pipelines.guards import GuardError
-
-POOLS = ("preemptible", "spot", "on-demand")
-# The pools the GKE pipeline is compiled for (one YAML each): the ones that preempt.
-SPOT_POOLS = ("preemptible", "spot")
-
-# GKE labels every GPU node with its accelerator type; selecting on it keeps the
-# task off pools with another GPU model (and off CPU pools).
-GPU_NODE_LABEL = "cloud.google.com/gke-accelerator"
-# GKE labels these automatically on preemptible and spot nodes ...
-POOL_NODE_LABELS = {
-    "preemptible": ("cloud.google.com/gke-preemptible", "true"),
-    "spot": ("cloud.google.com/gke-spot", "true"),
-}
-# ... of pools created with these gcloud flags (nodepool_command), so the selector a
-# compiled task carries and the pool our command creates come from one table.
-GCLOUD_POOL_FLAGS = {"preemptible": "--preemptible", "spot": "--spot"}
-GPU_RESOURCE = "nvidia.com/gpu"
-
-# Vertex AI accelerator names for the GKE ones (the equal-GPU guard compares both).
-VERTEX_ACCELERATORS = {
-    "nvidia-tesla-t4": "NVIDIA_TESLA_T4",
-    "nvidia-tesla-v100": "NVIDIA_TESLA_V100",
-    "nvidia-tesla-p100": "NVIDIA_TESLA_P100",
-    "nvidia-tesla-p4": "NVIDIA_TESLA_P4",
-    "nvidia-tesla-k80": "NVIDIA_TESLA_K80",
-    "nvidia-tesla-a100": "NVIDIA_TESLA_A100",
-    "nvidia-a100-80gb": "NVIDIA_A100_80GB",
-    "nvidia-l4": "NVIDIA_L4",
-    "nvidia-h100-80gb": "NVIDIA_H100_80GB",
-}
-
-
-def check_gpu_type(gpu_type: str, *, vertex: bool = False) -> None:
-    """Refuses an accelerator name GKE (or Vertex) does not know: a task would stay Pending.
-
-    Args:
-        gpu_type: A GKE accelerator label value, or with ``vertex`` a Vertex AI name.
-        vertex: Check against the Vertex names (``NVIDIA_TESLA_T4``) instead.
-    """
-    known = list(VERTEX_ACCELERATORS.values() if vertex else VERTEX_ACCELERATORS)
-    if gpu_type not in known:
-        close = difflib.get_close_matches(gpu_type, known, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        flag = "--accelerator-type" if vertex else "--gpu-type"
-        raise PlacementError(
-            f"{flag} {gpu_type!r} is not a known accelerator: {hint}known: {', '.join(known)}"
-        )
-
-
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(E|Ei|P|Pi|T|Ti|G|Gi|M|Mi|K|Ki|m)?$")
-_DURATION = re.compile(r"^[0-9]+s$")
-
-# The longest run we support, from the run's start to the end of its last attempt,
-# preemptions and backoff waits included (an on-demand fall-back, an exit hook, may
-# run after it: see gke.fallback_component). Compiled as the run's deadline
-# (gke.build) and the floor of every retry window. A week: a ResNet50
-# run on one T4 takes hours to days, and on preemptible VMs, which GKE stops after
-# at most 24 h, a multi-day run is preempted at least daily; a longer job should be
-# split into runs that resume from the same checkpoint_dir.
-RUN_TIMEOUT = "604800s"
-
-
-# What a pod gets between SIGTERM and SIGKILL on a spot/preemptible node: "Spot VMs
-# terminate 30 seconds after receiving a termination notice" and the kubelet's graceful
-# node shutdown gives non-system Pods up to 15 s of it, best effort
-# (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms, "Termination and
-# graceful shutdown of Spot VMs"). A Job-engine pod asks for the whole notice; the
-# kubelet's shutdown budget may cut it shorter, never longer.
-NOTICE_SECONDS = 30
-
-
-def seconds(duration: str) -> int:
-    """Whole seconds of a ``<n>s`` duration (the only form placements accept)."""
-    if not _DURATION.match(duration or ""):
-        raise PlacementError(f"duration {duration!r}: expected whole seconds like '60s'")
-    return int(duration[:-1])
-
-
-@dataclass(frozen=True)
-class Taint:
-    """A node taint, as ``gcloud --node-taints`` writes it and a toleration matches it."""
-
-    key: str
-    value: str
-    effect: str = "NoSchedule"
-
-    def __str__(self) -> str:
-        return f"{self.key}={self.value}:{self.effect}"
-
-
-# The taint our preemptible GPU pools carry (so that only tasks that tolerate
-# preemption land there), and GKE's documented one for spot pools.
-PREEMPTIBLE_TAINT = Taint("preemptible", "true")
-SPOT_TAINT = Taint("cloud.google.com/gke-spot", "true")
-DEFAULT_TAINTS = {"preemptible": PREEMPTIBLE_TAINT, "spot": SPOT_TAINT}
-
-
-class PlacementError(GuardError):
-    """A placement setting that cannot work; the message names the value."""
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Scheduling for one task on GKE.
-
-    Attributes:
-        pool: ``preemptible`` (the default), ``spot`` or ``on-demand``.
-        gpu_type: GKE accelerator name (the ``cloud.google.com/gke-accelerator`` label).
-        gpu_count: GPUs per task; 0 runs on CPU and skips the accelerator selector.
-        memory_limit: Kubernetes quantity, e.g. ``48G``; empty sets none.
-        cpu_limit: Kubernetes quantity; empty sets none.
-        retries: KFP retries after a failure (a preemption is a failure to KFP).
-        backoff: First retry delay (``<seconds>s``); retry *n* waits
-            ``backoff * backoff_factor**(n-1)``, with no per-retry cap on Argo.
-        backoff_factor: Exponential backoff factor; a whole number, as Argo parses it.
-        retry_window: How long after the task's *first* attempt started KFP may
-            still retry it (``set_retry(backoff_max_duration=...)``). On KFP OSS it
-            is Argo's ``backoff.maxDuration``: a total window, not a delay cap. A
-            failure after it ends is final, and every retry pod is killed when it
-            ends. Must cover the run's timeout (``RUN_TIMEOUT``), see
-            :func:`check_retry_window`. Under ``kfp.local`` the same field only
-            caps each retry's delay.
-        taint: The pool's taint to tolerate; ``None`` uses the pool's default.
-        node_pool: Pin to a named node pool (``cloud.google.com/gke-nodepool``).
-        require_pool: Select the pool's nodes (else only tolerate them: the task may
-            land on preemptible or regular nodes, as idempotent copies can).
-    """
-
-    pool: str = "preemptible"
-    gpu_type: str = "nvidia-tesla-t4"
-    gpu_count: int = 1
-    memory_limit: str = "48G"
-    cpu_limit: str = ""
-    retries: int = 5
-    backoff: str = "60s"
-    backoff_factor: float = 2.0
-    retry_window: str = RUN_TIMEOUT
-    taint: Taint | None = field(default=None)
-    node_pool: str = ""
-    require_pool: bool = True
-
-    def __post_init__(self):
-        if self.pool not in POOLS:
-            raise PlacementError(f"pool={self.pool!r}: expected one of {', '.join(POOLS)}")
-        if self.gpu_count < 0:
-            raise PlacementError(f"gpu_count={self.gpu_count}: must be >= 0")
-        if self.gpu_count and not self.gpu_type:
-            raise PlacementError(f"gpu_count={self.gpu_count} needs a gpu_type")
-        if self.gpu_count:
-            check_gpu_type(self.gpu_type)
-        if self.retries < 0:
-            raise PlacementError(f"retries={self.retries}: must be >= 0")
-        for name in ("memory_limit", "cpu_limit"):
-            value = getattr(self, name)
-            if value and not _QUANTITY.match(value):
-                raise PlacementError(f"{name}={value!r} is not a Kubernetes quantity like 48G")
-        for name in ("backoff", "retry_window"):
-            value = getattr(self, name)
-            if not _DURATION.match(value):
-                raise PlacementError(f"{name}={value!r}: expected whole seconds like '60s'")
-        if self.backoff_factor < 1:
-            raise PlacementError(f"backoff_factor={self.backoff_factor}: must be >= 1")
-        # KFP passes the factor to Argo as fmt "%v" of a float64 (2.0 -> "2"), and
-        # Argo reads it with strconv.Atoi, so 1.5 is a parse error on every retry:
-        #   kubeflow/pipelines backend/src/v2/compiler/argocompiler/container.go:638
-        #   (2.17.0) `Value: wfapi.AnyStringPtr(retryPolicy.GetBackoffFactor()),`
-        #   argoproj/argo-workflows pkg/apis/workflow/v1alpha1/anystring.go:15 (v4.0.5)
-        #   `return AnyString(fmt.Sprintf("%v", val))`
-        #   argoproj/argo-workflows workflow/controller/operator.go:1055 (v4.0.5)
-        #   `retryStrategyBackoffFactor, err := intstr.Int32(retryStrategy.Backoff.Factor)`
-        #   argoproj/argo-workflows util/intstr/parametrizable.go:17 (v4.0.5)
-        #   `i, err := strconv.Atoi(is.StrVal)`
-        if float(self.backoff_factor) != int(self.backoff_factor):
-            raise PlacementError(
-                f"backoff_factor={self.backoff_factor}: must be a whole number; Argo parses "
-                "the factor as an integer and fails the retry on anything else"
-            )
-
-    @property
-    def effective_taint(self) -> Taint | None:
-        """The taint this task tolerates (none on the on-demand pool)."""
-        if self.pool == "on-demand":
-            return self.taint
-        return self.taint or DEFAULT_TAINTS[self.pool]
-
-    @property
-    def node_selector(self) -> dict[str, str]:
-        """The node labels the task requires."""
-        selector: dict[str, str] = {}
-        if self.require_pool and self.pool in POOL_NODE_LABELS:
-            key, value = POOL_NODE_LABELS[self.pool]
-            selector[key] = value
-        if self.gpu_count:
-            selector[GPU_NODE_LABEL] = self.gpu_type
-        if self.node_pool:
-            selector["cloud.google.com/gke-nodepool"] = self.node_pool
-        return selector
-
-    def with_(self, **changes) -> Placement:
-        """A copy with some fields changed (validated again)."""
-        return replace(self, **changes)
-
-    def tolerations(self) -> list[dict]:
-        """The pod spec's ``tolerations`` (the same toleration :meth:`apply` sets)."""
-        taint = self.effective_taint
-        if taint is None:
-            return []
-        return [
-            {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
-        ]
-
-    def resources(self) -> dict:
-        """The container's ``resources`` (GPU, memory and CPU limits, as :meth:`apply` sets).
-
-        GPUs are a limit only: Kubernetes takes an extended resource's request from
-        its limit (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/).
-        """
-        limits: dict[str, str] = {}
-        if self.gpu_count:
-            limits[GPU_RESOURCE] = str(self.gpu_count)
-        if self.memory_limit:
-            limits["memory"] = self.memory_limit
-        if self.cpu_limit:
-            limits["cpu"] = self.cpu_limit
-        return {"limits": limits} if limits else {}
-
-    def job_backoff_limit(self, workers: int) -> int:
-        """A Job's ``backoffLimit`` for ``retries`` gang restarts of ``workers`` pods.
-
-        Disruptions never count (the Job's ``podFailurePolicy`` ignores them), but a
-        real failure of one worker makes every peer exit 170 too, so one gang restart
-        can count up to ``workers`` failed pods.
-        """
-        return self.retries * max(1, workers)
-
-    def apply(self, task: dsl.PipelineTask) -> dsl.PipelineTask:
-        """Sets this placement on a task (GPU, selectors, toleration, limits, retries)."""
-        if self.gpu_count:
-            task.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(self.gpu_count)
-        for key, value in self.node_selector.items():
-            kubernetes.add_node_selector(task, label_key=key, label_value=value)
-        taint = self.effective_taint
-        if taint is not None:
-            kubernetes.add_toleration(
-                task, key=taint.key, operator="Equal", value=taint.value, effect=taint.effect
-            )
-        if self.memory_limit:
-            task.set_memory_limit(self.memory_limit)
-        if self.cpu_limit:
-            task.set_cpu_limit(self.cpu_limit)
-        if self.retries:
-            # backoff_max_duration is the retry *window*: the KFP backend compiles it
-            # to Argo's backoff.maxDuration (see check_retry_window for the citations).
-            task.set_retry(
-                num_retries=self.retries,
-                backoff_duration=self.backoff,
-                backoff_factor=self.backoff_factor,
-                backoff_max_duration=self.retry_window,
-            )
-        return task
-
-
-def check_retry_window(
-    placement: Placement, run_timeout: str = RUN_TIMEOUT, what: str = ""
-) -> None:
-    """Refuses a retry window shorter than the run's timeout.
-
-    KFP compiles ``backoff_max_duration`` into Argo's ``retryStrategy.backoff.maxDuration``:
-      kubeflow/pipelines backend/src/v2/compiler/argocompiler/container.go:641 (2.17.0)
-      `retryBackOffMaxDuration := wfapi.AnyStringPtr(
-      retryPolicy.GetBackoffMaxDuration().Seconds)` and :674 `MaxDuration: backOffMaxDuration,`
-    and Argo counts it from the start of the task's *first* attempt, refusing any
-    retry after it and killing retry pods when it ends:
-      argoproj/argo-workflows workflow/controller/operator.go:1037 (v4.0.5)
-      `maxDurationDeadline = firstChildNode.StartedAt.Add(maxDuration)`
-      :1040 `"Max duration limit exceeded"`, :1095 `opts.executionDeadline = maxDurationDeadline`
-      (the retry pod's deadline: workflow/controller/workflowpod.go:343 `EnvVarDeadline`).
-    So with the SDK's default (3600s, kfp/dsl/structures.py:381 in 2.17.0) a run
-    preempted after its first hour is not retried at all.
-
-    Raises:
-        PlacementError: naming the window and the timeout.
-    """
-    if placement.retries and seconds(placement.retry_window) < seconds(run_timeout):
-        who = f"{what} " if what else ""
-        raise PlacementError(
-            f"{who}retry_window={placement.retry_window!r} is shorter than the run timeout "
-            f"{run_timeout!r}: Argo counts the window from the first attempt's start and "
-            "retries no preemption after it; set retry_window >= the run timeout"
-        )
-
-
-# The copy steps are idempotent, so they may be preempted too: CPU only, retried.
-COPY_PLACEMENT = Placement(gpu_count=0, memory_limit="4G", backoff="30s", require_pool=False)
-# The on-demand fall-back pool: the same GPUs, no toleration, fewer retries.
-ON_DEMAND_PLACEMENT = Placement(pool="on-demand", retries=2)
-# The Job-engine launcher: a small CPU pod on the on-demand pool (no toleration, so
-# no spot node), retried by KFP only to re-attach to its Job after its own pod failed.
-LAUNCHER_PLACEMENT = Placement(
-    pool="on-demand", gpu_count=0, memory_limit="1G", retries=5, backoff="30s"
+from spottrain.placement import (  # noqa: F401 - re-exported for pipeline code
+    COPY_PLACEMENT,
+    DEFAULT_TAINTS,
+    GCLOUD_POOL_FLAGS,
+    GPU_NODE_LABEL,
+    GPU_RESOURCE,
+    LAUNCHER_PLACEMENT,
+    LOCAL_PLACEMENT,
+    NOTICE_SECONDS,
+    ON_DEMAND_PLACEMENT,
+    POOL_NODE_LABELS,
+    POOLS,
+    PREEMPTIBLE_TAINT,
+    RUN_TIMEOUT,
+    SPOT_POOLS,
+    SPOT_TAINT,
+    VERTEX_ACCELERATORS,
+    Placement,
+    PlacementError,
+    Taint,
+    check_gpu_type,
+    check_retry_window,
+    seconds,
 )
-# kfp.local: no GPUs (kfp.local only warns about resources), short whole-second backoff.
-# kfp.local reads retry_window as a cap on each delay, which 1 s, 2 s, 4 s never reach:
-#   kubeflow/pipelines sdk/python/kfp/local/orchestrator/task_executor.py:171-172 (2.17.0)
-#   `delay = backoff_duration * (backoff_factor**attempt)` / `delay = min(delay,
-#   backoff_max_duration)`.
-LOCAL_PLACEMENT = Placement(
-    pool="preemptible", gpu_count=0, memory_limit="", retries=3, backoff="1s"
-)
+
+
+def apply_placement(placement: Placement, task: dsl.PipelineTask) -> dsl.PipelineTask:
+    """Sets a placement on a task (GPU, selectors, toleration, limits, retries)."""
+    if placement.gpu_count:
+        task.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(placement.gpu_count)
+    for key, value in placement.node_selector.items():
+        kubernetes.add_node_selector(task, label_key=key, label_value=value)
+    taint = placement.effective_taint
+    if taint is not None:
+        kubernetes.add_toleration(
+            task, key=taint.key, operator="Equal", value=taint.value, effect=taint.effect
+        )
+    if placement.memory_limit:
+        task.set_memory_limit(placement.memory_limit)
+    if placement.cpu_limit:
+        task.set_cpu_limit(placement.cpu_limit)
+    if placement.retries:
+        # backoff_max_duration is the retry *window*: the KFP backend compiles it
+        # to Argo's backoff.maxDuration (see check_retry_window for the citations).
+        task.set_retry(
+            num_retries=placement.retries,
+            backoff_duration=placement.backoff,
+            backoff_factor=placement.backoff_factor,
+            backoff_max_duration=placement.retry_window,
+        )
+    return task
 
 
 def nodepool_command(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from spottrain.pipelines import guards, templates
+from spottrain.placement import PlacementError
 from spottrain.version import __version__
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ def service_errors(what: str) -> Iterator[None]:
             # kfp.Client's version notice, on every construction.
             warnings.filterwarnings("ignore", "This client only works", FutureWarning)
             yield
-    except guards.GuardError:
+    except (guards.GuardError, PlacementError):
         raise
     except Exception as err:
         kind = type(err)

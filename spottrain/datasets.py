@@ -14,12 +14,29 @@ import sys
 
 from trainer import fileio
 
+# scikit-learn ships the digits but is a test/dev dependency (``spottrain[test]``), not
+# one of the image's: the trainer image can run everything here except this writer.
+MISSING_DEPENDENCY = 69  # sysexits EX_UNAVAILABLE: a support program is missing
+
+
+class MissingDependency(RuntimeError):
+    """A package this tool needs is not installed; the message says which and how."""
+
 
 def write_digits(out_dir: str, limit: int = 0) -> int:
-    """Writes the digits as PNGs (idempotent: existing files are kept); returns the count."""
+    """Writes the digits as PNGs (idempotent: existing files are kept); returns the count.
+
+    Raises:
+        MissingDependency: scikit-learn is not installed.
+    """
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise MissingDependency(
+            "scikit-learn is not installed (it ships the digits): pip install 'spottrain[test]'"
+        ) from None
     import numpy as np
     import tensorflow as tf
-    from sklearn.datasets import load_digits
 
     digits = load_digits()
     images = np.clip(digits.images * (255.0 / 16.0), 0, 255).astype(np.uint8)
@@ -61,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"{p.prog}: error: {problem}", file=sys.stderr)
         return 2
-    n = write_digits(args.out_dir, args.limit)
+    try:
+        n = write_digits(args.out_dir, args.limit)
+    except MissingDependency as err:
+        print(f"{p.prog}: error: {err}", file=sys.stderr)
+        return MISSING_DEPENDENCY
     print(f"wrote {n} digits images to {args.out_dir}")
     return 0
 

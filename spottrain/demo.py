@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from spottrain.datasets import write_digits
+from spottrain.datasets import MISSING_DEPENDENCY, MissingDependency, write_digits
 from trainer import fileio, launch, ledger, preemption
 
 
@@ -44,7 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = out / "demo-run"
     shutil.rmtree(run_dir, ignore_errors=True)
     print(f"== writing scikit-learn digits to {out / 'digits'}", flush=True)
-    write_digits(str(out / "digits"))
+    try:
+        write_digits(str(out / "digits"))
+    except MissingDependency as err:
+        print(f"{p.prog}: error: {err}", file=sys.stderr)
+        return MISSING_DEPENDENCY
     trainer_args = [
         "--image-dir",
         str(out / "digits"),

@@ -13,7 +13,7 @@ import signal
 from collections.abc import Sequence
 from typing import Any
 
-from spottrain.pipelines.placement import Placement, PlacementError, seconds
+from spottrain.placement import Placement, PlacementError, seconds
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.gke_job import control, kube, manifests, names, status
 from trainer import checkpointing, ledger, preemption

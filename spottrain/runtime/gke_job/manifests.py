@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from spottrain.pipelines.placement import NOTICE_SECONDS, Placement
+from spottrain.placement import NOTICE_SECONDS, Placement
 from spottrain.runtime.gke_job import names
 from trainer import gang_env, preemption
 

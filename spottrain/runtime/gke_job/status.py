@@ -12,7 +12,7 @@
 * A pod the scheduler cannot place has ``PodScheduled`` ``False`` with reason
   ``Unschedulable`` (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-conditions).
 * GKE labels spot nodes ``cloud.google.com/gke-spot=true`` and preemptible nodes
-  ``cloud.google.com/gke-preemptible=true`` (``Placement.POOL_NODE_LABELS``).
+  ``cloud.google.com/gke-preemptible=true`` (``spottrain.placement.POOL_NODE_LABELS``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from spottrain.pipelines.placement import POOL_NODE_LABELS
+from spottrain.placement import POOL_NODE_LABELS
 from spottrain.runtime.gke_job import names
 
 
