@@ -11,6 +11,7 @@ fall-back (:func:`fallback_component`).
 """
 
 import contextlib
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -182,7 +183,7 @@ def build(
                 data_dst=data_dst,
                 initial_checkpoint=initial_checkpoint,
                 checkpoint_dir=checkpoint_dir,
-                apply=copy_placement.apply,
+                apply=functools.partial(apply_placement, copy_placement),
             )
             trained = train(
                 data=data.outputs["copied"],
@@ -195,7 +196,7 @@ def build(
             trained.set_caching_options(False)
             add_profile(
                 trained,
-                train_placement.apply,
+                functools.partial(apply_placement, train_placement),
                 data=data.outputs["copied"],
                 expect_gpus=expect_gpus,
                 **{k: v for k, v in hyper.items() if k in PROFILE_INPUTS},

@@ -7,6 +7,8 @@ process, and moves it to the on-demand pool itself when spot capacity does not c
 (so no exit-hook fall-back, and the run ends Succeeded).
 """
 
+import functools
+
 from kfp import dsl
 
 from spottrain.components.train_job.component import train_job
@@ -122,7 +124,7 @@ def build(
             data_dst=data_dst,
             initial_checkpoint=initial_checkpoint,
             checkpoint_dir=checkpoint_dir,
-            apply=copy_placement.apply,
+            apply=functools.partial(apply_placement, copy_placement),
         )
         trained = train_job(
             data=data.outputs["copied"],
@@ -144,7 +146,7 @@ def build(
         trained.set_caching_options(False)
         add_profile(
             trained,
-            train_placement.apply,
+            functools.partial(apply_placement, train_placement),
             data=data.outputs["copied"],
             expect_gpus=expect_gpus,
             **{k: v for k, v in hyper.items() if k in PROFILE_INPUTS},

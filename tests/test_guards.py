@@ -182,7 +182,7 @@ def test_parameters_are_converted_to_the_template_types(gke_yaml):
     ],
 )
 def test_bad_placement_values_are_named(kwargs, needle):
-    with pytest.raises(GuardError) as err:
+    with pytest.raises(placement.PlacementError) as err:
         placement.Placement(**kwargs)
     assert needle in one_line(err)
 
