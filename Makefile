@@ -19,8 +19,25 @@ $(STAMP): setup.py
 	$(PY) -m pip install -q -e '.[pipelines,test]'
 	@touch $(STAMP)
 
-test: venv ## Run the whole test suite (what CI runs)
+test: venv tools ## Run the whole test suite (what CI runs)
 	$(PY) -m pytest -q tests
+
+# Binaries the image gets from its OS packages, for the tests that run its PID 1 chain.
+# tini: the image's init (Dockerfile: apt-get install tini). Debian's package here (the
+# same 0.19.0 as Ubuntu's), unpacked into .tools/ without installing it; on a machine
+# without apt the PID-1 tests skip, naming the reason.
+TOOLS := .tools
+tools: $(TOOLS)/bin/tini ## Fetch the image's OS-level tools for the tests into .tools/ (tini)
+
+$(TOOLS)/bin/tini:
+	@mkdir -p $(TOOLS)/bin $(TOOLS)/deb
+	@if command -v apt-get >/dev/null; then \
+	  cd $(TOOLS)/deb && { apt-get download -q tini >/dev/null 2>&1 \
+	    || { apt-get update -qq >/dev/null 2>&1 && apt-get download -q tini >/dev/null 2>&1; }; } \
+	  && dpkg-deb -x tini_*.deb root && ln -sf ../deb/root/usr/bin/tini ../bin/tini \
+	  && echo "tools: $$(../bin/tini --version)" \
+	  || echo "tools: could not fetch Debian's tini; the PID-1 tests will skip" >&2; \
+	else echo "tools: no apt-get here; the PID-1 tests will skip" >&2; fi
 
 lint: venv ## ruff (lint + format check) and hadolint on the Dockerfile
 	$(VENV)/bin/ruff check .
@@ -108,4 +125,4 @@ bench-copy-quick: venv ## The same as a ~10 s smoke run (1 run, 20 small files, 
 clean: ## Remove outputs (keeps .venv)
 	rm -rf $(OUT) .pytest_cache
 
-.PHONY: help venv test lint format data run run-trainer bench bench-checkpoint bench-marker bench-copy bench-copy-quick clean
+.PHONY: help venv tools test lint format data run run-trainer bench bench-checkpoint bench-marker bench-copy bench-copy-quick clean

@@ -24,8 +24,12 @@ DESCRIPTION = (
     "(MultiWorkerMirroredStrategy over replica_count machines) with checkpointed retries."
 )
 STRATEGIES = ("SPOT", "STANDARD", "FLEX_START")
-# In front of every worker pool's command: see VertexTraining.worker_pool_specs.
-FORWARD_COMMAND = ["python3", "-m", "trainer.forward", "--"]
+# In front of every worker pool's command (see with_forwarding_init): tini as PID 1,
+# which holds a notice from its first instructions on (Python's handlers come ~20-100 ms
+# later: bench/pid1_notice.py), then trainer.forward, which keeps the component's shell
+# from dying of the notice. tini alone cannot: it starts its child with SIGTERM at its
+# default, so the shell dies, tini exits, and the kernel kills the trainer mid-save.
+FORWARD_COMMAND = ["tini", "--", "python3", "-m", "trainer.forward", "--"]
 
 
 class VertexConfigError(guards.GuardError):
@@ -149,7 +153,7 @@ class VertexTraining:
 
 
 def with_forwarding_init(op):
-    """Puts :mod:`trainer.forward` in front of every worker pool's command of ``op``.
+    """Puts tini and :mod:`trainer.forward` in front of every worker pool's command of ``op``.
 
     GCPC copies the train component's ``sh -ec …`` command into every worker pool
     as is (google_cloud_pipeline_components/v1/custom_job/utils.py L165-182 at

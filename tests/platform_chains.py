@@ -30,6 +30,16 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = str(Path(sys.executable).parent)
+# The image's OS-level tools (tini), fetched by `make tools` (the Makefile says how).
+TOOLS_BIN = str(REPO / ".tools" / "bin")
+
+
+def have_tini() -> bool:
+    """Whether the image's init is here to run (`make tools` fetches Debian's)."""
+    return shutil.which("tini", path=f"{TOOLS_BIN}:{os.environ.get('PATH', '')}") is not None
+
+
+NO_TINI = "needs tini, the image's init (`make tools` fetches it; apt-get was not usable)"
 STANDINS = Path(__file__).resolve().parent / "standins"
 _STEP = re.compile(rb"\bstep (\d+)/(\d+)\b")
 
@@ -87,11 +97,11 @@ def fill_placeholders(command: list[str], executor_input_dict: dict, task_root: 
 
 
 def chain_env(extra: dict | None = None) -> dict:
-    """Environment of the reproduced container: our venv's python3 first on PATH."""
+    """Environment of the reproduced container: our venv's python3 and tini first on PATH."""
     env = dict(os.environ)
     env.pop("TF_CONFIG", None)
     env.update(
-        PATH=f"{VENV_BIN}:{env.get('PATH', '')}",
+        PATH=f"{VENV_BIN}:{TOOLS_BIN}:{env.get('PATH', '')}",
         PYTHONPATH=str(REPO),
         TF_CPP_MIN_LOG_LEVEL="2",
         TF_NUM_INTRAOP_THREADS="1",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -70,7 +71,11 @@ def test_dockerfile_tf_matches_setup_py():
         return tuple(int(x) for x in s.split("."))
 
     assert v(lo) <= v(base.group(1)) < v(hi), (base.group(1), lo, hi)
-    assert 'ENTRYPOINT ["python", "-m", "trainer.task"]' in (REPO / "Dockerfile").read_text()
+    # The image's entry point is a Job pod's command: tini, then the trainer's entry point.
+    from spottrain.runtime.gke_job.manifests import TRAINER_COMMAND
+
+    entrypoint = json.dumps(list(TRAINER_COMMAND))
+    assert f"ENTRYPOINT {entrypoint}" in (REPO / "Dockerfile").read_text()
 
 
 def test_hadolint_passes():

@@ -175,3 +175,15 @@ def test_a_dev_tool_missing_its_dev_dependency_says_so_in_one_line(image, tmp_pa
         "digits): pip install 'spottrain[test]'"
     ]
     assert not out.exists()
+
+
+def test_the_dockerfile_smoke_import_covers_every_component_runtime_module():
+    """The image build fails at once if a component's runtime module cannot import there."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    smoke = set()
+    for line in re.findall(r'python -c "import ([^";]+)"', dockerfile):
+        smoke |= {m.strip() for m in line.split(",")}
+    wanted = {mod for pairs in component_runtime_imports().values() for mod, _ in pairs}
+    assert wanted <= smoke, f"add to the Dockerfile's smoke import: {sorted(wanted - smoke)}"
+    # The image's entry points too: the ENTRYPOINT's and the Vertex pools' init.
+    assert {"trainer.task", "trainer.forward"} <= smoke

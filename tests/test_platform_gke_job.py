@@ -3,7 +3,7 @@
 Each "pod" (tests/pod_network.py) has its own PID, mount, UTS and network
 namespace, its own IP on a bridge, the host name ``<job>-<index>`` and peers
 resolvable as ``<job>-<index>.<service>``; it runs exactly the container
-command the Job gives its pods, ``python -m trainer.task …`` as PID 1, with
+command the Job gives its pods, ``tini -- python -m trainer.task …`` (tini as PID 1), with
 the Job's env (``JOB_COMPLETION_INDEX``, ``SPOTTRAIN_JOB_*``, no ``TF_CONFIG``),
 and every worker's gRPC server on the same port 2222. The checkpoint dir is a
 local folder shared by the pods (``gs://`` in the cluster). A gang restart is
@@ -17,18 +17,22 @@ from __future__ import annotations
 import os
 import re
 import signal
-import sys
 import time
 
 import pytest
-from platform_chains import REPO, chain_env, checkpoint_steps, ledger_records
+from platform_chains import NO_TINI, REPO, chain_env, checkpoint_steps, have_tini, ledger_records
 from pod_network import PodNetwork, can_make_pod_networks, pid1_command, signal_pid1
 from trainer_helpers import summary, tiny_args
 
+from spottrain.runtime.gke_job.manifests import TRAINER_COMMAND
 from trainer import gang_env, preemption
 
 _WHY_NOT = can_make_pod_networks()
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(_WHY_NOT is not None, reason=str(_WHY_NOT))]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(_WHY_NOT is not None, reason=str(_WHY_NOT)),
+    pytest.mark.skipif(not have_tini(), reason=NO_TINI),
+]
 
 JOB, SERVICE, WORKERS = "train-7f3a", "train-7f3a", 2
 _EXIT_LINE = re.compile(r"exit 143: preempted: saved at step (\d+) of (\d+), 0 steps lost")
@@ -51,11 +55,11 @@ def _pod_env(index: int, hostname: str) -> dict:
 def _start_gang(net: PodNetwork, args: list[str]):
     pods = net.gang(WORKERS)
     hosts = net.hosts_file(pods)
-    cmd = [sys.executable, "-m", "trainer.task", *args]
+    cmd = [*TRAINER_COMMAND, *args]  # the Job's container command (python: the venv's)
     chains = [net.start(p, hosts, cmd, _pod_env(p.index, p.hostname), REPO) for p in pods]
     try:
         for chain in chains:
-            # The container's main process is the trainer's entry point, no shell.
+            # The container's main process is tini, then the trainer's entry point, no shell.
             assert pid1_command(chain) == cmd, pid1_command(chain)
     except BaseException:
         _stop(chains)
@@ -89,9 +93,17 @@ def _finish(chains, timeout: float) -> list[int]:
 
 
 def pod_processes(chain) -> list[int]:
-    """Host PIDs of the pod's PID 1 and its children."""
-    with open(f"/proc/{chain.pid1}/task/{chain.pid1}/children") as f:
-        return [chain.pid1, *map(int, f.read().split())]
+    """Host PIDs of the pod's PID 1 and all its descendants (tini, supervisor, trainer)."""
+    found, todo = [], [chain.pid1]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                todo += map(int, f.read().split())
+        except FileNotFoundError:
+            pass
+    return found
 
 
 def _alive(pid: int) -> bool:
@@ -137,7 +149,7 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
         try:
             _wait_for_step(chains, 1, 30, timeout=240)
             killed_at_step = chains[1].step
-            pod = pod_processes(chains[1])  # PID 1 and the trainer below it
+            pod = pod_processes(chains[1])  # tini, the supervisor and the trainer
             net.unplug(pods1[1])
             sent = signal_pid1(chains[1], signal.SIGKILL)
             # (unshare 2.38 reports a child killed by a signal as 1, so the
@@ -147,7 +159,7 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
             _stop(chains)
         seconds = time.monotonic() - sent
         # PID 1 killed: the kernel ends its namespace, trainer included.
-        assert len(pod) >= 2 and not any(_alive(pid) for pid in pod), pod
+        assert len(pod) >= 3 and not any(_alive(pid) for pid in pod), pod
         assert chief == preemption.PEER_LOST, chains[0].text()[-3000:]
         assert seconds < 60, f"survivor took {seconds:.0f} s"
         assert ledger_records(ckpt)[0]["outcome"] == "worker_lost"

@@ -20,6 +20,7 @@ import time
 import pytest
 from kfp import dsl
 from platform_chains import (
+    NO_TINI,
     REPO,
     can_unshare,
     chain_env,
@@ -27,6 +28,7 @@ from platform_chains import (
     compiled_docs,
     executor_input,
     fill_placeholders,
+    have_tini,
     ledger_records,
     start_as_pid1,
 )
@@ -104,6 +106,26 @@ def test_without_the_init_the_shell_as_pid1_drops_sigterm(digits_dir, tmp_path):
     assert ledger_records(run / "checkpoints")[-1]["outcome"] == "running"
 
 
+@pytest.mark.skipif(not have_tini(), reason=NO_TINI)
+def test_tini_alone_lets_the_shell_die_and_the_trainer_is_killed_unsaved(digits_dir, tmp_path):
+    """Why trainer.forward stays behind tini: tini starts the shell with SIGTERM at its
+    default, so the shell dies of the notice, tini exits and the kernel ends the
+    namespace, trainer included, before its save."""
+    tini_only = ["tini", "--", *compiled_worker_pool_command()[len(FORWARD_COMMAND) :]]
+    run = tmp_path / "tini-only"
+    chain = _start(tini_only, digits_dir, run)
+    chain.wait_for_step(20, timeout=180)
+    os.kill(chain.pid1, signal.SIGTERM)
+    sent = time.monotonic()
+    code = chain.finish(timeout=60)
+    assert code == preemption.PREEMPTED  # tini: 128 + the shell's SIGTERM ...
+    assert time.monotonic() - sent < 5
+    # ... but nobody saved: PID 1's exit killed the trainer in its handler or before.
+    assert checkpoint_steps(run / "checkpoints") == []
+    assert ledger_records(run / "checkpoints")[-1]["outcome"] != "preempted"
+
+
+@pytest.mark.skipif(not have_tini(), reason=NO_TINI)
 @pytest.mark.parametrize("trial", range(TRIALS))
 def test_sigterm_to_pid1_saves_at_the_next_step_zero_lost(digits_dir, tmp_path, trial):
     run = tmp_path / f"trial{trial}"

@@ -8,13 +8,23 @@ PID 1 has no handler for, and dash does not exec its last command, so the
 trainer below never hears the notice and is killed at the end of the grace
 period with everything since its last save.
 
-This process takes PID 1's place in front of that command and:
+The pools run ``tini -- python3 -m trainer.forward -- CMD``: tini is PID 1 from
+the container's first instructions (Python needs ~20-100 ms to have a handler, and
+the kernel drops what PID 1 neither handles nor blocks), and this process, its
+child (or PID 1 itself where tini is missing):
 
 * starts CMD in a process group of its own with SIGTERM and SIGINT *ignored*:
   a shell cannot un-ignore a signal that was ignored when it started (POSIX
   ``trap``), so it cannot die of the notice and orphan the trainer, while Python
   processes that install handlers (the hang supervisor, the trainer) receive it;
-* forwards SIGTERM/SIGINT to that whole process group;
+  tini alone cannot do this: it starts its child with the signals at their
+  defaults, so the shell would die and take the trainer with it;
+* forwards SIGTERM/SIGINT to that whole process group, and repeats it every
+  ``REPEAT_SECONDS`` until CMD ends: the processes in front of the hang
+  supervisor (the shell, kfp's executor) inherit the ignored signal, so a notice
+  that arrives before the supervisor has its handler (the seconds kfp's executor
+  takes to start) would otherwise be lost; the trainer acts on the first it
+  hears, later ones change nothing;
 * reaps orphaned descendants, as PID 1 must;
 * exits with CMD's exit code (128 + N when a signal N killed it), so the
   trainer's 143 "preempted after a clean save" reaches Vertex and KFP unchanged.
@@ -28,9 +38,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT)
 USAGE_ERROR = 2
+# How often a notice is sent again while CMD runs (see the module docstring).
+REPEAT_SECONDS = 0.5
 
 
 def _ignore_notice_signals() -> None:
@@ -42,21 +55,37 @@ def _ignore_notice_signals() -> None:
 def run(cmd: list[str]) -> int:
     """Runs ``cmd`` as described in the module docstring; returns its exit code."""
     child = subprocess.Popen(cmd, preexec_fn=_ignore_notice_signals, start_new_session=True)
+    notice: list[int] = []
+    heard, done = threading.Event(), threading.Event()
 
-    def forward(signum, _frame):
+    def send(signum: int) -> None:
         try:
             os.killpg(child.pid, signum)
         except ProcessLookupError:  # the group is gone already
             pass
 
+    def forward(signum, _frame):
+        notice[:] = [signum]
+        send(signum)
+        heard.set()
+
+    def repeat() -> None:
+        heard.wait()
+        while not done.wait(REPEAT_SECONDS):
+            send(notice[0])
+
     for sig in FORWARDED:
         signal.signal(sig, forward)
-    while True:
-        # Any child: orphans re-parented to PID 1 are reaped here too.
-        pid, status = os.wait()
-        if pid == child.pid:
-            child.returncode = code = os.waitstatus_to_exitcode(status)
-            return 128 - code if code < 0 else code
+    threading.Thread(target=repeat, name="notice-repeat", daemon=True).start()
+    try:
+        while True:
+            # Any child: orphans re-parented to PID 1 are reaped here too.
+            pid, status = os.wait()
+            if pid == child.pid:
+                child.returncode = code = os.waitstatus_to_exitcode(status)
+                return 128 - code if code < 0 else code
+    finally:
+        done.set()
 
 
 def main(argv: list[str] | None = None) -> int:

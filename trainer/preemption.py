@@ -146,11 +146,15 @@ class StopFlag:
         installs a C++ SIGTERM handler that swallows the signal, and the last
         handler installed wins.
         """
+        repeats = [0]
 
         def _handler(signum, _frame):
             name = signal.Signals(signum).name
             if self.is_set():
-                log.warning("%s again: still saving at the next step boundary", name)
+                # trainer.forward repeats a notice until the attempt ends: say it once.
+                repeats[0] += 1
+                if repeats[0] == 1:
+                    log.warning("%s again: still saving at the next step boundary", name)
             else:
                 log.warning("%s received: saving at the next step boundary, then exiting", name)
             self.set(name)

@@ -34,7 +34,11 @@ from spottrain.placement import NOTICE_SECONDS, Placement
 from spottrain.runtime.gke_job import names
 from trainer import gang_env, preemption
 
-TRAINER_COMMAND = ("python", "-m", "trainer.task")
+# tini (the image's init, its ENTRYPOINT too) as PID 1: the kernel drops a SIGTERM sent
+# to a PID 1 without a handler, which Python has only ~20-100 ms after its start
+# (bench/pid1_notice.py); tini blocks signals from its first instructions and passes
+# them to the trainer's entry point, whose supervisor relays them to the trainer.
+TRAINER_COMMAND = ("tini", "--", "python", "-m", "trainer.task")
 # Finished Jobs (and their pods' logs) stay a day for inspection, then go.
 TTL_SECONDS_AFTER_FINISHED = 86400
 

@@ -1,0 +1,94 @@
+"""A notice in the first milliseconds of a container reaches our process (tini as PID 1).
+
+The kernel drops a signal sent to a PID namespace's init when the init neither
+handles nor blocks it. Python has its handlers ~20-100 ms after its start, so a
+SIGTERM in that window used to be lost when ``python -m trainer.forward`` (Vertex
+pools) or ``python -m trainer.task`` (Job pods) was PID 1: the process ran on to
+its end. tini blocks signals from its first instructions and passes them on; an
+early notice then ends our process at once (exit 143, nothing trained, retried).
+``bench/pid1_notice.py`` sweeps the delays; these tests pin the contract at a few.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from platform_chains import NO_TINI, REPO, can_unshare, chain_env, have_tini
+from trainer_helpers import tiny_args
+
+from spottrain.pipelines.vertex import FORWARD_COMMAND
+from spottrain.runtime.gke_job.manifests import TRAINER_COMMAND
+from trainer import preemption
+
+pytestmark = [
+    pytest.mark.skipif(not can_unshare(), reason="needs PID namespaces (unshare as root)"),
+    pytest.mark.skipif(not have_tini(), reason=NO_TINI),
+]
+
+# Behind the pool's sh: handles SIGTERM as the trainer does, else runs 3 s and exits 0.
+_CHILD = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
+    "time.sleep(3)\n"
+)
+
+
+def _sigterm_after(cmd: list[str], delay_ms: float) -> tuple[int, float]:
+    """Runs ``cmd`` as PID 1 of a new PID namespace; SIGTERM ``delay_ms`` after PID 1
+    exists (as the kubelet or Vertex sends it). Returns (exit code, seconds after)."""
+    proc = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", *cmd],
+        cwd=REPO, env=chain_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    pids: list[str] = []
+    while not pids:
+        try:
+            pids = children.read_text().split()
+        except FileNotFoundError:
+            pass
+        assert proc.poll() is None, "unshare ended before its PID 1 existed"
+    born = time.monotonic()
+    time.sleep(delay_ms / 1000)
+    os.kill(int(pids[0]), signal.SIGTERM)
+    sent = time.monotonic()
+    code = proc.wait(timeout=300)
+    assert sent - born < delay_ms / 1000 + 0.05, "the signal went out late: retry on a calmer box"
+    return code, time.monotonic() - sent
+
+
+def _pool_command(tmp_path: Path, init: list[str]) -> list[str]:
+    child = tmp_path / "child.py"
+    child.write_text(_CHILD)
+    return [*init, "sh", "-ec", f"python3 {child}"]
+
+
+def test_without_tini_an_early_notice_to_the_pool_init_is_lost(tmp_path):
+    """The defect: python as PID 1 has no handler yet, the kernel drops the notice."""
+    bare_init = FORWARD_COMMAND[FORWARD_COMMAND.index("python3") :]
+    code, seconds = _sigterm_after(_pool_command(tmp_path, bare_init), 2)
+    assert code == 0 and seconds > 2.5, (code, seconds)  # ran its 3 s to the end
+
+
+@pytest.mark.parametrize("delay_ms", [1, 2, 5, 10, 20, 40])
+def test_with_tini_an_early_notice_to_the_pool_ends_it_at_once(tmp_path, delay_ms):
+    assert FORWARD_COMMAND[:2] == ["tini", "--"]
+    code, seconds = _sigterm_after(_pool_command(tmp_path, FORWARD_COMMAND), delay_ms)
+    assert code == preemption.PREEMPTED and seconds < 2, (code, seconds)
+
+
+@pytest.mark.parametrize("delay_ms", [1, 5, 30])
+def test_with_tini_an_early_notice_to_a_job_pod_ends_it_before_any_training(
+    digits_dir, tmp_path, delay_ms
+):
+    assert TRAINER_COMMAND[:2] == ("tini", "--")
+    args = tiny_args(digits_dir, tmp_path, train_steps=400)
+    code, seconds = _sigterm_after([*TRAINER_COMMAND, *args], delay_ms)
+    assert code == preemption.PREEMPTED, code
+    assert seconds < 20, seconds  # not the 400 steps (the notice was not lost)
+    assert not list((tmp_path / "checkpoints").glob("ckpt-*")), "it trained"
