@@ -114,6 +114,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="pid1-notice-"))
     (work / "child.py").write_text(CHILD)
     if "job" in args.shapes:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         from spottrain.datasets import write_digits
 
         write_digits(str(work / "digits"), limit=400)
