@@ -108,7 +108,8 @@ def test_manifests_from_the_compiled_pipeline_are_schema_valid(pipeline, workers
         assert spec["activeDeadlineSeconds"] == 604800
         pod = spec["template"]["spec"]
         [trainer] = pod["containers"]
-        assert trainer["command"] == ["python", "-m", "trainer.task"]  # no shell
+        # tini (the image's init) as PID 1, then the trainer's entry point: no shell
+        assert trainer["command"] == ["tini", "--", "python", "-m", "trainer.task"]
         assert pod["subdomain"] == job["metadata"]["name"]
         assert trainer["resources"]["limits"] == {"nvidia.com/gpu": "1", "memory": "48G"}
     spot_pod = spot_job["spec"]["template"]["spec"]
