@@ -68,7 +68,7 @@ GKE_PIPELINE = $(if $(POOL),--pool "$(POOL)") $(if $(ENGINE),--engine "$(ENGINE)
 PIPELINE_PARAMS = $(filter $(addsuffix %,a b c d e f g h i j k l m n o p q r s t u v w x y z),$(MAKEOVERRIDES))
 # The other command-line variables, minus this Makefile's own: the CLI refuses one
 # named like a pipeline parameter (TRAIN_STEPS=5 would otherwise be dropped silently).
-MAKE_OWN_VARIABLES := HOST NAMESPACE POOL ENGINE FALLBACK NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON
+MAKE_OWN_VARIABLES := HOST NAMESPACE POOL ENGINE FALLBACK NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON ARGO_NAMESPACE POLICY
 OTHER_VARIABLES = $(sort $(filter-out $(MAKE_OWN_VARIABLES) $(foreach p,$(PIPELINE_PARAMS),$(firstword $(subst =, ,$(p)))),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 MAKE_VARIABLES_FLAG = $(if $(OTHER_VARIABLES),--make-variables "$(OTHER_VARIABLES)")
 IMAGE ?= $(shell $(PY) -c 'from spottrain.version import IMAGE; print(IMAGE)')
@@ -84,7 +84,7 @@ upload: venv ## Upload the GKE pipeline to KFP: HOST=<url> [POOL=preemptible|spo
 
 run-gke run-preemptible: venv ## Create a KFP run on GKE (run-preemptible: the same): HOST=<url> [POOL=preemptible|spot ENGINE=job|pod FALLBACK=1 NAMESPACE=] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,HOST,HOST=https://<your-kfp-dashboard> data_src=gs://... checkpoint_dir=gs://...)
-	$(PY) -m spottrain.pipelines run-gke --host "$(HOST)" $(GKE_PIPELINE) $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
+	$(PY) -m spottrain.pipelines run-gke --host "$(HOST)" $(GKE_PIPELINE) $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
 
 run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,PROJECT,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
@@ -97,6 +97,9 @@ gke-nodepool: venv ## Print the gcloud command for the GPU node pool: CLUSTER= Z
 	$(call require,ZONE,CLUSTER=my-cluster ZONE=us-central1-a)
 	$(PY) -m spottrain.pipelines nodepool --cluster "$(CLUSTER)" --zone "$(ZONE)" $(if $(POOL),--pool "$(POOL)") $(if $(GPU_TYPE),--gpu-type "$(GPU_TYPE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(MACHINE_TYPE),--machine-type "$(MACHINE_TYPE)") $(if $(MAX_NODES),--max-nodes "$(MAX_NODES)") $(if $(EXECUTE),--execute)
 
+kfp-retry-policy: venv ## Print the patch that lets Argo retry preempted KFP tasks (KFP ships OnError) [POLICY=Always|OnFailure ARGO_NAMESPACE=kubeflow EXECUTE=1 runs kubectl]
+	$(PY) -m spottrain.pipelines retry-policy $(if $(POLICY),--policy "$(POLICY)") $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(if $(EXECUTE),--execute)
+
 gke-rbac: venv ## Print the Job-engine launcher's least-privilege RBAC [NAMESPACE=kubeflow SERVICE_ACCOUNT=pipeline-runner EXECUTE=1 applies it]
 	$(PY) -m spottrain.pipelines rbac $(if $(NAMESPACE),--namespace "$(NAMESPACE)") $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(if $(EXECUTE),--execute)
 
@@ -105,7 +108,7 @@ image: ## Build and push the trainer image [IMAGE=registry/path:tag]
 	docker build -t "$(IMAGE)" .
 	docker push "$(IMAGE)"
 
-.PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool gke-rbac image
+.PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool gke-rbac kfp-retry-policy image
 
 bench: venv ## Benchmarks (ratios measured side by side)
 	$(PY) bench/trainer_overhead.py

@@ -183,6 +183,10 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
     # before building a client that may prompt for auth
     guards.preflight(template, params, make_variables=args.make_variables.split())
     guards.check_published_image(template)
+    from spottrain.pipelines import argo_retry
+
+    if warning := argo_retry.preflight_warning(args.argo_namespace):
+        print(warning, file=sys.stderr)  # a warning: the run is still created
     with submit.service_errors(f"KFP at {args.host}"):
         client = submit.kfp_client(args.host, namespace=args.namespace)
         run_id = submit.run(
@@ -255,6 +259,31 @@ def _check_gke_template(template: Path) -> None:
         )
 
 
+def cmd_retry_policy(args: argparse.Namespace) -> int:
+    """Prints (or ``--execute``: runs) the kubectl patch of Argo's template retry policy."""
+    from spottrain.pipelines import argo_retry
+
+    try:
+        current = argo_retry.read_live(args.argo_namespace)
+        source = f"the live {args.argo_namespace}/{argo_retry.CONFIGMAP}"
+    except argo_retry.RetryPolicyError as err:
+        if args.execute:
+            raise _guard_error(f"--execute needs to read the live configmap: {err}") from None
+        current, source = argo_retry.KFP_WORKFLOW_DEFAULTS, f"KFP 2.17.0's shipped value ({err})"
+    try:
+        cmd = argo_retry.patch_command(current or "", args.policy, args.argo_namespace)
+    except argo_retry.RetryPolicyError as err:
+        raise _guard_error(str(err)) from None
+    print(f"# {argo_retry.KEY} from {source}, retryPolicy set to {args.policy}", file=sys.stderr)
+    print(argo_retry.format_command(cmd))
+    if args.execute:
+        try:
+            return subprocess.run(cmd).returncode
+        except FileNotFoundError:
+            raise _guard_error("--execute needs kubectl on PATH") from None
+    return 0
+
+
 def cmd_rbac(args: argparse.Namespace) -> int:
     """Prints (or ``--execute``: applies with kubectl) the Job-engine launcher's RBAC."""
     from spottrain.runtime.gke_job import rbac
@@ -296,6 +325,9 @@ def cmd_nodepool(args: argparse.Namespace) -> int:
     if args.execute:
         return subprocess.call(cmd)
     return 0
+
+
+ARGO_NAMESPACE_HELP = "namespace of Argo's workflow-controller-configmap (default %(default)s)"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -372,6 +404,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--experiment", default="spottrain", help="experiment name")
     r.add_argument("--run-name", default="", help="run name")
     r.add_argument("params", nargs="*", help="pipeline parameters as name=value")
+    r.add_argument("--argo-namespace", default="kubeflow", help=ARGO_NAMESPACE_HELP)
     r.set_defaults(func=cmd_run_gke)
 
     v = sub.add_parser("run-vertex", help="submit the Vertex pipeline (param=value ...)")
@@ -395,6 +428,14 @@ def parser() -> argparse.ArgumentParser:
     lr.set_defaults(func=cmd_run_local)
     for s in (r, v):  # the Makefile names its upper-case command-line variables here
         s.add_argument("--make-variables", default="", help=argparse.SUPPRESS)
+
+    rp = sub.add_parser(
+        "retry-policy", help="print (or --execute) the patch of Argo's template retry policy"
+    )
+    rp.add_argument("--policy", default="Always", choices=["Always", "OnFailure"])
+    rp.add_argument("--argo-namespace", default="kubeflow", help=ARGO_NAMESPACE_HELP)
+    rp.add_argument("--execute", action="store_true", help="run kubectl instead of printing")
+    rp.set_defaults(func=cmd_retry_policy)
 
     rb = sub.add_parser("rbac", help="print (or --execute) the Job-engine launcher's RBAC")
     rb.add_argument("--namespace", default="kubeflow", help="the pipelines' namespace")

@@ -5,7 +5,10 @@ compiled template does on a real cluster without one:
 
 1. :func:`strategy_from_task` converts a compiled ``retryPolicy`` the way the KFP
    backend does (kubeflow/pipelines 2.17.0, commit 4a3592cb2dd0a91a4652ab93893ec8beda1f3158,
-   ``backend/src/v2/compiler/argocompiler/container.go``).
+   ``backend/src/v2/compiler/argocompiler/container.go``), then merges the cluster's
+   template defaults into it as Argo's controller does (``workflowDefaults`` of the
+   ``workflow-controller-configmap``: on a standard KFP install the value KFP ships,
+   ``spottrain.pipelines.argo_retry.KFP_WORKFLOW_DEFAULTS``).
 2. :func:`run` replays one task's attempts through Argo's ``processNodeRetries``
    (argoproj/argo-workflows v4.0.5, commit 0ab1452144d8f4d57c50b37ce50dad218868e950,
    the Argo module KFP 2.17.0's go.mod:10 requires:
@@ -76,14 +79,51 @@ class RetryStrategy:
     factor: str
     max_duration: str
     cap: str = ""  # KFP never sets it (container.go:669-676 builds Backoff without Cap)
-    # KFP sets no retryPolicy (container.go:678-683: Limit and Backoff only), so
-    # Argo's default applies: pkg/apis/workflow/v1alpha1/workflow_types.go:2299-2300
-    # (v4.0.5) `if s.Expression == "" {` / `return RetryPolicyOnFailure`.
+    # KFP sets no retryPolicy (container.go:678-683: Limit and Backoff only); the
+    # template defaults may (merge_template_defaults), else Argo's default applies:
+    # pkg/apis/workflow/v1alpha1/workflow_types.go:2299-2300 (v4.0.5)
+    # `if s.Expression == "" {` / `return RetryPolicyOnFailure`.
     policy: str = "OnFailure"
+    backoff: bool = True  # KFP always sets one; template defaults alone have none
 
 
-def strategy_from_task(task: Mapping) -> RetryStrategy | None:
-    """The Argo retry strategy the KFP backend compiles for a task of a PipelineSpec.
+def merge_template_defaults(own: RetryStrategy | None, defaults: Mapping | None):
+    """The template's retry strategy after Argo merges the template defaults into it.
+
+    argoproj/argo-workflows workflow/controller/operator.go:2133 (v4.0.5)
+    `err = woc.mergedTemplateDefaultsInto(resolvedTmpl)`, and :4480
+    `strategicpatch.StrategicMergePatch(tmplDefaultsJSON, targetTmplJSON, wfv1.Template{})`:
+    the template is the patch, the defaults the original, so for the ``retryStrategy``
+    struct (no patch strategy: a recursive merge) every field the template sets wins
+    and every field it leaves out (``retryPolicy``: ``omitempty``,
+    workflow_types.go:2277) comes from the defaults.
+    """
+    strategy = dict((defaults or {}).get("retryStrategy") or {})
+    if own is None:
+        if not strategy:
+            return None
+        return RetryStrategy(
+            limit=str(strategy.get("limit", "0")), duration="", factor="", max_duration="",
+            policy=str(strategy.get("retryPolicy") or "OnFailure"), backoff=False,
+        )  # fmt: skip
+    if strategy.get("retryPolicy"):
+        return RetryStrategy(**{**own.__dict__, "policy": str(strategy["retryPolicy"])})
+    return own
+
+
+def template_defaults(workflow_defaults: str | None) -> Mapping | None:
+    """``spec.templateDefaults`` of a configmap's ``workflowDefaults`` value."""
+    import yaml
+
+    doc = yaml.safe_load(workflow_defaults or "") or {}
+    return (doc.get("spec") or {}).get("templateDefaults")
+
+
+def strategy_from_task(task: Mapping, workflow_defaults: str | None = None) -> RetryStrategy | None:
+    """The Argo retry strategy a task of a PipelineSpec runs with on a cluster.
+
+    ``workflow_defaults``: the cluster's ``workflowDefaults`` configmap value (``None``:
+    an Argo without template defaults, as the model had it before KFP's were read).
 
     Mirrors kubeflow/pipelines backend/src/v2/compiler/argocompiler/container.go (2.17.0):
     - :614-649 getTaskRetryParametersWithValues: max count, factor always; duration and
@@ -95,6 +135,12 @@ def strategy_from_task(task: Mapping) -> RetryStrategy | None:
     - :667-686 getTaskRetryStrategyFromInput: `MaxDuration: backOffMaxDuration,`
       `Duration: backOffDuration,`, `Limit: ... StrVal: maxCount`.
     """
+    own = _compiled_strategy(task)
+    return merge_template_defaults(own, template_defaults(workflow_defaults))
+
+
+def _compiled_strategy(task: Mapping) -> RetryStrategy | None:
+    """The ``retryStrategy`` the KFP backend writes into the executor template."""
     policy = task.get("retryPolicy")
     if not policy:
         return None  # container.go:582 `if taskRetrySpec != nil {`: no retryStrategy
@@ -170,7 +216,8 @@ def run(
     - :1095 `opts.executionDeadline = maxDurationDeadline`: the next pod gets the
       window's end as its deadline (workflow/controller/workflowpod.go:343 ARGO_DEADLINE,
       :671-672 the earlier of it and the workflow deadline);
-    - :1102-1124 retryPolicy: OnFailure retries Failed, not Error;
+    - :1102-1124 retryPolicy: OnFailure retries Failed, not Error; OnError (KFP's
+      shipped template default) Error, not Failed; Always both;
     - :1132-1138 `int32(len(childNodeIds)) > *limit` -> "No more retries left".
     """
     events = sorted([(t, "Failed") for t in preemptions] + [(t, "Error") for t in errors])
@@ -195,22 +242,25 @@ def run(
         children = len(attempts)
         if workflow_deadline is not None and now > workflow_deadline:
             return Outcome(phase, "retry exceeded workflow deadline", attempts)
-        # KFP always sets Backoff (container.go:669), so the backoff branch always runs.
-        if strategy.max_duration != "":
-            deadline = parse_duration(strategy.max_duration)  # + first start (= 0)
-            if now > deadline:
-                return Outcome(phase, "Max duration limit exceeded", attempts)
-        if strategy.duration == "":
-            raise ArgoError("no base duration specified for retryStrategy")
-        wait = parse_duration(strategy.duration)
-        factor = atoi(strategy.factor)
-        if factor > 0:
-            wait *= math.pow(factor, children - 1)
-        if strategy.cap:
-            wait = min(wait, parse_duration(strategy.cap))
-        waiting_deadline = now + wait
-        if deadline is not None and waiting_deadline > deadline:
-            return Outcome(phase, "Backoff would exceed max duration limit", attempts)
+        # KFP always sets Backoff (container.go:669); template defaults alone do not,
+        # and then Argo retries at once (operator.go:1027 `if retryStrategy.Backoff != nil {`).
+        waiting_deadline = now
+        if strategy.backoff:
+            if strategy.max_duration != "":
+                deadline = parse_duration(strategy.max_duration)  # + first start (= 0)
+                if now > deadline:
+                    return Outcome(phase, "Max duration limit exceeded", attempts)
+            if strategy.duration == "":
+                raise ArgoError("no base duration specified for retryStrategy")
+            wait = parse_duration(strategy.duration)
+            factor = atoi(strategy.factor)
+            if factor > 0:
+                wait *= math.pow(factor, children - 1)
+            if strategy.cap:
+                wait = min(wait, parse_duration(strategy.cap))
+            waiting_deadline = now + wait
+            if deadline is not None and waiting_deadline > deadline:
+                return Outcome(phase, "Backoff would exceed max duration limit", attempts)
         retry_on_failed, retry_on_error = {
             "Always": (True, True),
             "OnError": (False, True),

@@ -11,8 +11,8 @@ from google.protobuf import json_format
 from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from spottrain.pipelines import argo_retry, gke, guards, placement, templates, vertex
 from spottrain.pipelines import compile as comp
-from spottrain.pipelines import gke, guards, placement, templates, vertex
 from spottrain.version import IMAGE
 
 
@@ -244,19 +244,56 @@ def test_an_exit_task_hooked_on_two_tasks_is_refused():
 # -- Argo's retries, modelled (tests/argo_retry_model.py) -----------------------------
 
 
-def train_strategy(docs):
+# The cluster as `make kfp-retry-policy` leaves it: KFP's shipped defaults with Always.
+PATCHED = argo_retry.with_policy(argo_retry.KFP_WORKFLOW_DEFAULTS, "Always")
+
+
+def train_strategy(docs, workflow_defaults=PATCHED, task="train"):
     spec = docs[0]
     tasks = dict(spec["root"]["dag"]["tasks"])
     for component in spec["components"].values():
         tasks.update(component.get("dag", {}).get("tasks", {}))
-    return strategy_from_task(tasks["train"])
+    return strategy_from_task(tasks[task], workflow_defaults)
+
+
+def test_on_a_standard_kfp_install_a_preempted_task_is_not_retried():
+    """KFP 2.17.0 ships retryPolicy OnError as every template's default: a pod that
+    saved on notice and exited 143 is Failed, which OnError does not retry."""
+    docs = list(yaml.safe_load_all((comp.COMPILED_DIR / comp.GKE_YAML).read_text()))
+    shipped = train_strategy(docs, argo_retry.KFP_WORKFLOW_DEFAULTS)
+    # set_retry's limit and backoff stay the template's; the policy is the default's.
+    assert (shipped.limit, shipped.duration, shipped.policy) == ("5", "60", "OnError")
+    outcome = run(shipped, work=24 * HOUR, preemptions=[2 * HOUR])
+    assert (outcome.phase, outcome.message, outcome.retries) == (
+        "Failed", "not retried by the retry policy", 0,
+    )  # fmt: skip
+    # A pod that vanished with its node ("pod deleted") is an Error: that one is retried.
+    assert run(shipped, work=24 * HOUR, errors=[2 * HOUR]).phase == "Succeeded"
+    # The same holds for the copies and the Job engine's launcher (their own set_retry).
+    job = list(yaml.safe_load_all((comp.COMPILED_DIR / comp.gke_yaml(engine="job")).read_text()))
+    for task in ("gcs-copy", "train-job"):
+        assert train_strategy(job, argo_retry.KFP_WORKFLOW_DEFAULTS, task).policy == "OnError"
+    # Without the defaults (a bare Argo) the policy would be Argo's own OnFailure.
+    assert train_strategy(docs, None).policy == "OnFailure"
+
+
+def test_the_patched_policy_retries_a_preempted_task_and_a_vanished_pod():
+    docs = list(yaml.safe_load_all((comp.COMPILED_DIR / comp.GKE_YAML).read_text()))
+    strategy = train_strategy(docs)
+    assert strategy.policy == "Always"
+    outcome = run(strategy, work=24 * HOUR, preemptions=[2 * HOUR], errors=[9 * HOUR])
+    assert outcome.phase == "Succeeded" and outcome.retries == 2
+    on_failure = train_strategy(docs, argo_retry.with_policy(PATCHED, "OnFailure"))
+    assert run(on_failure, work=24 * HOUR, preemptions=[2 * HOUR]).phase == "Succeeded"
+    assert run(on_failure, work=24 * HOUR, errors=[2 * HOUR]).phase == "Error"  # why Always
 
 
 def test_argo_retries_a_24h_run_preempted_at_hours_2_9_and_20():
     committed = comp.COMPILED_DIR / comp.GKE_YAML
     docs = list(yaml.safe_load_all(committed.read_text()))
     strategy = train_strategy(docs)
-    # What the backend hands Argo: whole seconds, the factor via %v, no cap, OnFailure.
+    # What the backend hands Argo: whole seconds, the factor via %v, no cap, and
+    # (after make kfp-retry-policy) Always.
     assert (strategy.limit, strategy.duration, strategy.factor) == ("5", "60", "2")
     assert strategy.max_duration == "604800" and strategy.cap == ""
     deadline = docs[1]["platforms"]["kubernetes"]["pipelineConfig"]["activeDeadlineSeconds"]
@@ -296,9 +333,9 @@ def test_the_model_follows_argo_on_limits_factor_and_errors():
     # Six preemptions need six retries; the limit is five.
     many = run(strategy, work=24 * HOUR, preemptions=[h * HOUR for h in (1, 2, 3, 4, 5, 6)])
     assert (many.phase, many.message, many.retries) == ("Failed", "No more retries left", 5)
-    # A vanished pod ("pod deleted") is an Error, which the default OnFailure skips.
+    # A vanished pod ("pod deleted") is an Error: Always retries it too.
     gone = run(strategy, work=24 * HOUR, errors=[3 * HOUR])
-    assert gone.phase == "Error" and gone.retries == 0
+    assert gone.phase == "Succeeded" and gone.retries == 1
     # Argo reads the factor with Atoi: 1.5 would fail every retry.
     with pytest.raises(ArgoError, match="'1.5' cannot be resolved to an int"):
         run(strategy_from_task({"retryPolicy": {"maxRetryCount": 3, "backoffFactor": 1.5,

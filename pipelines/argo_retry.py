@@ -1,0 +1,175 @@
+"""KFP's Argo retry policy: what a standard install ships, the fix, and the pre-flight read.
+
+Every standard KFP 2.17.0 install patches Argo's ``workflow-controller-configmap``
+with workflow defaults whose template defaults carry a retry policy
+(kubeflow/pipelines 2.17.0, commit 4a3592cb2dd0a91a4652ab93893ec8beda1f3158,
+``manifests/kustomize/third-party/argo/base/workflow-controller-configmap-patch.yaml``
+L50-59 `workflowDefaults: |` … `retryStrategy:` / `limit: '2'` / `retryPolicy: OnError`;
+the base ``kustomization.yaml:9`` applies the patch, and the ``platform-agnostic``,
+``platform-agnostic-postgresql``, ``gcp`` and ``platform-agnostic-multi-user``
+overlays all include that base). Argo merges the template defaults into every
+template with a strategic merge patch in which the template's own fields win
+(argoproj/argo-workflows v4.0.5, commit 0ab1452144d8f4d57c50b37ce50dad218868e950,
+``workflow/controller/operator.go:2133`` `woc.mergedTemplateDefaultsInto(resolvedTmpl)`,
+:4480 `strategicpatch.StrategicMergePatch(tmplDefaultsJSON, targetTmplJSON,
+wfv1.Template{})`). KFP compiles ``set_retry`` into a ``retryStrategy`` with a limit
+and a backoff but no ``retryPolicy`` (``backend/src/v2/compiler/argocompiler/
+container.go:667-686`` at 2.17.0), so the merged template keeps ``OnError``, and
+``OnError`` retries a node that ended ``Error`` (its pod vanished) but not one that
+ended ``Failed`` (operator.go:1106-1108 `case wfv1.RetryPolicyOnError:` /
+`retryOnFailed = false`, :1121 `Node not set to be retried`). A pod that saved on a
+preemption notice and exited 143 is ``Failed``: on a standard install it is not
+retried, whatever ``set_retry`` says.
+
+The fix is the cluster's (KFP's task spec has no retry-policy field): ``Always``
+(``python -m spottrain.pipelines retry-policy``, ``make kfp-retry-policy``). Not
+``OnFailure``: a preempted pod ends ``Failed`` when the kubelet's graceful shutdown
+ran, but ``Error`` ("pod deleted", operator.go:1289) when its node was removed with
+it before Argo saw the end, and only ``Always`` retries both (operator.go:1103-1105).
+The cost: every template of every run without its own retry settings then retries
+failures up to the default limit (2) as well, not only errors. Argo watches its
+configmap and reloads it (workflow/controller/controller.go:475, :508), so the patch
+takes effect for new nodes without a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+
+import yaml
+
+log = logging.getLogger(__name__)
+
+CONFIGMAP = "workflow-controller-configmap"
+# Where a standard install runs Argo's controller (both standalone and multi-user).
+ARGO_NAMESPACE = "kubeflow"
+KEY = "workflowDefaults"
+SHIPPED_POLICY = "OnError"
+RECOMMENDED_POLICY = "Always"
+# Policies that retry a Failed node (exit 143 after a save on notice): operator.go:1102-1117.
+RETRIES_FAILED = ("Always", "OnFailure")
+POLICIES = ("Always", "OnFailure", "OnError", "OnTransientError")
+# KFP 2.17.0's shipped value of the key, as the patch file above writes it.
+KFP_WORKFLOW_DEFAULTS = """\
+spec:
+  ttlStrategy:
+    secondsAfterCompletion: 3600
+    secondsAfterSuccess: 3600
+    secondsAfterFailure: 3600
+  templateDefaults:
+    retryStrategy:
+      limit: '2'
+      retryPolicy: OnError
+"""
+
+
+class RetryPolicyError(ValueError):
+    """The configmap's value cannot be read or changed; the message says which and why."""
+
+
+def template_retry_strategy(workflow_defaults: str) -> dict:
+    """The ``retryStrategy`` every template inherits from a ``workflowDefaults`` value."""
+    try:
+        doc = yaml.safe_load(workflow_defaults or "") or {}
+    except yaml.YAMLError as err:
+        raise RetryPolicyError(f"{KEY} is not YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise RetryPolicyError(f"{KEY} is not a mapping")
+    spec = doc.get("spec") or {}
+    defaults = spec.get("templateDefaults") or {}
+    strategy = defaults.get("retryStrategy") if isinstance(defaults, dict) else None
+    return dict(strategy) if isinstance(strategy, dict) else {}
+
+
+def effective_policy(workflow_defaults: str) -> str:
+    """The policy a KFP task with ``set_retry`` gets (Argo's default when none is set).
+
+    pkg/apis/workflow/v1alpha1/workflow_types.go:2295-2303 (v4.0.5): an explicit
+    policy wins; without one, ``Always`` if an expression is set, else ``OnFailure``.
+    """
+    strategy = template_retry_strategy(workflow_defaults)
+    if strategy.get("retryPolicy"):
+        return str(strategy["retryPolicy"])
+    return "Always" if strategy.get("expression") else "OnFailure"
+
+
+def with_policy(workflow_defaults: str, policy: str) -> str:
+    """``workflow_defaults`` with the template defaults' retry policy set to ``policy``.
+
+    Everything else in the value (the TTL strategy, the limit, other defaults) is kept.
+    """
+    if policy not in POLICIES:
+        raise RetryPolicyError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
+    doc = yaml.safe_load(workflow_defaults or "") or {}
+    if not isinstance(doc, dict):
+        raise RetryPolicyError(f"{KEY} is not a mapping")
+    spec = doc.setdefault("spec", {})
+    strategy = spec.setdefault("templateDefaults", {}).setdefault("retryStrategy", {})
+    strategy.setdefault("limit", "2")  # KFP's shipped limit for templates without their own
+    strategy["retryPolicy"] = policy
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def patch_command(
+    workflow_defaults: str, policy: str, namespace: str = ARGO_NAMESPACE
+) -> list[str]:
+    """The ``kubectl patch`` that sets ``policy`` in the configmap's ``workflowDefaults``."""
+    body = json.dumps({"data": {KEY: with_policy(workflow_defaults, policy)}})
+    return ["kubectl", "-n", namespace, "patch", "configmap", CONFIGMAP, "--type", "merge",
+            "-p", body]  # fmt: skip
+
+
+def format_command(cmd: list[str]) -> str:
+    """One copy-pasteable shell line."""
+    return shlex.join(cmd)
+
+
+def read_live(namespace: str = ARGO_NAMESPACE, timeout: float = 5.0) -> str | None:
+    """The cluster's ``workflowDefaults`` value through the local kubeconfig.
+
+    Returns ``None`` when the key is absent. Raises :class:`RetryPolicyError` naming
+    why it cannot be read (no kubeconfig, no permission, unreachable): the pre-flight
+    then says so in one line and goes on.
+    """
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        api_client = config.new_client_from_config()
+    except (ConfigException, OSError, TypeError) as err:
+        raise RetryPolicyError(f"no usable kubeconfig ({str(err).splitlines()[0]})") from None
+    try:
+        with api_client:
+            cm = client.CoreV1Api(api_client).read_namespaced_config_map(
+                CONFIGMAP, namespace, _request_timeout=timeout
+            )
+    except ApiException as err:
+        raise RetryPolicyError(f"the API server answered {err.status} {err.reason}") from None
+    except Exception as err:  # urllib3's connection and timeout errors
+        raise RetryPolicyError(f"the API server cannot be reached ({type(err).__name__})") from None
+    return (cm.data or {}).get(KEY)
+
+
+def preflight_warning(namespace: str = ARGO_NAMESPACE) -> str:
+    """One line when the cluster's policy does not retry a preempted task, else ``""``.
+
+    Read through the local kubeconfig when there is one and it may read the
+    configmap; silent otherwise (many KFP users reach only the dashboard), which the
+    README's retry section covers.
+    """
+    try:
+        value = read_live(namespace)
+        policy = effective_policy(value or "")
+    except RetryPolicyError as err:
+        log.debug("retry policy not checked: %s", err)
+        return ""
+    if policy in RETRIES_FAILED:
+        return ""
+    return (
+        f"warning: Argo's template retry policy on this cluster is {policy} "
+        f"({namespace}/{CONFIGMAP}): a preempted task (exit 143) is not retried; fix it once "
+        f"with `make kfp-retry-policy EXECUTE=1` (sets {RECOMMENDED_POLICY})"
+    )
