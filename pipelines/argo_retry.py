@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 
 import yaml
@@ -138,7 +139,8 @@ def read_live(namespace: str = ARGO_NAMESPACE, timeout: float = 5.0) -> str | No
     from kubernetes.config.config_exception import ConfigException
 
     try:
-        api_client = config.new_client_from_config()
+        # The client reads KUBECONFIG once, at its import: read it now.
+        api_client = config.new_client_from_config(os.environ.get("KUBECONFIG") or None)
     except (ConfigException, OSError, TypeError) as err:
         raise RetryPolicyError(f"no usable kubeconfig ({str(err).splitlines()[0]})") from None
     try:

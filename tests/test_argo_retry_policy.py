@@ -1,0 +1,165 @@
+"""`make kfp-retry-policy` and run-gke's pre-flight read of Argo's configmap.
+
+The real ``kubernetes`` client reads the configmap through a kubeconfig, from a small
+HTTP stand-in for the one API call it makes (``GET
+/api/v1/namespaces/{ns}/configmaps/{name}``, a ConfigMap object as the API
+reference shows it). The value it serves by default is the one KFP 2.17.0 ships
+(``argo_retry.KFP_WORKFLOW_DEFAULTS``, cited there).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import test_cli
+import yaml
+from test_cli import run_cli
+
+from spottrain.pipelines import __main__ as cli
+from spottrain.pipelines import argo_retry
+
+kfp_api = test_cli.kfp_api  # the KFP API stand-in, as a fixture here too
+pytestmark = pytest.mark.filterwarnings("ignore:This client only works:FutureWarning")
+
+# Another TTL than KFP's, to see that the patch keeps what the cluster has.
+CUSTOM = argo_retry.KFP_WORKFLOW_DEFAULTS.replace(
+    "secondsAfterSuccess: 3600", "secondsAfterSuccess: 60"
+)
+
+
+class ConfigMapApi(BaseHTTPRequestHandler):
+    """``read_namespaced_config_map`` for the workflow controller's configmap."""
+
+    value: str | None = argo_retry.KFP_WORKFLOW_DEFAULTS
+    status = 200
+    paths: list[str] = []
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        ConfigMapApi.paths.append(self.path)
+        name = f"/api/v1/namespaces/kubeflow/configmaps/{argo_retry.CONFIGMAP}"
+        if self.status != 200 or self.path.split("?")[0] != name:
+            status = self.status if self.status != 200 else 404
+            body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status}
+        else:
+            status = 200
+            data = {} if self.value is None else {argo_retry.KEY: self.value}
+            body = {
+                "kind": "ConfigMap", "apiVersion": "v1",
+                "metadata": {"name": argo_retry.CONFIGMAP, "namespace": "kubeflow"},
+                "data": data,
+            }  # fmt: skip
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def kube(tmp_path, monkeypatch):
+    """A kubeconfig (KUBECONFIG) pointing at the stand-in; yields the handler class."""
+    ConfigMapApi.value, ConfigMapApi.status, ConfigMapApi.paths = (
+        argo_retry.KFP_WORKFLOW_DEFAULTS,
+        200,
+        [],
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ConfigMapApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1", "kind": "Config", "current-context": "c",
+                "clusters": [{"name": "k", "cluster": {
+                    "server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+            }
+        )
+    )  # fmt: skip
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    yield ConfigMapApi
+    server.shutdown()
+
+
+def printed_value(out: str) -> str:
+    """The workflowDefaults value in a printed `kubectl patch` command."""
+    cmd = shlex.split(out.strip())
+    assert cmd[:6] == ["kubectl", "-n", "kubeflow", "patch", "configmap", argo_retry.CONFIGMAP]
+    return json.loads(cmd[cmd.index("-p") + 1])["data"][argo_retry.KEY]
+
+
+def test_the_patch_keeps_the_live_defaults_and_sets_the_policy(kube, capsys):
+    kube.value = CUSTOM
+    code, out, err = run_cli("retry-policy", capsys=capsys)
+    assert code == 0 and "from the live kubeflow/workflow-controller-configmap" in err
+    value = printed_value(out)
+    assert argo_retry.effective_policy(value) == "Always"
+    doc = yaml.safe_load(value)
+    assert doc["spec"]["ttlStrategy"]["secondsAfterSuccess"] == 60  # the cluster's, kept
+    assert doc["spec"]["templateDefaults"]["retryStrategy"]["limit"] == "2"
+    code, out, _ = run_cli("retry-policy", "--policy", "OnFailure", capsys=capsys)
+    assert argo_retry.effective_policy(printed_value(out)) == "OnFailure"
+
+
+def test_without_a_cluster_the_patch_starts_from_kfps_shipped_value(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    code, out, err = run_cli("retry-policy", capsys=capsys)
+    assert code == 0 and "KFP 2.17.0's shipped value" in err
+    assert printed_value(out) == argo_retry.with_policy(argo_retry.KFP_WORKFLOW_DEFAULTS, "Always")
+    # Applying it needs the live value: one line, exit 2, nothing run.
+    code, out, err = run_cli("retry-policy", "--execute", capsys=capsys)
+    assert code == 2 and err.count("\n") == 1 and "--execute needs to read the live" in err
+
+
+def _run_gke(host, capsys):
+    return run_cli(
+        "run-gke", "--host", host, "data_src=gs://my-bucket/d", "checkpoint_dir=gs://my-bucket/c",
+        capsys=capsys,
+    )  # fmt: skip
+
+
+def test_run_gke_warns_in_one_line_on_kfps_shipped_policy_and_still_runs(kfp_api, kube, capsys):
+    api, host = kfp_api
+    code, out, err = _run_gke(host, capsys)
+    assert code == 0 and "run_id=r1" in out
+    assert err.splitlines() == [
+        "warning: Argo's template retry policy on this cluster is OnError "
+        "(kubeflow/workflow-controller-configmap): a preempted task (exit 143) is not "
+        "retried; fix it once with `make kfp-retry-policy EXECUTE=1` (sets Always)"
+    ]
+    assert kube.paths and kube.paths[0].startswith(
+        "/api/v1/namespaces/kubeflow/configmaps/workflow-controller-configmap"
+    )
+
+
+@pytest.mark.parametrize("policy", ["Always", "OnFailure"])
+def test_run_gke_is_quiet_when_the_cluster_retries_failed_pods(kfp_api, kube, capsys, policy):
+    kube.value = argo_retry.with_policy(argo_retry.KFP_WORKFLOW_DEFAULTS, policy)
+    code, _, err = _run_gke(kfp_api[1], capsys)
+    assert code == 0 and err == ""
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_run_gke_is_quiet_when_the_configmap_cannot_be_read(kfp_api, kube, capsys, status):
+    kube.status = status
+    code, _, err = _run_gke(kfp_api[1], capsys)
+    assert code == 0 and err == "" and kube.paths
+
+
+def test_no_workflow_defaults_means_argos_own_on_failure():
+    assert argo_retry.effective_policy("") == "OnFailure"
+    assert argo_retry.effective_policy(argo_retry.KFP_WORKFLOW_DEFAULTS) == "OnError"
+    assert argo_retry.effective_policy("spec:\n  templateDefaults:\n    retryStrategy:\n"
+                                       "      expression: 'true'\n") == "Always"  # fmt: skip
+    with pytest.raises(argo_retry.RetryPolicyError, match="is not a mapping"):
+        argo_retry.effective_policy("- a list")
+    assert cli  # the CLI module is what run_cli drives
