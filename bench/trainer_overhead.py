@@ -1,16 +1,32 @@
-"""Trainer overhead vs a plain ``model.fit`` script, measured side by side in one run.
+"""The trainer's per-step cost vs plain ``model.fit`` and ``fit`` + ``BackupAndRestore``.
 
-Both sides run in fresh single processes on the same machine, alternately, on the
-same model (small CNN), data (scikit-learn digits at 32x32), global batch and
-number of steps, and both save the final model. Ours also checkpoints every
-``--save-every`` steps, all-reduces its stop flag every step and evaluates at the
-end, i.e. everything it does in production. Prints:
+Three variants train the same model (small CNN), data (scikit-learn's digits at
+32x32, decoded into memory), global batch, optimizer and number of steps, each in a
+fresh single process, interleaved (the order rotates every repeat, so the machine's
+other load hits all alike):
 
-* wall-time ratio ours / plain fit (target <= 1.05),
-* the cost of one checkpoint save (ms, from the trainer's own log),
-* restart-to-first-step: process start -> first step finished, when resuming.
+* ``ours``: the engine as production runs it (``trainer.train_lib.Trainer``: stop-flag
+  all-reduce every step, ledger, heartbeat, asynchronous checkpoints every
+  ``--save-every`` steps);
+* ``fit``: ``model.fit`` with no checkpoints;
+* ``fit+bar``: ``model.fit`` with ``keras.callbacks.BackupAndRestore(save_freq=--save-every)``.
 
-Usage: ``python bench/trainer_overhead.py [--steps 600] [--repeats 3]``
+Each process times its own training loop, not its start-up: a timestamp and the
+process's CPU time after every step (our ``on_step`` hook; a Keras callback's
+``on_train_batch_end``). Printed, as median [min-max] over the repeats of per-repeat
+ratios ours / other:
+
+* per-step wall: the median step interval (robust to bursts of other load) and the
+  mean over the loop (includes the saves);
+* loop CPU seconds (user + system, one TF thread: counts work, not waiting);
+* the steps that contain a periodic save: their mean interval ÷ the same run's
+  median step (ours: the async save's blocking part; fit+bar: its synchronous save);
+* restart → first step, from the process's spawn (``python -m trainer.task``, with
+  its supervisor, resuming a half-done run) to its first finished step, beside
+  what the log's "first step done" says (it counts from after the TensorFlow import);
+* the load average before and after.
+
+Usage: ``python bench/trainer_overhead.py [--steps 600] [--repeats 5] [--save-every 100]``
 """
 
 from __future__ import annotations
@@ -23,9 +39,9 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
+import json
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -34,10 +50,32 @@ import time
 
 REPO = Path(__file__).resolve().parents[1]
 
-PLAIN_FIT = r"""
-import sys, numpy as np, tensorflow as tf, keras
+# Prints one JSON line: per-step timestamps and CPU seconds of the loop.
+OURS = r"""
+import json, resource, sys, time
+from trainer import attempt, distribution, train_lib
+from trainer import ledger as ledger_lib
+cfg, cluster = attempt.prepare(sys.argv[1:])
+index = attempt.validate_all(cfg, cluster)
+ledger = ledger_lib.Ledger(cfg.checkpoint_dir, True, workers=1)
+t = train_lib.Trainer(cfg, cluster, index, ledger)
+t.build()
+stamps, cpu = [], []
+def on_step(step, _input, _step):
+    stamps.append(time.perf_counter())
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    cpu.append(r.ru_utime + r.ru_stime)
+t.train(on_step=on_step)
+t.store.close()
+print(json.dumps({"stamps": stamps, "cpu": cpu}))
+"""
+
+FIT = r"""
+import json, resource, sys, time
+import tensorflow as tf, keras
 from trainer import config, data, model as model_lib
-image_dir, steps, batch, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+image_dir, backup = sys.argv[1], sys.argv[5]
+steps, batch, save_every = (int(v) for v in sys.argv[2:5])
 cfg = config.TrainConfig(image_dir=image_dir, backbone="small_cnn", weights="none",
                          image_size=32, train_steps=steps)
 index = data.index_image_dir(cfg)
@@ -47,13 +85,19 @@ ds = (tf.data.Dataset.from_tensor_slices((pipes.train_cache, pipes.train_labels)
       .shuffle(len(index.train), seed=0).repeat().batch(batch, drop_remainder=True)
       .prefetch(tf.data.AUTOTUNE))
 model = model_lib.build_model(cfg, len(index.class_names))
-model.compile(optimizer=keras.optimizers.Adam(1e-3),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-              metrics=["accuracy"])
-model.fit(ds, steps_per_epoch=steps, epochs=1, verbose=0)
-model.evaluate(pipes.val_dataset(64), verbose=0)
-model.save(out + "/model.keras")
-model.export(out + "/saved_model", verbose=False)
+model.compile(optimizer=model_lib.build_optimizer(cfg),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+stamps, cpu = [], []
+class Times(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        stamps.append(time.perf_counter())
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        cpu.append(r.ru_utime + r.ru_stime)
+callbacks = [Times()]
+if backup:
+    callbacks.insert(0, keras.callbacks.BackupAndRestore(backup, save_freq=save_every))
+model.fit(ds, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=callbacks)
+print(json.dumps({"stamps": stamps, "cpu": cpu}))
 """
 
 
@@ -65,73 +109,71 @@ def _env() -> dict:
         TF_NUM_INTRAOP_THREADS="1",
         TF_NUM_INTEROP_THREADS="1",
         PYTHONUNBUFFERED="1",
+        PYTHONPATH=str(REPO),
     )
     return env
 
 
-def _children_cpu() -> float:
-    """User + system CPU seconds of all waited-for child processes so far."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def run_plain(image_dir: str, steps: int, batch: int, out: Path) -> float:
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-c", PLAIN_FIT, image_dir, str(steps), str(batch), str(out)],
-        cwd=REPO,
-        env=_env(),
-        check=True,
-        capture_output=True,
-    )
-    return time.perf_counter() - start
-
-
-def trainer_args(image_dir: str, steps: int, batch: int, out: Path, save_every: int):
+def trainer_args(image_dir: str, steps: int, batch: int, out: Path, save_every: int) -> list:
     return [
-        "--image-dir",
-        image_dir,
-        "--backbone",
-        "small_cnn",
-        "--weights",
-        "none",
-        "--image-size",
-        "32",
-        "--batch-size-per-replica",
-        str(batch),
-        "--train-steps",
-        str(steps),
-        "--save-every-steps",
-        str(save_every),
-        "--log-every-steps",
-        "50",
-        "--checkpoint-dir",
-        str(out / "ckpt"),
-        "--model-dir",
-        str(out / "model"),
-    ]
+        "--image-dir", image_dir, "--backbone", "small_cnn", "--weights", "none",
+        "--image-size", "32", "--batch-size-per-replica", str(batch),
+        "--train-steps", str(steps), "--save-every-steps", str(save_every),
+        "--save-every-seconds", "0", "--log-every-steps", "1",
+        "--checkpoint-dir", str(out / "ckpt"), "--model-dir", str(out / "model"),
+    ]  # fmt: skip
 
 
-def run_ours(args: list[str]) -> tuple[float, str, float | None]:
-    """Returns (wall seconds, output, seconds from spawn to the first step line)."""
+def run_json(code: str, args: list[str]) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=REPO, env=_env(), capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"variant failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def loop_figures(run: dict, save_every: int, after: bool) -> dict:
+    """Per-step intervals from the second step on (the first includes tracing).
+
+    ``after``: the variant saves after its step's timestamp (ours: the hook runs
+    before the save), so the save of step s falls into the interval ending at s + 1;
+    else (BackupAndRestore runs before the timing callback) into the one ending at s.
+    """
+    stamps, cpu = run["stamps"], run["cpu"]
+    intervals = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]  # k ends at step k+2
+    median = statistics.median(intervals)
+    shift = 1 if after else 2
+    saving = [iv for k, iv in enumerate(intervals) if (k + shift) % save_every == 0]
+    return {
+        "median": median,
+        "mean": statistics.fmean(intervals),
+        "cpu": cpu[-1] - cpu[0],
+        "save_steps": statistics.fmean(saving) / median if saving else float("nan"),
+    }
+
+
+def restart_to_first_step(args: list[str]) -> tuple[float, float]:
+    """(spawn -> first finished step, the log's "first step done" figure) of a resume."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainer.task", *args],
-        cwd=REPO,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    first_step, lines = None, []
+        cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    first, logged, lines = None, None, []
     for line in proc.stdout:
         lines.append(line)
-        if first_step is None and "first step done" in line:
-            first_step = time.perf_counter() - start
-    if proc.wait() != 0:
+        if first is None and re.search(r"^step \d+/\d+ ", line):
+            first = time.perf_counter() - start
+        if logged is None and (m := re.search(r"first step done ([\d.]+) s", line)):
+            logged = float(m.group(1))
+    if proc.wait() != 0 or first is None:
         raise SystemExit("trainer failed:\n" + "".join(lines[-30:]))
-    return time.perf_counter() - start, "".join(lines), first_step
+    return first, logged
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
 
 
 def main() -> int:
@@ -139,49 +181,69 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--save-every", type=int, default=100)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     a = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-trainer-"))
+    load_before = os.getloadavg()
     try:
         sys.path.insert(0, str(REPO))
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         from spottrain.datasets import write_digits
 
         image_dir = str(work / "digits")
         write_digits(image_dir)
-        plain, ours, saves = [], [], []
-        plain_cpu, ours_cpu = [], []
-        for i in range(a.repeats):  # alternate so machine noise hits both sides alike
-            before = _children_cpu()
-            plain.append(run_plain(image_dir, a.steps, a.batch, work / f"plain{i}"))
-            plain_cpu.append(_children_cpu() - before)
-            before = _children_cpu()
-            wall, out, _ = run_ours(
-                trainer_args(image_dir, a.steps, a.batch, work / f"ours{i}", a.save_every)
+        variants = {
+            "ours": lambda i: run_json(
+                OURS, trainer_args(image_dir, a.steps, a.batch, work / f"ours{i}", a.save_every)
+            ),
+            "fit": lambda i: run_json(
+                FIT, [image_dir, str(a.steps), str(a.batch), str(a.save_every), ""]
+            ),
+            "fit+bar": lambda i: run_json(
+                FIT, [image_dir, str(a.steps), str(a.batch), str(a.save_every), str(work / f"b{i}")]
+            ),
+        }
+        names = list(variants)
+        runs: dict[str, list[dict]] = {n: [] for n in names}
+        for i in range(a.repeats):
+            order = names[i % 3 :] + names[: i % 3]
+            for name in order:
+                runs[name].append(loop_figures(variants[name](i), a.save_every, name == "ours"))
+            print(
+                f"repeat {i + 1}: "
+                + ", ".join(f"{n} {1000 * runs[n][-1]['median']:.1f} ms/step" for n in names),
+                flush=True,
             )
-            ours_cpu.append(_children_cpu() - before)
-            ours.append(wall)
-            saves += [float(ms) for ms in re.findall(r"\(interval, (\d+) ms\)", out)]
-            print(f"repeat {i + 1}: plain fit {plain[-1]:.2f} s, ours {ours[-1]:.2f} s", flush=True)
-        # Restart: resume a finished-halfway run, time spawn -> first step.
-        resume_dir = work / "resume"
-        run_ours(trainer_args(image_dir, a.steps // 2, a.batch, resume_dir, a.save_every))
-        _, _, first = run_ours(trainer_args(image_dir, a.steps, a.batch, resume_dir, a.save_every))
-        mp, mo = statistics.median(plain), statistics.median(ours)
+        resume = work / "resume"
+        run_json(OURS, trainer_args(image_dir, a.steps // 2, a.batch, resume, a.save_every))
+        restarts = [
+            restart_to_first_step(trainer_args(image_dir, a.steps, a.batch, resume, a.steps))
+            for _ in range(1)
+        ]
+        load_after = os.getloadavg()
         print(
-            f"\nsteps={a.steps} batch={a.batch} save_every={a.save_every} "
-            f"repeats={a.repeats} (median wall time, whole process)"
+            f"\nsteps={a.steps} batch={a.batch} save_every={a.save_every} repeats={a.repeats}; "
+            f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after"
         )
-        print(f"plain model.fit:      {mp:.2f} s")
-        print(f"ours (checkpointing): {mo:.2f} s")
-        print(f"ratio ours/plain:     {mo / mp:.3f}  (target <= 1.05)")
-        cp, co = statistics.median(plain_cpu), statistics.median(ours_cpu)
-        # CPU seconds (user + sys of the whole process tree, one TF thread each)
-        # count work, not waiting, so other load on the machine moves them less.
-        print(f"CPU seconds:          plain {cp:.2f}, ours {co:.2f}, ratio {co / cp:.3f}")
+        print("ratio ours / other, median [min-max] of per-repeat ratios (target <= 1.05):")
+        for other in ("fit", "fit+bar"):
+            for key, what in (
+                ("median", "per-step wall, median step"),
+                ("mean", "per-step wall, mean (saves included)"),
+                ("cpu", "loop CPU seconds"),
+            ):
+                ratios = [o[key] / x[key] for o, x in zip(runs["ours"], runs[other], strict=True)]
+                print(f"  vs {other:8s} {what:38s} {spread(ratios)}")
+        print("steps that contain a periodic save, mean ÷ the run's median step:")
+        for name in ("ours", "fit+bar"):
+            print(f"  {name:8s} {spread([r['save_steps'] for r in runs[name]])}")
+        medians = {n: statistics.median(r["median"] for r in runs[n]) for n in names}
+        print("median step: " + ", ".join(f"{n} {1000 * m:.2f} ms" for n, m in medians.items()))
+        first, logged = restarts[0]
         print(
-            f"one checkpoint save:  {statistics.median(saves):.0f} ms median ({len(saves)} saves)"
+            f"restart -> first step: {first:.2f} s from the process's spawn "
+            f"(the log's 'first step done' says {logged:.2f} s: it starts after the TF import)"
         )
-        print(f"restart -> 1st step:  {first:.2f} s (process spawn to first finished step)")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
