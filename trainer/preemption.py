@@ -124,6 +124,19 @@ class StopFlag:
     The flag is only *local* intent: train_lib all-reduces it every step so that
     every worker stops (and saves) at the same step, even though only one node
     may have been told it is about to be preempted.
+
+    Why not ``tf.distribute.experimental.PreemptionCheckpointHandler``: on TF 2.21 it
+    does work around a custom 2-worker MWMS loop (tried: SIGTERM to worker 1, both
+    saved at step 535 and exited), but (a) it agrees on the step through the
+    coordination service's key-value store (``failure_handling.py``: the first
+    worker to hear sets ``TERMINATED_WORKER``, the rest watch a key for the step to
+    save at), where our vote rides on the all-reduce every step already does
+    (``[loss, stop, save]``), which also carries the chief's time-based save vote;
+    (b) it saves only on a notice, through a ``CheckpointManager(max_to_keep=1)`` of
+    its own (:661), which would prune the periodic and asynchronous saves kept in
+    the same folder; (c) it ends the process in its ``exit_fn`` (``sys.exit(42)``
+    off GCE, :224) right after its save, before the attempt's ledger can record the
+    notice beside the save and close the record with our exit code (143).
     """
 
     def __init__(self) -> None:
