@@ -27,7 +27,7 @@ test: venv tools ## Run the whole test suite (what CI runs)
 # same 0.19.0 as Ubuntu's), unpacked into .tools/ without installing it; on a machine
 # without apt the PID-1 tests skip, naming the reason.
 TOOLS := .tools
-tools: $(TOOLS)/bin/tini ## Fetch the image's OS-level tools for the tests into .tools/ (tini)
+tools: $(TOOLS)/bin/tini $(TOOLS)/bin/argo-merge ## Fetch or build the tools the tests run into .tools/ (tini, argo-merge)
 
 $(TOOLS)/bin/tini:
 	@mkdir -p $(TOOLS)/bin $(TOOLS)/deb
@@ -38,6 +38,16 @@ $(TOOLS)/bin/tini:
 	  && echo "tools: $$(../bin/tini --version)" \
 	  || echo "tools: could not fetch Debian's tini; the PID-1 tests will skip" >&2; \
 	else echo "tools: no apt-get here; the PID-1 tests will skip" >&2; fi
+
+# Argo's own template-defaults merge (its v4.0.5 types and apimachinery's strategic
+# merge, pinned in tools/argo-merge/go.mod), built from the Go module proxy.
+$(TOOLS)/bin/argo-merge: tools/argo-merge/main.go tools/argo-merge/go.mod tools/argo-merge/go.sum
+	@mkdir -p $(TOOLS)/bin
+	@if command -v go >/dev/null; then \
+	  cd tools/argo-merge && go build -o ../../$(TOOLS)/bin/argo-merge . \
+	  && echo "tools: built argo-merge (Argo v4.0.5)" \
+	  || echo "tools: could not build argo-merge; its test will skip" >&2; \
+	else echo "tools: no Go toolchain here; the argo-merge test will skip" >&2; fi
 
 lint: venv ## ruff (lint + format check) and hadolint on the Dockerfile
 	$(VENV)/bin/ruff check .
