@@ -19,12 +19,12 @@ child (or PID 1 itself where tini is missing):
   processes that install handlers (the hang supervisor, the trainer) receive it;
   tini alone cannot do this: it starts its child with the signals at their
   defaults, so the shell would die and take the trainer with it;
-* forwards SIGTERM/SIGINT to that whole process group, and repeats it every
-  ``REPEAT_SECONDS`` until CMD ends: the processes in front of the hang
+* forwards SIGTERM/SIGINT to that whole process group, and, while no process in
+  the group has a handler for it yet, repeats it every ``REPEAT_SECONDS`` until
+  one does (then once more, and no more): the processes in front of the hang
   supervisor (the shell, kfp's executor) inherit the ignored signal, so a notice
   that arrives before the supervisor has its handler (the seconds kfp's executor
-  takes to start) would otherwise be lost; the trainer acts on the first it
-  hears, later ones change nothing;
+  takes to start) would otherwise be lost;
 * reaps orphaned descendants, as PID 1 must;
 * exits with CMD's exit code (128 + N when a signal N killed it), so the
   trainer's 143 "preempted after a clean save" reaches Vertex and KFP unchanged.
@@ -52,6 +52,30 @@ def _ignore_notice_signals() -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
+def _catches(pgid: int, signum: int) -> bool | None:
+    """Whether a process of group ``pgid`` has a handler for ``signum`` (``/proc``).
+
+    ``None`` when ``/proc`` cannot tell (then the notice is repeated until CMD ends).
+    """
+    bit = 1 << (signum - 1)
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:  # field 5: pgrp
+                    continue
+            with open(f"/proc/{pid}/status") as f:
+                caught = next(ln for ln in f if ln.startswith("SigCgt:"))
+        except (OSError, ValueError, IndexError, StopIteration):
+            continue  # gone meanwhile
+        if int(caught.split()[1], 16) & bit:
+            return True
+    return False
+
+
 def run(cmd: list[str]) -> int:
     """Runs ``cmd`` as described in the module docstring; returns its exit code."""
     child = subprocess.Popen(cmd, preexec_fn=_ignore_notice_signals, start_new_session=True)
@@ -65,14 +89,21 @@ def run(cmd: list[str]) -> int:
             pass
 
     def forward(signum, _frame):
+        first = not notice
         notice[:] = [signum]
+        caught = _catches(child.pid, signum)  # before sending: see repeat()
         send(signum)
-        heard.set()
+        if first and caught is not True:
+            heard.set()
 
     def repeat() -> None:
         heard.wait()
         while not done.wait(REPEAT_SECONDS):
+            # Checked before each send: a handler that exists now gets this one.
+            caught = _catches(child.pid, notice[0])
             send(notice[0])
+            if caught:
+                return
 
     for sig in FORWARDED:
         signal.signal(sig, forward)
