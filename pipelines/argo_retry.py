@@ -17,7 +17,7 @@ and a backoff but no ``retryPolicy`` (``backend/src/v2/compiler/argocompiler/
 container.go:667-686`` at 2.17.0), so the merged template keeps ``OnError``, and
 ``OnError`` retries a node that ended ``Error`` (its pod vanished) but not one that
 ended ``Failed`` (operator.go:1106-1108 `case wfv1.RetryPolicyOnError:` /
-`retryOnFailed = false`, :1121 `Node not set to be retried`). A pod that saved on a
+`retryOnFailed = false`, :1123 `Node not set to be retried`). A pod that saved on a
 preemption notice and exited 143 is ``Failed``: on a standard install it is not
 retried, whatever ``set_retry`` says.
 
