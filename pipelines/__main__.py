@@ -265,7 +265,10 @@ def cmd_retry_policy(args: argparse.Namespace) -> int:
 
     try:
         current = argo_retry.read_live(args.argo_namespace)
-        source = f"the live {args.argo_namespace}/{argo_retry.CONFIGMAP}"
+        source = (
+            f"the live {args.argo_namespace}/{argo_retry.CONFIGMAP} "
+            f"({argo_retry.current_context()})"
+        )
     except argo_retry.RetryPolicyError as err:
         if args.execute:
             raise _guard_error(f"--execute needs to read the live configmap: {err}") from None

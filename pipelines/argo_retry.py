@@ -127,12 +127,24 @@ def format_command(cmd: list[str]) -> str:
     return shlex.join(cmd)
 
 
-def read_live(namespace: str = ARGO_NAMESPACE, timeout: float = 5.0) -> str | None:
-    """The cluster's ``workflowDefaults`` value through the local kubeconfig.
+def current_context() -> str:
+    """The kubeconfig's current context: the cluster :func:`read_live` reads."""
+    from kubernetes import config
 
-    Returns ``None`` when the key is absent. Raises :class:`RetryPolicyError` naming
-    why it cannot be read (no kubeconfig, no permission, unreachable): the pre-flight
-    then says so in one line and goes on.
+    try:
+        _, active = config.list_kube_config_contexts(os.environ.get("KUBECONFIG") or None)
+    except Exception:  # noqa: BLE001 - only a label for the message
+        return "the kubeconfig's cluster"
+    return f"context {active['name']!r}" if active else "the kubeconfig's cluster"
+
+
+def read_live(namespace: str = ARGO_NAMESPACE, timeout: float = 5.0) -> str | None:
+    """The ``workflowDefaults`` value of the kubeconfig's current cluster.
+
+    That need not be the cluster behind the KFP host a run goes to: the messages
+    name the context. Returns ``None`` when the key is absent. Raises
+    :class:`RetryPolicyError` naming why it cannot be read (no kubeconfig, no
+    permission, unreachable).
     """
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
@@ -171,7 +183,7 @@ def preflight_warning(namespace: str = ARGO_NAMESPACE) -> str:
     if policy in RETRIES_FAILED:
         return ""
     return (
-        f"warning: Argo's template retry policy on this cluster is {policy} "
-        f"({namespace}/{CONFIGMAP}): a preempted task (exit 143) is not retried; fix it once "
+        f"warning: Argo's template retry policy is {policy} in {namespace}/{CONFIGMAP} "
+        f"({current_context()}): a preempted task (exit 143) is not retried; fix it once "
         f"with `make kfp-retry-policy EXECUTE=1` (sets {RECOMMENDED_POLICY})"
     )

@@ -100,7 +100,8 @@ def printed_value(out: str) -> str:
 def test_the_patch_keeps_the_live_defaults_and_sets_the_policy(kube, capsys):
     kube.value = CUSTOM
     code, out, err = run_cli("retry-policy", capsys=capsys)
-    assert code == 0 and "from the live kubeflow/workflow-controller-configmap" in err
+    assert code == 0
+    assert "from the live kubeflow/workflow-controller-configmap (context 'c')" in err
     value = printed_value(out)
     assert argo_retry.effective_policy(value) == "Always"
     doc = yaml.safe_load(value)
@@ -132,9 +133,9 @@ def test_run_gke_warns_in_one_line_on_kfps_shipped_policy_and_still_runs(kfp_api
     code, out, err = _run_gke(host, capsys)
     assert code == 0 and "run_id=r1" in out
     assert err.splitlines() == [
-        "warning: Argo's template retry policy on this cluster is OnError "
-        "(kubeflow/workflow-controller-configmap): a preempted task (exit 143) is not "
-        "retried; fix it once with `make kfp-retry-policy EXECUTE=1` (sets Always)"
+        "warning: Argo's template retry policy is OnError in "
+        "kubeflow/workflow-controller-configmap (context 'c'): a preempted task (exit 143) "
+        "is not retried; fix it once with `make kfp-retry-policy EXECUTE=1` (sets Always)"
     ]
     assert kube.paths and kube.paths[0].startswith(
         "/api/v1/namespaces/kubeflow/configmaps/workflow-controller-configmap"
