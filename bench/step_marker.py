@@ -43,8 +43,8 @@ if marker == "off":
 from trainer import attempt, train_lib
 from trainer import ledger as ledger_lib
 cfg, cluster = attempt.prepare(argv)
-index = attempt.validate_all(cfg, cluster)
-t = train_lib.Trainer(cfg, cluster, index, ledger_lib.Ledger(cfg.checkpoint_dir, enabled=False))
+task = attempt.validate_all(cfg, cluster)
+t = train_lib.Trainer(cfg, cluster, task, ledger_lib.Ledger(cfg.checkpoint_dir, enabled=False))
 t.build()
 start = time.perf_counter()
 t.train()

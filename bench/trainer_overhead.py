@@ -56,9 +56,9 @@ import json, resource, sys, time
 from trainer import attempt, distribution, train_lib
 from trainer import ledger as ledger_lib
 cfg, cluster = attempt.prepare(sys.argv[1:])
-index = attempt.validate_all(cfg, cluster)
+task = attempt.validate_all(cfg, cluster)
 ledger = ledger_lib.Ledger(cfg.checkpoint_dir, True, workers=1)
-t = train_lib.Trainer(cfg, cluster, index, ledger)
+t = train_lib.Trainer(cfg, cluster, task, ledger)
 t.build()
 stamps, cpu = [], []
 def on_step(step, _input, _step):
@@ -73,7 +73,7 @@ print(json.dumps({"stamps": stamps, "cpu": cpu}))
 FIT = r"""
 import json, resource, sys, time
 import tensorflow as tf, keras
-from trainer import config, data, model as model_lib
+from trainer import config, data, model as model_lib, optimizer
 image_dir, backup = sys.argv[1], sys.argv[5]
 steps, batch, save_every = (int(v) for v in sys.argv[2:5])
 cfg = config.TrainConfig(image_dir=image_dir, backbone="small_cnn", weights="none",
@@ -85,7 +85,7 @@ ds = (tf.data.Dataset.from_tensor_slices((pipes.train_cache, pipes.train_labels)
       .shuffle(len(index.train), seed=0).repeat().batch(batch, drop_remainder=True)
       .prefetch(tf.data.AUTOTUNE))
 model = model_lib.build_model(cfg, len(index.class_names))
-model.compile(optimizer=model_lib.build_optimizer(cfg),
+model.compile(optimizer=optimizer.build_optimizer(cfg),
               loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 stamps, cpu = [], []
 class Times(keras.callbacks.Callback):

@@ -13,7 +13,7 @@ import json
 import logging
 from typing import NamedTuple
 
-from trainer import checkpointing, config, data, distribution, fileio, preemption
+from trainer import checkpointing, config, distribution, fileio, preemption, task_api
 from trainer import ledger as ledger_lib
 from trainer.preemption import ConfigError, TrainerExit
 from trainer.train_lib import Trainer
@@ -66,13 +66,20 @@ def _quick_checks(cfg: config.TrainConfig, cluster: distribution.Cluster, *, sto
         checkpointing.check_output_dirs(cfg, cluster)
 
 
-def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> data.DataIndex:
-    """Fast checks, in order of cost; raises ConfigError."""
+def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> task_api.Task:
+    """Fast checks, in order of cost, then the task is loaded and prepared; raises ConfigError."""
     _quick_checks(cfg, cluster, storage=True)
-    index = data.index_data(cfg)
-    cfg.class_names = index.class_names
+    task = task_api.load_task(cfg.task, cfg.task_args, cfg)
+    try:
+        task.prepare()
+    except (ConfigError, TrainerExit):
+        raise
+    except Exception as e:  # noqa: BLE001 - a user's task: one line, not a traceback
+        if fileio.storage_failure(e) is not None:
+            raise
+        raise ConfigError(f"--task {cfg.task}: prepare() raised {type(e).__name__}: {e}") from e
     checkpointing.check_run_config(cfg, cluster)
-    return index
+    return task
 
 
 def _ledger(cfg: config.TrainConfig, cluster: distribution.Cluster) -> ledger_lib.Ledger:
@@ -161,8 +168,8 @@ def run(argv: list[str], environ: dict | None = None) -> int:
     try:
         cfg, cluster = prepare(argv, environ)
         ledger = _ledger(cfg, cluster)
-        index = validate_all(cfg, cluster)
-        trainer = Trainer(cfg, cluster, index, ledger)
+        task = validate_all(cfg, cluster)
+        trainer = Trainer(cfg, cluster, task, ledger)
         trainer.build()
         final_step = trainer.train()
         metrics = trainer.evaluate()

@@ -44,6 +44,10 @@ COMPATIBILITY_KEYS = (
 class TrainConfig:
     """All settings of one training run (see ``build_parser`` for the meaning)."""
 
+    # What is trained (trainer.task_api); empty: the built-in image classifier,
+    # whose settings are the data and model flags below.
+    task: str = ""
+    task_args: str = "{}"
     image_dir: str = ""
     dataset: str = "cassava"
     data_dir: str = ""
@@ -98,6 +102,9 @@ class TrainConfig:
         """The fields a checkpoint depends on."""
         d = self.to_dict()
         out = {k: d[k] for k in COMPATIBILITY_KEYS}
+        if self.task:  # only then: run configs written before tasks existed stay valid
+            out["task"] = self.task
+            out["task_args"] = json.loads(self.task_args or "{}")
         if self.class_names:
             out["class_names"] = list(self.class_names)
         return out
@@ -136,7 +143,20 @@ def build_parser() -> argparse.ArgumentParser:
     d = TrainConfig()
     p = _Parser(
         prog="python -m trainer.task",
-        description="Fault-tolerant image-classification training (MWMS, resumable).",
+        description=(
+            "Fault-tolerant training (MWMS, resumable) of a task: the built-in image "
+            "classifier, or --task <module>:<Class>."
+        ),
+    )
+    task = p.add_argument_group("task")
+    task.add_argument(
+        "--task",
+        default=d.task,
+        help="What to train: <module>:<Class> of a trainer.task_api.Task subclass "
+        "(default: the built-in image classifier, configured by the flags below).",
+    )
+    task.add_argument(
+        "--task-args", default=d.task_args, help="The task's own settings, a JSON object."
     )
     data = p.add_argument_group("data")
     data.add_argument(

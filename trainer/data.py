@@ -231,8 +231,25 @@ class Pipelines:
             self.train_labels = tf.constant(self.train.labels, tf.int32)
         self.train_cache = _decoded_cache(self.train, cfg, self.from_files)
 
-    def train_dataset(self, global_batch: int, start_step: int, total_steps: int):
-        """Global batches for steps ``start_step .. total_steps - 1``, step-deterministic."""
+    def train_dataset(
+        self,
+        global_batch: int,
+        start_step: int,
+        total_steps: int,
+        worker: slice | None = None,
+        per_replica: int | None = None,
+    ):
+        """Steps ``start_step .. total_steps - 1``, step-deterministic.
+
+        Args:
+            global_batch: Examples per step across all replicas.
+            start_step: The first step to produce.
+            total_steps: The run's final step.
+            worker: This worker's part of every global batch (``TrainInput.worker_slice``);
+                ``None``: the whole global batch.
+            per_replica: The batch of each element (``TrainInput.per_replica_batch``);
+                ``None``: one element per step.
+        """
         import tensorflow as tf
 
         n = len(self.train)
@@ -246,31 +263,36 @@ class Pipelines:
             )
             return tf.data.Dataset.from_tensor_slices(perm)
 
-        order = (
+        steps = (
             tf.data.Dataset.range(first // n, math.ceil(end / n))
             .flat_map(epoch_order)
             .skip(first % n)
             .take(end - first)
+            .batch(global_batch, drop_remainder=True)
         )
+        if worker is not None:  # the worker's examples of every global batch
+            steps = steps.map(lambda idx: idx[worker.start : worker.stop])
         if self.train_cache is not None:
             images, labels = self.train_cache, self.train_labels
-            ds = order.batch(global_batch, drop_remainder=True).map(
+            ds = steps.map(
                 lambda idx: (tf.gather(images, idx), tf.gather(labels, idx)),
                 num_parallel_calls=tf.data.AUTOTUNE,
             )
         else:
             decode = _decoder(self.cfg.image_size, self.from_files)
             items, labels = self.train_items, self.train_labels
-            ds = order.map(
-                lambda i: (decode(tf.gather(items, i)), tf.gather(labels, i)),
-                num_parallel_calls=tf.data.AUTOTUNE,
-            ).batch(global_batch, drop_remainder=True)
+            per_step = (worker.stop - worker.start) if worker is not None else global_batch
+            ds = (
+                steps.unbatch()
+                .map(
+                    lambda i: (decode(tf.gather(items, i)), tf.gather(labels, i)),
+                    num_parallel_calls=tf.data.AUTOTUNE,
+                )
+                .batch(per_step, drop_remainder=True)
+            )
+        if per_replica is not None:
+            ds = ds.rebatch(per_replica, drop_remainder=True)
         options = tf.data.Options()
-        # DATA sharding splits every global batch between workers, so each
-        # worker's share is as deterministic as the global batch itself.
-        options.experimental_distribute.auto_shard_policy = (
-            tf.data.experimental.AutoShardPolicy.DATA
-        )
         options.deterministic = True
         return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
 

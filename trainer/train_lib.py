@@ -1,4 +1,7 @@
-"""Wires config, data, model, distribution, checkpointing and preemption together.
+"""The engine: wires a task, distribution, checkpointing and preemption together.
+
+What is trained comes from a :class:`trainer.task_api.Task` (model, input pipeline,
+loss, validation metrics); everything else is here.
 
 The loop is a custom ``strategy.run`` loop rather than ``model.fit``: Keras 3's
 fit fails under MultiWorkerMirroredStrategy and its BackupAndRestore has no
@@ -19,6 +22,7 @@ from trainer import checkpointing, config, data, distribution, fileio, preemptio
 from trainer import ledger as ledger_lib
 from trainer import watchdog as watchdog_lib
 from trainer.preemption import ConfigError, TrainerExit
+from trainer.task_api import Task, TrainInput
 
 log = logging.getLogger("trainer")
 
@@ -62,14 +66,14 @@ class Trainer:
         self,
         cfg: config.TrainConfig,
         cluster: distribution.Cluster,
-        index: data.DataIndex,
+        task: Task,
         ledger: ledger_lib.Ledger,
         stop: preemption.StopFlag | None = None,
     ):
         self.ledger = ledger
         self.cfg = cfg
         self.cluster = cluster
-        self.index = index
+        self.task = task
         self.stop = stop or preemption.StopFlag()
         self.started = time.monotonic()
         # (seconds waiting for input, seconds for the whole step) of recent steps.
@@ -99,21 +103,23 @@ class Trainer:
         self.stop.install()
         self.replicas = self.strategy.num_replicas_in_sync
         self.global_batch = config.global_batch(cfg, self.replicas)
-        if self.index.source == "tfds":
-            data.materialize_tfds(self.index, cfg)
-        self.total_steps = cfg.train_steps or data.steps_for_epochs(
-            cfg.epochs, len(self.index.train), self.global_batch
-        )
+        if cfg.train_steps:
+            self.total_steps = cfg.train_steps
+        else:
+            examples = self.task.num_train_examples()
+            if not examples:
+                raise ConfigError("--epochs needs a task that knows its number of examples")
+            self.total_steps = data.steps_for_epochs(cfg.epochs, examples, self.global_batch)
         if cfg.mixed_precision:
             keras.mixed_precision.set_global_policy("mixed_float16")
         # Same initial weights and dropout masks on every run with this seed; the
         # dropout RNG state is a model variable, so it is checkpointed too.
         keras.utils.set_random_seed(cfg.seed)
-        from trainer import model as model_lib  # Keras: imported only to train
+        from trainer import optimizer as optimizer_lib  # Keras: imported only to train
 
         with self.strategy.scope():
-            self.model = model_lib.build_model(cfg, len(self.index.class_names))
-            self.optimizer = model_lib.build_optimizer(cfg)
+            self.model = self.task.build_model()
+            self.optimizer = optimizer_lib.build_optimizer(cfg)
             # Build slots before restoring, or their saved values would be dropped.
             self.optimizer.build(self.model.trainable_variables)
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
@@ -136,7 +142,6 @@ class Trainer:
                 f"--train-steps {self.total_steps} is below the checkpointed step "
                 f"{self.start_step} in {cfg.checkpoint_dir!r}"
             )
-        self.pipelines = data.Pipelines(self.index, cfg)
         self._train_step = self._make_train_step()
         self.writer = (
             tf.summary.create_file_writer(cfg.tensorboard_dir)
@@ -147,7 +152,7 @@ class Trainer:
     def _make_train_step(self):
         import tensorflow as tf
 
-        cfg, model, optimizer = self.cfg, self.model, self.optimizer
+        cfg, model, optimizer, task = self.cfg, self.model, self.optimizer, self.task
         strategy, gb, replicas = self.strategy, self.global_batch, self.replicas
         # Clipping and loss scaling must see the *global* gradient (and every
         # worker must agree on whether it is finite), so then we all-reduce it
@@ -155,10 +160,10 @@ class Trainer:
         # whose own sum restores the total. Costs a second gradient all-reduce.
         reduce_first = bool(cfg.clip_norm) or cfg.mixed_precision
 
-        def step_fn(images, labels, stop_local, save_local):
+        def step_fn(features, labels, stop_local, save_local):
             with tf.GradientTape() as tape:
-                logits = model(images, training=True)
-                per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+                outputs = model(features, training=True)
+                per_example = tf.cast(task.loss(labels, outputs), tf.float32)
                 loss = tf.nn.compute_average_loss(per_example, global_batch_size=gb)
                 scaled = optimizer.scale_loss(loss) if cfg.mixed_precision else loss
             variables = model.trainable_variables
@@ -180,8 +185,8 @@ class Trainer:
 
         @tf.function
         def train_step(batch, stop_local, save_local):
-            images, labels = batch
-            out = strategy.run(step_fn, args=(images, labels, stop_local, save_local))
+            features, labels = batch
+            out = strategy.run(step_fn, args=(features, labels, stop_local, save_local))
             return strategy.experimental_local_results(out)[0]
 
         return train_step
@@ -235,8 +240,13 @@ class Trainer:
             log.info("checkpoint already at the final step %d", self.total_steps)
             self.heartbeat.done()
             return self.start_step
-        dataset = self.pipelines.train_dataset(self.global_batch, self.start_step, self.total_steps)
-        iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+
+        def dataset_fn(context):
+            return self.task.train_dataset(
+                TrainInput(context, self.global_batch, cfg.seed, self.start_step, self.total_steps)
+            )
+
+        iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
         step = self.start_step
         last_save = time.monotonic()
         last_log, last_log_step = time.monotonic(), step
@@ -264,11 +274,12 @@ class Trainer:
                 raise ConfigError(
                     f"out of memory at step {step + 1} with per-replica batch "
                     f"{self.global_batch // self.replicas}; lower --batch-size-per-replica "
-                    "or --image-size"
+                    "(or the task's input size, e.g. --image-size)"
                 ) from e
             except tf.errors.OpError as e:
-                if isinstance(e, tf.errors.InvalidArgumentError):
-                    self._raise_if_undecodable(step + 1)
+                explained = self.task.explain(e, step + 1, self.global_batch)
+                if explained is not None:
+                    raise explained from None
                 if self.cluster.multi_worker and type(e).__name__ in _PEER_ERRORS:
                     first = (str(e).strip().splitlines() or [""])[0][:200]
                     raise TrainerExit(
@@ -320,60 +331,10 @@ class Trainer:
         self.heartbeat.done()  # evaluation and export are bounded and not steps
         return step
 
-    # Batches are prefetched: the broken file may belong to a few steps ahead.
-    _DECODE_LOOKAHEAD_STEPS = 16
-
-    def _raise_if_undecodable(self, step: int) -> None:
-        """Names the image that broke this step's (or a prefetched step's) batch."""
-        if not self.pipelines.from_files or self.pipelines.train_cache is not None:
-            return
-        last = min(step + self._DECODE_LOOKAHEAD_STEPS, self.total_steps)
-        items = self.pipelines.items_for_steps(self.global_batch, step - 1, last - 1)
-        error = data.undecodable_error(
-            items, self.cfg.image_size, f"in --image-dir (needed by step {step})"
-        )
-        if error:
-            raise error from None
-
     # -- the end --------------------------------------------------------------
     def evaluate(self) -> dict:
-        """Validation loss and accuracy, computed by each worker on the whole split."""
-        import tensorflow as tf
-
-        ds = self.pipelines.val_dataset(max(64, self.global_batch))
-        if ds is None:
-            return {}
-        model = self.model
-
-        @tf.function
-        def eval_batch(images, labels):
-            logits = model(images, training=False)
-            losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
-            correct = tf.cast(
-                tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32
-            )
-            return tf.reduce_sum(losses), tf.reduce_sum(correct)
-
-        total_loss = total_correct = count = 0.0
-        try:
-            for images, labels in ds:
-                batch_loss, correct = eval_batch(images, labels)
-                total_loss += float(batch_loss)
-                total_correct += float(correct)
-                count += int(labels.shape[0])
-        except tf.errors.InvalidArgumentError:
-            if self.pipelines.from_files:
-                error = data.undecodable_error(
-                    self.pipelines.val.items, self.cfg.image_size, "in the validation split"
-                )
-                if error:
-                    raise error from None
-            raise
-        return {
-            "val_loss": total_loss / count,
-            "val_accuracy": total_correct / count,
-            "val_examples": int(count),
-        }
+        """The task's validation metrics (each worker computes them on the whole split)."""
+        return self.task.evaluate(self.model, max(64, self.global_batch))
 
     def export(self, final_step: int, metrics: dict) -> dict:
         """Saves the model and a JSON summary to the model dir (chief; workers to temp)."""
@@ -398,11 +359,12 @@ class Trainer:
             "global_batch_size": self.global_batch,
             "num_workers": self.cluster.num_workers,
             "replicas": self.replicas,
-            "class_names": self.index.class_names,
+            **self.task.summary(),
             "seconds": round(time.monotonic() - self.started, 2),
             **metrics,
         }
         if self.cluster.is_chief:
+            self.task.export(self.model, model_dir)
             fileio.write_json(f"{model_dir}/training_summary.json", summary)
             if self.writer:
                 with self.writer.as_default(step=final_step):

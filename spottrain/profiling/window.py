@@ -180,11 +180,11 @@ def profile(
         cfg.tensorboard_dir = ""
         cfg.train_steps, cfg.epochs = skip_steps + profile_steps, 0.0
         cfg.save_every_steps, cfg.save_every_seconds = 10**9, 0.0
-        index = attempt.validate_all(cfg, cluster)
+        task = attempt.validate_all(cfg, cluster)
         if cloud_profiler:
             start_cloud_profiler()
         trainer = train_lib.Trainer(
-            cfg, cluster, index, ledger_lib.Ledger(cfg.checkpoint_dir, enabled=False)
+            cfg, cluster, task, ledger_lib.Ledger(cfg.checkpoint_dir, enabled=False)
         )
         trainer.build()
         accelerators = [

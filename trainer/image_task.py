@@ -1,0 +1,134 @@
+"""The built-in task: an image classifier (ResNet50, MobileNetV2 or a small CNN + a new head).
+
+It is what production trains by default (ResNet50 with ImageNet weights on tfds
+``cassava``) and goes through the same :class:`trainer.task_api.Task` API as a
+user's task: its flags (``--image-dir``, ``--dataset``, ``--backbone``, ...) are
+its settings, :mod:`trainer.data` its input and :mod:`trainer.model` its model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer import data
+from trainer.preemption import ConfigError
+from trainer.task_api import Task, TrainInput
+
+
+class ImageClassificationTask(Task):
+    """Softmax classification of images from a folder or a tfds dataset."""
+
+    def __init__(self, args: dict[str, Any], cfg):
+        super().__init__(args, cfg)
+        if args:
+            raise ConfigError(
+                f"--task-args {args!r}: the image classifier takes its settings from its "
+                "own flags (--image-dir, --backbone, ...)"
+            )
+        self.index: data.DataIndex | None = None
+        self._pipelines: data.Pipelines | None = None
+
+    def prepare(self) -> None:
+        """Indexes the image folder or tfds dataset (names a missing or empty one)."""
+        self.index = data.index_data(self.cfg)
+        self.cfg.class_names = self.index.class_names
+
+    def num_train_examples(self) -> int:
+        """Images in the training split."""
+        return len(self.index.train) if self.index.train is not None else 0
+
+    def compatibility(self) -> dict[str, Any]:
+        """Nothing beyond the engine's run config (backbone, image size, classes)."""
+        return {}
+
+    @property
+    def pipelines(self) -> data.Pipelines:
+        """Built once, after the strategy: tfds datasets are read into memory first."""
+        if self._pipelines is None:
+            if self.index.source == "tfds":
+                data.materialize_tfds(self.index, self.cfg)
+            self._pipelines = data.Pipelines(self.index, self.cfg)
+        return self._pipelines
+
+    def build_model(self):
+        """The classifier of :func:`trainer.model.build_model` for the indexed classes."""
+        from trainer import model as model_lib  # Keras: imported only to train
+
+        return model_lib.build_model(self.cfg, len(self.index.class_names))
+
+    def train_dataset(self, spec: TrainInput):
+        """This worker's share of every global batch, a pure function of (seed, step)."""
+        self._total_steps = spec.total_steps
+        return self.pipelines.train_dataset(
+            spec.global_batch,
+            spec.start_step,
+            spec.total_steps,
+            worker=spec.worker_slice,
+            per_replica=spec.per_replica_batch,
+        )
+
+    def loss(self, labels, outputs):
+        """Softmax cross-entropy of integer labels and logits, per example."""
+        import tensorflow as tf
+
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels, outputs)
+
+    # Batches are prefetched: the broken file may belong to a few steps ahead.
+    _DECODE_LOOKAHEAD_STEPS = 16
+
+    def explain(self, error: Exception, step: int, global_batch: int) -> ConfigError | None:
+        """Names the image that broke this step's (or a prefetched step's) batch."""
+        import tensorflow as tf
+
+        pipes = self.pipelines
+        if not isinstance(error, tf.errors.InvalidArgumentError):
+            return None
+        if not pipes.from_files or pipes.train_cache is not None:
+            return None
+        last = min(step + self._DECODE_LOOKAHEAD_STEPS, getattr(self, "_total_steps", step))
+        items = pipes.items_for_steps(global_batch, step - 1, max(step, last) - 1)
+        return data.undecodable_error(
+            items, self.cfg.image_size, f"in --image-dir (needed by step {step})"
+        )
+
+    def evaluate(self, model, batch_size: int) -> dict[str, float]:
+        """Validation loss and accuracy, computed by each worker on the whole split."""
+        import tensorflow as tf
+
+        ds = self.pipelines.val_dataset(batch_size)
+        if ds is None:
+            return {}
+
+        @tf.function
+        def eval_batch(images, labels):
+            logits = model(images, training=False)
+            losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+            correct = tf.cast(
+                tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32
+            )
+            return tf.reduce_sum(losses), tf.reduce_sum(correct)
+
+        total_loss = total_correct = count = 0.0
+        try:
+            for images, labels in ds:
+                batch_loss, correct = eval_batch(images, labels)
+                total_loss += float(batch_loss)
+                total_correct += float(correct)
+                count += int(labels.shape[0])
+        except tf.errors.InvalidArgumentError:
+            if self.pipelines.from_files:
+                error = data.undecodable_error(
+                    self.pipelines.val.items, self.cfg.image_size, "in the validation split"
+                )
+                if error:
+                    raise error from None
+            raise
+        return {
+            "val_loss": total_loss / count,
+            "val_accuracy": total_correct / count,
+            "val_examples": int(count),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The class names, in label order."""
+        return {"class_names": self.index.class_names}

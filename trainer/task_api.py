@@ -1,0 +1,167 @@
+"""The Task API: what is trained is the task's; the loop, saves and accounting are the engine's.
+
+A task says how to build the model, the per-worker input pipeline and the loss
+(optionally: the optimizer, validation metrics and extra export files). The engine
+(:mod:`trainer.train_lib`) owns everything else: the MultiWorkerMirroredStrategy,
+the step loop, every save (periodic, time-based asynchronous, on a notice at the
+same step on every worker), exact resume, the NaN guard, the hang watchdog, the
+attempt ledger, TensorBoard scalars, profiler step markers and the outputs.
+
+Select a task with ``python -m trainer.task --task my_pkg.my_module:MyTask
+--task-args '{"hidden": 64}'``; the built-in image classifier
+(:class:`trainer.image_task.ImageClassificationTask`) is the default.
+
+**Exact resume.** The engine resumes at the checkpointed step and asks the task for
+the batches from that step on (``TrainInput.start_step``). Under
+MultiWorkerMirroredStrategy the engine cannot checkpoint the input iterator for the
+task: TensorFlow 2.21's distributed iterator is not trackable
+(``tensorflow/python/distribute/input_lib.py`` ``class DistributedIterator`` is a
+``CompositeTensor``, not a ``Trackable``; ``tf.train.Checkpoint(iterator=...)``
+raises ``ValueError``). So the contract is: the batch of step *s* is a function of
+``(seed, s)``. A pipeline built from ``tf.data.Dataset.range`` (or from a fixed
+list of files) with stateless or seeded operations, ``deterministic=True`` and
+``skip`` to ``start_step`` meets it, and then an interrupted run ends with weights
+bit-identical to an uninterrupted one; the final step count is exact either way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from trainer.preemption import ConfigError
+
+DEFAULT_TASK = "trainer.image_task:ImageClassificationTask"
+
+
+@dataclass(frozen=True)
+class TrainInput:
+    """What the engine tells a task's input pipeline.
+
+    Attributes:
+        context: This worker's ``tf.distribute.InputContext`` (pipeline id, number
+            of pipelines, replicas).
+        global_batch: Examples per step across all replicas.
+        seed: The run's seed (``--seed``).
+        start_step: The first step to produce (0, or the checkpointed step).
+        total_steps: The run's final step.
+    """
+
+    context: Any
+    global_batch: int
+    seed: int
+    start_step: int
+    total_steps: int
+
+    @property
+    def per_replica_batch(self) -> int:
+        """The batch each element of the returned dataset must have."""
+        return self.context.get_per_replica_batch_size(self.global_batch)
+
+    @property
+    def worker_slice(self) -> slice:
+        """This worker's part of a global batch ``[start, stop)`` (its replicas' examples)."""
+        per_worker = self.global_batch // self.context.num_input_pipelines
+        start = self.context.input_pipeline_id * per_worker
+        return slice(start, start + per_worker)
+
+
+class Task:
+    """Subclass and implement :meth:`build_model`, :meth:`train_dataset` and :meth:`loss`.
+
+    Args:
+        args: The task's own settings (``--task-args``, a JSON object).
+        cfg: The engine's settings (``trainer.config.TrainConfig``), read-only.
+    """
+
+    #: Run-config fields a checkpoint depends on beyond the engine's (see
+    #: :meth:`compatibility`); a retry with other values fails fast.
+    def __init__(self, args: dict[str, Any], cfg):
+        self.args = dict(args)
+        self.cfg = cfg
+
+    # -- before the strategy exists (fast: a bad task fails in seconds) ---------
+    def prepare(self) -> None:
+        """Checks the task's settings and data; raise ``ConfigError`` naming a bad value."""
+
+    def num_train_examples(self) -> int | None:
+        """Examples per epoch, if known (needed only for ``--epochs``)."""
+        return None
+
+    def compatibility(self) -> dict[str, Any]:
+        """What a checkpoint of this task depends on (compared on every resume)."""
+        return {"task_args": self.args}
+
+    # -- inside the strategy's scope --------------------------------------------
+    def build_model(self):
+        """The ``keras.Model`` to train (built on every worker, same seed)."""
+        raise NotImplementedError
+
+    def train_dataset(self, spec: TrainInput):
+        """This worker's ``tf.data.Dataset`` of ``(features, labels)``.
+
+        Each element is one replica's batch of ``spec.per_replica_batch``; the
+        worker's replicas take consecutive elements. Start at ``spec.start_step``.
+        """
+        raise NotImplementedError
+
+    def loss(self, labels, outputs):
+        """Per-example losses, a float32 tensor of shape ``[batch]``."""
+        raise NotImplementedError
+
+    # -- optional -----------------------------------------------------------------
+    def evaluate(self, model, batch_size: int) -> dict[str, float]:
+        """Validation metrics after training (each worker, whole split); ``{}``: none."""
+        return {}
+
+    def explain(self, error: Exception, step: int, global_batch: int) -> ConfigError | None:
+        """A clearer fatal error for a training-step failure (e.g. a broken input file)."""
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        """Extra fields for ``training_summary.json``."""
+        return {}
+
+    def export(self, model, model_dir: str) -> None:
+        """Extra export files beside ``model.keras`` and ``saved_model/`` (chief only)."""
+
+
+def load_task(spec: str, args_json: str, cfg) -> Task:
+    """Imports ``module:Class`` and builds it; one ``ConfigError`` line for each way it fails."""
+    module_name, _, class_name = (spec or DEFAULT_TASK).partition(":")
+    if not module_name or not class_name:
+        raise ConfigError(f"--task {spec!r}: expected <module>:<Class>, e.g. my_pkg.tasks:MyTask")
+    try:
+        args = json.loads(args_json or "{}")
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--task-args {args_json!r} is not JSON: {e.msg}") from None
+    if not isinstance(args, dict):
+        raise ConfigError(f"--task-args {args_json!r} must be a JSON object")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"--task {spec!r}: cannot import {module_name!r}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the user's module raised while importing
+        raise ConfigError(
+            f"--task {spec!r}: importing {module_name!r} raised {type(e).__name__}: {e}"
+        ) from None
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        raise ConfigError(f"--task {spec!r}: {module_name!r} has no {class_name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise ConfigError(f"--task {spec!r} is not a subclass of trainer.task_api.Task")
+    missing = [
+        name
+        for name in ("build_model", "train_dataset", "loss")
+        if getattr(cls, name) is getattr(Task, name)
+    ]
+    if missing:
+        raise ConfigError(f"--task {spec!r} does not implement {', '.join(missing)}")
+    try:
+        return cls(args, cfg)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's constructor
+        raise ConfigError(f"--task {spec!r}: {type(e).__name__}: {e}") from None
