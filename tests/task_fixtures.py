@@ -1,0 +1,32 @@
+"""Broken tasks, for the one-line refusals of ``--task`` (tests/test_task_api.py)."""
+
+from trainer.task_api import Task
+
+
+class NotATask:
+    """Has the methods, but is not a Task."""
+
+    def build_model(self):
+        return None
+
+
+class NoLoss(Task):
+    def build_model(self):
+        return None
+
+    def train_dataset(self, spec):
+        return None
+
+
+class PrepareBreaks(Task):
+    def prepare(self):
+        raise KeyError("columns")
+
+    def build_model(self):
+        return None
+
+    def train_dataset(self, spec):
+        return None
+
+    def loss(self, labels, outputs):
+        return None

@@ -1,0 +1,88 @@
+"""The Task API: a task from the README's example trains under the engine's whole contract."""
+
+from __future__ import annotations
+
+import json
+
+import keras
+import numpy as np
+import pytest
+from trainer_helpers import error_lines, ledger, run_module, summary
+
+from trainer import launch, preemption
+
+REGRESSION = ["--task", "examples.regression:Regression", "--task-args", '{"features": 8}']
+
+
+def _args(out, **flags):
+    args = [
+        *REGRESSION,
+        "--train-steps", "240", "--batch-size-per-replica", "16", "--save-every-steps", "100",
+        "--learning-rate", "0.01",
+        "--log-every-steps", "5", "--collective-timeout", "20", "--threads", "1",
+        "--checkpoint-dir", str(out / "checkpoints"), "--model-dir", str(out / "model"),
+    ]  # fmt: skip
+    for key, value in flags.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    return args
+
+
+def _weights(out):
+    model = keras.models.load_model(out / "model" / "model.keras", compile=False)
+    return model.get_weights()
+
+
+@pytest.mark.slow
+def test_a_user_task_gets_the_whole_contract_under_two_workers(tmp_path):
+    """SIGTERM mid-run: every worker saves the same step, 0 lost; the resume ends at
+    exactly the final step with the weights of an uninterrupted run."""
+    hit = tmp_path / "interrupted"
+    first = launch.Launcher(2, _args(hit), preempt_at_step=60, signal_name="TERM", seed=0).run()
+    assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first
+    rec = ledger(hit)[0]
+    assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
+    assert rec["saved_step"] == rec["last_step"] >= first.chaos["step"]
+    second = launch.Launcher(2, _args(hit)).run()
+    assert second.code == 0, second
+    assert ledger(hit)[1]["start_step"] == rec["saved_step"]
+    s = summary(hit)
+    assert s["final_step"] == s["train_steps"] == 240 and s["num_workers"] == 2
+    assert s["val_mse"] < 0.5, s  # it learned: the targets' variance is ~8
+
+    clean = tmp_path / "uninterrupted"
+    assert launch.Launcher(2, _args(clean)).run().code == 0
+    for a, b in zip(_weights(hit), _weights(clean), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "task, args, named",
+    [
+        (
+            "no_such_module:Task",
+            "{}",
+            "--task 'no_such_module:Task': cannot import 'no_such_module'",
+        ),
+        ("tests.task_fixtures:Missing", "{}", "'tests.task_fixtures' has no 'Missing'"),
+        ("tests.task_fixtures:NotATask", "{}", "is not a subclass of trainer.task_api.Task"),
+        ("tests.task_fixtures:NoLoss", "{}", "does not implement loss"),
+        ("tests.task_fixtures", "{}", "expected <module>:<Class>"),
+        ("examples.regression:Regression", "{bad", "--task-args '{bad' is not JSON"),
+        ("examples.regression:Regression", "[1]", "must be a JSON object"),
+        ("examples.regression:Regression", '{"featurez": 3}', "unknown ['featurez']"),
+        ("tests.task_fixtures:PrepareBreaks", "{}", "prepare() raised KeyError: 'columns'"),
+        ("", '{"a": 1}', "the image classifier takes its settings from its own flags"),
+    ],
+)
+def test_a_bad_task_is_one_line_and_exit_64(tmp_path, task, args, named):
+    argv = ["--task", task, "--task-args", args, "--train-steps", "10", "--checkpoint-dir",
+            str(tmp_path / "c"), "--model-dir", str(tmp_path / "m")]  # fmt: skip
+    if not task:
+        argv[:2] = ["--image-dir", str(tmp_path)]
+    proc, _ = run_module("trainer.task", argv)
+    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
+    (line,) = error_lines(proc)
+    assert named in line, line
+    assert "Traceback" not in proc.stderr
+    fatal = json.loads((tmp_path / "c" / "FATAL.json").read_text())
+    assert named in fatal["error"] and fatal["exit_code"] == preemption.FATAL_CONFIG
