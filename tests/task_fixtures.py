@@ -30,3 +30,26 @@ class PrepareBreaks(Task):
 
     def loss(self, labels, outputs):
         return None
+
+
+class BuildBreaks(PrepareBreaks):
+    def prepare(self):
+        pass
+
+    def build_model(self):
+        raise RuntimeError("no such layer: Dense2")
+
+
+def _regression():
+    from examples.regression import Regression
+
+    return Regression
+
+
+class WrongShapes(_regression()):
+    """The model takes 5 features; the data has 8."""
+
+    def build_model(self):
+        import keras
+
+        return keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])

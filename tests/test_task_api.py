@@ -72,6 +72,16 @@ def test_a_user_task_gets_the_whole_contract_under_two_workers(tmp_path):
         ("examples.regression:Regression", '{"featurez": 3}', "unknown ['featurez']"),
         ("tests.task_fixtures:PrepareBreaks", "{}", "prepare() raised KeyError: 'columns'"),
         ("", '{"a": 1}', "the image classifier takes its settings from its own flags"),
+        (
+            "tests.task_fixtures:BuildBreaks",
+            "{}",
+            "build_model() raised RuntimeError: no such layer",
+        ),
+        (
+            "tests.task_fixtures:WrongShapes",
+            "{}",
+            "the task's batches do not fit its model at step 1",
+        ),
     ],
 )
 def test_a_bad_task_is_one_line_and_exit_64(tmp_path, task, args, named):

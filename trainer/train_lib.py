@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import re
 import threading
 import time
 
@@ -57,6 +58,21 @@ def _expected_replicas(cluster: distribution.Cluster) -> int:
 
     # Listing devices does not initialise the runtime, so MWMS can still be created.
     return cluster.num_workers * max(1, len(tf.config.list_physical_devices("GPU")))
+
+
+# Lines of a traced-function or Keras error that frame the cause, not state it.
+_FRAMING = ("in user code", "File ", "Exception encountered", "Arguments received", "•")
+
+
+def _cause(error: Exception) -> str:
+    """The line of a tf.function/Keras error that says what is wrong (Keras bolds it)."""
+    text = str(error)
+    bold = re.search(r"\x1b\[1m(.+?)\x1b\[0m", text, re.S)
+    if bold:
+        return bold.group(1).strip()[:300]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith(_FRAMING)] or lines or [""]
+    return re.sub(r"\x1b\[[0-9;]*m", "", lines[0])[:300]
 
 
 class Trainer:
@@ -118,7 +134,7 @@ class Trainer:
         from trainer import optimizer as optimizer_lib  # Keras: imported only to train
 
         with self.strategy.scope():
-            self.model = self.task.build_model()
+            self.model = self._build_model()
             self.optimizer = optimizer_lib.build_optimizer(cfg)
             # Build slots before restoring, or their saved values would be dropped.
             self.optimizer.build(self.model.trainable_variables)
@@ -148,6 +164,17 @@ class Trainer:
             if self.cluster.is_chief and cfg.tensorboard_dir
             else None
         )
+
+    def _build_model(self):
+        """The task's model; its own failure is one fatal line, not a traceback."""
+        try:
+            return self.task.build_model()
+        except (ConfigError, TrainerExit):
+            raise
+        except Exception as e:
+            if fileio.storage_failure(e) is not None:  # e.g. pretrained weights unreachable
+                raise
+            raise ConfigError(f"the task's build_model() raised {type(e).__name__}: {e}") from e
 
     def _make_train_step(self):
         import tensorflow as tf
@@ -270,6 +297,16 @@ class Trainer:
                         tf.constant(float(timed_save)),
                     )
                     loss, stop_votes, save_votes = (float(v) for v in np.asarray(out))
+            except (ValueError, TypeError) as e:
+                if step != self.start_step:
+                    raise
+                # The step is traced on its first call: batches that do not fit the
+                # model (shape, dtype, structure) fail here, before any training.
+                cause = _cause(e)
+                raise ConfigError(
+                    f"the task's batches do not fit its model at step {step + 1} "
+                    f"({type(e).__name__}: {cause})"
+                ) from e
             except tf.errors.ResourceExhaustedError as e:
                 raise ConfigError(
                     f"out of memory at step {step + 1} with per-replica batch "
