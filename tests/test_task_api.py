@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -53,6 +55,26 @@ def test_a_user_task_gets_the_whole_contract_under_two_workers(tmp_path):
     assert launch.Launcher(2, _args(clean)).run().code == 0
     for a, b in zip(_weights(hit), _weights(clean), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_the_readme_task_trains_through_a_preemption_from_the_readme_alone(tmp_path, monkeypatch):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = re.search(r"```python\n(# my_tasks\.py.*?)```", readme, re.S).group(1)
+    (tmp_path / "my_tasks.py").write_text(code)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    out = tmp_path / "run"
+    args = ["--task", "my_tasks:Regression", "--train-steps", "150",
+            "--batch-size-per-replica", "16", "--save-every-steps", "1000", "--threads", "1",
+            "--checkpoint-dir", str(out / "checkpoints"),
+            "--model-dir", str(out / "model")]  # fmt: skip
+    first = launch.Launcher(2, args, preempt_at_step=40, signal_name="TERM", seed=0).run()
+    assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first
+    rec = ledger(out)[0]
+    assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
+    assert launch.Launcher(2, args).run().code == 0
+    assert ledger(out)[1]["start_step"] == rec["saved_step"]
+    assert summary(out)["final_step"] == 150
 
 
 @pytest.mark.parametrize(
