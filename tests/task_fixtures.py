@@ -1,6 +1,6 @@
 """Broken tasks, for the one-line refusals of ``--task`` (tests/test_task_api.py)."""
 
-from trainer.task_api import Task
+from trainer.task_api import KerasTask, Task
 
 
 class NotATask:
@@ -53,3 +53,18 @@ class WrongShapes(_regression()):
         import keras
 
         return keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])
+
+
+class KerasNoExamples(KerasTask):
+    def model(self):
+        return None
+
+
+class KerasUncompiled(KerasTask):
+    def model(self):
+        import keras
+
+        return keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+
+    def examples(self):
+        return None

@@ -128,6 +128,65 @@ class Task:
         """Extra export files beside ``model.keras`` and ``saved_model/`` (chief only)."""
 
 
+class KerasTask(Task):
+    """The shortest path: a compiled Keras model and a dataset of examples.
+
+    Implement :meth:`model` (a compiled ``keras.Model``: its loss is used, per
+    example; the optimizer is the engine's, from its flags) and :meth:`examples` (a
+    finite ``tf.data.Dataset`` of single ``(features, label)`` examples: one epoch).
+    The engine shuffles it with the run's seed every epoch, batches it, starts at
+    the resumed step by skipping the batches before it (reading through them: fine
+    for data that streams quickly, else write ``train_dataset`` yourself) and gives
+    each worker its part. Resumes are bit-identical when :meth:`examples` yields the
+    same examples in the same order every time.
+    """
+
+    #: Examples held in the shuffle buffer (the whole epoch when it is smaller).
+    shuffle_buffer = 10_000
+
+    def model(self):
+        """A compiled ``keras.Model``."""
+        raise NotImplementedError
+
+    def examples(self):
+        """One epoch of unbatched ``(features, label)`` examples, in a fixed order."""
+        raise NotImplementedError
+
+    def build_model(self):
+        """The compiled model; remembers its loss."""
+        import keras
+
+        model = self.model()
+        if getattr(model, "loss", None) is None:
+            raise ConfigError(f"{type(self).__name__}.model() must return a compiled model")
+        loss = keras.losses.get(model.loss)
+        self._loss = loss.call if isinstance(loss, keras.losses.Loss) else loss
+        return model
+
+    def train_dataset(self, spec: TrainInput):
+        """Seeded shuffle per epoch, global batches, from ``start_step``, this worker's part."""
+        import tensorflow as tf
+
+        part = spec.worker_slice
+        ds = (
+            self.examples()
+            .shuffle(self.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
+            .repeat()
+            .batch(spec.global_batch, drop_remainder=True)
+            .skip(spec.start_step)
+            .take(spec.total_steps - spec.start_step)
+            .map(lambda x, y: (x[part.start : part.stop], y[part.start : part.stop]))
+            .rebatch(spec.per_replica_batch, drop_remainder=True)
+        )
+        options = tf.data.Options()
+        options.deterministic = True
+        return ds.with_options(options)
+
+    def loss(self, labels, outputs):
+        """The compiled loss, per example."""
+        return self._loss(labels, outputs)
+
+
 def load_task(spec: str, args_json: str, cfg) -> Task:
     """Imports ``module:Class`` and builds it; one ``ConfigError`` line for each way it fails."""
     module_name, _, class_name = (spec or DEFAULT_TASK).partition(":")
@@ -152,11 +211,10 @@ def load_task(spec: str, args_json: str, cfg) -> Task:
         raise ConfigError(f"--task {spec!r}: {module_name!r} has no {class_name!r}")
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise ConfigError(f"--task {spec!r} is not a subclass of trainer.task_api.Task")
-    missing = [
-        name
-        for name in ("build_model", "train_dataset", "loss")
-        if getattr(cls, name) is getattr(Task, name)
-    ]
+    required = ("model", "examples") if issubclass(cls, KerasTask) else ("build_model",
+                "train_dataset", "loss")  # fmt: skip
+    base = KerasTask if issubclass(cls, KerasTask) else Task
+    missing = [name for name in required if getattr(cls, name) is getattr(base, name)]
     if missing:
         raise ConfigError(f"--task {spec!r} does not implement {', '.join(missing)}")
     try:
