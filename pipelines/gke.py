@@ -147,6 +147,8 @@ def build(
         learning_rate: float = 0.001,
         save_every_steps: int = 100,
         mixed_precision: bool = False,
+        task: str = "",
+        task_args: str = "{}",
         tensorboard_dir: str = "",
         local_workers: int = 1,
     ) -> Outputs:
@@ -165,6 +167,9 @@ def build(
             learning_rate: Peak learning rate.
             save_every_steps: Checkpoint interval in steps.
             mixed_precision: Use mixed float16.
+            task: What to train: <module>:<Class> of a trainer.task_api.Task in
+                the image; empty = the built-in image classifier.
+            task_args: The task's own settings, a JSON object.
             tensorboard_dir: TensorBoard log folder; empty for none.
             local_workers: Worker processes per node (MWMS over localhost).
         """
@@ -340,6 +345,8 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
         learning_rate: float = 0.001,
         save_every_steps: int = 100,
         mixed_precision: bool = False,
+        task: str = "",
+        task_args: str = "{}",
         tensorboard_dir: str = "",
         local_workers: int = 1,
     ):

@@ -94,6 +94,8 @@ def build(
         learning_rate: float = 0.001,
         save_every_steps: int = 100,
         mixed_precision: bool = False,
+        task: str = "",
+        task_args: str = "{}",
         tensorboard_dir: str = "",
         workers: int = 1,
         unschedulable_timeout: int = 1800,
@@ -113,6 +115,9 @@ def build(
             learning_rate: Peak learning rate.
             save_every_steps: Checkpoint interval in steps.
             mixed_precision: Use mixed float16.
+            task: What to train: <module>:<Class> of a trainer.task_api.Task in
+                the image; empty = the built-in image classifier.
+            task_args: The task's own settings, a JSON object.
             tensorboard_dir: TensorBoard log folder; empty for none.
             workers: Pods (nodes) training together; 1 = one node.
             unschedulable_timeout: Seconds to wait for spot capacity before moving

@@ -196,6 +196,8 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
         learning_rate: float = 0.001,
         save_every_steps: int = 100,
         mixed_precision: bool = False,
+        task: str = "",
+        task_args: str = "{}",
         service_account: str = "",
         tensorboard: str = "",
         base_output_directory: str = "",
@@ -215,6 +217,9 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
             learning_rate: Peak learning rate.
             save_every_steps: Checkpoint interval in steps.
             mixed_precision: Use mixed float16.
+            task: What to train: <module>:<Class> of a trainer.task_api.Task in
+                the image; empty = the built-in image classifier.
+            task_args: The task's own settings, a JSON object.
             service_account: Service account the job runs as (least privilege); empty = default.
             tensorboard: Vertex TensorBoard resource name to upload logs to; empty = none.
             base_output_directory: gs:// folder for AIP_MODEL_DIR etc.; empty = the pipeline root.

@@ -131,6 +131,8 @@ PIPELINE_HYPERPARAMETERS = (
     "save_every_steps",
     "mixed_precision",
     "tensorboard_dir",
+    "task",
+    "task_args",
 )
 PIPELINE_DEFAULTS = {
     **{name: getattr(TrainConfig, name) for name in PIPELINE_HYPERPARAMETERS},
@@ -322,6 +324,9 @@ def _require(ok: bool, message: str) -> None:
 
 def validate(cfg: TrainConfig) -> None:
     """Checks every value that does not need data or TensorFlow; raises ConfigError."""
+    from trainer import task_api  # no TensorFlow: the task's module is not imported here
+
+    task_api.check_spec(cfg.task, cfg.task_args)
     _require(
         cfg.backbone in BACKBONES,
         f"--backbone {cfg.backbone!r} is unknown; choose one of {', '.join(BACKBONES)}",

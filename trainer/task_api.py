@@ -187,10 +187,16 @@ class KerasTask(Task):
         return self._loss(labels, outputs)
 
 
-def load_task(spec: str, args_json: str, cfg) -> Task:
-    """Imports ``module:Class`` and builds it; one ``ConfigError`` line for each way it fails."""
+def check_spec(spec: str, args_json: str) -> tuple[str, str, dict[str, Any]]:
+    """``(module, class, args)`` of ``--task``/``--task-args``, without importing anything.
+
+    Cheap enough for the supervisor's checks and the pipelines' pre-flight.
+
+    Raises:
+        ConfigError: naming the malformed value.
+    """
     module_name, _, class_name = (spec or DEFAULT_TASK).partition(":")
-    if not module_name or not class_name:
+    if not all(p.isidentifier() for p in module_name.split(".")) or not class_name.isidentifier():
         raise ConfigError(f"--task {spec!r}: expected <module>:<Class>, e.g. my_pkg.tasks:MyTask")
     try:
         args = json.loads(args_json or "{}")
@@ -198,6 +204,12 @@ def load_task(spec: str, args_json: str, cfg) -> Task:
         raise ConfigError(f"--task-args {args_json!r} is not JSON: {e.msg}") from None
     if not isinstance(args, dict):
         raise ConfigError(f"--task-args {args_json!r} must be a JSON object")
+    return module_name, class_name, args
+
+
+def load_task(spec: str, args_json: str, cfg) -> Task:
+    """Imports ``module:Class`` and builds it; one ``ConfigError`` line for each way it fails."""
+    module_name, class_name, args = check_spec(spec, args_json)
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:

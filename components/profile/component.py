@@ -20,6 +20,8 @@ def profile(
     batch_size_per_replica: int = 32,
     learning_rate: float = 0.001,
     mixed_precision: bool = False,
+    task: str = "",
+    task_args: str = "{}",
     tensorboard_dir: str = "",
     extra_args: list = [],  # noqa: B006 - KFP needs a literal default, never mutated
     local_workers: int = 1,
@@ -52,6 +54,9 @@ def profile(
         batch_size_per_replica: Batch size per GPU (global = this x replicas).
         learning_rate: Peak learning rate.
         mixed_precision: Use mixed float16 (GPUs with tensor cores).
+        task: What to train: <module>:<Class> of a trainer.task_api.Task in
+            the image; empty = the built-in image classifier.
+        task_args: The task's own settings, a JSON object.
         tensorboard_dir: Also copy the trace under this TensorBoard log folder; empty = no.
         extra_args: More trainer.task flags, e.g. ["--cache-max-mb", "4096"].
         local_workers: Worker processes on this node (MWMS over 127.0.0.1), as in train.

@@ -23,6 +23,8 @@ def train_job(
     learning_rate: float = 0.001,
     save_every_steps: int = 100,
     mixed_precision: bool = False,
+    task: str = "",
+    task_args: str = "{}",
     tensorboard_dir: str = "",
     extra_args: list = [],  # noqa: B006 - KFP needs a literal default, never mutated
     workers: int = 1,
@@ -57,6 +59,9 @@ def train_job(
         learning_rate: Peak learning rate.
         save_every_steps: Checkpoint interval: at most this many steps are lost per preemption.
         mixed_precision: Use mixed float16 (GPUs with tensor cores).
+        task: What to train: <module>:<Class> of a trainer.task_api.Task in
+            the image; empty = the built-in image classifier.
+        task_args: The task's own settings, a JSON object.
         tensorboard_dir: TensorBoard log folder; empty uses <checkpoint_dir>/tensorboard.
         extra_args: More trainer.task flags, e.g. ["--warmup-steps", "100"].
         workers: Pods (nodes), one MultiWorkerMirroredStrategy worker each; 1 = one node.
