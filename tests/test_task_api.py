@@ -125,3 +125,22 @@ def test_a_bad_task_is_one_line_and_exit_64(tmp_path, task, args, named):
     assert "Traceback" not in proc.stderr
     fatal = json.loads((tmp_path / "c" / "FATAL.json").read_text())
     assert named in fatal["error"] and fatal["exit_code"] == preemption.FATAL_CONFIG
+
+
+@pytest.mark.slow
+def test_a_user_task_through_the_gke_pipeline_under_kfp_local(tmp_path, monkeypatch):
+    """The shipped pipeline's task parameters: KFP's retry resumes the user's task after
+    the injected SIGTERM and ends at exactly the final step."""
+    from spottrain.pipelines import local
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+    result = local.run_local(
+        tmp_path, workers=2, preempt_at_step=30, train_steps=80, limit=50, retries=2,
+        task="examples.regression:Regression", task_args='{"features": 4}',
+        learning_rate=0.01,
+    )  # fmt: skip
+    assert result.ok, result.report()
+    assert result.retries == {"train": 1}
+    outcomes = [(a["outcome"], a["exit_code"], a["steps_lost"]) for a in result.attempts]
+    assert outcomes == [("preempted", 143, 0), ("success", 0, 0)], outcomes
+    assert result.summary["final_step"] == 80 and "val_mse" in result.summary

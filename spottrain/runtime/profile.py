@@ -46,6 +46,8 @@ def profile_flags(
     batch_size_per_replica: int,
     learning_rate: float,
     mixed_precision: bool = False,
+    task: str = "",
+    task_args: str = "{}",
     extra_args: Sequence[str] = (),
 ) -> list[str]:
     """The ``trainer.task`` flags of the training to profile (the train task's own)."""
@@ -61,6 +63,8 @@ def profile_flags(
         learning_rate=learning_rate,
         save_every_steps=1,  # replaced: no checkpoint inside the window
         mixed_precision=mixed_precision,
+        task=task,
+        task_args=task_args,
         extra_args=extra_args,
     )
 
