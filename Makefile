@@ -78,7 +78,7 @@ GKE_PIPELINE = $(if $(POOL),--pool "$(POOL)") $(if $(ENGINE),--engine "$(ENGINE)
 PIPELINE_PARAMS = $(filter $(addsuffix %,a b c d e f g h i j k l m n o p q r s t u v w x y z),$(MAKEOVERRIDES))
 # The other command-line variables, minus this Makefile's own: the CLI refuses one
 # named like a pipeline parameter (TRAIN_STEPS=5 would otherwise be dropped silently).
-MAKE_OWN_VARIABLES := HOST NAMESPACE POOL ENGINE FALLBACK NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON ARGO_NAMESPACE POLICY
+MAKE_OWN_VARIABLES := HOST NAMESPACE POOL ENGINE FALLBACK NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON ARGO_NAMESPACE POLICY BASE TASKS TASK
 OTHER_VARIABLES = $(sort $(filter-out $(MAKE_OWN_VARIABLES) $(foreach p,$(PIPELINE_PARAMS),$(firstword $(subst =, ,$(p)))),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 MAKE_VARIABLES_FLAG = $(if $(OTHER_VARIABLES),--make-variables "$(OTHER_VARIABLES)")
 IMAGE ?= $(shell $(PY) -c 'from spottrain.version import IMAGE; print(IMAGE)')
@@ -118,7 +118,14 @@ image: ## Build and push the trainer image [IMAGE=registry/path:tag]
 	docker build -t "$(IMAGE)" .
 	docker push "$(IMAGE)"
 
-.PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool gke-rbac kfp-retry-policy image
+image-task: ## Build and push an image of your tasks FROM ours: BASE=<our image> IMAGE=<yours> TASKS=<folder> [TASK=module:Class]
+	@command -v docker >/dev/null || { echo "make image-task: docker is not installed" >&2; exit 2; }
+	$(call require,BASE,BASE=us-central1-docker.pkg.dev/my-project/spottrain/trainer:0.1.0 IMAGE=... TASKS=my_tasks/)
+	$(call require,TASKS,TASKS=my_tasks/ (the folder holding your task modules))
+	docker build -f examples/Dockerfile --build-arg BASE="$(BASE)" --build-arg TASK="$(TASK)" -t "$(IMAGE)" "$(TASKS)"
+	docker push "$(IMAGE)"
+
+.PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool gke-rbac kfp-retry-policy image image-task
 
 bench: venv ## Benchmarks (ratios measured side by side)
 	$(PY) bench/trainer_overhead.py
