@@ -144,3 +144,35 @@ def test_a_user_task_through_the_gke_pipeline_under_kfp_local(tmp_path, monkeypa
     outcomes = [(a["outcome"], a["exit_code"], a["steps_lost"]) for a in result.attempts]
     assert outcomes == [("preempted", 143, 0), ("success", 0, 0)], outcomes
     assert result.summary["final_step"] == 80 and "val_mse" in result.summary
+
+
+@pytest.mark.parametrize(
+    "task, ok",
+    [
+        (REGRESSION, "task examples.regression:Regression builds a model of 321 parameters"),
+        (KERAS, "task examples.keras_classifier:Classifier builds a model of 99 parameters"),
+        (["--task", "tests.task_fixtures:WrongShapes"], None),
+    ],
+    ids=["own-loss", "keras-adapter", "wrong-shapes"],
+)
+def test_check_builds_one_batch_and_writes_nothing(tmp_path, task, ok):
+    proc, seconds = run_module("trainer.task", ["--check", *task, *_args(tmp_path)[len(task) :]])
+    if ok:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("check ok: ")]
+        assert ok in line and "a batch of 16 fits it" in line
+    else:
+        assert proc.returncode == preemption.FATAL_CONFIG
+        (line,) = error_lines(proc)
+        assert "check failed: the task's batches do not fit its model (Input 0" in line
+    assert not list(tmp_path.iterdir()), "a check wrote something"
+
+
+def test_check_of_the_built_in_image_task(tmp_path, digits_dir):
+    args = ["--check", "--image-dir", digits_dir, "--backbone", "small_cnn", "--weights", "none",
+            "--image-size", "32", "--train-steps", "10", "--checkpoint-dir",
+            str(tmp_path / "c"), "--model-dir", str(tmp_path / "m")]  # fmt: skip
+    proc, _ = run_module("trainer.task", args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "check ok: task trainer.image_task:ImageClassificationTask builds" in proc.stdout
+    assert not list(tmp_path.iterdir())

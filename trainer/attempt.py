@@ -69,6 +69,13 @@ def _quick_checks(cfg: config.TrainConfig, cluster: distribution.Cluster, *, sto
 def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> task_api.Task:
     """Fast checks, in order of cost, then the task is loaded and prepared; raises ConfigError."""
     _quick_checks(cfg, cluster, storage=True)
+    task = load_and_prepare(cfg)
+    checkpointing.check_run_config(cfg, cluster)
+    return task
+
+
+def load_and_prepare(cfg: config.TrainConfig) -> task_api.Task:
+    """The task of ``cfg``, loaded and prepared; its own failures are one ConfigError line."""
     task = task_api.load_task(cfg.task, cfg.task_args, cfg)
     try:
         task.prepare()
@@ -78,7 +85,6 @@ def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> task
         if fileio.storage_failure(e) is not None:
             raise
         raise ConfigError(f"--task {cfg.task}: prepare() raised {type(e).__name__}: {e}") from e
-    checkpointing.check_run_config(cfg, cluster)
     return task
 
 

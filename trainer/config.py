@@ -80,6 +80,7 @@ class TrainConfig:
     hang_timeout: float = 600.0
     startup_timeout: float = 1800.0
     no_supervisor: bool = False
+    check: bool = False
     cache_max_mb: int = 1024
     seed: int = 0
     threads: int = 0
@@ -276,6 +277,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=d.startup_timeout,
         help="The same before the first step (covers a peer that never arrives).",
+    )
+    task.add_argument(
+        "--check",
+        action="store_true",
+        help="Only check that the task imports, builds and fits one batch (CPU, seconds); "
+        "train nothing, write nothing.",
     )
     ft.add_argument(
         "--no-supervisor",

@@ -43,6 +43,15 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, "-m", "trainer.task", *argv]
         return watchdog.supervise(cmd, argv, checked.cluster.name, relay=relay, cfg=checked.cfg)
 
+    if "--check" in argv:
+        from trainer import check
+
+        try:
+            cfg, _ = attempt.prepare(argv)
+        except attempt.TrainerExit as e:
+            logging.getLogger("trainer").error("check failed: %s", e)
+            return e.code
+        return check.run(cfg)
     return attempt.run(argv)
 
 

@@ -75,6 +75,18 @@ def _cause(error: Exception) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", lines[0])[:300]
 
 
+def build_model(task: Task):
+    """The task's model; its own failure is one fatal line, not a traceback."""
+    try:
+        return task.build_model()
+    except (ConfigError, TrainerExit):
+        raise
+    except Exception as e:
+        if fileio.storage_failure(e) is not None:  # e.g. pretrained weights unreachable
+            raise
+        raise ConfigError(f"the task's build_model() raised {type(e).__name__}: {e}") from e
+
+
 class Trainer:
     """One attempt of a training run on this worker."""
 
@@ -134,7 +146,7 @@ class Trainer:
         from trainer import optimizer as optimizer_lib  # Keras: imported only to train
 
         with self.strategy.scope():
-            self.model = self._build_model()
+            self.model = build_model(self.task)
             self.optimizer = optimizer_lib.build_optimizer(cfg)
             # Build slots before restoring, or their saved values would be dropped.
             self.optimizer.build(self.model.trainable_variables)
@@ -164,17 +176,6 @@ class Trainer:
             if self.cluster.is_chief and cfg.tensorboard_dir
             else None
         )
-
-    def _build_model(self):
-        """The task's model; its own failure is one fatal line, not a traceback."""
-        try:
-            return self.task.build_model()
-        except (ConfigError, TrainerExit):
-            raise
-        except Exception as e:
-            if fileio.storage_failure(e) is not None:  # e.g. pretrained weights unreachable
-                raise
-            raise ConfigError(f"the task's build_model() raised {type(e).__name__}: {e}") from e
 
     def _make_train_step(self):
         import tensorflow as tf

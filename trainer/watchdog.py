@@ -308,7 +308,11 @@ class Supervisor:
 
 def should_supervise(trainer_argv: list[str]) -> bool:
     """Whether this process should become the supervisor (not already the child)."""
-    return HEARTBEAT_FD_ENV not in os.environ and "--no-supervisor" not in trainer_argv
+    return (
+        HEARTBEAT_FD_ENV not in os.environ
+        and "--no-supervisor" not in trainer_argv
+        and "--check" not in trainer_argv  # nothing to watch: trainer.check builds one batch
+    )
 
 
 def supervise(

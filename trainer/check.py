@@ -1,0 +1,70 @@
+"""``python -m trainer.task --check …``: does the task import, build and fit, on CPU, in seconds.
+
+Run it before paying for GPUs (in your image: ``docker run IMAGE --check --task …``):
+it loads the task with the run's flags, runs its ``prepare()``, builds its model,
+takes one replica's batch of step 0 from its input pipeline (a single-worker input
+context) and computes the loss on it. Nothing is trained and nothing is written:
+no checkpoint, ledger record, run config or ``FATAL.json``. It prints one line and
+exits 0, or names the problem in one line and exits 64.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from trainer import config, task_api
+from trainer.preemption import OK, ConfigError, TrainerExit
+
+log = logging.getLogger("trainer")
+
+
+def run(cfg: config.TrainConfig) -> int:
+    """Checks the task of ``cfg``; returns the exit code."""
+    try:
+        summary = _check(cfg)
+    except TrainerExit as e:
+        log.error("check failed: %s", e)
+        return e.code
+    print(f"check ok: {summary}", flush=True)
+    return OK
+
+
+def _check(cfg: config.TrainConfig) -> str:
+    from trainer import attempt
+
+    config.validate(cfg)
+    task = attempt.load_and_prepare(cfg)
+    import numpy as np
+    import tensorflow as tf
+
+    from trainer.train_lib import _cause, build_model
+
+    batch = cfg.batch_size_per_replica
+    model = build_model(task)
+    context = tf.distribute.InputContext(
+        num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=1
+    )
+    spec = task_api.TrainInput(context, batch, cfg.seed, 0, 1)
+    try:
+        features, labels = next(iter(task.train_dataset(spec)))
+    except StopIteration:
+        raise ConfigError("the task's train_dataset() is empty at step 0") from None
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"the task's train_dataset() failed: {_cause(e)}") from e
+    try:
+        loss = task.loss(labels, model(features, training=False))
+    except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
+        raise ConfigError(f"the task's batches do not fit its model ({_cause(e)})") from e
+    loss = np.asarray(loss)
+    if loss.ndim != 1 or loss.shape[0] != batch:
+        raise ConfigError(
+            f"the task's loss() must return one value per example (shape [{batch}]), "
+            f"got shape {list(loss.shape)}"
+        )
+    if not np.all(np.isfinite(loss)):
+        raise ConfigError("the task's loss is not finite on the first batch")
+    params = model.count_params()
+    return (
+        f"task {cfg.task or task_api.DEFAULT_TASK} builds a model of {params:,} parameters; "
+        f"a batch of {batch} fits it; mean loss {float(loss.mean()):.4g}"
+    )
