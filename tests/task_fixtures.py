@@ -68,3 +68,16 @@ class KerasUncompiled(KerasTask):
 
     def examples(self):
         return None
+
+
+def _two():
+    from examples.two_optimizers import TwoOptimizers
+
+    return TwoOptimizers
+
+
+class UnbuiltOptimizers(_two()):
+    def build_optimizers(self, model):
+        import keras
+
+        return {"encoder": keras.optimizers.SGD(), "head": keras.optimizers.Adam()}

@@ -15,6 +15,7 @@ from trainer import launch, preemption
 
 REGRESSION = ["--task", "examples.regression:Regression", "--task-args", '{"features": 8}']
 KERAS = ["--task", "examples.keras_classifier:Classifier"]
+TWO = ["--task", "examples.two_optimizers:TwoOptimizers"]
 
 
 def _args(out, task=REGRESSION, **flags):
@@ -36,7 +37,9 @@ def _weights(out):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", [REGRESSION, KERAS], ids=["own-loss", "keras-adapter"])
+@pytest.mark.parametrize(
+    "task", [REGRESSION, KERAS, TWO], ids=["own-loss", "keras-adapter", "own-step"]
+)
 def test_a_user_task_gets_the_whole_contract_under_two_workers(tmp_path, task):
     """SIGTERM mid-run: every worker saves the same step, 0 lost; the resume ends at
     exactly the final step with the weights of an uninterrupted run."""
@@ -53,7 +56,7 @@ def test_a_user_task_gets_the_whole_contract_under_two_workers(tmp_path, task):
     assert ledger(hit)[1]["start_step"] == rec["saved_step"]
     s = summary(hit)
     assert s["final_step"] == s["train_steps"] == 240 and s["num_workers"] == 2
-    if task is REGRESSION:
+    if task is not KERAS:
         assert s["val_mse"] < 0.5, s  # it learned: the targets' variance is ~8
 
     clean = tmp_path / "uninterrupted"
@@ -176,3 +179,19 @@ def test_check_of_the_built_in_image_task(tmp_path, digits_dir):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "check ok: task trainer.image_task:ImageClassificationTask builds" in proc.stdout
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "task, flags, named",
+    [
+        (TWO[1], ["--mixed-precision"], "--clip-norm and --mixed-precision belong to the engine"),
+        ("tests.task_fixtures:UnbuiltOptimizers", [], "build encoder, head on their variables"),
+    ],
+)
+def test_an_own_step_refuses_what_it_cannot_honour(tmp_path, task, flags, named):
+    argv = ["--task", task, *flags, "--train-steps", "10", "--checkpoint-dir",
+            str(tmp_path / "c"), "--model-dir", str(tmp_path / "m")]  # fmt: skip
+    proc, _ = run_module("trainer.task", argv)
+    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
+    (line,) = error_lines(proc)
+    assert named in line, line

@@ -111,6 +111,34 @@ class Task:
         """Per-example losses, a float32 tensor of shape ``[batch]``."""
         raise NotImplementedError
 
+    # -- optional: a whole step of your own (several losses or optimizers) ---------
+    def build_optimizers(self, model) -> dict[str, Any] | None:
+        """The optimizers a custom :meth:`train_step` uses, by name; ``None``: the engine's.
+
+        Called in the strategy's scope after :meth:`build_model`. Build each on the
+        variables it updates (``opt.build(variables)``): their slots are then part of
+        every checkpoint and restored with it.
+        """
+        return None
+
+    def train_step(self, model, optimizers: dict[str, Any], features, labels, global_batch: int):
+        """One replica's whole step: compute the losses, apply the gradients, return the loss.
+
+        Override only for what the default step (``loss`` + the engine's optimizer,
+        clipping and loss scaling) cannot do. Runs inside ``strategy.run``: average
+        per-example losses over the *global* batch (``tf.nn.compute_average_loss(...,
+        global_batch_size=global_batch)``) and call ``apply_gradients`` as usual
+        (the optimizer sums the replicas' gradients). Return this replica's loss as
+        a float32 scalar; the engine sums it over replicas for its log, its NaN guard
+        and its stop/save vote.
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def has_own_step(cls) -> bool:
+        """Whether this task overrides :meth:`train_step`."""
+        return cls.train_step is not Task.train_step
+
     # -- optional -----------------------------------------------------------------
     def evaluate(self, model, batch_size: int) -> dict[str, float]:
         """Validation metrics after training (each worker, whole split); ``{}``: none."""
@@ -223,8 +251,12 @@ def load_task(spec: str, args_json: str, cfg) -> Task:
         raise ConfigError(f"--task {spec!r}: {module_name!r} has no {class_name!r}")
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise ConfigError(f"--task {spec!r} is not a subclass of trainer.task_api.Task")
-    required = ("model", "examples") if issubclass(cls, KerasTask) else ("build_model",
-                "train_dataset", "loss")  # fmt: skip
+    if issubclass(cls, KerasTask):
+        required = ("model", "examples")
+    elif cls.has_own_step():  # its step computes its own losses
+        required = ("build_model", "train_dataset")
+    else:
+        required = ("build_model", "train_dataset", "loss")
     base = KerasTask if issubclass(cls, KerasTask) else Task
     missing = [name for name in required if getattr(cls, name) is getattr(base, name)]
     if missing:

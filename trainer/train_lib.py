@@ -145,16 +145,38 @@ class Trainer:
         keras.utils.set_random_seed(cfg.seed)
         from trainer import optimizer as optimizer_lib  # Keras: imported only to train
 
+        own_step = self.task.has_own_step()
+        if own_step and (cfg.clip_norm or cfg.mixed_precision):
+            raise ConfigError(
+                "--clip-norm and --mixed-precision belong to the engine's step; the task's own "
+                "train_step does its own clipping and loss scaling"
+            )
         with self.strategy.scope():
             self.model = build_model(self.task)
-            self.optimizer = optimizer_lib.build_optimizer(cfg)
-            # Build slots before restoring, or their saved values would be dropped.
-            self.optimizer.build(self.model.trainable_variables)
+            self.optimizers = self.task.build_optimizers(self.model) if own_step else None
+            if self.optimizers is None:
+                self.optimizer = optimizer_lib.build_optimizer(cfg)
+                # Build slots before restoring, or their saved values would be dropped.
+                self.optimizer.build(self.model.trainable_variables)
+                self.optimizers = {"optimizer": self.optimizer}
+            else:
+                self.optimizer = None
+                unbuilt = [n for n, o in self.optimizers.items() if not getattr(o, "built", True)]
+                if unbuilt:
+                    raise ConfigError(
+                        f"the task's build_optimizers(): build {', '.join(unbuilt)} on their "
+                        "variables (opt.build(variables)) so that checkpoints restore their slots"
+                    )
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        trackables = (
+            {"optimizer": self.optimizer}
+            if self.optimizer is not None
+            else {"optimizers": dict(self.optimizers)}
+        )
         ckpt = tf.train.Checkpoint(
             model=self.model,
-            optimizer=self.optimizer,
             step=self.step_var,
+            **trackables,
             # Keras 3 RNG states (dropout's SeedGenerator) are not trackable
             # attributes of the model; without them a resumed run draws other
             # dropout masks and stops being identical to an uninterrupted one.
@@ -188,6 +210,13 @@ class Trainer:
         # whose own sum restores the total. Costs a second gradient all-reduce.
         reduce_first = bool(cfg.clip_norm) or cfg.mixed_precision
 
+        def own_step_fn(features, labels, stop_local, save_local):
+            loss = task.train_step(model, self.optimizers, features, labels, gb)
+            return tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM,
+                tf.stack([tf.cast(loss, tf.float32), stop_local, save_local]),
+            )
+
         def step_fn(features, labels, stop_local, save_local):
             with tf.GradientTape() as tape:
                 outputs = model(features, training=True)
@@ -214,7 +243,8 @@ class Trainer:
         @tf.function
         def train_step(batch, stop_local, save_local):
             features, labels = batch
-            out = strategy.run(step_fn, args=(features, labels, stop_local, save_local))
+            fn = own_step_fn if task.has_own_step() else step_fn
+            out = strategy.run(fn, args=(features, labels, stop_local, save_local))
             return strategy.experimental_local_results(out)[0]
 
         return train_step
