@@ -214,3 +214,39 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
     assert s["final_step"] == s["train_steps"] == steps
     assert s["num_workers"] == WORKERS and s["replicas"] == WORKERS
     print("gke pods: " + "; ".join(figures) + f"; final step {s['final_step']}")
+
+
+def test_a_user_task_in_job_pods_saves_on_notice_and_finishes_exactly(tmp_path):
+    """The Task API in the Job engine's pods: tini -> trainer.task as each pod's PID 1,
+    the task from --task; SIGTERM to one pod, both save the same step; the next gang
+    ends at exactly the final step."""
+    out = tmp_path / "run"
+    ckpt = out / "checkpoints"
+    args = [
+        "--task", "examples.regression:Regression", "--task-args", '{"features": 8}',
+        "--train-steps", "600", "--batch-size-per-replica", "16",
+        "--save-every-steps", "100000", "--save-every-seconds", "0", "--log-every-steps", "1",
+        "--collective-timeout", "20", "--threads", "1",
+        "--checkpoint-dir", str(ckpt), "--model-dir", str(out / "model"),
+    ]  # fmt: skip
+    with PodNetwork(tmp_path, JOB, SERVICE) as net:
+        _, chains, _ = _run_gang(net, args)
+        try:
+            _wait_for_step(chains, 1, 20, timeout=240)
+            signal_pid1(chains[1], signal.SIGTERM)
+            codes = _finish(chains, timeout=120)
+        finally:
+            _stop(chains)
+        texts = [c.text() for c in chains]
+        assert codes == [preemption.PREEMPTED] * WORKERS, [t[-2500:] for t in texts]
+        rec = ledger_records(ckpt)[0]
+        assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
+        _, chains, _ = _run_gang(net, args)
+        try:
+            codes = _finish(chains, timeout=240)
+        finally:
+            _stop(chains)
+        assert codes == [0] * WORKERS, [c.text()[-2500:] for c in chains]
+    records = ledger_records(ckpt)
+    assert records[1]["start_step"] == rec["saved_step"]
+    assert summary(out)["final_step"] == 600
