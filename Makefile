@@ -130,6 +130,9 @@ image-task: ## Build and push an image of your tasks FROM ours: BASE=<our image>
 bench: venv ## Benchmarks (ratios measured side by side)
 	$(PY) bench/trainer_overhead.py
 
+bench-task: venv ## The same on a user's task (examples/keras_classifier.py: KerasTask vs fit on its own model and data)
+	$(PY) bench/trainer_overhead.py --task keras
+
 bench-checkpoint: venv ## Cost of the time-based async saves (on vs off, side by side)
 	$(PY) bench/checkpoint_overhead.py
 
@@ -148,4 +151,4 @@ bench-copy-quick: venv ## The same as a ~10 s smoke run (1 run, 20 small files, 
 clean: ## Remove outputs (keeps .venv)
 	rm -rf $(OUT) .pytest_cache
 
-.PHONY: help venv tools test lint format data run run-trainer bench bench-checkpoint bench-marker bench-pid1 bench-copy bench-copy-quick clean
+.PHONY: help venv tools test lint format data run run-trainer bench bench-task bench-checkpoint bench-marker bench-pid1 bench-copy bench-copy-quick clean

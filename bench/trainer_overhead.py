@@ -26,7 +26,11 @@ ratios ours / other:
   what the log's "first step done" says (it counts from after the TensorFlow import);
 * the load average before and after.
 
-Usage: ``python bench/trainer_overhead.py [--steps 600] [--repeats 5] [--save-every 100]``
+With ``--task keras`` the engine trains a user's ``KerasTask``
+(``examples/keras_classifier.py``) and the other two fit that task's own compiled
+model on its own examples (same batch, steps and optimizer).
+
+Usage: ``python bench/trainer_overhead.py [--task image|keras] [--steps 600] [--repeats 5]``
 """
 
 from __future__ import annotations
@@ -74,19 +78,27 @@ FIT = r"""
 import json, resource, sys, time
 import tensorflow as tf, keras
 from trainer import config, data, model as model_lib, optimizer
-image_dir, backup = sys.argv[1], sys.argv[5]
+image_dir, backup, kind = sys.argv[1], sys.argv[5], sys.argv[6]
 steps, batch, save_every = (int(v) for v in sys.argv[2:5])
 cfg = config.TrainConfig(image_dir=image_dir, backbone="small_cnn", weights="none",
                          image_size=32, train_steps=steps)
-index = data.index_image_dir(cfg)
-pipes = data.Pipelines(index, cfg)
 keras.utils.set_random_seed(0)
-ds = (tf.data.Dataset.from_tensor_slices((pipes.train_cache, pipes.train_labels))
-      .shuffle(len(index.train), seed=0).repeat().batch(batch, drop_remainder=True)
+if kind == "keras":  # the user task's own compiled model and examples
+    from examples.keras_classifier import Classifier
+    task = Classifier({}, cfg)
+    model = task.model()
+    examples, n = task.examples(), task.shuffle_buffer
+    loss = model.loss
+else:
+    index = data.index_image_dir(cfg)
+    pipes = data.Pipelines(index, cfg)
+    examples = tf.data.Dataset.from_tensor_slices((pipes.train_cache, pipes.train_labels))
+    n = len(index.train)
+    model = model_lib.build_model(cfg, len(index.class_names))
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+ds = (examples.shuffle(n, seed=0).repeat().batch(batch, drop_remainder=True)
       .prefetch(tf.data.AUTOTUNE))
-model = model_lib.build_model(cfg, len(index.class_names))
-model.compile(optimizer=optimizer.build_optimizer(cfg),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.compile(optimizer=optimizer.build_optimizer(cfg), loss=loss)
 stamps, cpu = [], []
 class Times(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
@@ -114,10 +126,20 @@ def _env() -> dict:
     return env
 
 
-def trainer_args(image_dir: str, steps: int, batch: int, out: Path, save_every: int) -> list:
+KERAS_TASK = "examples.keras_classifier:Classifier"
+
+
+def trainer_args(
+    image_dir: str, steps: int, batch: int, out: Path, save_every: int, kind: str = "image"
+) -> list:
+    what = (
+        ["--task", KERAS_TASK]
+        if kind == "keras"
+        else ["--image-dir", image_dir, "--backbone", "small_cnn", "--weights", "none",
+              "--image-size", "32"]
+    )  # fmt: skip
     return [
-        "--image-dir", image_dir, "--backbone", "small_cnn", "--weights", "none",
-        "--image-size", "32", "--batch-size-per-replica", str(batch),
+        *what, "--batch-size-per-replica", str(batch),
         "--train-steps", str(steps), "--save-every-steps", str(save_every),
         "--save-every-seconds", "0", "--log-every-steps", "1",
         "--checkpoint-dir", str(out / "ckpt"), "--model-dir", str(out / "model"),
@@ -182,6 +204,13 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--save-every", type=int, default=100)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument(
+        "--task",
+        choices=["image", "keras"],
+        default="image",
+        help="image: the built-in small CNN on digits; keras: examples.keras_classifier "
+        "(a user's KerasTask) against fit on its own compiled model and examples",
+    )
     a = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-trainer-"))
     load_before = os.getloadavg()
@@ -194,14 +223,23 @@ def main() -> int:
         write_digits(image_dir)
         variants = {
             "ours": lambda i: run_json(
-                OURS, trainer_args(image_dir, a.steps, a.batch, work / f"ours{i}", a.save_every)
+                OURS,
+                trainer_args(image_dir, a.steps, a.batch, work / f"ours{i}", a.save_every, a.task),
             ),
             "fit": lambda i: run_json(
-                FIT, [image_dir, str(a.steps), str(a.batch), str(a.save_every), ""]
+                FIT, [image_dir, str(a.steps), str(a.batch), str(a.save_every), "", a.task]
             ),
             "fit+bar": lambda i: run_json(
-                FIT, [image_dir, str(a.steps), str(a.batch), str(a.save_every), str(work / f"b{i}")]
-            ),
+                FIT,
+                [
+                    image_dir,
+                    str(a.steps),
+                    str(a.batch),
+                    str(a.save_every),
+                    str(work / f"b{i}"),
+                    a.task,
+                ],
+            ),  # fmt: skip
         }
         names = list(variants)
         runs: dict[str, list[dict]] = {n: [] for n in names}
@@ -215,14 +253,16 @@ def main() -> int:
                 flush=True,
             )
         resume = work / "resume"
-        run_json(OURS, trainer_args(image_dir, a.steps // 2, a.batch, resume, a.save_every))
+        run_json(OURS, trainer_args(image_dir, a.steps // 2, a.batch, resume, a.save_every, a.task))
         restarts = [
-            restart_to_first_step(trainer_args(image_dir, a.steps, a.batch, resume, a.steps))
-            for _ in range(1)
+            restart_to_first_step(
+                trainer_args(image_dir, a.steps, a.batch, resume, a.steps, a.task)
+            )
         ]
         load_after = os.getloadavg()
         print(
-            f"\nsteps={a.steps} batch={a.batch} save_every={a.save_every} repeats={a.repeats}; "
+            f"\ntask={a.task} steps={a.steps} batch={a.batch} save_every={a.save_every} "
+            f"repeats={a.repeats}; "
             f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after"
         )
         print("ratio ours / other, median [min-max] of per-repeat ratios (target <= 1.05):")
