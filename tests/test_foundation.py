@@ -108,7 +108,7 @@ def test_readme_pipeline_snippet_compiles(tmp_path, monkeypatch):
     from kfp import compiler
 
     text = (REPO / "README.md").read_text()
-    snippet = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "my_pipeline" in b]
     monkeypatch.chdir(REPO)  # it loads components/train/component.yaml relatively
     scope: dict = {}
     exec(compile(snippet, "README.md", "exec", dont_inherit=True), scope)
