@@ -195,3 +195,13 @@ def test_an_own_step_refuses_what_it_cannot_honour(tmp_path, task, flags, named)
     assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
     (line,) = error_lines(proc)
     assert named in line, line
+
+
+def test_a_checkpoint_dir_refuses_another_task_or_other_task_args(tmp_path):
+    first, _ = run_module("trainer.task", _args(tmp_path, train_steps=10))
+    assert first.returncode == 0, first.stderr[-2000:]
+    other = ["--task", "examples.regression:Regression", "--task-args", '{"features": 4}']
+    proc, _ = run_module("trainer.task", _args(tmp_path, other, train_steps=20))
+    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
+    (line,) = error_lines(proc)
+    assert "holds a different run (task_args: {'features': 8} -> {'features': 4})" in line

@@ -37,10 +37,6 @@ class ImageClassificationTask(Task):
         """Images in the training split."""
         return len(self.index.train) if self.index.train is not None else 0
 
-    def compatibility(self) -> dict[str, Any]:
-        """Nothing beyond the engine's run config (backbone, image size, classes)."""
-        return {}
-
     @property
     def pipelines(self) -> data.Pipelines:
         """Built once, after the strategy: tfds datasets are read into memory first."""

@@ -76,8 +76,6 @@ class Task:
         cfg: The engine's settings (``trainer.config.TrainConfig``), read-only.
     """
 
-    #: Run-config fields a checkpoint depends on beyond the engine's (see
-    #: :meth:`compatibility`); a retry with other values fails fast.
     def __init__(self, args: dict[str, Any], cfg):
         self.args = dict(args)
         self.cfg = cfg
@@ -89,10 +87,6 @@ class Task:
     def num_train_examples(self) -> int | None:
         """Examples per epoch, if known (needed only for ``--epochs``)."""
         return None
-
-    def compatibility(self) -> dict[str, Any]:
-        """What a checkpoint of this task depends on (compared on every resume)."""
-        return {"task_args": self.args}
 
     # -- inside the strategy's scope --------------------------------------------
     def build_model(self):
