@@ -167,7 +167,10 @@ def test_check_builds_one_batch_and_writes_nothing(tmp_path, task, ok):
     else:
         assert proc.returncode == preemption.FATAL_CONFIG
         (line,) = error_lines(proc)
-        assert "check failed: the task's batches do not fit its model (Input 0" in line
+        assert (
+            "check failed: the task's batches do not fit its model at step 1 (ValueError: Input 0"
+            in line
+        )
     assert not list(tmp_path.iterdir()), "a check wrote something"
 
 

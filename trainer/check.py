@@ -18,9 +18,12 @@ from trainer.preemption import OK, ConfigError, TrainerExit
 log = logging.getLogger("trainer")
 
 
-def run(cfg: config.TrainConfig) -> int:
-    """Checks the task of ``cfg``; returns the exit code."""
+def run(argv: list[str]) -> int:
+    """Checks the task the flags ``argv`` name; returns the exit code."""
+    from trainer import attempt
+
     try:
+        cfg, _ = attempt.prepare(argv)
         summary = _check(cfg)
     except TrainerExit as e:
         log.error("check failed: %s", e)
@@ -37,7 +40,7 @@ def _check(cfg: config.TrainConfig) -> str:
     import numpy as np
     import tensorflow as tf
 
-    from trainer.train_lib import _cause, build_model
+    from trainer.train_lib import _cause, build_model, misfit_error
 
     batch = cfg.batch_size_per_replica
     model = build_model(task)
@@ -54,7 +57,7 @@ def _check(cfg: config.TrainConfig) -> str:
     try:
         loss = task.loss(labels, model(features, training=False))
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
-        raise ConfigError(f"the task's batches do not fit its model ({_cause(e)})") from e
+        raise misfit_error(e, 1) from e
     loss = np.asarray(loss)
     if loss.ndim != 1 or loss.shape[0] != batch:
         raise ConfigError(

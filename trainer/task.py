@@ -46,12 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--check" in argv:
         from trainer import check
 
-        try:
-            cfg, _ = attempt.prepare(argv)
-        except attempt.TrainerExit as e:
-            logging.getLogger("trainer").error("check failed: %s", e)
-            return e.code
-        return check.run(cfg)
+        return check.run(argv)
     return attempt.run(argv)
 
 

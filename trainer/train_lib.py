@@ -75,6 +75,14 @@ def _cause(error: Exception) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", lines[0])[:300]
 
 
+def misfit_error(error: Exception, step: int) -> ConfigError:
+    """The one line for batches that do not fit the task's model (shape, dtype, structure)."""
+    return ConfigError(
+        f"the task's batches do not fit its model at step {step} "
+        f"({type(error).__name__}: {_cause(error)})"
+    )
+
+
 def build_model(task: Task):
     """The task's model; its own failure is one fatal line, not a traceback."""
     try:
@@ -333,11 +341,7 @@ class Trainer:
                     raise
                 # The step is traced on its first call: batches that do not fit the
                 # model (shape, dtype, structure) fail here, before any training.
-                cause = _cause(e)
-                raise ConfigError(
-                    f"the task's batches do not fit its model at step {step + 1} "
-                    f"({type(e).__name__}: {cause})"
-                ) from e
+                raise misfit_error(e, step + 1) from e
             except tf.errors.ResourceExhaustedError as e:
                 raise ConfigError(
                     f"out of memory at step {step + 1} with per-replica batch "
