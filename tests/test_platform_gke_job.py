@@ -126,6 +126,17 @@ def _run_gang(net: PodNetwork, args: list[str]):
     return pods, chains, t0
 
 
+def _gang_to_the_end(net: PodNetwork, args: list[str], timeout: float = 240):
+    """A new gang that must finish the run: its pods, and every pod exited 0."""
+    pods, chains, _ = _run_gang(net, args)
+    try:
+        codes = _finish(chains, timeout=timeout)
+    finally:
+        _stop(chains)
+    assert codes == [0] * WORKERS, [c.text()[-2500:] for c in chains]
+    return pods
+
+
 def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tmp_path):
     """Three attempts of one run, as the Job controller would make them.
 
@@ -199,12 +210,8 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
         )
 
         # 3. The replacements finish the run.
-        pods3, chains, t0 = _run_gang(net, args)
-        try:
-            codes = _finish(chains, timeout=240)
-        finally:
-            _stop(chains)
-        assert codes == [0] * WORKERS, [c.text()[-2500:] for c in chains]
+        t0 = time.monotonic()
+        pods3 = _gang_to_the_end(net, args)
         figures.append(f"finished; attempt {time.monotonic() - t0:.0f} s")
     # Every gang: the same names, new addresses.
     assert len({tuple(p.ip for p in g) for g in (pods1, pods2, pods3)}) == 3
@@ -241,12 +248,7 @@ def test_a_user_task_in_job_pods_saves_on_notice_and_finishes_exactly(tmp_path):
         assert codes == [preemption.PREEMPTED] * WORKERS, [t[-2500:] for t in texts]
         rec = ledger_records(ckpt)[0]
         assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
-        _, chains, _ = _run_gang(net, args)
-        try:
-            codes = _finish(chains, timeout=240)
-        finally:
-            _stop(chains)
-        assert codes == [0] * WORKERS, [c.text()[-2500:] for c in chains]
+        _gang_to_the_end(net, args)
     records = ledger_records(ckpt)
     assert records[1]["start_step"] == rec["saved_step"]
     assert summary(out)["final_step"] == 600
