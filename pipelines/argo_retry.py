@@ -127,12 +127,17 @@ def format_command(cmd: list[str]) -> str:
     return shlex.join(cmd)
 
 
+def _kubeconfig() -> str | None:
+    """The kubeconfig path(s) now: the client reads ``KUBECONFIG`` only once, at its import."""
+    return os.environ.get("KUBECONFIG") or None
+
+
 def current_context() -> str:
     """The kubeconfig's current context: the cluster :func:`read_live` reads."""
     from kubernetes import config
 
     try:
-        _, active = config.list_kube_config_contexts(os.environ.get("KUBECONFIG") or None)
+        _, active = config.list_kube_config_contexts(_kubeconfig())
     except Exception:  # noqa: BLE001 - only a label for the message
         return "the kubeconfig's cluster"
     return f"context {active['name']!r}" if active else "the kubeconfig's cluster"
@@ -151,8 +156,7 @@ def read_live(namespace: str = ARGO_NAMESPACE, timeout: float = 5.0) -> str | No
     from kubernetes.config.config_exception import ConfigException
 
     try:
-        # The client reads KUBECONFIG once, at its import: read it now.
-        api_client = config.new_client_from_config(os.environ.get("KUBECONFIG") or None)
+        api_client = config.new_client_from_config(_kubeconfig())
     except (ConfigException, OSError, TypeError) as err:
         raise RetryPolicyError(f"no usable kubeconfig ({str(err).splitlines()[0]})") from None
     try:
