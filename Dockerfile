@@ -26,8 +26,8 @@ COPY . .
 RUN pip install ".[vertex]" \
     && tini --version \
     && python -c "import tensorflow as tf; assert tf.test.is_built_with_cuda()" \
-    && python -c "import trainer.task, trainer.forward, spottrain.components, spottrain.runtime.fallback, spottrain.runtime.gcs_copy, spottrain.runtime.gke_job.component, spottrain.runtime.profile, spottrain.runtime.train"
+    && python -c "import spottrain.trainer.task, spottrain.trainer.forward, spottrain.components, spottrain.runtime.fallback, spottrain.runtime.gcs_copy, spottrain.runtime.gke_job.component, spottrain.runtime.profile, spottrain.runtime.train"
 
 # py-spy (installed with the package) needs CAP_SYS_PTRACE to dump a hung
 # worker: add it to the pod's securityContext on GKE.
-ENTRYPOINT ["tini", "--", "python", "-m", "trainer.task"]
+ENTRYPOINT ["tini", "--", "python", "-m", "spottrain.trainer.task"]

@@ -1,13 +1,13 @@
 """Packaging for spottrain: fault-tolerant TensorFlow training on spot GPUs with KFP v2.
 
-Two import roots are installed:
-
-* ``trainer``: the training package the image runs (``python -m trainer.task``),
-  kept top-level to match Vertex AI's Python-package training convention.
-* ``spottrain``: everything else (GCS copy, profiling, KFP components and
-  pipelines). The repository keeps ``components/`` and ``pipelines/`` at the top
-  level for users browsing it; ``package_dir`` maps them under ``spottrain`` so
-  nothing generic like ``components`` lands in site-packages.
+One import root is installed, ``spottrain``: the training engine the image runs
+(``spottrain.trainer``, ``python -m spottrain.trainer.task``), the GCS copy, profiling,
+and the KFP components and pipelines. The engine is not a top-level ``trainer``:
+Vertex AI's Python-package convention names the *user's* package ``trainer``, and a
+user image built FROM ours must be able to have one. The repository keeps
+``components/`` and ``pipelines/`` at the top level for users browsing it;
+``package_dir`` maps them under ``spottrain`` so nothing generic like ``components``
+lands in site-packages.
 """
 
 import re
@@ -58,7 +58,6 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10,<3.14",
     packages=[
-        *_subpackages("trainer", "trainer"),
         # spottrain.testing (fake GCS for tests and `make run`) stays out of the wheel.
         *(p for p in _subpackages("spottrain", "spottrain") if p != "spottrain.testing"),
         *_subpackages("components", "spottrain.components"),
@@ -111,7 +110,7 @@ setup(
         "console_scripts": [
             "spottrain-copy=spottrain.gcs_copy:main",
             "spottrain-pipelines=spottrain.pipelines.__main__:main",
-            "spottrain-launch=trainer.launch:main",
+            "spottrain-launch=spottrain.trainer.launch:main",
         ],
     },
 )

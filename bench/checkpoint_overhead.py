@@ -41,7 +41,7 @@ def run(args, image_dir: str, out: Path, interval: float) -> tuple[float, list[i
     """One training run; returns (seconds from step WARMUP to the last, async save ms)."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [
-        sys.executable, "-m", "trainer.task",
+        sys.executable, "-m", "spottrain.trainer.task",
         "--image-dir", image_dir, "--backbone", args.backbone, "--weights", "none",
         "--image-size", str(args.image_size), "--batch-size-per-replica", "32",
         "--train-steps", str(args.steps), "--save-every-steps", str(10**9),

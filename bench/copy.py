@@ -75,7 +75,7 @@ from google.cloud.storage import transfer_manager as tm
 
 from spottrain.gcs_copy import DEFAULT_WORKERS, copy, gcs_io
 from spottrain.testing.gcs_emulator import FakeGcs
-from trainer.launch import free_ports
+from spottrain.trainer.launch import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / ".bench-tools"

@@ -12,9 +12,9 @@ Two container shapes, each started as PID 1 of a new PID namespace (``unshare
 --pid --fork``), SIGTERMed from outside (as the kubelet or Vertex does) ``delay``
 ms after PID 1 exists, interleaved, a few trials per cell:
 
-* ``vertex``: the worker-pool command, ``[tini --] python3 -m trainer.forward -- sh -ec
+* ``vertex``: the worker-pool command, ``[tini --] python3 -m spottrain.trainer.forward -- sh -ec
   'python3 child.py'``; the child handles SIGTERM (exit 143), else sleeps 3 s, exit 0;
-* ``job``: a Job pod's command, ``[tini --] python -m trainer.task <flags>`` training a
+* ``job``: a Job pod's command, ``[tini --] python -m spottrain.trainer.task <flags>`` training a
   small CNN on the digits for 40 steps.
 
 An outcome is *lost* when the process ran to its end (exit 0). Printed: per shape and
@@ -68,10 +68,19 @@ def command(shape: str, with_tini: bool, work: Path, trial: str) -> list[str]:
     init = [TINI, "--"] if with_tini else []
     if shape == "vertex":
         child = work / "child.py"
-        return [*init, "python3", "-m", "trainer.forward", "--", "sh", "-ec", f"python3 {child}"]
+        return [
+            *init,
+            "python3",
+            "-m",
+            "spottrain.trainer.forward",
+            "--",
+            "sh",
+            "-ec",
+            f"python3 {child}",
+        ]
     out = work / trial
     return [
-        *init, "python", "-m", "trainer.task",
+        *init, "python", "-m", "spottrain.trainer.task",
         "--image-dir", str(work / "digits"), "--backbone", "small_cnn", "--weights", "none",
         "--image-size", "32", "--train-steps", "40", "--save-every-steps", "20",
         "--checkpoint-dir", str(out / "ckpt"), "--model-dir", str(out / "model"),

@@ -5,7 +5,7 @@ Three variants train the same model (small CNN), data (scikit-learn's digits at
 fresh single process, interleaved (the order rotates every repeat, so the machine's
 other load hits all alike):
 
-* ``ours``: the engine as production runs it (``trainer.train_lib.Trainer``: stop-flag
+* ``ours``: the engine as production runs it (``spottrain.trainer.train_lib.Trainer``: stop-flag
   all-reduce every step, ledger, heartbeat, asynchronous checkpoints every
   ``--save-every`` steps);
 * ``fit``: ``model.fit`` with no checkpoints;
@@ -21,7 +21,7 @@ ratios ours / other:
 * loop CPU seconds (user + system, one TF thread: counts work, not waiting);
 * the steps that contain a periodic save: their mean interval ÷ the same run's
   median step (ours: the async save's blocking part; fit+bar: its synchronous save);
-* restart → first step, from the process's spawn (``python -m trainer.task``, with
+* restart → first step, from the process's spawn (``python -m spottrain.trainer.task``, with
   its supervisor, resuming a half-done run) to its first finished step, beside
   what the log's "first step done" says (it counts from after the TensorFlow import);
 * the load average before and after.
@@ -57,8 +57,8 @@ REPO = Path(__file__).resolve().parents[1]
 # Prints one JSON line: per-step timestamps and CPU seconds of the loop.
 OURS = r"""
 import json, resource, sys, time
-from trainer import attempt, distribution, train_lib
-from trainer import ledger as ledger_lib
+from spottrain.trainer import attempt, distribution, train_lib
+from spottrain.trainer import ledger as ledger_lib
 cfg, cluster = attempt.prepare(sys.argv[1:])
 task = attempt.validate_all(cfg, cluster)
 ledger = ledger_lib.Ledger(cfg.checkpoint_dir, True, workers=1)
@@ -77,7 +77,7 @@ print(json.dumps({"stamps": stamps, "cpu": cpu}))
 FIT = r"""
 import json, resource, sys, time
 import tensorflow as tf, keras
-from trainer import config, data, model as model_lib, optimizer
+from spottrain.trainer import config, data, model as model_lib, optimizer
 image_dir, backup, kind = sys.argv[1], sys.argv[5], sys.argv[6]
 steps, batch, save_every = (int(v) for v in sys.argv[2:5])
 cfg = config.TrainConfig(image_dir=image_dir, backbone="small_cnn", weights="none",
@@ -179,7 +179,7 @@ def restart_to_first_step(args: list[str]) -> tuple[float, float]:
     """(spawn -> first finished step, the log's "first step done" figure) of a resume."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer.task", *args],
+        [sys.executable, "-m", "spottrain.trainer.task", *args],
         cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     first, logged, lines = None, None, []

@@ -2,7 +2,7 @@ r"""The shortest path: a compiled Keras model and a tf.data pipeline, nothing el
 
 ::
 
-    python -m trainer.launch --workers 2 --output-dir out/keras -- \\
+    python -m spottrain.trainer.launch --workers 2 --output-dir out/keras -- \\
         --task examples.keras_classifier:Classifier --train-steps 300
 """
 
@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer.task_api import KerasTask
+from spottrain.trainer.task_api import KerasTask
 
 
 class Classifier(KerasTask):

@@ -5,7 +5,7 @@ stateless RNG seeded by ``(seed, s)``, so resuming at any step reproduces exactl
 the batches an uninterrupted run sees (the Task API's exact-resume contract), and
 an interrupted run ends with the same weights. Train it with::
 
-    python -m trainer.launch --workers 2 --output-dir out/regression -- \\
+    python -m spottrain.trainer.launch --workers 2 --output-dir out/regression -- \\
         --task examples.regression:Regression --task-args '{"features": 8}' \\
         --train-steps 300 --batch-size-per-replica 32
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from trainer.preemption import ConfigError
-from trainer.task_api import Task, TrainInput
+from spottrain.trainer.preemption import ConfigError
+from spottrain.trainer.task_api import Task, TrainInput
 
 
 class Regression(Task):

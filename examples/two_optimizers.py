@@ -4,7 +4,7 @@ The encoder learns with SGD from the fit loss plus a small penalty on its
 activations; the head learns with Adam from the fit loss alone. The data is the
 regression example's, so the batch of step *s* is again a function of ``(seed, s)``::
 
-    python -m trainer.launch --workers 2 --output-dir out/two -- \\
+    python -m spottrain.trainer.launch --workers 2 --output-dir out/two -- \\
         --task examples.two_optimizers:TwoOptimizers --train-steps 300
 """
 

@@ -226,7 +226,7 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
 def cmd_run_local(args: argparse.Namespace) -> int:
     """Runs the whole pipeline locally under kfp.local with fake GCS."""
     _check_positive(workers=args.workers, train_steps=args.train_steps)
-    from trainer import fileio
+    from spottrain.trainer import fileio
 
     if blocked := fileio.folder_problem(args.out):
         raise _guard_error(f"--out {args.out!r}: {blocked}")

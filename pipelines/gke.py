@@ -30,7 +30,7 @@ from spottrain.pipelines.placement import (
     check_retry_window,
     seconds,
 )
-from trainer import config
+from spottrain.trainer import config
 
 NAME = "spottrain-gke-preemptible"  # pipeline_name() of the default variant
 DESCRIPTION = (
@@ -167,7 +167,7 @@ def build(
             learning_rate: Peak learning rate.
             save_every_steps: Checkpoint interval in steps.
             mixed_precision: Use mixed float16.
-            task: What to train: <module>:<Class> of a trainer.task_api.Task in
+            task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
                 the image; empty = the built-in image classifier.
             task_args: The task's own settings, a JSON object.
             tensorboard_dir: TensorBoard log folder; empty for none.
@@ -226,7 +226,7 @@ def build(
 
 
 # What a pipeline passes on to the train component: the run's folder, the training
-# settings (trainer.config.PIPELINE_HYPERPARAMETERS, defaults checked against
+# settings (spottrain.trainer.config.PIPELINE_HYPERPARAMETERS, defaults checked against
 # TrainConfig by tests/test_signatures.py) and the local worker count.
 TRAIN_INPUTS = ("checkpoint_dir", *config.PIPELINE_HYPERPARAMETERS, "local_workers")
 # The train inputs the profile shares (it replaces the checkpoint dir and steps).

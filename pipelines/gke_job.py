@@ -29,7 +29,7 @@ from spottrain.pipelines.placement import (
     check_retry_window,
     seconds,
 )
-from trainer import config
+from spottrain.trainer import config
 
 DESCRIPTION = (
     "Copy data and an initial checkpoint, then train as a Kubernetes Indexed Job of "
@@ -115,7 +115,7 @@ def build(
             learning_rate: Peak learning rate.
             save_every_steps: Checkpoint interval in steps.
             mixed_precision: Use mixed float16.
-            task: What to train: <module>:<Class> of a trainer.task_api.Task in
+            task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
                 the image; empty = the built-in image classifier.
             task_args: The task's own settings, a JSON object.
             tensorboard_dir: TensorBoard log folder; empty for none.

@@ -166,7 +166,7 @@ def check_parameters(spec: Mapping, params: Mapping[str, Any]) -> dict[str, Any]
 
 
 # Stand-ins for the inputs the pipeline itself fills in (the copied image folder, the
-# model artifact): trainer.config.validate only checks that they are set.
+# model artifact): spottrain.trainer.config.validate only checks that they are set.
 _PIPELINE_FILLED = {"image_dir": "<the copied data_src>", "model_dir": "<the model artifact>"}
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
 
@@ -175,9 +175,9 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
     """Refuses parameter *values* the run would fail on, before anything is submitted.
 
     The training settings are checked by the trainer's own rules, from one source:
-    a ``trainer.config.TrainConfig`` of the parameters that are TrainConfig fields
+    a ``spottrain.trainer.config.TrainConfig`` of the parameters that are TrainConfig fields
     (``PIPELINE_HYPERPARAMETERS`` and ``checkpoint_dir``) goes through
-    ``trainer.config.validate``, which needs neither data nor TensorFlow. The
+    ``spottrain.trainer.config.validate``, which needs neither data nor TensorFlow. The
     pipeline-only ``local_workers`` and empty required parameters are checked here.
 
     Args:
@@ -200,8 +200,8 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
             f"pipeline parameter local_workers={values['local_workers']} must be >= 1 "
             "(worker processes per node)"
         )
-    from trainer import config
-    from trainer.preemption import ConfigError
+    from spottrain.trainer import config
+    from spottrain.trainer.preemption import ConfigError
 
     fields = {*config.PIPELINE_HYPERPARAMETERS, "checkpoint_dir"}
     settings = {n: v for n, v in values.items() if n in fields}

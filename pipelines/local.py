@@ -273,7 +273,7 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
         # The findings: the report's numbered lines, first sentence of each.
         found = re.findall(r"^\d+\. (.+?)$", reports[-1].read_text(), flags=re.M)
         result.profile_findings = [f.replace("**", "").split(". ")[0] for f in found]
-    from trainer import ledger
+    from spottrain.trainer import ledger
 
     result.attempts = ledger.read(str(result.params["checkpoint_dir"]))
     done = result.summary.get("final_step", -1) >= result.params["train_steps"]

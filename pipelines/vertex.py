@@ -26,10 +26,10 @@ DESCRIPTION = (
 STRATEGIES = ("SPOT", "STANDARD", "FLEX_START")
 # In front of every worker pool's command (see with_forwarding_init): tini as PID 1,
 # which holds a notice from its first instructions on (Python's handlers come ~20-100 ms
-# later: bench/pid1_notice.py), then trainer.forward, which keeps the component's shell
+# later: bench/pid1_notice.py), then spottrain.trainer.forward, which keeps the component's shell
 # from dying of the notice. tini alone cannot: it starts its child with SIGTERM at its
 # default, so the shell dies, tini exits, and the kernel kills the trainer mid-save.
-FORWARD_COMMAND = ["tini", "--", "python3", "-m", "trainer.forward", "--"]
+FORWARD_COMMAND = ["tini", "--", "python3", "-m", "spottrain.trainer.forward", "--"]
 
 
 class VertexConfigError(guards.GuardError):
@@ -153,7 +153,7 @@ class VertexTraining:
 
 
 def with_forwarding_init(op):
-    """Puts tini and :mod:`trainer.forward` in front of every worker pool's command of ``op``.
+    """Puts tini and :mod:`spottrain.trainer.forward` before each worker pool's command of ``op``.
 
     GCPC copies the train component's ``sh -ec …`` command into every worker pool
     as is (google_cloud_pipeline_components/v1/custom_job/utils.py L165-182 at
@@ -217,7 +217,7 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
             learning_rate: Peak learning rate.
             save_every_steps: Checkpoint interval in steps.
             mixed_precision: Use mixed float16.
-            task: What to train: <module>:<Class> of a trainer.task_api.Task in
+            task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
                 the image; empty = the built-in image classifier.
             task_args: The task's own settings, a JSON object.
             service_account: Service account the job runs as (least privilege); empty = default.

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from trainer import fileio
+from spottrain.trainer import fileio
 
 # scikit-learn ships the digits but is a test/dev dependency (``spottrain[test]``), not
 # one of the image's: the trainer image can run everything here except this writer.

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from spottrain.datasets import MISSING_DEPENDENCY, MissingDependency, write_digits
-from trainer import fileio, launch, ledger, preemption
+from spottrain.trainer import fileio, launch, ledger, preemption
 
 
 def main(argv: list[str] | None = None) -> int:

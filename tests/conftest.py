@@ -36,7 +36,7 @@ def gcs_bucket(fake_gcs, request):
     return fake_gcs.create_bucket(f"{stem}-{uuid.uuid4().hex[:8]}")
 
 
-# -- Trainer (trainer/) ---------------------------------------------------------------------
+# -- Trainer (spottrain/trainer/) ------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")

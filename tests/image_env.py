@@ -155,9 +155,7 @@ def _checkout_files() -> list[str]:
     """The checkout's own import roots' files (``components/``, ``pipelines/`` map into
     ``spottrain`` and are in the wheel)."""
     return [
-        str(p.relative_to(REPO))
-        for root in ("spottrain", "trainer")
-        for p in (REPO / root).rglob("*.py")
+        str(p.relative_to(REPO)) for root in ("spottrain",) for p in (REPO / root).rglob("*.py")
     ]
 
 

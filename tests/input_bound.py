@@ -15,7 +15,7 @@ import time
 
 
 def slow_train_dataset(delay_ms: float) -> None:
-    """Adds a ``delay_ms`` sleep per batch to every ``trainer.data.Pipelines`` training set.
+    """Adds a ``delay_ms`` sleep per batch to each ``spottrain.trainer.data.Pipelines`` train set.
 
     A sequential map, like an unparallelised decode: the producer cannot run ahead
     of the delay however deep the prefetch buffer is. The sleep runs in a Python
@@ -24,7 +24,7 @@ def slow_train_dataset(delay_ms: float) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from trainer import data
+    from spottrain.trainer import data
 
     original = data.Pipelines.train_dataset
     seconds = delay_ms / 1000
@@ -58,6 +58,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from trainer.preemption import exit_process
+    from spottrain.trainer.preemption import exit_process
 
     exit_process(main(sys.argv[1:]))

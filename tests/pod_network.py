@@ -22,7 +22,7 @@ What a GKE Job pod has, and how it is reproduced here (root, ``unshare``,
   pod runs.
 * **the trainer as PID 1** of its PID namespace: a tiny ``sh`` sets the host
   name and the bind mount, then ``exec``s the container command, so PID 1 *is*
-  ``python -m trainer.task`` (checked by the test through ``/proc``).
+  ``python -m spottrain.trainer.task`` (checked by the test through ``/proc``).
 
 A replacement pod gets a new network namespace and a new IP under the same
 name, as a new pod of the same index does.

@@ -1,6 +1,6 @@
 """Broken tasks, for the one-line refusals of ``--task`` (tests/test_task_api.py)."""
 
-from trainer.task_api import KerasTask, Task
+from spottrain.trainer.task_api import KerasTask, Task
 
 
 class NotATask:

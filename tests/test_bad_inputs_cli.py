@@ -50,7 +50,7 @@ CASES = [
     (["upload", "--host", "ftp://x"], 2, "--host 'ftp://x' is not a KFP dashboard URL"),
     (run_gke(host="not-a-url"), 2, "--host 'not-a-url'"),
     (run_gke(host="http://x:notaport"), 2, "--host 'http://x:notaport'"),
-    # parameter values, by trainer.config.validate
+    # parameter values, by spottrain.trainer.config.validate
     (run_gke("learning_rate=nan"), 2, "learning_rate nan must be in (0, 10)"),
     (run_gke("train_steps=-5"), 2, "train_steps (-5)"),
     (

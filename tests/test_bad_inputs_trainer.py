@@ -17,7 +17,7 @@ import time
 import pytest
 from trainer_helpers import REPO, env, error_lines
 
-from trainer import preemption
+from spottrain.trainer import preemption
 
 GOOD = ["--backbone", "small_cnn", "--weights", "none", "--train-steps", "5"]
 
@@ -31,7 +31,7 @@ def _trainer(tmp_path, *args, tf_config=None, dirs=True):
         ]  # fmt: skip
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "trainer.task", *args],
+        [sys.executable, "-m", "spottrain.trainer.task", *args],
         cwd=REPO,
         env={**env(), **extra},
         capture_output=True,
@@ -145,7 +145,7 @@ def test_a_bad_cluster_spec_is_one_line_fatal(tmp_path, tf_config, named):
 )
 def test_launcher_refuses_in_one_line_and_starts_nothing(tmp_path, args, named):
     proc = subprocess.run(
-        [sys.executable, "-m", "trainer.launch", *args, "--", *GOOD],
+        [sys.executable, "-m", "spottrain.trainer.launch", *args, "--", *GOOD],
         cwd=REPO,
         env=env(),
         capture_output=True,
@@ -161,7 +161,15 @@ def test_launcher_output_dir_that_is_a_file(tmp_path):
     a_file = tmp_path / "out"
     a_file.write_text("x")
     proc = subprocess.run(
-        [sys.executable, "-m", "trainer.launch", "--workers", "2", "--output-dir", str(a_file)],
+        [
+            sys.executable,
+            "-m",
+            "spottrain.trainer.launch",
+            "--workers",
+            "2",
+            "--output-dir",
+            str(a_file),
+        ],
         cwd=REPO,
         env=env(),
         capture_output=True,
@@ -194,7 +202,7 @@ def test_a_checkpoint_url_that_cannot_work_is_refused_at_once(tmp_path, url, nam
 
 
 def _offline_trainer(*args, extra_env=None):
-    """``python -m trainer.task`` in a fresh network namespace: no DNS, no network."""
+    """``python -m spottrain.trainer.task`` in a fresh network namespace: no DNS, no network."""
     import shutil
 
     if (
@@ -203,7 +211,7 @@ def _offline_trainer(*args, extra_env=None):
     ):
         pytest.skip("needs unshare --net (root)")
     proc = subprocess.run(
-        ["unshare", "--net", sys.executable, "-m", "trainer.task", *args],
+        ["unshare", "--net", sys.executable, "-m", "spottrain.trainer.task", *args],
         cwd=REPO, env={**env(), **(extra_env or {})}, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
@@ -282,7 +290,7 @@ def test_launcher_start_failure_is_one_line_and_leaves_no_worker(tmp_path, pids_
     try:
         with open(os.path.join(cg, "pids.max"), "w") as f:
             f.write(pids_max)
-        launch = f"{sys.executable} -m trainer.launch --workers 4 -- " + " ".join(GOOD)
+        launch = f"{sys.executable} -m spottrain.trainer.launch --workers 4 -- " + " ".join(GOOD)
         proc = subprocess.run(
             ["sh", "-c", f"echo $$ > {cg}/cgroup.procs && exec {launch}"],
             cwd=REPO,

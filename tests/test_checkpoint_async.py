@@ -6,9 +6,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer import checkpointing
-from trainer.config import TrainConfig
-from trainer.distribution import Cluster
+from spottrain.trainer import checkpointing
+from spottrain.trainer.config import TrainConfig
+from spottrain.trainer.distribution import Cluster
 
 
 def _state(seed: int):

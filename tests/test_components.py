@@ -8,7 +8,7 @@ import pytest
 import yaml
 from kfp import components, dsl
 
-import trainer.preemption
+import spottrain.trainer.preemption
 from spottrain.components.gcs_copy.component import gcs_copy
 from spottrain.pipelines.compile import COMPONENTS_DIR
 from spottrain.runtime import train as rt
@@ -27,16 +27,16 @@ def kfp_local(tmp_path):
 
 
 def test_exit_codes_mirror_the_trainer_contract():
-    assert rt.FATAL_CONFIG == trainer.preemption.FATAL_CONFIG
-    for code in trainer.preemption.RETRYABLE:
+    assert rt.FATAL_CONFIG == spottrain.trainer.preemption.FATAL_CONFIG
+    for code in spottrain.trainer.preemption.RETRYABLE:
         assert code >= rt.RETRYABLE_MIN and "retryable" in rt.describe_exit(code)
-    for code in trainer.preemption.FATAL:
+    for code in spottrain.trainer.preemption.FATAL:
         assert code < rt.RETRYABLE_MIN and "fatal" in rt.describe_exit(code)
     assert "signal 9" in rt.describe_exit(-9)
 
 
 def test_trainer_flags_parse_with_the_trainers_own_parser():
-    from trainer import config
+    from spottrain.trainer import config
 
     flags = rt.trainer_flags(
         data_dir="gs://my-bucket/digits",
@@ -61,7 +61,7 @@ def test_trainer_flags_parse_with_the_trainers_own_parser():
 
 
 def test_launcher_is_used_only_for_several_workers_or_chaos():
-    from trainer import launch
+    from spottrain.trainer import launch
 
     assert rt.launcher_argv(["--x"], local_workers=1, preempt_at_step=0) is None
     argv = rt.launcher_argv(["--train-steps", "9"], local_workers=2, preempt_at_step=4)

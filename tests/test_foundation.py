@@ -33,10 +33,10 @@ def test_wheel_installs_only_trainer_and_spottrain(tmp_path):
     (wheel,) = tmp_path.glob("spottrain-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-    assert top == {"trainer", "spottrain"}, top
+    assert top == {"spottrain"}, top
     # The compiled component YAMLs travel with the package.
     assert "spottrain/components/train/component.yaml" in names
-    assert "trainer/task.py" in names and "spottrain/pipelines/__init__.py" in names
+    assert "spottrain/trainer/task.py" in names and "spottrain/pipelines/__init__.py" in names
     # Test and demo helpers are not installed in the image.
     assert not [n for n in names if n.startswith("spottrain/testing/")]
     # The image (`pip install .`) gets the runtime only; authoring tools are an extra.

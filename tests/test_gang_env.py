@@ -1,4 +1,4 @@
-"""TF_CONFIG derived from the GKE Indexed Job's pod env (trainer.distribution), fast.
+"""TF_CONFIG derived from the GKE Indexed Job's pod env (spottrain.trainer.distribution), fast.
 
 The pod side for real (PID 1, own network namespaces, SIGTERM/SIGKILL) is in
 tests/test_platform_gke_job.py.
@@ -14,7 +14,7 @@ import time
 import pytest
 from trainer_helpers import REPO, env
 
-from trainer import distribution, gang_env, preemption
+from spottrain.trainer import distribution, gang_env, preemption
 
 
 def job_env(index="1", workers="3", **extra) -> dict:
@@ -123,7 +123,7 @@ def test_bad_job_env_exits_64_in_one_line_before_tensorflow(tmp_path, changes, n
     ]  # fmt: skip
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "trainer.task", *args],
+        [sys.executable, "-m", "spottrain.trainer.task", *args],
         cwd=REPO,
         env={**env(), **job_env(**changes)},
         capture_output=True,

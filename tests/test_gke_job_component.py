@@ -17,7 +17,7 @@ from standins.kube_api import FakeCluster, on_demand_node, spot_node
 
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.gke_job import component, control, kube, names, rbac
-from trainer import checkpointing, ledger, preemption
+from spottrain.trainer import checkpointing, ledger, preemption
 
 BASE = dict(
     run_id="run-9", task_name="train-job", workers=2, pool="spot", gpu_type="nvidia-tesla-t4",

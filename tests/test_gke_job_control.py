@@ -14,7 +14,7 @@ from standins.kube_api import FakeCluster, on_demand_node, spot_node
 
 from spottrain.pipelines.placement import Placement
 from spottrain.runtime.gke_job import control, kube, manifests, names
-from trainer import preemption
+from spottrain.trainer import preemption
 
 SPOT = Placement(pool="spot", retries=5)
 

@@ -20,7 +20,7 @@ from standins.kube_api import FakeCluster, on_demand_node, preemptible_node, spo
 from spottrain.pipelines import compile as comp
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.gke_job import component, kube, manifests, names, rbac
-from trainer import config, gang_env, preemption
+from spottrain.trainer import config, gang_env, preemption
 
 # GKE's regular channel runs 1.33-1.34 (late 2026); podReplacementPolicy is GA in 1.34.
 K8S_VERSION = "1.34.0"
@@ -109,7 +109,7 @@ def test_manifests_from_the_compiled_pipeline_are_schema_valid(pipeline, workers
         pod = spec["template"]["spec"]
         [trainer] = pod["containers"]
         # tini (the image's init) as PID 1, then the trainer's entry point: no shell
-        assert trainer["command"] == ["tini", "--", "python", "-m", "trainer.task"]
+        assert trainer["command"] == ["tini", "--", "python", "-m", "spottrain.trainer.task"]
         assert pod["subdomain"] == job["metadata"]["name"]
         assert trainer["resources"]["limits"] == {"nvidia.com/gpu": "1", "memory": "48G"}
     spot_pod = spot_job["spec"]["template"]["spec"]
@@ -150,7 +150,7 @@ def test_the_pod_contract_and_the_args_of_the_in_pod_train():
 
 def test_the_trainer_in_each_pod_finds_its_peers_where_the_manifests_put_them():
     """The two halves of the contract together: manifest env -> trainer's cluster."""
-    from trainer import distribution
+    from spottrain.trainer import distribution
 
     _, _, cluster = run_compiled(comp.COMPILED_DIR / JOB_PIPELINES[0], 2, True)
     job, service = cluster.sent[1], cluster.sent[0]

@@ -63,7 +63,7 @@ def test_the_image_environment_blocks_authoring_packages_and_keeps_the_runtime(i
         image,
         "import importlib, json\n"
         "out = {}\n"
-        "for m in ('kfp.kubernetes', 'sklearn', 'kfp.dsl', 'trainer.config'):\n"
+        "for m in ('kfp.kubernetes', 'sklearn', 'kfp.dsl', 'spottrain.trainer.config'):\n"
         "    try:\n"
         "        out[m] = importlib.import_module(m).__file__\n"
         "    except ImportError as e:\n"
@@ -74,7 +74,9 @@ def test_the_image_environment_blocks_authoring_packages_and_keeps_the_runtime(i
     assert got["sklearn"].startswith("error:")
     assert not got["kfp.dsl"].startswith("error")
     # trainer comes from the wheel, not from the checkout.
-    assert got["trainer.config"].startswith(str(image.wheel_dir)), got["trainer.config"]
+    assert got["spottrain.trainer.config"].startswith(str(image.wheel_dir)), got[
+        "spottrain.trainer.config"
+    ]
 
 
 def test_every_component_runtime_import_works_in_the_image(image):
@@ -98,7 +100,7 @@ def test_every_component_runtime_import_works_in_the_image(image):
 
 def test_every_module_the_image_runs_imports_in_the_image(image):
     modules = image_modules(image)
-    assert "trainer.task" in modules and "spottrain.runtime.gke_job.control" in modules
+    assert "spottrain.trainer.task" in modules and "spottrain.runtime.gke_job.control" in modules
     code = (
         "import importlib, json\n"
         f"wanted = {json.dumps(modules)}\n"
@@ -186,4 +188,4 @@ def test_the_dockerfile_smoke_import_covers_every_component_runtime_module():
     wanted = {mod for pairs in component_runtime_imports().values() for mod, _ in pairs}
     assert wanted <= smoke, f"add to the Dockerfile's smoke import: {sorted(wanted - smoke)}"
     # The image's entry points too: the ENTRYPOINT's and the Vertex pools' init.
-    assert {"trainer.task", "trainer.forward"} <= smoke
+    assert {"spottrain.trainer.task", "spottrain.trainer.forward"} <= smoke

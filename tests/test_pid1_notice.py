@@ -2,8 +2,8 @@
 
 The kernel drops a signal sent to a PID namespace's init when the init neither
 handles nor blocks it. Python has its handlers ~20-100 ms after its start, so a
-SIGTERM in that window used to be lost when ``python -m trainer.forward`` (Vertex
-pools) or ``python -m trainer.task`` (Job pods) was PID 1: the process ran on to
+SIGTERM in that window used to be lost when ``python -m spottrain.trainer.forward`` (Vertex
+pools) or ``python -m spottrain.trainer.task`` (Job pods) was PID 1: the process ran on to
 its end. tini blocks signals from its first instructions and passes them on; an
 early notice then ends our process at once (exit 143, nothing trained, retried).
 ``bench/pid1_notice.py`` sweeps the delays; these tests pin the contract at a few.
@@ -23,7 +23,7 @@ from trainer_helpers import tiny_args
 
 from spottrain.pipelines.vertex import FORWARD_COMMAND
 from spottrain.runtime.gke_job.manifests import TRAINER_COMMAND
-from trainer import preemption
+from spottrain.trainer import preemption
 
 pytestmark = [
     pytest.mark.skipif(not can_unshare(), reason="needs PID namespaces (unshare as root)"),

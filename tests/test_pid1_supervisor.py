@@ -1,4 +1,4 @@
-"""``python -m trainer.task``'s supervisor as a container's main process (PID 1), fast.
+"""``python -m spottrain.trainer.task``'s supervisor as a container's main process (PID 1), fast.
 
 In a GKE Job pod the supervisor is PID 1: the kernel drops signals PID 1 has no
 handler for, orphans of the namespace become its children, and its exit code
@@ -18,7 +18,7 @@ import time
 import pytest
 from platform_chains import REPO, can_unshare, chain_env
 
-from trainer import preemption, watchdog
+from spottrain.trainer import preemption, watchdog
 
 needs_unshare = pytest.mark.skipif(
     not can_unshare(), reason="needs PID namespaces (unshare as root)"
@@ -44,11 +44,11 @@ _ORPHANING_CHILD = textwrap.dedent(
     """
 )
 
-# PID 1: the supervisor, as trainer.task runs it; "bare" without the orphan reaping.
+# PID 1: the supervisor, as spottrain.trainer.task runs it; "bare" without the orphan reaping.
 _PID1 = textwrap.dedent(
     """
     import sys
-    from trainer import watchdog
+    from spottrain.trainer import watchdog
     if sys.argv[1] == "bare":
         watchdog.reap_orphans = lambda keep: None
     cmd = [sys.executable, "-c", sys.argv[2]]
@@ -116,7 +116,16 @@ def test_trainer_task_as_pid1_takes_sigterm_from_its_first_lines(digits_dir, tmp
         "--checkpoint-dir", str(tmp_path / "ck"), "--model-dir", str(tmp_path / "m"),
     ]  # fmt: skip
     proc = subprocess.Popen(
-        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "trainer.task"] + args,
+        [
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            sys.executable,
+            "-m",
+            "spottrain.trainer.task",
+        ]
+        + args,
         cwd=REPO,
         env=chain_env(),
         stdout=subprocess.PIPE,

@@ -3,7 +3,7 @@
 Each "pod" (tests/pod_network.py) has its own PID, mount, UTS and network
 namespace, its own IP on a bridge, the host name ``<job>-<index>`` and peers
 resolvable as ``<job>-<index>.<service>``; it runs exactly the container
-command the Job gives its pods, ``tini -- python -m trainer.task …`` (tini as PID 1), with
+command the Job gives its pods, ``tini -- python -m spottrain.trainer.task …`` (tini as PID 1), with
 the Job's env (``JOB_COMPLETION_INDEX``, ``SPOTTRAIN_JOB_*``, no ``TF_CONFIG``),
 and every worker's gRPC server on the same port 2222. The checkpoint dir is a
 local folder shared by the pods (``gs://`` in the cluster). A gang restart is
@@ -25,7 +25,7 @@ from pod_network import PodNetwork, can_make_pod_networks, pid1_command, signal_
 from trainer_helpers import summary, tiny_args
 
 from spottrain.runtime.gke_job.manifests import TRAINER_COMMAND
-from trainer import gang_env, preemption
+from spottrain.trainer import gang_env, preemption
 
 _WHY_NOT = can_make_pod_networks()
 pytestmark = [
@@ -224,7 +224,7 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
 
 
 def test_a_user_task_in_job_pods_saves_on_notice_and_finishes_exactly(tmp_path):
-    """The Task API in the Job engine's pods: tini -> trainer.task as each pod's PID 1,
+    """The Task API in the Job engine's pods: tini -> spottrain.trainer.task as each pod's PID 1,
     the task from --task; SIGTERM to one pod, both save the same step; the next gang
     ends at exactly the final step."""
     out = tmp_path / "run"

@@ -40,8 +40,8 @@ from platform_chains import (
 
 from spottrain.components.train.component import train
 from spottrain.pipelines import compile as compile_mod
-from trainer import ledger as ledger_lib
-from trainer import preemption
+from spottrain.trainer import ledger as ledger_lib
+from spottrain.trainer import preemption
 
 pytestmark = [
     pytest.mark.slow,

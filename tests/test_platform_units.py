@@ -11,15 +11,15 @@ import time
 import pytest
 from platform_chains import REPO, can_unshare, chain_env
 
-from trainer import forward
-from trainer import ledger as ledger_lib
+from spottrain.trainer import forward
+from spottrain.trainer import ledger as ledger_lib
 
 # Prints 50 lines into a pipe whose reader is gone, then reports how it ended.
 _WRITER = textwrap.dedent(
     """
     import sys, time
     if sys.argv[1] == "guarded":
-        from trainer.stdio import survive_broken_pipes
+        from spottrain.trainer.stdio import survive_broken_pipes
         survive_broken_pipes()
     time.sleep(0.5)  # the reader closes meanwhile
     for i in range(50):
@@ -48,7 +48,7 @@ def test_writes_to_a_dead_reader(tmp_path, mode):
 
 def _forward(*cmd, **kw):
     return subprocess.run(
-        [sys.executable, "-m", "trainer.forward", "--", *cmd],
+        [sys.executable, "-m", "spottrain.trainer.forward", "--", *cmd],
         cwd=REPO,
         env=chain_env(),
         capture_output=True,
@@ -77,7 +77,7 @@ def test_forward_repeats_a_notice_until_a_late_handler_hears_it_once(tmp_path):
         "sys.exit(143 if heard else 0)\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer.forward", "--", "sh", "-ec", f"python3 {script}"],
+        [sys.executable, "-m", "spottrain.trainer.forward", "--", "sh", "-ec", f"python3 {script}"],
         cwd=REPO, env=chain_env(), stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout.readline().strip() == "started"
@@ -100,7 +100,10 @@ def test_forward_passes_the_exit_code_and_signal_deaths_on():
 
 def test_forward_refuses_a_missing_command_in_one_line():
     usage = subprocess.run(
-        [sys.executable, "-m", "trainer.forward"], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", "spottrain.trainer.forward"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
     )
     assert usage.returncode == 2 and usage.stderr.count("\n") == 1
     missing = _forward("/no/such/program")
@@ -127,7 +130,7 @@ def test_forward_as_pid1_hands_sigterm_to_a_handler_behind_a_shell(tmp_path):
             "--mount-proc",
             sys.executable,
             "-m",
-            "trainer.forward",
+            "spottrain.trainer.forward",
             "--",
             "sh",
             "-ec",

@@ -37,7 +37,7 @@ from spottrain.components.train.component import train
 from spottrain.pipelines import compile as compile_mod
 from spottrain.pipelines import templates
 from spottrain.pipelines.vertex import FORWARD_COMMAND
-from trainer import preemption
+from spottrain.trainer import preemption
 
 pytestmark = [
     pytest.mark.slow,
@@ -108,7 +108,7 @@ def test_without_the_init_the_shell_as_pid1_drops_sigterm(digits_dir, tmp_path):
 
 @pytest.mark.skipif(not have_tini(), reason=NO_TINI)
 def test_tini_alone_lets_the_shell_die_and_the_trainer_is_killed_unsaved(digits_dir, tmp_path):
-    """Why trainer.forward stays behind tini: tini starts the shell with SIGTERM at its
+    """Why spottrain.trainer.forward stays behind tini: tini starts the shell with SIGTERM at its
     default, so the shell dies of the notice, tini exits and the kernel ends the
     namespace, trainer included, before its save."""
     tini_only = ["tini", "--", *compiled_worker_pool_command()[len(FORWARD_COMMAND) :]]

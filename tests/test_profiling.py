@@ -189,7 +189,7 @@ def test_profile_tab_finds_our_steps_and_agrees_with_the_report(digits_runs, nam
 
 
 def test_two_workers_measure_allreduce_against_the_estimate(tmp_path, digits_dir):
-    from trainer import launch
+    from spottrain.trainer import launch
 
     out = tmp_path / "mw"
     args = [

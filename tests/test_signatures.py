@@ -3,7 +3,7 @@
 KFP needs every signature written out with literal defaults, so the training
 settings appear in several signatures; this test reads them from the committed
 YAML (what users get) and fails when a name or a default drifts from
-``trainer.config`` (``TrainConfig`` and ``PIPELINE_DEFAULTS``).
+``spottrain.trainer.config`` (``TrainConfig`` and ``PIPELINE_DEFAULTS``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from spottrain.pipelines import compile as comp
-from trainer import config
+from spottrain.trainer import config
 
 TRAIN_FIELDS = {f.name for f in dataclasses.fields(config.TrainConfig)}
 # Inputs that are not training settings, and why they are not in TrainConfig.
@@ -25,7 +25,7 @@ NOT_TRAINING = {
     "data_dst": "where the copy step writes them",
     "initial_checkpoint": "what the seeding copy puts into checkpoint_dir",
     "extra_args": "more trainer flags, passed as given",
-    "local_workers": "worker processes per node (trainer.launch)",
+    "local_workers": "worker processes per node (spottrain.trainer.launch)",
     "expect_gpus": "the GPUs the task was placed with (a pre-flight check)",
     "status": "the spot run's final status (the fall-back's exit task)",
     "service_account": "Vertex job identity",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from trainer_helpers import error_lines, ledger, run_module, summary
 
-from trainer import launch, preemption
+from spottrain.trainer import launch, preemption
 
 REGRESSION = ["--task", "examples.regression:Regression", "--task-args", '{"features": 8}']
 KERAS = ["--task", "examples.keras_classifier:Classifier"]
@@ -94,7 +94,11 @@ def test_the_readme_task_trains_through_a_preemption_from_the_readme_alone(tmp_p
             "--task 'no_such_module:Task': cannot import 'no_such_module'",
         ),
         ("tests.task_fixtures:Missing", "{}", "'tests.task_fixtures' has no 'Missing'"),
-        ("tests.task_fixtures:NotATask", "{}", "is not a subclass of trainer.task_api.Task"),
+        (
+            "tests.task_fixtures:NotATask",
+            "{}",
+            "is not a subclass of spottrain.trainer.task_api.Task",
+        ),
         ("tests.task_fixtures:NoLoss", "{}", "does not implement loss"),
         ("tests.task_fixtures:KerasNoExamples", "{}", "does not implement examples"),
         ("tests.task_fixtures:KerasUncompiled", "{}", "model() must return a compiled model"),
@@ -121,7 +125,7 @@ def test_a_bad_task_is_one_line_and_exit_64(tmp_path, task, args, named):
             str(tmp_path / "c"), "--model-dir", str(tmp_path / "m")]  # fmt: skip
     if not task:
         argv[:2] = ["--image-dir", str(tmp_path)]
-    proc, _ = run_module("trainer.task", argv)
+    proc, _ = run_module("spottrain.trainer.task", argv)
     assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
     (line,) = error_lines(proc)
     assert named in line, line
@@ -159,7 +163,9 @@ def test_a_user_task_through_the_gke_pipeline_under_kfp_local(tmp_path, monkeypa
     ids=["own-loss", "keras-adapter", "wrong-shapes"],
 )
 def test_check_builds_one_batch_and_writes_nothing(tmp_path, task, ok):
-    proc, seconds = run_module("trainer.task", ["--check", *task, *_args(tmp_path)[len(task) :]])
+    proc, seconds = run_module(
+        "spottrain.trainer.task", ["--check", *task, *_args(tmp_path)[len(task) :]]
+    )
     if ok:
         assert proc.returncode == 0, proc.stderr[-2000:]
         (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("check ok: ")]
@@ -178,9 +184,11 @@ def test_check_of_the_built_in_image_task(tmp_path, digits_dir):
     args = ["--check", "--image-dir", digits_dir, "--backbone", "small_cnn", "--weights", "none",
             "--image-size", "32", "--train-steps", "10", "--checkpoint-dir",
             str(tmp_path / "c"), "--model-dir", str(tmp_path / "m")]  # fmt: skip
-    proc, _ = run_module("trainer.task", args)
+    proc, _ = run_module("spottrain.trainer.task", args)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "check ok: task trainer.image_task:ImageClassificationTask builds" in proc.stdout
+    assert (
+        "check ok: task spottrain.trainer.image_task:ImageClassificationTask builds" in proc.stdout
+    )
     assert not list(tmp_path.iterdir())
 
 
@@ -194,17 +202,39 @@ def test_check_of_the_built_in_image_task(tmp_path, digits_dir):
 def test_an_own_step_refuses_what_it_cannot_honour(tmp_path, task, flags, named):
     argv = ["--task", task, *flags, "--train-steps", "10", "--checkpoint-dir",
             str(tmp_path / "c"), "--model-dir", str(tmp_path / "m")]  # fmt: skip
-    proc, _ = run_module("trainer.task", argv)
+    proc, _ = run_module("spottrain.trainer.task", argv)
     assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
     (line,) = error_lines(proc)
     assert named in line, line
 
 
 def test_a_checkpoint_dir_refuses_another_task_or_other_task_args(tmp_path):
-    first, _ = run_module("trainer.task", _args(tmp_path, train_steps=10))
+    first, _ = run_module("spottrain.trainer.task", _args(tmp_path, train_steps=10))
     assert first.returncode == 0, first.stderr[-2000:]
     other = ["--task", "examples.regression:Regression", "--task-args", '{"features": 4}']
-    proc, _ = run_module("trainer.task", _args(tmp_path, other, train_steps=20))
+    proc, _ = run_module("spottrain.trainer.task", _args(tmp_path, other, train_steps=20))
     assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
     (line,) = error_lines(proc)
     assert "holds a different run (task_args: {'features': 8} -> {'features': 4})" in line
+
+
+def test_a_user_package_named_trainer_does_not_clash_with_the_engine(tmp_path):
+    """Vertex AI's Python-package convention names the user's package ``trainer``
+    (``python -m trainer.task``); the engine is ``spottrain.trainer``, so a user's
+    ``trainer`` imports as theirs, beside the engine, and trains."""
+    pkg = tmp_path / "user" / "trainer"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "task.py").write_text(
+        "from examples.regression import Regression\n\n\nclass Mine(Regression):\n    pass\n"
+    )
+    user = {"PYTHONPATH": str(tmp_path / "user")}
+    out = tmp_path / "run"
+    task = ["--task", "trainer.task:Mine", "--task-args", '{"features": 8}']
+    flags = [*task, *_args(out, task, train_steps=20)[len(task) :]]
+    proc, _ = run_module("spottrain.trainer.task", ["--check", *flags], extra_env=user)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "check ok: task trainer.task:Mine builds a model of 321 parameters" in proc.stdout
+    proc, _ = run_module("spottrain.trainer.task", flags, extra_env=user)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert summary(out)["final_step"] == 20

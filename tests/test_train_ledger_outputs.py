@@ -6,7 +6,7 @@ from kfp import dsl
 from trainer_helpers import tiny_args
 
 from spottrain.runtime.train import write_ledger
-from trainer import attempt, preemption
+from spottrain.trainer import attempt, preemption
 
 
 def test_ledger_becomes_metrics_and_markdown(digits_dir, tmp_path):

@@ -9,7 +9,7 @@ import time
 import pytest
 from trainer_helpers import error_lines, run_module, tiny_args
 
-from trainer import attempt, distribution, preemption
+from spottrain.trainer import attempt, distribution, preemption
 
 TWO_WORKERS = json.dumps(
     {
@@ -81,7 +81,9 @@ def test_bad_config_is_fatal_fast_and_named(name, digits_dir, tmp_path, caplog):
 
 
 def test_cli_bad_value_exits_fatal_with_one_line(digits_dir, tmp_path):
-    proc, seconds = run_module("trainer.task", tiny_args(digits_dir, tmp_path, backbone="vgg"))
+    proc, seconds = run_module(
+        "spottrain.trainer.task", tiny_args(digits_dir, tmp_path, backbone="vgg")
+    )
     assert proc.returncode == preemption.FATAL_CONFIG, proc.stdout + proc.stderr
     errors = error_lines(proc)
     assert len(errors) == 1 and "'vgg'" in errors[0], proc.stderr
@@ -148,7 +150,7 @@ def test_cluster_from_vertex_and_tfjob_tf_config():
     ],
 )
 def test_launcher_bad_arguments_are_named(argv, named, capsys):
-    from trainer import launch
+    from spottrain.trainer import launch
 
     assert launch.main([*argv, "--", "--train-steps", "1"]) == preemption.FATAL_CONFIG
     err = capsys.readouterr().err.strip().splitlines()

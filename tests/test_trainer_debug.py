@@ -8,7 +8,7 @@ import time
 import pytest
 from trainer_helpers import error_lines, ledger, run_module, tiny_args
 
-from trainer import preemption
+from spottrain.trainer import preemption
 
 pytestmark = pytest.mark.slow
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir, tmp_path):
     """A chief whose worker never starts blocks in MWMS start-up forever without the watchdog."""
     out = tmp_path / "run"
-    from trainer.launch import free_ports
+    from spottrain.trainer.launch import free_ports
 
     chief, worker = free_ports(2)
     tf_config = json.dumps(
@@ -28,7 +28,7 @@ def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir,
     timeout = 8
     start = time.monotonic()
     proc, seconds = run_module(
-        "trainer.task",
+        "spottrain.trainer.task",
         tiny_args(digits_dir, out, startup_timeout=timeout),
         extra_env={"TF_CONFIG": tf_config},
         timeout=120,
@@ -44,7 +44,7 @@ def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir,
     assert "create_strategy" in text and "collective_all_reduce_strategy" in text, text[:3000]
     assert time.monotonic() - start < 120
     # The killed attempt could not close its ledger record; the next one does, as a hang.
-    proc, _ = run_module("trainer.task", tiny_args(digits_dir, out, train_steps=2))
+    proc, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=2))
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert [r["outcome"] for r in ledger(out)] == ["hang", "success"]
 
@@ -61,7 +61,7 @@ def test_nan_loss_stops_fatal_and_keeps_last_good_checkpoint(digits_dir, tmp_pat
         save_every_steps=1,
         log_every_steps=1,
     )
-    proc, _ = run_module("trainer.task", args)
+    proc, _ = run_module("spottrain.trainer.task", args)
     assert proc.returncode == preemption.FATAL_NAN, proc.stdout[-3000:]
     (error,) = error_lines(proc)
     assert "loss is nan" in error.lower() or "loss is inf" in error.lower()
@@ -74,7 +74,7 @@ def test_nan_loss_stops_fatal_and_keeps_last_good_checkpoint(digits_dir, tmp_pat
     saved = sorted(int(p.name[5:-6]) for p in (out / "checkpoints").glob("ckpt-*.index"))
     assert saved and saved[-1] < bad_step and rec["saved_step"] == saved[-1]
     # The retry does not burn time: FATAL.json stops it at once with the same code.
-    again, seconds = run_module("trainer.task", args)
+    again, seconds = run_module("spottrain.trainer.task", args)
     assert again.returncode == preemption.FATAL_NAN
     assert "previous attempt of this config failed fatally" in error_lines(again)[0]
     assert seconds < 30
@@ -83,7 +83,7 @@ def test_nan_loss_stops_fatal_and_keeps_last_good_checkpoint(digits_dir, tmp_pat
 def test_frozen_worker_survivor_gives_up_and_frozen_one_is_dumped(digits_dir, tmp_path):
     """A live-but-stuck peer (SIGSTOP): the chief's collective times out, the frozen
     worker's supervisor dumps its stacks and stops it. Nothing waits forever."""
-    from trainer import launch
+    from spottrain.trainer import launch
 
     out = tmp_path / "run"
     collective_timeout, hang_timeout = 10, 15

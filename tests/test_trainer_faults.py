@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from trainer_helpers import error_lines, ledger, run_module, summary, tiny_args
 
-from trainer import launch, preemption
-from trainer import model as _model  # noqa: F401 - registers Preprocess for load_model
+from spottrain.trainer import launch, preemption
+from spottrain.trainer import model as _model  # noqa: F401 - registers Preprocess for load_model
 
 pytestmark = pytest.mark.slow
 
@@ -81,12 +81,12 @@ def test_sigkill_of_a_worker_survivor_exits_bounded_then_resumes(digits_dir, tmp
 
 def test_corrupt_latest_checkpoint_falls_back_to_previous(digits_dir, tmp_path):
     out = tmp_path / "run"
-    proc, _ = run_module("trainer.task", tiny_args(digits_dir, out, train_steps=60))
+    proc, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=60))
     assert proc.returncode == 0, proc.stdout[-3000:]
     ckpts = out / "checkpoints"
     data = ckpts / "ckpt-60.data-00000-of-00001"
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 3])  # truncated upload
-    proc, _ = run_module("trainer.task", tiny_args(digits_dir, out, train_steps=80))
+    proc, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=80))
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "ckpt-60 is unreadable" in proc.stdout and "falling back" in proc.stdout
     assert "start_step=40 " in proc.stdout
@@ -97,11 +97,11 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(digits_dir, tmp_path):
 def test_incompatible_config_on_existing_checkpoints_fails_fast(digits_dir, tmp_path):
     out = tmp_path / "run"
     proc, _ = run_module(
-        "trainer.task", tiny_args(digits_dir, out, train_steps=4, save_every_steps=2)
+        "spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=4, save_every_steps=2)
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     proc, seconds = run_module(
-        "trainer.task", tiny_args(digits_dir, out, train_steps=8, image_size=40)
+        "spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=8, image_size=40)
     )
     assert proc.returncode == preemption.FATAL_CONFIG
     errors = error_lines(proc)
@@ -148,7 +148,7 @@ def test_launcher_sigterm_is_forwarded_and_workers_save(digits_dir, tmp_path):
     out = tmp_path / "run"
     args = tiny_args(digits_dir, out, train_steps=100000, save_every_steps=100000)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer.launch", "--workers", "2", "--", *args],
+        [sys.executable, "-m", "spottrain.trainer.launch", "--workers", "2", "--", *args],
         cwd=REPO,
         env=env(),
         stdout=subprocess.PIPE,

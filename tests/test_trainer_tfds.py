@@ -7,7 +7,7 @@ import json
 import tfds_digits
 from trainer_helpers import tiny_args
 
-from trainer import attempt, preemption
+from spottrain.trainer import attempt, preemption
 
 
 def test_trains_on_a_prepared_tfds_dataset_and_writes_tensorboard(tmp_path):

@@ -54,11 +54,11 @@ def profile(
         batch_size_per_replica: Batch size per GPU (global = this x replicas).
         learning_rate: Peak learning rate.
         mixed_precision: Use mixed float16 (GPUs with tensor cores).
-        task: What to train: <module>:<Class> of a trainer.task_api.Task in
+        task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
             the image; empty = the built-in image classifier.
         task_args: The task's own settings, a JSON object.
         tensorboard_dir: Also copy the trace under this TensorBoard log folder; empty = no.
-        extra_args: More trainer.task flags, e.g. ["--cache-max-mb", "4096"].
+        extra_args: More spottrain.trainer.task flags, e.g. ["--cache-max-mb", "4096"].
         local_workers: Worker processes on this node (MWMS over 127.0.0.1), as in train.
         expect_gpus: GPUs this task was placed with; fails fast when TensorFlow sees fewer.
         skip_steps: Steps run before the profiled window (tracing, autotuning); not

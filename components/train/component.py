@@ -46,12 +46,12 @@ def train(
         learning_rate: Peak learning rate.
         save_every_steps: Checkpoint interval: at most this many steps are lost per preemption.
         mixed_precision: Use mixed float16 (GPUs with tensor cores).
-        task: What to train: <module>:<Class> of a trainer.task_api.Task in
+        task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
             the image; empty = the built-in image classifier.
         task_args: The task's own settings, a JSON object.
         tensorboard_dir: TensorBoard log folder; empty uses $AIP_TENSORBOARD_LOG_DIR
             (Vertex), else <checkpoint_dir>/tensorboard.
-        extra_args: More trainer.task flags, e.g. ["--warmup-steps", "100"].
+        extra_args: More spottrain.trainer.task flags, e.g. ["--warmup-steps", "100"].
         local_workers: Worker processes on this node (MWMS over 127.0.0.1); 1 runs in-process.
         expect_gpus: GPUs this task was placed with; fails fast when TensorFlow sees fewer.
     """

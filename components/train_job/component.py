@@ -59,11 +59,11 @@ def train_job(
         learning_rate: Peak learning rate.
         save_every_steps: Checkpoint interval: at most this many steps are lost per preemption.
         mixed_precision: Use mixed float16 (GPUs with tensor cores).
-        task: What to train: <module>:<Class> of a trainer.task_api.Task in
+        task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
             the image; empty = the built-in image classifier.
         task_args: The task's own settings, a JSON object.
         tensorboard_dir: TensorBoard log folder; empty uses <checkpoint_dir>/tensorboard.
-        extra_args: More trainer.task flags, e.g. ["--warmup-steps", "100"].
+        extra_args: More spottrain.trainer.task flags, e.g. ["--warmup-steps", "100"].
         workers: Pods (nodes), one MultiWorkerMirroredStrategy worker each; 1 = one node.
         pool: preemptible, spot or on-demand: the node pool the pods run on first.
         gpu_type: GKE accelerator of every pod's node.

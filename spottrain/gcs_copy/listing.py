@@ -11,7 +11,7 @@ from spottrain.gcs_copy.local_files import _is_temp, _list_local, _try_remove_un
 from spottrain.gcs_copy.locations import _check_overlap, _Entry
 from spottrain.gcs_copy.results import CopyError
 from spottrain.gcs_copy.safe_open import _inside, _kind
-from trainer import fileio
+from spottrain.trainer import fileio
 
 # One logger for the whole package, named after it, so that configuring
 # ``spottrain.gcs_copy`` covers every module.

@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from spottrain.gcs_copy.results import CopyError
-from trainer.fileio import GCS_BUCKET
+from spottrain.trainer.fileio import GCS_BUCKET
 
 if TYPE_CHECKING:
     from google.cloud import storage

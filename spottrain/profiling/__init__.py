@@ -1,6 +1,6 @@
 r"""Profiles a short window of the real training setup and says what limits it.
 
-``profile`` builds the trainer exactly as ``python -m trainer.task`` does (same
+``profile`` builds the trainer exactly as ``python -m spottrain.trainer.task`` does (same
 flags, model, tf.data pipeline and distribution strategy) but points it at a
 temporary checkpoint dir, runs ``warmup + profiled`` steps, and records the
 profiled steps with the TensorFlow Profiler into ``<logdir>/plugins/profile/<run>/``,
@@ -22,7 +22,7 @@ Command line (trainer flags after ``--``)::
     python -m spottrain.profiling --logdir out/logs --report out/profile.md \
         -- --image-dir out/digits --backbone small_cnn --weights none --image-size 32
 
-Under ``trainer.launch`` (``module="spottrain.profiling"``) every worker runs the
+Under ``spottrain.trainer.launch`` (``module="spottrain.profiling"``) every worker runs the
 same window; only the chief records the trace and writes the report.
 
 One module per job, each importing only the ones listed before it:

@@ -13,7 +13,7 @@ from spottrain.profiling.analysis import DEFAULT_PROFILE_STEPS, DEFAULT_SKIP_STE
 from spottrain.profiling.findings import DEFAULT_BANDWIDTH_GBPS
 from spottrain.profiling.trace import ProfileError
 from spottrain.profiling.window import profile
-from trainer import distribution, fileio
+from spottrain.trainer import distribution, fileio
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--logdir",
-        # The Vertex AI job's TensorBoard dir; trainer.distribution reads all AIP_* env.
+        # The Vertex AI job's TensorBoard dir; spottrain.trainer.distribution reads all AIP_* env.
         default=distribution.default_dirs()["tensorboard_dir"],
         help="TensorBoard log dir for the trace (default $AIP_TENSORBOARD_LOG_DIR).",
     )
@@ -104,11 +104,11 @@ def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print)
     trainer_args = args.trainer_args
     if trainer_args and trainer_args[0] == "--":
         trainer_args = trainer_args[1:]
-    from trainer import watchdog
-    from trainer.preemption import TrainerExit
+    from spottrain.trainer import watchdog
+    from spottrain.trainer.preemption import TrainerExit
 
     if watchdog.should_supervise(trainer_args):
-        # Like trainer.task: a hung MWMS start-up or step stops with exit 171
+        # Like spottrain.trainer.task: a hung MWMS start-up or step stops with exit 171
         # (retryable) and a stack dump instead of holding a GPU node forever.
         own_argv = sys.argv[1:] if argv is None else argv
         cmd = [sys.executable, "-m", "spottrain.profiling", *own_argv]

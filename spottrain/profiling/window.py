@@ -1,6 +1,6 @@
 """Runs the profiled window over the real training setup and reads back its trace.
 
-``profile`` builds the trainer exactly as ``python -m trainer.task`` does, with a
+``profile`` builds the trainer exactly as ``python -m spottrain.trainer.task`` does, with a
 temporary checkpoint dir, and records the steps after the warm-up with the
 TensorFlow Profiler.
 """
@@ -140,7 +140,7 @@ def profile(
     dropped (no profile losses among the training curves).
 
     Args:
-        trainer_argv: ``python -m trainer.task`` flags of the training to profile.
+        trainer_argv: ``python -m spottrain.trainer.task`` flags of the training to profile.
         logdir: TensorBoard log dir; the trace goes to ``<logdir>/plugins/profile/<run>``.
         skip_steps: Steps before the window (tracing, autotuning, caches).
         profile_steps: Steps inside the window.
@@ -153,7 +153,7 @@ def profile(
 
     Raises:
         ValueError: bad window or bandwidth.
-        trainer.preemption.TrainerExit: the trainer's own errors (ConfigError: exit 64).
+        spottrain.trainer.preemption.TrainerExit: the trainer's own errors (ConfigError: exit 64).
         ProfileError: the trace is missing.
     """
     if skip_steps < 1:
@@ -168,8 +168,8 @@ def profile(
 
     import tensorflow as tf
 
-    from trainer import attempt, train_lib
-    from trainer import ledger as ledger_lib
+    from spottrain.trainer import attempt, train_lib
+    from spottrain.trainer import ledger as ledger_lib
 
     cfg, cluster = attempt.prepare(list(trainer_argv), environ)
     scratch = tempfile.mkdtemp(prefix=f"spottrain-profile-{cluster.name}-")

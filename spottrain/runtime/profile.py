@@ -1,7 +1,7 @@
 """The ``profile`` component's body: profiles the training setup and fills the KFP outputs.
 
 The profiled window runs in this process (:func:`spottrain.profiling.profile`), or,
-with several local workers, under ``trainer.launch`` running
+with several local workers, under ``spottrain.trainer.launch`` running
 ``python -m spottrain.profiling`` per worker, so that the window uses the same
 MultiWorkerMirroredStrategy (and AllReduce) as the training it describes.
 """
@@ -50,7 +50,7 @@ def profile_flags(
     task_args: str = "{}",
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """The ``trainer.task`` flags of the training to profile (the train task's own)."""
+    """The ``spottrain.trainer.task`` flags of the training to profile (the train task's own)."""
     return train_rt.trainer_flags(
         data_dir=data_dir,
         checkpoint_dir=_REPLACED_DIR,
@@ -94,14 +94,14 @@ def run_profile(
         raise ValueError(f"local_workers must be >= 1, got {local_workers}")
     if local_workers == 1:
         from spottrain import profiling
-        from trainer.preemption import TrainerExit
+        from spottrain.trainer.preemption import TrainerExit
 
         try:
             result = profiling.profile(flags, logdir, **options)
         except TrainerExit as e:
             raise train_rt.TrainFailed(e.code, f"profile: {e}") from e
         return ProfileOutput(result.markdown, result.html, result.metrics, result.trace_dir)
-    from trainer import launch
+    from spottrain.trainer import launch
 
     with tempfile.TemporaryDirectory(prefix="spottrain-profile-") as tmp:
         argv = [
@@ -254,7 +254,7 @@ def upload_or_refuse(logdir: str, tensorboard: str, experiment: str) -> str:
     try:
         return upload_to_vertex_tensorboard(logdir, tensorboard, experiment)
     except refusals as err:
-        from trainer.preemption import FATAL_CONFIG
+        from spottrain.trainer.preemption import FATAL_CONFIG
 
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         message = f"cannot upload the profile to tensorboard={tensorboard!r}: {first}"
@@ -286,7 +286,7 @@ def run_component(
         try:
             parse_tensorboard(tensorboard)  # a bad name fails before the profile runs
         except ValueError as err:
-            from trainer.preemption import FATAL_CONFIG
+            from spottrain.trainer.preemption import FATAL_CONFIG
 
             log.error("%s", err)
             raise train_rt.TrainFailed(FATAL_CONFIG, str(err)) from None

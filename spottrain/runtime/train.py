@@ -1,8 +1,8 @@
 """The ``train`` component's body: runs the trainer and fills the KFP outputs.
 
-The trainer runs in this process (``trainer.task.main``) so that a SIGTERM sent
+The trainer runs in this process (``spottrain.trainer.task.main``) so that a SIGTERM sent
 to the pod on preemption reaches its handler directly; with several local
-workers or an injected preemption it goes through ``trainer.launch.main``, which
+workers or an injected preemption it goes through ``spottrain.trainer.launch.main``, which
 starts and supervises the worker processes. A non-zero trainer exit code becomes
 this process's exit code, which is what makes KFP's retry policy resume the run.
 """
@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer import preemption
+from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
 
-# The exit-code contract is trainer.preemption's table; re-exported for the components.
+# The exit-code contract is spottrain.trainer.preemption's table; re-exported for the components.
 RETRYABLE_MIN = preemption.RETRYABLE_MIN
 FATAL_CONFIG = preemption.FATAL_CONFIG
 describe_exit = preemption.describe
@@ -65,18 +65,18 @@ def trainer_flags(
     extra_args: Sequence[str] = (),
     **hyperparameters: Any,
 ) -> list[str]:
-    """Builds the ``python -m trainer.task`` flags for one training run.
+    """Builds the ``python -m spottrain.trainer.task`` flags for one training run.
 
     Args:
         data_dir: The image folder (``--image-dir``).
         checkpoint_dir: ``--checkpoint-dir``.
         model_dir: ``--model-dir``.
         extra_args: More trainer flags, appended as given.
-        **hyperparameters: Any of ``trainer.config.PIPELINE_HYPERPARAMETERS``; each
+        **hyperparameters: Any of ``spottrain.trainer.config.PIPELINE_HYPERPARAMETERS``; each
             becomes ``--name-with-dashes value`` (a true bool: the bare flag; an
             empty string or a false bool: left out, so the trainer's default holds).
     """
-    from trainer import config
+    from spottrain.trainer import config
 
     unknown = sorted(set(hyperparameters) - set(config.PIPELINE_HYPERPARAMETERS))
     if unknown:
@@ -97,7 +97,7 @@ def trainer_flags(
 def launcher_argv(
     flags: Sequence[str], *, local_workers: int, preempt_at_step: int, signal: str = "TERM"
 ) -> list[str] | None:
-    """The ``trainer.launch`` argv, or ``None`` when the trainer runs in-process alone."""
+    """The ``spottrain.trainer.launch`` argv, or ``None`` when the trainer runs in-process alone."""
     if local_workers < 1:
         raise ValueError(f"local_workers must be >= 1, got {local_workers}")
     if preempt_at_step < 0:
@@ -111,8 +111,8 @@ def launcher_argv(
 
 
 def is_chief(tf_config: str | None = None) -> bool:
-    """Whether this replica writes the outputs (``trainer.distribution`` decides)."""
-    from trainer import distribution
+    """Whether this replica writes the outputs (``spottrain.trainer.distribution`` decides)."""
+    from spottrain.trainer import distribution
 
     environ = None if tf_config is None else {"TF_CONFIG": tf_config}
     return distribution.read_cluster(environ).is_chief
@@ -150,13 +150,13 @@ def run_trainer(flags: Sequence[str], *, local_workers: int = 1, preempt_at_step
     """Runs one training attempt and returns the trainer's exit code."""
     launch = launcher_argv(flags, local_workers=local_workers, preempt_at_step=preempt_at_step)
     if launch is None:
-        from trainer import task
+        from spottrain.trainer import task
 
-        log.info("python -m trainer.task %s", " ".join(flags))
+        log.info("python -m spottrain.trainer.task %s", " ".join(flags))
         return int(task.main(list(flags)))
-    from trainer import launch as launcher
+    from spottrain.trainer import launch as launcher
 
-    log.info("python -m trainer.launch %s", " ".join(launch))
+    log.info("python -m spottrain.trainer.launch %s", " ".join(launch))
     return int(launcher.main(launch))
 
 
@@ -181,7 +181,7 @@ def training_status(checkpoint_dir: str, train_steps: int) -> str:
     """
     import tensorflow as tf
 
-    from trainer import checkpointing
+    from spottrain.trainer import checkpointing
 
     if tf.io.gfile.exists(f"{checkpoint_dir.rstrip('/')}/{checkpointing.FATAL_MARKER}"):
         return "fatal"
@@ -256,7 +256,7 @@ def launcher_argv_is_none(kwargs: Mapping[str, Any]) -> bool:
 
 def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
     """The attempt ledger as a Markdown table for the KFP UI."""
-    # Job-engine runs also know where each attempt ran (trainer.ledger.annotate).
+    # Job-engine runs also know where each attempt ran (spottrain.trainer.ledger.annotate).
     pods = any("node_kind" in r for r in records)
     lines = [
         "# Training attempts",
@@ -300,7 +300,7 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
 
 def write_ledger(checkpoint_dir: str, metrics, attempts) -> dict[str, Any]:
     """Exposes ``attempts.json`` as Metrics (``ledger_*``) and a Markdown table."""
-    from trainer import ledger
+    from spottrain.trainer import ledger
 
     records = ledger.read(checkpoint_dir)
     totals = ledger.totals(records)
@@ -322,8 +322,8 @@ def run_component(*, data, model, metrics, attempts=None, **kwargs: Any) -> None
         attempts: The ``Output[Markdown]`` for the attempt ledger table.
         **kwargs: The remaining component inputs, passed to :func:`train`.
     """
-    from trainer import distribution
-    from trainer.stdio import survive_broken_pipes
+    from spottrain.trainer import distribution
+    from spottrain.trainer.stdio import survive_broken_pipes
 
     # KFP's launcher owns this process's stdout pipe and dies first on a preemption.
     survive_broken_pipes()

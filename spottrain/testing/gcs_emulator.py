@@ -33,8 +33,8 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainer.launch import free_ports
-from trainer.preemption import die_with_parent
+from spottrain.trainer.launch import free_ports
+from spottrain.trainer.preemption import die_with_parent
 
 if TYPE_CHECKING:
     from google.cloud import storage

@@ -16,7 +16,7 @@ from typing import Any
 from spottrain.placement import Placement, PlacementError, seconds
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.gke_job import control, kube, manifests, names, status
-from trainer import checkpointing, ledger, preemption
+from spottrain.trainer import checkpointing, ledger, preemption
 
 log = logging.getLogger(__name__)
 

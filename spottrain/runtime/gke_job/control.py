@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from spottrain.runtime.gke_job import kube as kube_mod
 from spottrain.runtime.gke_job import manifests, names, status
 from spottrain.runtime.gke_job.logs import ChiefLog
-from trainer import preemption
+from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
 
-from trainer import preemption
+from spottrain.trainer import preemption
 
 # Where every pod finds its own namespace (a projected service account token volume:
 # https://kubernetes.io/docs/tasks/run-application/access-api-from-pod/).

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 
 from spottrain.placement import NOTICE_SECONDS, Placement
 from spottrain.runtime.gke_job import names
-from trainer import gang_env, preemption
+from spottrain.trainer import gang_env, preemption
 
 # tini (the image's init, its ENTRYPOINT too) as PID 1: the kernel drops a SIGTERM sent
 # to a PID 1 without a handler, which Python has only ~20-100 ms after its start
 # (bench/pid1_notice.py); tini blocks signals from its first instructions and passes
 # them to the trainer's entry point, whose supervisor relays them to the trainer.
-TRAINER_COMMAND = ("tini", "--", "python", "-m", "trainer.task")
+TRAINER_COMMAND = ("tini", "--", "python", "-m", "spottrain.trainer.task")
 # Finished Jobs (and their pods' logs) stay a day for inspection, then go.
 TTL_SECONDS_AFTER_FINISHED = 86400
 
@@ -51,7 +51,7 @@ class Gang:
         name: Job and Service name (:func:`names.job_name`).
         namespace: Where both live (the launcher's own namespace).
         image: The trainer image.
-        args: ``trainer.task`` flags (``spottrain.runtime.train.trainer_flags``).
+        args: ``spottrain.trainer.task`` flags (``spottrain.runtime.train.trainer_flags``).
         workers: Pods, one MWMS worker each; index 0 is the chief.
         placement: Pool, GPUs, memory and the retry budget.
         deadline_seconds: The Job's ``activeDeadlineSeconds``.
@@ -119,7 +119,7 @@ def pod_failure_policy(container: str = names.CONTAINER) -> dict:
 
 
 def env(gang: Gang) -> list[dict]:
-    """The gang contract (``trainer/gang_env.py``); Kubernetes adds the index."""
+    """The gang contract (``spottrain/trainer/gang_env.py``); Kubernetes adds the index."""
     return [
         {"name": gang_env.JOB_NAME, "value": gang.name},
         {"name": gang_env.SERVICE, "value": gang.name},

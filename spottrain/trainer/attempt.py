@@ -3,7 +3,7 @@
 The light supervisor runs :func:`check` (no TensorFlow, no data) before it starts
 the trainer process, which runs :func:`run`. Both end an attempt the same way:
 one log line, ``FATAL.json`` for a fatal error, the ledger record closed with the
-outcome (see :mod:`trainer.preemption` for the codes).
+outcome (see :mod:`spottrain.trainer.preemption` for the codes).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import json
 import logging
 from typing import NamedTuple
 
-from trainer import checkpointing, config, distribution, fileio, preemption, task_api
-from trainer import ledger as ledger_lib
-from trainer.preemption import ConfigError, TrainerExit
-from trainer.train_lib import Trainer
+from spottrain.trainer import checkpointing, config, distribution, fileio, preemption, task_api
+from spottrain.trainer import ledger as ledger_lib
+from spottrain.trainer.preemption import ConfigError, TrainerExit
+from spottrain.trainer.train_lib import Trainer
 
 log = logging.getLogger("trainer")
 
@@ -169,7 +169,7 @@ def check(argv: list[str], environ: dict | None = None) -> Checked:
 
 
 def run(argv: list[str], environ: dict | None = None) -> int:
-    """Runs one attempt; returns the exit code (see trainer.preemption)."""
+    """Runs one attempt; returns the exit code (see spottrain.trainer.preemption)."""
     cfg = cluster = trainer = ledger = None
     try:
         cfg, cluster = prepare(argv, environ)

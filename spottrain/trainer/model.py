@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from trainer import preemption
-from trainer.config import TrainConfig
+from spottrain.trainer import preemption
+from spottrain.trainer.config import TrainConfig
 
 
 @keras.saving.register_keras_serializable(package="spottrain")

@@ -17,7 +17,7 @@ import logging
 import os
 import re
 
-from trainer import preemption
+from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import keras
 
-from trainer.config import TrainConfig
+from spottrain.trainer.config import TrainConfig
 
 
 def build_optimizer(cfg: TrainConfig) -> keras.optimizers.Optimizer:

@@ -1,18 +1,18 @@
 """The built-in task: an image classifier (ResNet50, MobileNetV2 or a small CNN + a new head).
 
 It is what production trains by default (ResNet50 with ImageNet weights on tfds
-``cassava``) and goes through the same :class:`trainer.task_api.Task` API as a
+``cassava``) and goes through the same :class:`spottrain.trainer.task_api.Task` API as a
 user's task: its flags (``--image-dir``, ``--dataset``, ``--backbone``, ...) are
-its settings, :mod:`trainer.data` its input and :mod:`trainer.model` its model.
+its settings, :mod:`spottrain.trainer.data` its input and :mod:`spottrain.trainer.model` its model.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from trainer import data
-from trainer.preemption import ConfigError
-from trainer.task_api import Task, TrainInput
+from spottrain.trainer import data
+from spottrain.trainer.preemption import ConfigError
+from spottrain.trainer.task_api import Task, TrainInput
 
 
 class ImageClassificationTask(Task):
@@ -47,8 +47,8 @@ class ImageClassificationTask(Task):
         return self._pipelines
 
     def build_model(self):
-        """The classifier of :func:`trainer.model.build_model` for the indexed classes."""
-        from trainer import model as model_lib  # Keras: imported only to train
+        """The classifier of :func:`spottrain.trainer.model.build_model` for the indexed classes."""
+        from spottrain.trainer import model as model_lib  # Keras: imported only to train
 
         return model_lib.build_model(self.cfg, len(self.index.class_names))
 

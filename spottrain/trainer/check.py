@@ -1,4 +1,4 @@
-"""``python -m trainer.task --check …``: does the task import, build and fit, on CPU, in seconds.
+"""``python -m spottrain.trainer.task --check …``: the task imports, builds and fits, on CPU, fast.
 
 Run it before paying for GPUs (in your image: ``docker run IMAGE --check --task …``):
 it loads the task with the run's flags, runs its ``prepare()``, builds its model,
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import logging
 
-from trainer import config, task_api
-from trainer.preemption import OK, ConfigError, TrainerExit
+from spottrain.trainer import config, task_api
+from spottrain.trainer.preemption import OK, ConfigError, TrainerExit
 
 log = logging.getLogger("trainer")
 
 
 def run(argv: list[str]) -> int:
     """Checks the task the flags ``argv`` name; returns the exit code."""
-    from trainer import attempt
+    from spottrain.trainer import attempt
 
     try:
         cfg, _ = attempt.prepare(argv)
@@ -33,14 +33,14 @@ def run(argv: list[str]) -> int:
 
 
 def _check(cfg: config.TrainConfig) -> str:
-    from trainer import attempt
+    from spottrain.trainer import attempt
 
     config.validate(cfg)
     task = attempt.load_and_prepare(cfg)
     import numpy as np
     import tensorflow as tf
 
-    from trainer.train_lib import _cause, build_model, misfit_error
+    from spottrain.trainer.train_lib import _cause, build_model, misfit_error
 
     batch = cfg.batch_size_per_replica
     model = build_model(task)

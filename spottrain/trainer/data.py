@@ -15,9 +15,9 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from trainer import fileio
-from trainer.config import IMAGE_EXTENSIONS, TrainConfig
-from trainer.preemption import ConfigError
+from spottrain.trainer import fileio
+from spottrain.trainer.config import IMAGE_EXTENSIONS, TrainConfig
+from spottrain.trainer.preemption import ConfigError
 
 log = logging.getLogger(__name__)
 

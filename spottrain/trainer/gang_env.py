@@ -2,7 +2,7 @@
 
 The launcher creates an Indexed Job (one pod per worker) and a headless Service
 and sets these variables in every pod; Kubernetes itself sets
-``JOB_COMPLETION_INDEX``. ``trainer.distribution`` derives ``TF_CONFIG`` from
+``JOB_COMPLETION_INDEX``. ``spottrain.trainer.distribution`` derives ``TF_CONFIG`` from
 them (peers are ``<job>-<index>.<service>:<port>``, worker 0 is the chief).
 """
 

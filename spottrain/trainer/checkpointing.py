@@ -32,10 +32,10 @@ import re
 import tempfile
 import time
 
-from trainer import fileio
-from trainer.config import TrainConfig
-from trainer.distribution import Cluster
-from trainer.preemption import FATAL_CONFIG, ConfigError, TrainerExit
+from spottrain.trainer import fileio
+from spottrain.trainer.config import TrainConfig
+from spottrain.trainer.distribution import Cluster
+from spottrain.trainer.preemption import FATAL_CONFIG, ConfigError, TrainerExit
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from trainer import fileio
-from trainer.preemption import ConfigError
+from spottrain.trainer import fileio
+from spottrain.trainer.preemption import ConfigError
 
 BACKBONES = ("resnet50", "mobilenet_v2", "small_cnn")
 WEIGHTS = ("imagenet", "none")
@@ -44,7 +44,7 @@ COMPATIBILITY_KEYS = (
 class TrainConfig:
     """All settings of one training run (see ``build_parser`` for the meaning)."""
 
-    # What is trained (trainer.task_api); empty: the built-in image classifier,
+    # What is trained (spottrain.trainer.task_api); empty: the built-in image classifier,
     # whose settings are the data and model flags below.
     task: str = ""
     task_args: str = "{}"
@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The trainer's command line; every flag maps to a TrainConfig field."""
     d = TrainConfig()
     p = _Parser(
-        prog="python -m trainer.task",
+        prog="python -m spottrain.trainer.task",
         description=(
             "Fault-tolerant training (MWMS, resumable) of a task: the built-in image "
             "classifier, or --task <module>:<Class>."
@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     task.add_argument(
         "--task",
         default=d.task,
-        help="What to train: <module>:<Class> of a trainer.task_api.Task subclass "
+        help="What to train: <module>:<Class> of a spottrain.trainer.task_api.Task subclass "
         "(default: the built-in image classifier, configured by the flags below).",
     )
     task.add_argument(
@@ -331,7 +331,7 @@ def _require(ok: bool, message: str) -> None:
 
 def validate(cfg: TrainConfig) -> None:
     """Checks every value that does not need data or TensorFlow; raises ConfigError."""
-    from trainer import task_api  # no TensorFlow: the task's module is not imported here
+    from spottrain.trainer import task_api  # no TensorFlow: the task's module is not imported here
 
     task_api.check_spec(cfg.task, cfg.task_args)
     _require(

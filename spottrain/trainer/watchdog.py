@@ -1,6 +1,6 @@
 """Hang watchdog: a stuck job prints nothing and burns money, so make it speak and stop.
 
-``python -m trainer.task`` runs as a small supervisor process with the real
+``python -m spottrain.trainer.task`` runs as a small supervisor process with the real
 trainer as its child. The child reports every finished step over a pipe; when
 none arrives within ``--hang-timeout`` seconds (``--startup-timeout`` before the
 first step, which also covers a peer that never arrives while MWMS waits
@@ -29,13 +29,13 @@ import sys
 import tempfile
 import time
 
-from trainer.preemption import HUNG, die_with_parent, exit_code
+from spottrain.trainer.preemption import HUNG, die_with_parent, exit_code
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_FD_ENV = "SPOTTRAIN_HEARTBEAT_FD"
 # The same line protocol one level up: a supervisor relays its trainer's "start"
-# and "step" lines to this fd (set by trainer.launch), so the launcher follows
+# and "step" lines to this fd (set by spottrain.trainer.launch), so the launcher follows
 # progress without reading logs. An unsupervised trainer writes to it directly.
 PROGRESS_FD_ENV = "SPOTTRAIN_PROGRESS_FD"
 _RELAYED = (b"start", b"step")
@@ -112,10 +112,10 @@ def py_spy_dump(pid: int, timeout_s: float = 30.0) -> str | None:
 class NoticeRelay:
     """The supervisor's SIGTERM/SIGINT handler: passes the notice on to the trainer.
 
-    As a container's main process (``python -m trainer.task`` in a GKE Job pod)
+    As a container's main process (``python -m spottrain.trainer.task`` in a GKE Job pod)
     the supervisor is PID 1, and the kernel delivers to PID 1 only the signals
     it has a handler for: the rest are dropped, not defaulted (signal(7),
-    pid_namespaces(7)). So ``trainer.task`` installs this first thing, before
+    pid_namespaces(7)). So ``spottrain.trainer.task`` installs this first thing, before
     its checks and imports: a notice that arrives before the trainer exists is
     held (the supervisor then exits without starting it), one that arrives
     while it starts is passed on as soon as it does.
@@ -298,7 +298,7 @@ class Supervisor:
         child.wait()
         if self.dump_path:
             try:
-                from trainer import fileio
+                from spottrain.trainer import fileio
 
                 fileio.write_text(self.dump_path, report)
                 log.error("stack dump written to %s; exiting %d (retryable)", self.dump_path, HUNG)
@@ -311,7 +311,8 @@ def should_supervise(trainer_argv: list[str]) -> bool:
     return (
         HEARTBEAT_FD_ENV not in os.environ
         and "--no-supervisor" not in trainer_argv
-        and "--check" not in trainer_argv  # nothing to watch: trainer.check builds one batch
+        and "--check"
+        not in trainer_argv  # nothing to watch: spottrain.trainer.check builds one batch
     )
 
 
@@ -330,11 +331,11 @@ def supervise(
         trainer_argv: The trainer flags in it, for ``--hang-timeout`` and friends.
         name: Log name when TF_CONFIG gives none.
         relay: The installed notice handler (see :class:`NoticeRelay`), if any.
-        cfg: The flags already parsed (``trainer.attempt.check``); ``None`` parses
+        cfg: The flags already parsed (``spottrain.trainer.attempt.check``); ``None`` parses
             ``trainer_argv`` here.
     """
-    from trainer import config, distribution
-    from trainer.preemption import ConfigError
+    from spottrain.trainer import config, distribution
+    from spottrain.trainer.preemption import ConfigError
 
     if cfg is None:
         try:

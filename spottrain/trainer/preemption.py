@@ -164,7 +164,7 @@ class StopFlag:
         def _handler(signum, _frame):
             name = signal.Signals(signum).name
             if self.is_set():
-                # trainer.forward repeats a notice until the attempt ends: say it once.
+                # spottrain.trainer.forward repeats a notice until the attempt ends: say it once.
                 repeats[0] += 1
                 if repeats[0] == 1:
                     log.warning("%s again: still saving at the next step boundary", name)

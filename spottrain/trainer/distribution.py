@@ -3,7 +3,7 @@
 Vertex AI sets ``TF_CONFIG`` with a ``chief`` pool plus a ``worker`` pool;
 Kubernetes operators (TFJob) often use ``worker`` only, where worker 0 acts as
 chief. The GKE Job launcher sets no ``TF_CONFIG``: its pods get the
-``trainer.gang_env`` variables, from which the same ``worker``-only spec is
+``spottrain.trainer.gang_env`` variables, from which the same ``worker``-only spec is
 derived here. All are handled here so that no other module parses the environment.
 """
 
@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from trainer import gang_env
+from spottrain.trainer import gang_env
 
 log = logging.getLogger(__name__)
 

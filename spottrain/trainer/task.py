@@ -1,9 +1,9 @@
-"""Entry point: ``python -m trainer.task [flags]`` (``--help`` lists them).
+"""Entry point: ``python -m spottrain.trainer.task [flags]`` (``--help`` lists them).
 
 Runs one attempt of a (possibly multi-worker) training run and exits with the
-code documented in :mod:`trainer.preemption`. By default this process is a
+code documented in :mod:`spottrain.trainer.preemption`. By default this process is a
 light supervisor (no TensorFlow) that runs the trainer as its child and
-watches it for hangs (see :mod:`trainer.watchdog`); signals are forwarded.
+watches it for hangs (see :mod:`spottrain.trainer.watchdog`); signals are forwarded.
 It can be a container's main process (PID 1, as in the GKE Job's pods): it
 handles SIGTERM/SIGINT from its first lines on, reaps orphans and exits with
 the trainer's code.
@@ -19,7 +19,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     """Runs the trainer (supervised unless ``--no-supervisor``); returns its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    from trainer import watchdog
+    from spottrain.trainer import watchdog
 
     relay = None
     if watchdog.should_supervise(argv):
@@ -27,24 +27,24 @@ def main(argv: list[str] | None = None) -> int:
         # handler would be dropped by the kernel, and the pod killed at the end
         # of its grace period instead.
         relay = watchdog.NoticeRelay().install()
-    from trainer.stdio import survive_broken_pipes
+    from spottrain.trainer.stdio import survive_broken_pipes
 
     # Before logging captures sys.stdout: a dead log reader must not end training.
     survive_broken_pipes()
     _log_to_stdout_and_errors_to_stderr()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from trainer import attempt
+    from spottrain.trainer import attempt
 
     if relay is not None:
         # Bad flags and values fail here, in the light supervisor, in well under a second.
         checked = attempt.check(argv)
         if checked.code is not None:
             return checked.code
-        cmd = [sys.executable, "-m", "trainer.task", *argv]
+        cmd = [sys.executable, "-m", "spottrain.trainer.task", *argv]
         return watchdog.supervise(cmd, argv, checked.cluster.name, relay=relay, cfg=checked.cfg)
 
     if "--check" in argv:
-        from trainer import check
+        from spottrain.trainer import check
 
         return check.run(argv)
     return attempt.run(argv)
@@ -67,6 +67,6 @@ def _log_to_stdout_and_errors_to_stderr() -> None:
 
 
 if __name__ == "__main__":
-    from trainer.preemption import exit_process
+    from spottrain.trainer.preemption import exit_process
 
     exit_process(main())

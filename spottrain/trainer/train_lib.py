@@ -1,6 +1,6 @@
 """The engine: wires a task, distribution, checkpointing and preemption together.
 
-What is trained comes from a :class:`trainer.task_api.Task` (model, input pipeline,
+What is trained comes from a :class:`spottrain.trainer.task_api.Task` (model, input pipeline,
 loss, validation metrics); everything else is here.
 
 The loop is a custom ``strategy.run`` loop rather than ``model.fit``: Keras 3's
@@ -19,11 +19,11 @@ import re
 import threading
 import time
 
-from trainer import checkpointing, config, data, distribution, fileio, preemption
-from trainer import ledger as ledger_lib
-from trainer import watchdog as watchdog_lib
-from trainer.preemption import ConfigError, TrainerExit
-from trainer.task_api import Task, TrainInput
+from spottrain.trainer import checkpointing, config, data, distribution, fileio, preemption
+from spottrain.trainer import ledger as ledger_lib
+from spottrain.trainer import watchdog as watchdog_lib
+from spottrain.trainer.preemption import ConfigError, TrainerExit
+from spottrain.trainer.task_api import Task, TrainInput
 
 log = logging.getLogger("trainer")
 
@@ -114,7 +114,7 @@ class Trainer:
         self.started = time.monotonic()
         # (seconds waiting for input, seconds for the whole step) of recent steps.
         self.step_times: collections.deque = collections.deque(maxlen=10_000)
-        # Progress reports to the hang-watchdog supervisor (trainer.watchdog).
+        # Progress reports to the hang-watchdog supervisor (spottrain.trainer.watchdog).
         self.heartbeat = watchdog_lib.Heartbeat()
 
     # -- set-up -------------------------------------------------------------
@@ -151,7 +151,7 @@ class Trainer:
         # Same initial weights and dropout masks on every run with this seed; the
         # dropout RNG state is a model variable, so it is checkpointed too.
         keras.utils.set_random_seed(cfg.seed)
-        from trainer import optimizer as optimizer_lib  # Keras: imported only to train
+        from spottrain.trainer import optimizer as optimizer_lib  # Keras: imported only to train
 
         own_step = self.task.has_own_step()
         if own_step and (cfg.clip_norm or cfg.mixed_precision):

@@ -2,14 +2,14 @@
 
 A task says how to build the model, the per-worker input pipeline and the loss
 (optionally: the optimizer, validation metrics and extra export files). The engine
-(:mod:`trainer.train_lib`) owns everything else: the MultiWorkerMirroredStrategy,
+(:mod:`spottrain.trainer.train_lib`) owns everything else: the MultiWorkerMirroredStrategy,
 the step loop, every save (periodic, time-based asynchronous, on a notice at the
 same step on every worker), exact resume, the NaN guard, the hang watchdog, the
 attempt ledger, TensorBoard scalars, profiler step markers and the outputs.
 
-Select a task with ``python -m trainer.task --task my_pkg.my_module:MyTask
+Select a task with ``python -m spottrain.trainer.task --task my_pkg.my_module:MyTask
 --task-args '{"hidden": 64}'``; the built-in image classifier
-(:class:`trainer.image_task.ImageClassificationTask`) is the default.
+(:class:`spottrain.trainer.image_task.ImageClassificationTask`) is the default.
 
 **Exact resume.** The engine resumes at the checkpointed step and asks the task for
 the batches from that step on (``TrainInput.start_step``). Under
@@ -31,9 +31,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.preemption import ConfigError
+from spottrain.trainer.preemption import ConfigError
 
-DEFAULT_TASK = "trainer.image_task:ImageClassificationTask"
+DEFAULT_TASK = "spottrain.trainer.image_task:ImageClassificationTask"
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class Task:
 
     Args:
         args: The task's own settings (``--task-args``, a JSON object).
-        cfg: The engine's settings (``trainer.config.TrainConfig``), read-only.
+        cfg: The engine's settings (``spottrain.trainer.config.TrainConfig``), read-only.
     """
 
     def __init__(self, args: dict[str, Any], cfg):
@@ -244,7 +244,7 @@ def load_task(spec: str, args_json: str, cfg) -> Task:
     if cls is None:
         raise ConfigError(f"--task {spec!r}: {module_name!r} has no {class_name!r}")
     if not (isinstance(cls, type) and issubclass(cls, Task)):
-        raise ConfigError(f"--task {spec!r} is not a subclass of trainer.task_api.Task")
+        raise ConfigError(f"--task {spec!r} is not a subclass of spottrain.trainer.task_api.Task")
     if issubclass(cls, KerasTask):
         required = ("model", "examples")
     elif cls.has_own_step():  # its step computes its own losses

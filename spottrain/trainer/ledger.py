@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 
-from trainer import checkpointing, fileio, preemption
+from spottrain.trainer import checkpointing, fileio, preemption
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``python -m trainer.forward -- CMD ...``: a PID 1 that passes the preemption notice on.
+"""``python -m spottrain.trainer.forward -- CMD ...``: a PID 1 that passes the preemption notice on.
 
 Vertex AI runs a custom job's worker-pool command as the container's main
 process and sends it SIGTERM on a preemption. For a KFP lightweight component
@@ -8,7 +8,7 @@ PID 1 has no handler for, and dash does not exec its last command, so the
 trainer below never hears the notice and is killed at the end of the grace
 period with everything since its last save.
 
-The pools run ``tini -- python3 -m trainer.forward -- CMD``: tini is PID 1 from
+The pools run ``tini -- python3 -m spottrain.trainer.forward -- CMD``: tini is PID 1 from
 the container's first instructions (Python needs ~20-100 ms to have a handler, and
 the kernel drops what PID 1 neither handles nor blocks), and this process, its
 child (or PID 1 itself where tini is missing):
@@ -120,17 +120,17 @@ def run(cmd: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: ``python -m trainer.forward -- CMD [ARGS...]``."""
+    """CLI: ``python -m spottrain.trainer.forward -- CMD [ARGS...]``."""
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["--"]:
         args = args[1:]
     if not args:
-        print("usage: python -m trainer.forward -- CMD [ARGS...]", file=sys.stderr)
+        print("usage: python -m spottrain.trainer.forward -- CMD [ARGS...]", file=sys.stderr)
         return USAGE_ERROR
     try:
         return run(args)
     except OSError as e:
-        print(f"trainer.forward: cannot run {args[0]!r}: {e.strerror}", file=sys.stderr)
+        print(f"spottrain.trainer.forward: cannot run {args[0]!r}: {e.strerror}", file=sys.stderr)
         return 127
 
 

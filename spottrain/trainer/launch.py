@@ -1,6 +1,6 @@
-"""Local multi-worker launcher: ``python -m trainer.launch --workers N -- <trainer flags>``.
+"""Local multi-worker launcher: ``python -m spottrain.trainer.launch --workers N -- <flags>``.
 
-Starts N ``trainer.task`` processes on this machine with ``TF_CONFIG`` as
+Starts N ``spottrain.trainer.task`` processes on this machine with ``TF_CONFIG`` as
 Vertex AI sets it (one ``chief`` and N-1 ``worker`` tasks on free 127.0.0.1
 ports) and Vertex-like ``AIP_*`` output dirs, streams their logs with a
 prefix, and exits with the code of the first worker that failed. When one
@@ -28,8 +28,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from trainer.preemption import FATAL_CONFIG, die_with_parent, exit_code
-from trainer.watchdog import PROGRESS_FD_ENV
+from spottrain.trainer.preemption import FATAL_CONFIG, die_with_parent, exit_code
+from spottrain.trainer.watchdog import PROGRESS_FD_ENV
 
 
 def free_ports(n: int) -> list[int]:
@@ -115,7 +115,7 @@ class Launcher:
         grace: float = 0.0,
         kill_after: float = 20.0,
         seed: int | None = None,
-        module: str = "trainer.task",
+        module: str = "spottrain.trainer.task",
         stream=None,
         max_workers: int | None = None,
     ):
@@ -347,9 +347,9 @@ class Launcher:
 def build_parser() -> argparse.ArgumentParser:
     """The launcher's command line (trainer flags follow ``--``)."""
     p = argparse.ArgumentParser(
-        prog="python -m trainer.launch",
-        description="Run N local MWMS workers of trainer.task (TF_CONFIG on 127.0.0.1).",
-        epilog="Example: python -m trainer.launch --workers 2 --output-dir out -- "
+        prog="python -m spottrain.trainer.launch",
+        description="Run N local MWMS workers of spottrain.trainer.task (TF_CONFIG on 127.0.0.1).",
+        epilog="Example: python -m spottrain.trainer.launch --workers 2 --output-dir out -- "
         "--image-dir digits --backbone small_cnn --weights none --train-steps 200",
     )
     p.add_argument("--workers", type=int, default=2)
@@ -396,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit code."""
-    from trainer.stdio import survive_broken_pipes
+    from spottrain.trainer.stdio import survive_broken_pipes
 
     survive_broken_pipes()  # the workers' logs pass through here
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
