@@ -56,7 +56,7 @@ CASES = [
     (["--learning-rate", "nan"], "--learning-rate nan"),
     (["--learning-rate", "-1"], "--learning-rate -1"),
     (["--hang-timeout", "inf"], "--hang-timeout inf"),
-    (["--collective-timeout", "0"], "--collective-timeout 0"),
+    (["--collective-timeout", "-1"], "--collective-timeout -1"),
     (["--save-every-seconds", "-1"], "--save-every-seconds -1"),
     (["--save-every-seconds", "nan"], "--save-every-seconds nan"),
     (["--save-every-steps", "0"], "--save-every-steps 0"),

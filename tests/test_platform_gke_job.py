@@ -149,7 +149,7 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
     out = tmp_path / "run"
     steps, save_every = 100, 20
     args = tiny_args(
-        digits_dir, out, train_steps=steps, save_every_steps=save_every, collective_timeout=15,
+        digits_dir, out, train_steps=steps, save_every_steps=save_every,
         log_every_steps=1, threads=1,
     )  # fmt: skip
     ckpt = out / "checkpoints"
@@ -233,7 +233,7 @@ def test_a_user_task_in_job_pods_saves_on_notice_and_finishes_exactly(tmp_path):
         "--task", "examples.regression:Regression", "--task-args", '{"features": 8}',
         "--train-steps", "600", "--batch-size-per-replica", "16",
         "--save-every-steps", "100000", "--save-every-seconds", "0", "--log-every-steps", "1",
-        "--collective-timeout", "20", "--threads", "1",
+        "--threads", "1",
         "--checkpoint-dir", str(ckpt), "--model-dir", str(out / "model"),
     ]  # fmt: skip
     with PodNetwork(tmp_path, JOB, SERVICE) as net:

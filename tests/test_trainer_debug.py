@@ -81,17 +81,17 @@ def test_nan_loss_stops_fatal_and_keeps_last_good_checkpoint(digits_dir, tmp_pat
 
 
 def test_frozen_worker_survivor_gives_up_and_frozen_one_is_dumped(digits_dir, tmp_path):
-    """A live-but-stuck peer (SIGSTOP): the chief's collective times out, the frozen
-    worker's supervisor dumps its stacks and stops it. Nothing waits forever."""
+    """A live-but-stuck peer (SIGSTOP): the coordination service's heartbeats fail the
+    chief's collective (no collective timeout is set), the frozen worker's supervisor
+    dumps its stacks and stops it. Nothing waits forever."""
     from spottrain.trainer import launch
 
     out = tmp_path / "run"
-    collective_timeout, hang_timeout = 10, 15
+    hang_timeout = 15
     args = tiny_args(
         digits_dir,
         out,
         train_steps=400,
-        collective_timeout=collective_timeout,
         hang_timeout=hang_timeout,
     )
     launcher = launch.Launcher(
@@ -103,7 +103,7 @@ def test_frozen_worker_survivor_gives_up_and_frozen_one_is_dumped(digits_dir, tm
     chief, frozen = by_name["chief-0"], by_name["worker-0"]
     assert chief.code == preemption.PEER_LOST, result.worker_codes
     assert frozen.code == preemption.HUNG, result.worker_codes
-    assert chief.ended_at - result.chaos["at"] < collective_timeout + 20
+    assert chief.ended_at - result.chaos["at"] < 30  # heartbeats: ~10 s, then the exit
     assert frozen.ended_at - result.chaos["at"] < 2 * hang_timeout + 10
     (dump,) = (out / "checkpoints" / "diagnostics").glob("hang-worker-0-*.txt")
     assert "stacks (py-spy)" in dump.read_text() and "train" in dump.read_text()

@@ -27,7 +27,6 @@ def tiny_args(digits_dir: str, out: Path, **overrides) -> list[str]:
         "log-every-steps": 5,
         "checkpoint-dir": str(out / "checkpoints"),
         "model-dir": str(out / "model"),
-        "collective-timeout": 20,
     }
     flags.update({k.replace("_", "-"): v for k, v in overrides.items()})
     args = []

@@ -76,7 +76,10 @@ class TrainConfig:
     checkpoint_dir: str = ""
     model_dir: str = ""
     tensorboard_dir: str = ""
-    collective_timeout: float = 60.0
+    # 0: no per-collective timeout. MWMS's coordination service already turns a dead
+    # or frozen peer into an error (its heartbeats), and a timeout costs a TensorFlow
+    # timer thread per collective for its whole length (see distribution.create_strategy).
+    collective_timeout: float = 0.0
     hang_timeout: float = 600.0
     startup_timeout: float = 1800.0
     no_supervisor: bool = False
@@ -264,7 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--collective-timeout",
         type=float,
         default=d.collective_timeout,
-        help="Seconds a collective may wait for a peer before the worker gives up.",
+        help="Seconds a collective may wait for a peer before the worker gives up "
+        "(0, the default: no timeout; a dead or frozen peer is found by the coordination "
+        "service's heartbeats within ~10 s). Each timed collective holds a thread this long.",
     )
     ft.add_argument(
         "--hang-timeout",
@@ -399,8 +404,12 @@ def validate(cfg: TrainConfig) -> None:
     )
     _require(cfg.log_every_steps > 0, f"--log-every-steps {cfg.log_every_steps} must be positive")
     _require(0 <= cfg.val_fraction < 1, f"--val-fraction {cfg.val_fraction} must be in [0, 1)")
+    _require(
+        math.isfinite(cfg.collective_timeout) and cfg.collective_timeout >= 0,
+        f"--collective-timeout {cfg.collective_timeout} must be a finite number of seconds "
+        ">= 0 (0: none)",
+    )
     for flag, seconds in (
-        ("--collective-timeout", cfg.collective_timeout),
         ("--hang-timeout", cfg.hang_timeout),
         ("--startup-timeout", cfg.startup_timeout),
     ):

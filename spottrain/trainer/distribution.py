@@ -191,8 +191,19 @@ def default_dirs(environ: dict | None = None) -> dict[str, str]:
 def create_strategy(cluster: Cluster, collective_timeout_s: float):
     """Builds the distribution strategy for this process.
 
-    Several workers: MultiWorkerMirroredStrategy with a collective timeout, so
-    a dead or frozen peer turns into an error instead of an endless wait. One
+    Several workers: MultiWorkerMirroredStrategy. A dead or frozen peer turns into an
+    error, not an endless wait, without a collective timeout: MWMS starts TF's
+    coordination service and relies on its heartbeats (TF 2.21
+    ``collective_all_reduce_strategy.py``: ``configure_coordination_service`` at
+    lines 551-567, "use its internal heartbeat to detect peer failures" at 581-584);
+    measured here, a SIGKILLed peer fails the survivor's next collective at once
+    ("Socket closed") and a SIGSTOPped one within ~8 s ("tasks are unhealthy
+    (stopped sending heartbeats)"). ``collective_timeout_s`` > 0 adds TF's own
+    per-collective timeout, off by default for its cost, which TF's docstring states
+    (``collective_util.py`` lines 97-103: "only be used for debugging since it
+    creates a new thread for each collective"): the thread sleeps the whole timeout
+    even when the collective finished at once, so a worker holds ~steps/s x 6 x
+    timeout threads (16,000 and "can't start new thread" at 130 steps/s with 60 s). One
     process: MirroredStrategy over local GPUs when there are several, otherwise
     the default strategy (no collective overhead on a single device).
     """
@@ -200,7 +211,7 @@ def create_strategy(cluster: Cluster, collective_timeout_s: float):
 
     if cluster.multi_worker:
         options = tf.distribute.experimental.CommunicationOptions(
-            timeout_seconds=collective_timeout_s
+            timeout_seconds=collective_timeout_s or None
         )
         resolver = None  # TFConfigClusterResolver: TF reads TF_CONFIG itself
         if cluster.job_spec is not None:
