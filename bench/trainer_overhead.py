@@ -92,7 +92,7 @@ if kind == "keras":  # the user task's own compiled model and examples
 else:
     index = data.index_image_dir(cfg)
     pipes = data.Pipelines(index, cfg)
-    examples = tf.data.Dataset.from_tensor_slices((pipes.train_cache, pipes.train_labels))
+    examples = tf.data.Dataset.from_tensor_slices(pipes.train_cache)  # (images, labels)
     n = len(index.train)
     model = model_lib.build_model(cfg, len(index.class_names))
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import keras
+import numpy as np
+import pytest
 import tfds_digits
-from trainer_helpers import tiny_args
+from trainer_helpers import ledger, summary, tiny_args
 
-from spottrain.trainer import attempt, preemption
+from spottrain.trainer import attempt, launch, preemption
 
 
 def test_trains_on_a_prepared_tfds_dataset_and_writes_tensorboard(tmp_path):
@@ -47,3 +50,32 @@ def test_unknown_tfds_split_is_fatal_and_named(tmp_path):
     assert attempt.run(argv) == preemption.FATAL_CONFIG
     marker = json.loads((tmp_path / "run" / "checkpoints" / "FATAL.json").read_text())
     assert "'test'" in marker["error"] and "validation" in marker["error"]
+
+
+@pytest.mark.slow
+def test_a_streamed_tfds_split_resumes_bit_identically(tmp_path, capfd):
+    """A tfds split larger than --cache-max-mb is streamed (never read into memory
+    whole): 2 workers, a SIGTERM in the second epoch, the resume reads through to its
+    step and ends with the weights of an uninterrupted run."""
+    data_dir = tmp_path / "tfds"
+    tfds_digits.DigitsSklearn(data_dir=str(data_dir)).download_and_prepare()
+
+    def args(out):  # 1,600 training examples, 32 a step: step 50 ends the first epoch
+        return tiny_args(
+            "", out, image_dir=None, dataset="digits_sklearn", data_dir=data_dir,
+            cache_max_mb=0, train_steps=80, batch_size_per_replica=16, save_every_steps=30,
+        )  # fmt: skip
+
+    clean, hit = tmp_path / "clean", tmp_path / "hit"
+    assert launch.Launcher(2, args(clean)).run().code == 0
+    assert "1600 examples streamed" in capfd.readouterr().out
+    first = launch.Launcher(2, args(hit), preempt_at_step=55, signal_name="TERM", seed=0).run()
+    assert first.code == preemption.PREEMPTED and first.chaos["step"] >= 55, first
+    assert launch.Launcher(2, args(hit)).run().code == 0
+    assert 55 <= ledger(hit)[1]["start_step"] < 80
+    a = keras.models.load_model(clean / "model" / "model.keras").get_weights()
+    b = keras.models.load_model(hit / "model" / "model.keras").get_weights()
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert summary(hit)["final_step"] == 80 and summary(hit)["val_examples"] == 197

@@ -1,10 +1,17 @@
 """Input data: image folders (local or gs://) and tfds datasets.
 
 Resumption needs no iterator state: the examples of global step ``s`` are a
-pure function of ``(seed, s)``. Each epoch is a stateless permutation of the
-training set, and a run starting at step ``s`` begins its stream at flat
-position ``s * global_batch``. An interrupted-and-resumed run therefore sees
-exactly the batches an uninterrupted run sees.
+pure function of ``(seed, s)``, and a run starting at step ``s`` begins its stream
+at flat position ``s * global_batch``. An interrupted-and-resumed run therefore
+sees exactly the batches an uninterrupted run sees. Each epoch is
+
+* a stateless permutation of the training set, when it is indexed: an image
+  folder's file list, or a split decoded into memory because it fits in
+  ``--cache-max-mb``;
+* otherwise (a tfds split larger than that) the split streamed from its files in
+  their fixed order, each window of records permuted by ``(seed, epoch)``: nothing
+  but a window of records is held in memory, and a resumed run reads (without decoding)
+  through at most one epoch to reach its first example.
 """
 
 from __future__ import annotations
@@ -42,6 +49,13 @@ class DataIndex:
     train: Split | None = None
     val: Split | None = None
     tfds_builder: object | None = None
+    tfds_splits: tuple[str, str] = ("", "")  # the train and validation split specs
+    tfds_num_train: int = 0
+
+    @property
+    def num_train(self) -> int:
+        """Examples in the training split."""
+        return len(self.train) if self.train is not None else self.tfds_num_train
 
 
 def _held_out(relative_path: str, fraction: float, seed: int) -> bool:
@@ -115,7 +129,28 @@ def index_tfds(cfg: TrainConfig) -> DataIndex:
             raise ConfigError(
                 f"split {split!r} is not in tfds dataset {cfg.dataset!r} (has {', '.join(splits)})"
             )
-    return DataIndex("tfds", class_names, tfds_builder=builder)
+    if cfg.val_split:
+        train_spec, val_spec = cfg.train_split, cfg.val_split
+    else:
+        keep = round(100 * (1 - cfg.val_fraction))
+        train_spec = f"{cfg.train_split}[:{keep}%]"
+        val_spec = f"{cfg.train_split}[{keep}%:]" if keep < 100 else ""
+    num_train = splits[train_spec].num_examples
+    if not num_train:
+        raise ConfigError(f"split {train_spec!r} of tfds dataset {cfg.dataset!r} is empty")
+    log.info(
+        "tfds %s: %d train / %d validation",
+        cfg.dataset,
+        num_train,
+        splits[val_spec].num_examples if val_spec else 0,
+    )
+    return DataIndex(
+        "tfds",
+        class_names,
+        tfds_builder=builder,
+        tfds_splits=(train_spec, val_spec),
+        tfds_num_train=num_train,
+    )
 
 
 def index_data(cfg: TrainConfig) -> DataIndex:
@@ -123,30 +158,17 @@ def index_data(cfg: TrainConfig) -> DataIndex:
     return index_image_dir(cfg) if cfg.image_dir else index_tfds(cfg)
 
 
-def materialize_tfds(index: DataIndex, cfg: TrainConfig) -> None:
-    """Reads a tfds dataset's encoded images into memory so batches can be indexed by step."""
+def tfds_stream(index: DataIndex, split: str):
+    """A tfds split as ``(encoded image, int32 label)`` in its files' fixed order."""
+    import tensorflow as tf
     import tensorflow_datasets as tfds
 
     builder = index.tfds_builder
     image_key, label_key = builder.info.supervised_keys or ("image", "label")
-
-    def read(split: str) -> Split:
-        ds = builder.as_dataset(
-            split=split, decoders={image_key: tfds.decode.SkipDecoding()}, shuffle_files=False
-        )
-        out = Split([], [])
-        for ex in ds.as_numpy_iterator():
-            out.items.append(ex[image_key])
-            out.labels.append(int(ex[label_key]))
-        return out
-
-    if cfg.val_split:
-        index.train, index.val = read(cfg.train_split), read(cfg.val_split)
-    else:
-        keep = round(100 * (1 - cfg.val_fraction))
-        index.train = read(f"{cfg.train_split}[:{keep}%]")
-        index.val = read(f"{cfg.train_split}[{keep}%:]")
-    log.info("tfds %s: %d train / %d validation", cfg.dataset, len(index.train), len(index.val))
+    ds = builder.as_dataset(
+        split=split, decoders={image_key: tfds.decode.SkipDecoding()}, shuffle_files=False
+    )
+    return ds.map(lambda ex: (ex[image_key], tf.cast(ex[label_key], tf.int32)))
 
 
 def steps_for_epochs(epochs: float, num_train: int, global_batch: int) -> int:
@@ -195,25 +217,40 @@ def undecodable_error(items, image_size: int, where: str) -> ConfigError | None:
     )
 
 
-def _decoded_cache(split: Split, cfg: TrainConfig, from_files: bool):
-    """Decodes a split once into a uint8 [N, H, W, 3] tensor on the host, if it fits."""
+def _fits_cache(count: int, cfg: TrainConfig) -> bool:
+    return count * cfg.image_size**2 * 3 <= cfg.cache_max_mb * 2**20
+
+
+def _decoded_cache(pairs, count: int, cfg: TrainConfig, from_files: bool, items=None):
+    """Decodes ``(item, label)`` pairs once into uint8 [N, H, W, 3] images and labels.
+
+    On the host; ``items`` (file paths) name an undecodable file.
+    """
     import tensorflow as tf
 
-    nbytes = len(split) * cfg.image_size**2 * 3
-    if nbytes > cfg.cache_max_mb * 2**20:
-        return None
+    decode = _decoder(cfg.image_size, from_files)
     with tf.device("/cpu:0"):  # keep it out of accelerator memory
-        ds = tf.data.Dataset.from_tensor_slices(split.items)
-        ds = ds.map(_decoder(cfg.image_size, from_files), num_parallel_calls=tf.data.AUTOTUNE)
+        ds = pairs.map(lambda x, y: (decode(x), y), num_parallel_calls=tf.data.AUTOTUNE)
         try:
-            images = tf.concat(list(ds.batch(1024).prefetch(2)), axis=0)
+            parts = list(ds.batch(1024).prefetch(2))
         except tf.errors.InvalidArgumentError:
-            error = from_files and undecodable_error(split.items, cfg.image_size, "in --image-dir")
+            error = items is not None and undecodable_error(items, cfg.image_size, "in --image-dir")
             if error:
                 raise error from None
             raise
-    log.info("decoded %d images into a %.1f MB in-memory cache", len(split), nbytes / 2**20)
-    return images
+        images = tf.concat([p[0] for p in parts], axis=0)
+        labels = tf.concat([p[1] for p in parts], axis=0)
+    log.info(
+        "decoded %d images into a %.1f MB in-memory cache",
+        count,
+        count * cfg.image_size**2 * 3 / 2**20,
+    )
+    return images, labels
+
+
+# Consecutive records of a streamed (uncached) tfds split permuted together each epoch:
+# encoded images held at once, so ~100 MB for photos of ~100 kB.
+SHUFFLE_BUFFER = 1024
 
 
 class Pipelines:
@@ -223,13 +260,36 @@ class Pipelines:
         import tensorflow as tf
 
         self.cfg = cfg
+        self.index = index
         self.from_files = index.source == "image_dir"
         self.train = index.train
         self.val = index.val
-        with tf.device("/cpu:0"):
-            self.train_items = tf.constant(self.train.items)
-            self.train_labels = tf.constant(self.train.labels, tf.int32)
-        self.train_cache = _decoded_cache(self.train, cfg, self.from_files)
+        self.num_train = index.num_train
+        self.train_cache = None  # (images, labels) decoded in memory, or None
+        self.train_stream = None  # a tfds split too large for the cache, streamed
+        if self.from_files:
+            with tf.device("/cpu:0"):
+                self.train_items = tf.constant(self.train.items)
+                self.train_labels = tf.constant(self.train.labels, tf.int32)
+            if _fits_cache(self.num_train, cfg):
+                pairs = tf.data.Dataset.from_tensor_slices((self.train_items, self.train_labels))
+                self.train_cache = _decoded_cache(
+                    pairs, self.num_train, cfg, True, items=self.train.items
+                )
+        else:
+            stream = tfds_stream(index, index.tfds_splits[0])
+            if _fits_cache(self.num_train, cfg):
+                self.train_cache = _decoded_cache(stream, self.num_train, cfg, False)
+            else:
+                self.train_stream = stream
+                log.info(
+                    "tfds split %s: %d examples streamed (larger than --cache-max-mb %d once "
+                    "decoded), permuted in windows of %d",
+                    index.tfds_splits[0],
+                    self.num_train,
+                    cfg.cache_max_mb,
+                    SHUFFLE_BUFFER,
+                )
 
     def train_dataset(
         self,
@@ -252,44 +312,76 @@ class Pipelines:
         """
         import tensorflow as tf
 
-        n = len(self.train)
+        n = self.num_train
         seed = self.cfg.seed
         first = start_step * global_batch  # flat position of the first example
         end = total_steps * global_batch
+        epochs = tf.data.Dataset.range(first // n, math.ceil(end / n))
+        per_step = (worker.stop - worker.start) if worker is not None else global_batch
 
-        def epoch_order(epoch):
-            perm = tf.random.experimental.stateless_shuffle(
-                tf.range(n, dtype=tf.int64), seed=tf.stack([tf.cast(seed, tf.int64), epoch])
-            )
-            return tf.data.Dataset.from_tensor_slices(perm)
+        def step_batches(ds):
+            ds = ds.skip(first % n).take(end - first).batch(global_batch, drop_remainder=True)
+            if worker is not None:  # the worker's examples of every global batch
+                ds = ds.map(lambda *parts: tuple(p[worker.start : worker.stop] for p in parts))
+            return ds
 
-        steps = (
-            tf.data.Dataset.range(first // n, math.ceil(end / n))
-            .flat_map(epoch_order)
-            .skip(first % n)
-            .take(end - first)
-            .batch(global_batch, drop_remainder=True)
-        )
-        if worker is not None:  # the worker's examples of every global batch
-            steps = steps.map(lambda idx: idx[worker.start : worker.stop])
-        if self.train_cache is not None:
-            images, labels = self.train_cache, self.train_labels
-            ds = steps.map(
-                lambda idx: (tf.gather(images, idx), tf.gather(labels, idx)),
-                num_parallel_calls=tf.data.AUTOTUNE,
-            )
-        else:
-            decode = _decoder(self.cfg.image_size, self.from_files)
-            items, labels = self.train_items, self.train_labels
-            per_step = (worker.stop - worker.start) if worker is not None else global_batch
+        if self.train_stream is not None:
+            stream = self.train_stream
+            buffer = min(n, SHUFFLE_BUFFER)
+
+            def epoch_stream(epoch):
+                # Each window of `buffer` consecutive records is permuted by a stateless
+                # seed of (seed, epoch, window): every epoch's order differs and is a
+                # function of (seed, epoch) alone. (Dataset.shuffle cannot take a seed
+                # computed per epoch inside flat_map.) tfds writes a split's records
+                # already shuffled by key (`download_and_prepare`), so the windows need
+                # not mix across the split.
+                def permute(window, records):
+                    images, labels = records
+                    count = tf.shape(labels, out_type=tf.int64)[0]
+                    order = tf.random.experimental.stateless_shuffle(
+                        tf.range(count),
+                        seed=tf.stack([tf.cast(seed, tf.int64) * 7919 + epoch, window]),
+                    )
+                    return tf.data.Dataset.from_tensor_slices(
+                        (tf.gather(images, order), tf.gather(labels, order))
+                    )
+
+                return stream.batch(buffer).enumerate().flat_map(permute)
+
+            decode = _decoder(self.cfg.image_size, from_files=False)
             ds = (
-                steps.unbatch()
-                .map(
-                    lambda i: (decode(tf.gather(items, i)), tf.gather(labels, i)),
-                    num_parallel_calls=tf.data.AUTOTUNE,
-                )
+                step_batches(epochs.flat_map(epoch_stream))
+                .unbatch()
+                .map(lambda x, y: (decode(x), y), num_parallel_calls=tf.data.AUTOTUNE)
                 .batch(per_step, drop_remainder=True)
             )
+        else:
+
+            def epoch_order(epoch):
+                perm = tf.random.experimental.stateless_shuffle(
+                    tf.range(n, dtype=tf.int64), seed=tf.stack([tf.cast(seed, tf.int64), epoch])
+                )
+                return tf.data.Dataset.from_tensor_slices(perm)
+
+            steps = step_batches(epochs.flat_map(epoch_order))
+            if self.train_cache is not None:
+                images, labels = self.train_cache
+                ds = steps.map(
+                    lambda idx: (tf.gather(images, idx), tf.gather(labels, idx)),
+                    num_parallel_calls=tf.data.AUTOTUNE,
+                )
+            else:
+                decode = _decoder(self.cfg.image_size, self.from_files)
+                items, labels = self.train_items, self.train_labels
+                ds = (
+                    steps.unbatch()
+                    .map(
+                        lambda i: (decode(tf.gather(items, i)), tf.gather(labels, i)),
+                        num_parallel_calls=tf.data.AUTOTUNE,
+                    )
+                    .batch(per_step, drop_remainder=True)
+                )
         if per_replica is not None:
             ds = ds.rebatch(per_replica, drop_remainder=True)
         options = tf.data.Options()
@@ -319,9 +411,20 @@ class Pipelines:
         """The validation split in order, or None when there is none."""
         import tensorflow as tf
 
-        if not self.val or not len(self.val):
-            return None
+        if self.from_files:
+            if not self.val or not len(self.val):
+                return None
+            count = len(self.val)
+            ds = tf.data.Dataset.from_tensor_slices((self.val.items, self.val.labels))
+        else:
+            split = self.index.tfds_splits[1]
+            if not split:
+                return None
+            count = self.index.tfds_builder.info.splits[split].num_examples
+            ds = tfds_stream(self.index, split)
         decode = _decoder(self.cfg.image_size, self.from_files)
-        ds = tf.data.Dataset.from_tensor_slices((self.val.items, self.val.labels))
         ds = ds.map(lambda x, y: (decode(x), y), num_parallel_calls=tf.data.AUTOTUNE)
-        return ds.batch(batch_size).cache().prefetch(tf.data.AUTOTUNE)
+        ds = ds.batch(batch_size)
+        if _fits_cache(count, self.cfg):  # evaluated once per run, but the read is repeated
+            ds = ds.cache()
+        return ds.prefetch(tf.data.AUTOTUNE)

@@ -35,14 +35,12 @@ class ImageClassificationTask(Task):
 
     def num_train_examples(self) -> int:
         """Images in the training split."""
-        return len(self.index.train) if self.index.train is not None else 0
+        return self.index.num_train
 
     @property
     def pipelines(self) -> data.Pipelines:
-        """Built once, after the strategy: tfds datasets are read into memory first."""
+        """Built once, after the strategy (a split that fits the cache is decoded first)."""
         if self._pipelines is None:
-            if self.index.source == "tfds":
-                data.materialize_tfds(self.index, self.cfg)
             self._pipelines = data.Pipelines(self.index, self.cfg)
         return self._pipelines
 
