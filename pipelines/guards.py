@@ -11,11 +11,12 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from spottrain.pipelines import templates
+from spottrain.pipelines import task_check, templates
 
 PERSISTENT_PREFIXES = ("gs://", "/gcs/")
 _TIMEOUT = re.compile(r"^([0-9]+(\.[0-9]{1,9})?)s$")
@@ -386,6 +387,8 @@ def preflight(
         if templates.job_engine_tasks(spec):
             check_job_engine_checkpoint_dir(templates.checkpoint_dir_value(spec, params) or "")
     check_values(spec, params)
+    if note := task_check.check_task(params):
+        print(note, file=sys.stderr)
     gpus = _gpus(spec, platform)
     for image in set(templates.images(spec)):
         check_image_gpu(image, gpus)

@@ -127,6 +127,14 @@ CASES = [
     (["compile", "--out", "{tmp}/x.yaml"], 2, "is only used with --target"),
     (run_gke("checkpoint_dir=gs://Bad_Bucket/c"), 2, "'Bad_Bucket' is not a Cloud Storage"),
     (run_gke("checkpoint_dir=s3://b/c"), 2, "checkpoint_dir='s3://b/c' is not persistent"),
+    # The run's own task, checked on CPU here before the run (pipelines/task_check.py)
+    (
+        run_gke("task=tests.task_fixtures:WrongShapes", "batch_size_per_replica=4"),
+        2,
+        "task 'tests.task_fixtures:WrongShapes' fails its pre-flight check (exit 64): check "
+        "failed: the task's batches do not fit its model at step 1",
+    ),
+    (run_gke("task=tests.task_fixtures:Nope"), 2, "Nope"),
     (["nodepool", "--cluster", "c", "--zone", "z", "--gpu-type", "nvidia-tesla-t5"], 2, "t5"),
     (["nodepool", "--cluster", "c", "--zone", "z", "--pool", "bogus"], 2, "pool='bogus'"),
     (["nodepool", "--cluster", "c", "--zone", "z", "--max-nodes", "0"], 2, "max_nodes=0"),

@@ -23,7 +23,7 @@ def _args(out, task=REGRESSION, **flags):
         *task,
         "--train-steps", "240", "--batch-size-per-replica", "16", "--save-every-steps", "100",
         "--learning-rate", "0.01",
-        "--log-every-steps", "5", "--collective-timeout", "20", "--threads", "1",
+        "--log-every-steps", "5", "--threads", "1",
         "--checkpoint-dir", str(out / "checkpoints"), "--model-dir", str(out / "model"),
     ]  # fmt: skip
     for key, value in flags.items():
@@ -238,3 +238,14 @@ def test_a_user_package_named_trainer_does_not_clash_with_the_engine(tmp_path):
     proc, _ = run_module("spottrain.trainer.task", flags, extra_env=user)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert summary(out)["final_step"] == 20
+
+
+def test_the_pre_flight_skips_a_task_it_cannot_import_and_says_so():
+    from spottrain.pipelines import task_check
+
+    note = task_check.check_task({"task": "only_in_my_image.tasks:Mine"})
+    assert "'only_in_my_image.tasks:Mine' is not importable here" in note
+    assert "--check" in note
+    assert task_check.check_task({"task": ""}) is None  # the built-in task: nothing to do
+    ok = {"task": REGRESSION[1], "task_args": REGRESSION[3], "batch_size_per_replica": 8}
+    assert task_check.check_task(ok) is None
