@@ -133,6 +133,9 @@ bench: venv ## Benchmarks (ratios measured side by side)
 bench-task: venv ## The same on a user's task (examples/keras_classifier.py: KerasTask vs fit on its own model and data)
 	$(PY) bench/trainer_overhead.py --task keras
 
+bench-tfds-memory: venv ## Peak memory training on a streamed tfds split, 1x vs 2x its size (~1 min)
+	$(PY) bench/tfds_memory.py
+
 bench-checkpoint: venv ## Cost of the time-based async saves (on vs off, side by side)
 	$(PY) bench/checkpoint_overhead.py
 
