@@ -77,14 +77,7 @@ def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> task
 def load_and_prepare(cfg: config.TrainConfig) -> task_api.Task:
     """The task of ``cfg``, loaded and prepared; its own failures are one ConfigError line."""
     task = task_api.load_task(cfg.task, cfg.task_args, cfg)
-    try:
-        task.prepare()
-    except (ConfigError, TrainerExit):
-        raise
-    except Exception as e:  # noqa: BLE001 - a user's task: one line, not a traceback
-        if fileio.storage_failure(e) is not None:
-            raise
-        raise ConfigError(f"--task {cfg.task}: prepare() raised {type(e).__name__}: {e}") from e
+    task_api.call_task(f"--task {cfg.task}: prepare()", task.prepare)
     return task
 
 

@@ -31,9 +31,31 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from spottrain.trainer.preemption import ConfigError
+from spottrain.trainer import fileio
+from spottrain.trainer.preemption import ConfigError, TrainerExit
 
 DEFAULT_TASK = "spottrain.trainer.image_task:ImageClassificationTask"
+
+
+def call_task(what: str, method, *args):
+    """Calls a task's ``method``; what the task's own code raises becomes one fatal line.
+
+    The engine's own exits and storage failures (retryable: ``fileio.storage_failure``,
+    e.g. pretrained weights unreachable) pass through unchanged.
+
+    Args:
+        what: How the line names the call, e.g. "the task's build_model()".
+        method: The bound method.
+        *args: Its arguments.
+    """
+    try:
+        return method(*args)
+    except (ConfigError, TrainerExit):
+        raise
+    except Exception as e:  # noqa: BLE001 - a user's task: one line, not a traceback
+        if fileio.storage_failure(e) is not None:
+            raise
+        raise ConfigError(f"{what} raised {type(e).__name__}: {e}") from e
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from spottrain.trainer import checkpointing, config, data, distribution, fileio,
 from spottrain.trainer import ledger as ledger_lib
 from spottrain.trainer import watchdog as watchdog_lib
 from spottrain.trainer.preemption import ConfigError, TrainerExit
-from spottrain.trainer.task_api import Task, TrainInput
+from spottrain.trainer.task_api import Task, TrainInput, call_task
 
 log = logging.getLogger("trainer")
 
@@ -85,14 +85,7 @@ def misfit_error(error: Exception, step: int) -> ConfigError:
 
 def build_model(task: Task):
     """The task's model; its own failure is one fatal line, not a traceback."""
-    try:
-        return task.build_model()
-    except (ConfigError, TrainerExit):
-        raise
-    except Exception as e:
-        if fileio.storage_failure(e) is not None:  # e.g. pretrained weights unreachable
-            raise
-        raise ConfigError(f"the task's build_model() raised {type(e).__name__}: {e}") from e
+    return call_task("the task's build_model()", task.build_model)
 
 
 class Trainer:
