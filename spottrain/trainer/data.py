@@ -31,9 +31,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Split:
-    """Examples of one split: file paths or encoded image bytes, and int labels."""
+    """Examples of one image-folder split: file paths and int labels."""
 
-    items: list  # str paths or bytes
+    items: list[str]
     labels: list[int]
 
     def __len__(self) -> int:
@@ -217,8 +217,13 @@ def undecodable_error(items, image_size: int, where: str) -> ConfigError | None:
     )
 
 
+def _decoded_bytes(count: int, cfg: TrainConfig) -> int:
+    """The size of ``count`` images decoded (uint8 RGB at --image-size)."""
+    return count * cfg.image_size**2 * 3
+
+
 def _fits_cache(count: int, cfg: TrainConfig) -> bool:
-    return count * cfg.image_size**2 * 3 <= cfg.cache_max_mb * 2**20
+    return _decoded_bytes(count, cfg) <= cfg.cache_max_mb * 2**20
 
 
 def _decoded_cache(pairs, count: int, cfg: TrainConfig, from_files: bool, items=None):
@@ -243,7 +248,7 @@ def _decoded_cache(pairs, count: int, cfg: TrainConfig, from_files: bool, items=
     log.info(
         "decoded %d images into a %.1f MB in-memory cache",
         count,
-        count * cfg.image_size**2 * 3 / 2**20,
+        _decoded_bytes(count, cfg) / 2**20,
     )
     return images, labels
 
@@ -339,9 +344,10 @@ class Pipelines:
                 def permute(window, records):
                     images, labels = records
                     count = tf.shape(labels, out_type=tf.int64)[0]
+                    epoch_seed = tf.stack([tf.cast(seed, tf.int64), epoch])
                     order = tf.random.experimental.stateless_shuffle(
                         tf.range(count),
-                        seed=tf.stack([tf.cast(seed, tf.int64) * 7919 + epoch, window]),
+                        seed=tf.random.experimental.stateless_fold_in(epoch_seed, window),
                     )
                     return tf.data.Dataset.from_tensor_slices(
                         (tf.gather(images, order), tf.gather(labels, order))
