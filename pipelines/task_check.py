@@ -19,14 +19,6 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-# The settings of a run the check builds the task with (the pipeline's parameters of
-# the same names); the rest (steps, saving) does not change what is built.
-_FLAGS = {
-    "task": "--task",
-    "task_args": "--task-args",
-    "batch_size_per_replica": "--batch-size-per-replica",
-    "learning_rate": "--learning-rate",
-}
 # Importing TensorFlow and building a model on CPU takes seconds; a check that takes
 # longer than this is not what a pre-flight should wait for.
 CHECK_TIMEOUT_S = 180
@@ -63,14 +55,20 @@ def check_task(params: Mapping[str, Any]) -> str | None:
             f"pre-flight: task {task!r} is not importable here, so it is not checked "
             "before the run; check it in your image: docker run IMAGE --check --task …"
         )
-    argv = [sys.executable, "-m", "spottrain.trainer.task", "--check"]
-    for name, flag in _FLAGS.items():
-        if name in params and params[name] not in ("", None):
-            argv += [flag, str(params[name])]
-    if params.get("mixed_precision") is True:
-        argv.append("--mixed-precision")
+    from spottrain.runtime.train import trainer_flags
+    from spottrain.trainer.config import PIPELINE_HYPERPARAMETERS
+
     with tempfile.TemporaryDirectory(prefix="spottrain-check-") as scratch:
-        argv += ["--train-steps", "1", "--checkpoint-dir", f"{scratch}/c", "--model-dir", scratch]
+        # The run's settings become flags as the train component makes them; no data
+        # folder (it is copied only in the run), and a step count the check accepts.
+        flags = trainer_flags(
+            data_dir="",
+            checkpoint_dir=f"{scratch}/c",
+            model_dir=scratch,
+            extra_args=["--train-steps", "1"],  # the last of a repeated flag wins
+            **{k: params[k] for k in PIPELINE_HYPERPARAMETERS if k in params},
+        )
+        argv = [sys.executable, "-m", "spottrain.trainer.task", "--check", *flags]
         # CPU only: the check is about the task, and this machine's GPU (if any) is not
         # the run's.
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2"}
