@@ -77,11 +77,12 @@ print(json.dumps({"stamps": stamps, "cpu": cpu}))
 FIT = r"""
 import json, resource, sys, time
 import tensorflow as tf, keras
-from spottrain.trainer import config, data, model as model_lib, optimizer
+from spottrain.trainer import config, data, image_settings, model as model_lib, optimizer
 image_dir, backup, kind = sys.argv[1], sys.argv[5], sys.argv[6]
 steps, batch, save_every = (int(v) for v in sys.argv[2:5])
-cfg = config.TrainConfig(image_dir=image_dir, backbone="small_cnn", weights="none",
-                         image_size=32, train_steps=steps)
+cfg = config.TrainConfig(train_steps=steps)
+image = image_settings.ImageSettings(image_dir=image_dir, backbone="small_cnn", weights="none",
+                                     image_size=32)
 keras.utils.set_random_seed(0)
 if kind == "keras":  # the user task's own compiled model and examples
     from examples.keras_classifier import Classifier
@@ -90,11 +91,11 @@ if kind == "keras":  # the user task's own compiled model and examples
     examples, n = task.examples(), task.shuffle_buffer
     loss = model.loss
 else:
-    index = data.index_image_dir(cfg)
-    pipes = data.Pipelines(index, cfg)
+    index = data.index_image_dir(image, cfg.seed)
+    pipes = data.Pipelines(index, image, cfg.seed)
     examples = tf.data.Dataset.from_tensor_slices(pipes.train_cache)  # (images, labels)
     n = len(index.train)
-    model = model_lib.build_model(cfg, len(index.class_names))
+    model = model_lib.build_model(image, len(index.class_names))
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 ds = (examples.shuffle(n, seed=0).repeat().batch(batch, drop_remainder=True)
       .prefetch(tf.data.AUTOTUNE))

@@ -155,7 +155,9 @@ def build(
         """Copies inputs, then trains on preemptible GPUs with checkpointed retries.
 
         Args:
-            data_src: Image folder (<root>/<label>/*.png|jpg), gs:// or local.
+            data_src: The data to copy, gs:// or local: an image folder
+                (<root>/<label>/*.png|jpg), or a tfds data_dir when task_args names
+                a dataset (``{"dataset": "cassava"}``).
             checkpoint_dir: Persistent (gs:// or /gcs/) folder every retry resumes from.
             data_dst: Copy the data here (gs://) instead of into a KFP artifact.
             initial_checkpoint: Checkpoint folder to start from; empty starts fresh.

@@ -103,7 +103,9 @@ def build(
         """Copies inputs, then trains as an Indexed Job of spot GPU pods.
 
         Args:
-            data_src: Image folder (<root>/<label>/*.png|jpg), gs:// or local.
+            data_src: The data to copy, gs:// or local: an image folder
+                (<root>/<label>/*.png|jpg), or a tfds data_dir when task_args names
+                a dataset (``{"dataset": "cassava"}``).
             checkpoint_dir: gs:// folder every pod and retry resumes from.
             data_dst: Copy the data here (gs://): the Job's pods read it from there.
             initial_checkpoint: Checkpoint folder to start from; empty starts fresh.

@@ -166,9 +166,9 @@ def check_parameters(spec: Mapping, params: Mapping[str, Any]) -> dict[str, Any]
     return {name: _coerce(name, types[name], value) for name, value in params.items()}
 
 
-# Stand-ins for the inputs the pipeline itself fills in (the copied image folder, the
-# model artifact): spottrain.trainer.config.validate only checks that they are set.
-_PIPELINE_FILLED = {"image_dir": "<the copied data_src>", "model_dir": "<the model artifact>"}
+# Stand-ins for the inputs the pipeline itself fills in (the copied data, the model
+# artifact): spottrain.trainer.config.validate only checks that they are set.
+_PIPELINE_FILLED = {"data_dir": "<the copied data_src>", "model_dir": "<the model artifact>"}
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
 
 
@@ -176,9 +176,11 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
     """Refuses parameter *values* the run would fail on, before anything is submitted.
 
     The training settings are checked by the trainer's own rules, from one source:
-    a ``spottrain.trainer.config.TrainConfig`` of the parameters that are TrainConfig fields
-    (``PIPELINE_HYPERPARAMETERS`` and ``checkpoint_dir``) goes through
-    ``spottrain.trainer.config.validate``, which needs neither data nor TensorFlow. The
+    the parameters that are training settings (``PIPELINE_HYPERPARAMETERS`` and
+    ``checkpoint_dir``) become the train component's flags
+    (``spottrain.runtime.train.trainer_flags``), which ``spottrain.trainer.config``
+    parses and validates (the built-in image task's settings included) with neither
+    data nor TensorFlow. The
     pipeline-only ``local_workers`` and empty required parameters are checked here.
 
     Args:
@@ -201,15 +203,19 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
             f"pipeline parameter local_workers={values['local_workers']} must be >= 1 "
             "(worker processes per node)"
         )
+    from spottrain.runtime.train import trainer_flags
     from spottrain.trainer import config
     from spottrain.trainer.preemption import ConfigError
 
-    fields = {*config.PIPELINE_HYPERPARAMETERS, "checkpoint_dir"}
-    settings = {n: v for n, v in values.items() if n in fields}
+    settings = {n: v for n, v in values.items() if n in config.PIPELINE_HYPERPARAMETERS}
     if not settings:
         return  # not a training pipeline
     try:
-        config.validate(config.TrainConfig(**_PIPELINE_FILLED, **settings))
+        # The flags the train component would pass, parsed and checked by the trainer.
+        flags = trainer_flags(
+            checkpoint_dir=str(values.get("checkpoint_dir", "")), **_PIPELINE_FILLED, **settings
+        )
+        config.validate(config.parse_args(flags, {}))
     except ConfigError as e:
         # The trainer's message names its flags: name the pipeline parameters instead.
         def param(m: re.Match) -> str:

@@ -141,6 +141,7 @@ def run_local(
     limit: int | None = DEFAULT_LIMIT,
     retries: int = 3,
     fallback: bool = False,
+    data: Path | None = None,
     **overrides: Any,
 ) -> LocalResult:
     """Runs the preemptible pipeline locally and returns what it produced.
@@ -155,6 +156,8 @@ def run_local(
         retries: KFP retries of the train task.
         fallback: Build with the on-demand fall-back and no spot retries, so the
             injected preemption exhausts the spot task and the fall-back resumes.
+        data: A local folder to upload as ``data_src`` instead of the digits images
+            (e.g. a prepared tfds data_dir, with ``task_args`` naming its dataset).
         **overrides: Other pipeline parameters.
     """
     import kfp.local
@@ -163,6 +166,7 @@ def run_local(
     from spottrain.pipelines import compile as comp
     from spottrain.pipelines import gke, guards
     from spottrain.runtime import train as train_rt
+    from spottrain.trainer.config import IMAGE_HYPERPARAMETERS
 
     try:
         from spottrain.testing.gcs_emulator import FakeGcs
@@ -177,8 +181,12 @@ def run_local(
     root, checkpoints = out / "pipeline_root", out / "checkpoints"
     for stale in (root, checkpoints):
         shutil.rmtree(stale, ignore_errors=True)
+    defaults = dict(DEFAULTS)
+    if overrides.get("task"):  # the image task's settings: another task refuses them
+        for name in IMAGE_HYPERPARAMETERS:
+            defaults.pop(name, None)
     params: dict[str, Any] = {
-        **DEFAULTS,
+        **defaults,
         "data_src": f"gs://{BUCKET}/digits",
         "checkpoint_dir": str(checkpoints),
         "local_workers": 2 if workers is None else workers,
@@ -200,8 +208,13 @@ def run_local(
     template.write_text(comp.compile_text(pipeline))
     params = guards.preflight(template, params, local=True)
 
-    _stage(f"writing the digits image folder to {out / 'digits'}")
-    n = datasets.write_digits(str(out / "digits"), DEFAULT_LIMIT if limit is None else limit)
+    if data is None:
+        data = out / "digits"
+        _stage(f"writing the digits image folder to {data}")
+        n = datasets.write_digits(str(data), DEFAULT_LIMIT if limit is None else limit)
+        what = f"{n} images"
+    else:
+        what = str(data)
     counter = _TaskLog()
     root_logger = logging.getLogger()
     old_level = root_logger.level
@@ -214,9 +227,9 @@ def run_local(
     os.environ[train_rt.CHAOS_PREEMPT_ENV] = str(chaos)
     try:
         with FakeGcs() as gcs:
-            _stage(f"fake-gcs-server at {gcs.host}: uploading {n} images to {params['data_src']}")
+            _stage(f"fake-gcs-server at {gcs.host}: uploading {what} to {params['data_src']}")
             gcs.create_bucket(BUCKET)
-            gcs_copy.copy(str(out / "digits"), params["data_src"], progress="off")
+            gcs_copy.copy(str(data), params["data_src"], progress="off")
             _stage(
                 "running the preemptible pipeline under kfp.local "
                 f"({params['local_workers']} workers, preemption at step "

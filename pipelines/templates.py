@@ -56,9 +56,20 @@ def required_parameters(spec: Mapping) -> list[str]:
 
 
 def parameter_defaults(spec: Mapping) -> dict[str, Any]:
-    """The template's default parameter values."""
+    """The template's default parameter values, integers as ``int``.
+
+    The spec stores defaults as protobuf ``Value`` numbers (doubles): an integer
+    parameter's default of 32 reads back as 32.0.
+    """
     params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
-    return {n: p["defaultValue"] for n, p in params.items() if "defaultValue" in p}
+    out = {}
+    for name, p in params.items():
+        if "defaultValue" in p:
+            value = p["defaultValue"]
+            if p.get("parameterType") == "NUMBER_INTEGER" and float(value).is_integer():
+                value = int(value)
+            out[name] = value
+    return out
 
 
 def tasks(spec: Mapping) -> Iterable[tuple[str, Mapping]]:

@@ -205,7 +205,8 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
         """Copies inputs, then trains as a Vertex SPOT custom job with checkpointed retries.
 
         Args:
-            data_src: Image folder (<root>/<label>/*.png|jpg) on gs://.
+            data_src: The data on gs://: an image folder (<root>/<label>/*.png|jpg), or a
+                tfds data_dir when task_args names a dataset.
             checkpoint_dir: Persistent folder (gs:// or /gcs/) every retry resumes from.
             data_dst: Copy the data here (gs://) instead of into a KFP artifact.
             initial_checkpoint: Checkpoint folder to start from; empty starts fresh.

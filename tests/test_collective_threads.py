@@ -55,7 +55,8 @@ def test_a_fast_two_worker_run_does_not_grow_threads(tmp_path):
     run.join()
     assert result["r"].code == 0, result["r"]
     assert summary(out)["final_step"] == 3000
-    # Steady state: from a third of the run on (TF's own pools are up by then).
+    # Steady state: from a third of the run on (TF's own pools are up by then). A leak
+    # only adds threads; the last samples may catch a worker tearing its threads down.
     steady = [n for t, n in samples if t > samples[-1][0] / 3]
     assert len(steady) >= 4, samples
-    assert max(steady) - min(steady) < 30, samples
+    assert max(steady) - steady[0] < 30, samples

@@ -52,12 +52,43 @@ def test_trainer_flags_parse_with_the_trainers_own_parser():
         mixed_precision=True,
         extra_args=["--warmup-steps", "3"],
     )
-    args = config.build_parser().parse_args(flags)
-    assert (
-        args.image_dir == "gs://my-bucket/digits" and args.checkpoint_dir == "gs://my-bucket/ckpt"
+    cfg = config.parse_args(flags, {})
+    assert cfg.data == "gs://my-bucket/digits" and cfg.checkpoint_dir == "gs://my-bucket/ckpt"
+    assert (cfg.train_steps, cfg.warmup_steps) == (10, 3)
+    assert cfg.mixed_precision and cfg.learning_rate == 0.01
+    # The image task's settings travel as its task args.
+    image = json.loads(cfg.task_args)
+    assert image == {"backbone": "small_cnn", "weights": "none", "image_size": 32}
+
+
+def test_flags_leave_the_image_settings_out_at_their_defaults_for_any_task():
+    from spottrain.trainer import config
+
+    flags = rt.trainer_flags(
+        data_dir="d",
+        checkpoint_dir="c",
+        model_dir="m",
+        backbone="resnet50",
+        weights="imagenet",
+        image_size=224,
+        task="examples.regression:Regression",
     )
-    assert (args.image_size, args.train_steps, args.warmup_steps) == (32, 10, 3)
-    assert args.mixed_precision and args.learning_rate == 0.01
+    assert not {"--backbone", "--weights", "--image-size"} & set(flags)
+    cfg = config.parse_args(flags, {})  # another task refuses image flags: none came
+    assert cfg.task == "examples.regression:Regression" and cfg.task_args == "{}"
+    with pytest.raises(
+        spottrain.trainer.preemption.ConfigError, match="--backbone: settings of the built-in"
+    ):
+        config.parse_args(
+            rt.trainer_flags(
+                data_dir="d",
+                checkpoint_dir="c",
+                model_dir="m",
+                backbone="small_cnn",
+                task="examples.regression:Regression",
+            ),
+            {},
+        )
 
 
 def test_launcher_is_used_only_for_several_workers_or_chaos():

@@ -15,12 +15,15 @@ import pytest
 import yaml
 
 from spottrain.pipelines import compile as comp
-from spottrain.trainer import config
+from spottrain.trainer import config, image_settings
 
+# The engine's settings; the built-in image task's are its task args (ImageSettings),
+# of which the pipelines expose config.IMAGE_HYPERPARAMETERS.
 TRAIN_FIELDS = {f.name for f in dataclasses.fields(config.TrainConfig)}
+IMAGE_FIELDS = {f.name for f in dataclasses.fields(image_settings.ImageSettings)}
 # Inputs that are not training settings, and why they are not in TrainConfig.
 NOT_TRAINING = {
-    "data": "the image folder artifact (the trainer's --image-dir)",
+    "data": "the copied data artifact (the trainer's --data)",
     "data_src": "where the copy step reads the images",
     "data_dst": "where the copy step writes them",
     "initial_checkpoint": "what the seeding copy puts into checkpoint_dir",
@@ -78,14 +81,20 @@ def test_every_signature_was_found():
 @pytest.mark.parametrize("where, params", SIGNATURES, ids=[n for n, _ in SIGNATURES])
 def test_names_and_defaults_match_train_config(where, params):
     for name, spec in params.items():
-        assert name in TRAIN_FIELDS or name in NOT_TRAINING, (
-            f"{where}: input {name!r} is neither a TrainConfig field nor a known "
-            "non-training input (renamed hyper-parameter?)"
+        image = name in config.IMAGE_HYPERPARAMETERS
+        assert name in TRAIN_FIELDS or image or name in NOT_TRAINING, (
+            f"{where}: input {name!r} is neither a TrainConfig field, an image-task "
+            "setting nor a known non-training input (renamed hyper-parameter?)"
         )
-        if name in TRAIN_FIELDS and "defaultValue" in spec:
-            expected = config.PIPELINE_DEFAULTS.get(name, getattr(config.TrainConfig, name))
+        assert not (name in IMAGE_FIELDS and not image), (
+            f"{where}: {name!r} is the image task's: add it to config.IMAGE_HYPERPARAMETERS"
+        )
+        if (name in TRAIN_FIELDS or image) and "defaultValue" in spec:
+            owner = image_settings.ImageSettings if image else config.TrainConfig
+            expected = config.PIPELINE_DEFAULTS.get(name, getattr(owner, name))
             assert spec["defaultValue"] == expected, (
-                f"{where}: {name} defaults to {spec['defaultValue']!r}, TrainConfig to {expected!r}"
+                f"{where}: {name} defaults to {spec['defaultValue']!r}, "
+                f"{owner.__name__} to {expected!r}"
             )
 
 

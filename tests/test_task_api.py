@@ -107,7 +107,9 @@ def test_the_readme_task_trains_through_a_preemption_from_the_readme_alone(tmp_p
         ("examples.regression:Regression", "[1]", "must be a JSON object"),
         ("examples.regression:Regression", '{"featurez": 3}', "unknown ['featurez']"),
         ("tests.task_fixtures:PrepareBreaks", "{}", "prepare() raised KeyError: 'columns'"),
-        ("", '{"a": 1}', "the image classifier takes its settings from its own flags"),
+        ("", '{"a": 1}', "the image classifier has no setting a"),
+        ("", '{"image_size": "big"}', "--image-size 'big' must be an integer"),
+        ("", '{"backbone": "vgg"}', "--backbone 'vgg' is unknown"),
         (
             "tests.task_fixtures:BuildBreaks",
             "{}",

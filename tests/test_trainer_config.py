@@ -155,3 +155,49 @@ def test_launcher_bad_arguments_are_named(argv, named, capsys):
     assert launch.main([*argv, "--", "--train-steps", "1"]) == preemption.FATAL_CONFIG
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and named in err[0], err
+
+
+def _parse(*flags):
+    from spottrain.trainer import config
+
+    return config.parse_args(
+        [*flags, "--train-steps", "5", "--checkpoint-dir", "/c", "--model-dir", "/m"], {}
+    )
+
+
+def test_image_flags_are_the_image_tasks_task_args():
+    from spottrain.trainer import config, image_settings
+
+    cfg = _parse("--backbone", "mobilenet_v2", "--fine-tune", "--task-args", '{"image_size": 64}')
+    assert json.loads(cfg.task_args) == {
+        "image_size": 64,
+        "backbone": "mobilenet_v2",
+        "fine_tune": True,
+    }
+    assert not hasattr(cfg, "backbone")  # the engine's config holds no image settings
+    # The run's --data is the image folder, or the tfds data_dir once a dataset is named.
+    folder = image_settings.ImageSettings.from_args({}, data="/d")
+    assert (folder.image_dir, folder.data_dir) == ("/d", "")
+    tfds = image_settings.ImageSettings.from_args({"dataset": "mnist"}, data="/d")
+    assert (tfds.image_dir, tfds.data_dir, tfds.dataset) == ("", "/d", "mnist")
+    config.validate(cfg)
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--task", "examples.regression:Regression", "--image-size", "64"],
+         "--image-size: settings of the built-in image classifier; --task examples.regression"),
+        (["--backbone", "small_cnn", "--task-args", '{"backbone": "resnet50"}'],
+         "--backbone 'small_cnn' contradicts --task-args backbone='resnet50'"),
+        (["--task-args", '{"fine_tune": "yes"}'], "--fine-tune 'yes' must be true or false"),
+        (["--task-args", '{"val_fraction": 1}'], "--val-fraction 1.0 must be in [0, 1)"),
+        (["--task-args", '{"data_dir": "s3://b/x"}'], "--data-dir 's3://b/x': only local"),
+    ],
+)  # fmt: skip
+def test_bad_image_settings_are_one_named_line(flags, named):
+    from spottrain.trainer import config
+
+    with pytest.raises(preemption.ConfigError) as e:
+        config.validate(_parse(*flags))
+    assert named in str(e.value) and "\n" not in str(e.value)

@@ -79,3 +79,25 @@ def test_a_streamed_tfds_split_resumes_bit_identically(tmp_path, capfd):
     for x, y in zip(a, b, strict=True):
         np.testing.assert_array_equal(x, y)
     assert summary(hit)["final_step"] == 80 and summary(hit)["val_examples"] == 197
+
+
+@pytest.mark.slow
+def test_a_tfds_dataset_through_the_gke_pipeline_by_task_args(tmp_path):
+    """The shipped pipeline reaches a tfds dataset through ``task_args``: ``data_src``
+    is the prepared data_dir (copied like any data), the task args name the dataset;
+    KFP's retry resumes after the injected SIGTERM and ends at exactly the final step."""
+    from spottrain.pipelines import local
+
+    data_dir = tmp_path / "tfds"
+    tfds_digits.DigitsSklearn(data_dir=str(data_dir)).download_and_prepare()
+    result = local.run_local(
+        tmp_path / "run", workers=2, preempt_at_step=30, train_steps=60, retries=2,
+        data=data_dir, data_src=f"gs://{local.BUCKET}/tfds",
+        task_args='{"dataset": "digits_sklearn", "cache_max_mb": 0}',
+    )  # fmt: skip
+    assert result.ok, result.report()
+    outcomes = [(a["outcome"], a["exit_code"], a["steps_lost"]) for a in result.attempts]
+    assert outcomes == [("preempted", 143, 0), ("success", 0, 0)], outcomes
+    assert result.summary["final_step"] == 60
+    assert result.summary["val_examples"] == 197  # the tfds validation split, not a folder's
+    assert result.summary["class_names"] == [str(i) for i in range(10)]

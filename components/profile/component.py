@@ -42,7 +42,7 @@ def profile(
     16/32-bit precision, top ops, AllReduce time vs its estimate, each with advice.
 
     Args:
-        data: Image folder (<root>/<label>/*.png|jpg), or a gcs_copy pointer to one.
+        data: The run's data folder (the trainer's --data), or a gcs_copy pointer to one.
         report: The findings and tables (Markdown, shown in the KFP UI).
         report_html: The same report as an HTML page.
         metrics: The report's numbers (step times, input share, AllReduce, ...).

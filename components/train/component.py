@@ -31,7 +31,9 @@ def train(
     """Trains an image classifier, resuming from checkpoint_dir; exits 143 when preempted.
 
     Args:
-        data: Image folder (<root>/<label>/*.png|jpg), or a gcs_copy pointer to one.
+        data: The run's data folder (the trainer's --data: the image task's image
+            folder, or its tfds data_dir when task_args names a dataset), or a
+            gcs_copy pointer to one.
         checkpoint_dir: Persistent checkpoint folder (gs:// or /gcs/) every retry resumes from.
         model: The trained model (model.keras, a SavedModel, training_summary.json).
         metrics: Final step, validation accuracy and loss, global batch size, workers, and

@@ -43,7 +43,8 @@ def train_job(
     Pod disruptions never use up retries; exit 64/65 ends the Job at once.
 
     Args:
-        data: Image folder in gs:// (a gcs_copy output with dst=gs://..., or a gs:// root).
+        data: The run's data folder in gs:// (the trainer's --data; a gcs_copy output
+            with dst=gs://..., or a gs:// root).
         checkpoint_dir: gs:// folder every pod and retry resumes from.
         run_id: dsl.PIPELINE_JOB_ID_PLACEHOLDER: names the Job, so a retry re-attaches.
         task_name: dsl.PIPELINE_TASK_NAME_PLACEHOLDER: names the Job with run_id.

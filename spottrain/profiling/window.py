@@ -242,7 +242,7 @@ def profile(
             bandwidth_gbps=bandwidth_gbps,
             memory_peak_bytes=peak,
             memory_total_bytes=total,
-            description=f"{cfg.backbone}, {cfg.image_size} px, "
+            description=f"{trainer.task}, "
             f"batch {cfg.batch_size_per_replica}/replica"
             + (", mixed precision" if cfg.mixed_precision else ""),
             trace_dir=run_dir,

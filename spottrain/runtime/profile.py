@@ -268,7 +268,7 @@ def run_component(
     """The ``profile`` component body.
 
     Args:
-        data: The ``Input[Dataset]`` with the image folder (or a gcs_copy pointer).
+        data: The ``Input[Dataset]`` with the run's data (or a gcs_copy pointer).
         model: The train task's ``Input[Model]`` (``None`` when not wired), for context.
         report: ``Output[Markdown]``: the report.
         report_html: ``Output[HTML]``: the same report as a page.

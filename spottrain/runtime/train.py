@@ -68,24 +68,29 @@ def trainer_flags(
     """Builds the ``python -m spottrain.trainer.task`` flags for one training run.
 
     Args:
-        data_dir: The image folder (``--image-dir``).
+        data_dir: The run's input folder (``--data``; the image task's image folder,
+            or its tfds data_dir when ``task_args`` names a dataset).
         checkpoint_dir: ``--checkpoint-dir``.
         model_dir: ``--model-dir``.
         extra_args: More trainer flags, appended as given.
         **hyperparameters: Any of ``spottrain.trainer.config.PIPELINE_HYPERPARAMETERS``; each
             becomes ``--name-with-dashes value`` (a true bool: the bare flag; an
             empty string or a false bool: left out, so the trainer's default holds).
+            The image task's (``IMAGE_HYPERPARAMETERS``) are left out at their
+            default too: another task refuses them, and a pipeline always has them.
     """
     from spottrain.trainer import config
 
     unknown = sorted(set(hyperparameters) - set(config.PIPELINE_HYPERPARAMETERS))
     if unknown:
         raise TypeError(f"not trainer hyper-parameters: {', '.join(unknown)}")
-    flags = ["--image-dir", data_dir, "--checkpoint-dir", checkpoint_dir, "--model-dir", model_dir]
+    flags = ["--data", data_dir, "--checkpoint-dir", checkpoint_dir, "--model-dir", model_dir]
     for name in config.PIPELINE_HYPERPARAMETERS:
         value = hyperparameters.get(name)
         flag = "--" + name.replace("_", "-")
         if value is None or value is False or value == "":
+            continue
+        if name in config.IMAGE_HYPERPARAMETERS and value == config.PIPELINE_DEFAULTS[name]:
             continue
         if value is True:
             flags.append(flag)
@@ -315,7 +320,7 @@ def run_component(*, data, model, metrics, attempts=None, **kwargs: Any) -> None
     """The ``train`` component body: trains and records the KFP outputs.
 
     Args:
-        data: The ``Input[Dataset]`` with the image folder.
+        data: The ``Input[Dataset]`` with the run's data (``--data``).
         model: The ``Output[Model]``; its path is the trainer's ``--model-dir``.
         metrics: The ``Output[Metrics]`` filled from ``training_summary.json`` and
             the attempt ledger's totals (``ledger_*``).

@@ -70,7 +70,8 @@ def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> task
     """Fast checks, in order of cost, then the task is loaded and prepared; raises ConfigError."""
     _quick_checks(cfg, cluster, storage=True)
     task = load_and_prepare(cfg)
-    checkpointing.check_run_config(cfg, cluster)
+    task_part = task_api.call_task(f"--task {cfg.task}: compatibility()", task.compatibility)
+    checkpointing.check_run_config(cfg, cluster, task_part)
     return task
 
 

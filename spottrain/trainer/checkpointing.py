@@ -136,8 +136,13 @@ def record_fatal(cfg: TrainConfig, cluster: Cluster, error: str, code: int) -> N
         log.warning("could not record the fatal error in %s: %s", cfg.checkpoint_dir, e)
 
 
-def check_run_config(cfg: TrainConfig, cluster: Cluster) -> None:
+def check_run_config(cfg: TrainConfig, cluster: Cluster, task_part: dict) -> None:
     """Refuses to resume checkpoints written by an incompatible config; records ours.
+
+    Args:
+        cfg: The engine's settings.
+        cluster: This worker's place (the chief records the config).
+        task_part: The prepared task's ``compatibility()``.
 
     Raises:
         ConfigError: naming each field that differs from the stored run.
@@ -146,7 +151,7 @@ def check_run_config(cfg: TrainConfig, cluster: Cluster) -> None:
     stored = fileio.read_json(path)
     if stored is not None:
         old = stored.get("compatibility", {})
-        new = cfg.compatibility()
+        new = cfg.compatibility(task_part)
         diffs = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in new if old.get(k) != new[k]]
         if diffs:
             raise ConfigError(
@@ -157,7 +162,9 @@ def check_run_config(cfg: TrainConfig, cluster: Cluster) -> None:
         if changed:
             log.warning("resuming with changed settings: %s", ", ".join(sorted(changed)))
     if cluster.is_chief:
-        fileio.write_json(path, {"compatibility": cfg.compatibility(), "config": cfg.to_dict()})
+        fileio.write_json(
+            path, {"compatibility": cfg.compatibility(task_part), "config": cfg.to_dict()}
+        )
 
 
 def list_checkpoints(directory: str) -> list[tuple[int, str]]:

@@ -12,52 +12,38 @@ import dataclasses
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from spottrain.trainer import fileio
+from spottrain.trainer import fileio, image_settings
 from spottrain.trainer.preemption import ConfigError
 
-BACKBONES = ("resnet50", "mobilenet_v2", "small_cnn")
-WEIGHTS = ("imagenet", "none")
 OPTIMIZERS = ("adam", "sgd")
-# Keras applications refuse smaller inputs for these backbones.
-MIN_IMAGE_SIZE = {"resnet50": 32, "mobilenet_v2": 32, "small_cnn": 8}
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 
 # The step counter is an int64 and every step costs real time: far beyond any run.
 MAX_STEPS = 10**10
 MAX_EPOCHS = 10**6
 
 # A resumed run must build exactly the same variables as the run that wrote
-# the checkpoint; these fields decide that. Others (learning rate, steps,
-# batch size) may change between attempts, with a warning.
-COMPATIBILITY_KEYS = (
-    "backbone",
-    "image_size",
-    "fine_tune",
-    "optimizer",
-    "mixed_precision",
-)
+# the checkpoint; these engine fields and the task's (Task.compatibility) decide
+# that. Others (learning rate, steps, batch size) may change between attempts,
+# with a warning.
+COMPATIBILITY_KEYS = ("optimizer", "mixed_precision")
 
 
 @dataclass
 class TrainConfig:
-    """All settings of one training run (see ``build_parser`` for the meaning)."""
+    """The engine's settings of one training run (see ``build_parser`` for the meaning).
 
-    # What is trained (spottrain.trainer.task_api); empty: the built-in image classifier,
-    # whose settings are the data and model flags below.
+    What is trained, and on what, is the task's: ``task`` and its own settings in
+    ``task_args`` (the built-in image classifier's are ``ImageSettings``, also
+    given as their own flags).
+    """
+
+    # What is trained (spottrain.trainer.task_api); empty: the built-in image classifier.
     task: str = ""
     task_args: str = "{}"
-    image_dir: str = ""
-    dataset: str = "cassava"
-    data_dir: str = ""
-    train_split: str = "train"
-    val_split: str = "validation"
-    val_fraction: float = 0.1
-    backbone: str = "resnet50"
-    weights: str = "imagenet"
-    fine_tune: bool = False
-    image_size: int = 224
+    # The run's input folder (a pipeline's copied data); the task decides what it holds.
+    data: str = ""
     batch_size_per_replica: int = 32
     global_batch_size: int = 0
     train_steps: int = 0
@@ -84,12 +70,10 @@ class TrainConfig:
     startup_timeout: float = 1800.0
     no_supervisor: bool = False
     check: bool = False
-    cache_max_mb: int = 1024
     seed: int = 0
     threads: int = 0
     price_per_hour: float = 0.0
     on_demand_price_per_hour: float = 0.0
-    class_names: list[str] = field(default_factory=list)  # filled from the data
 
     def to_dict(self) -> dict:
         """A JSON-friendly copy."""
@@ -97,21 +81,16 @@ class TrainConfig:
 
     def fingerprint(self) -> str:
         """A stable hash of the whole config, to recognise a retry of the same run."""
-        d = self.to_dict()
-        d.pop("class_names")  # filled from the data later; the flags decide the run
-        blob = json.dumps(d, sort_keys=True).encode()
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
-    def compatibility(self) -> dict:
-        """The fields a checkpoint depends on."""
+    def compatibility(self, task_part: dict) -> dict:
+        """The fields a checkpoint depends on: the engine's and ``task_part``, the task's."""
         d = self.to_dict()
         out = {k: d[k] for k in COMPATIBILITY_KEYS}
         if self.task:  # only then: run configs written before tasks existed stay valid
             out["task"] = self.task
-            out["task_args"] = json.loads(self.task_args or "{}")
-        if self.class_names:
-            out["class_names"] = list(self.class_names)
-        return out
+        return {**out, **task_part}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -122,13 +101,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 # The training settings the components and pipelines expose as inputs, in this
-# order, with TrainConfig's defaults except ``train_steps``: pipelines train a step
-# count (they expose no epochs). tests/test_signatures.py fails when a component or
-# pipeline signature drifts from these names and defaults.
+# order, with the defaults of TrainConfig (the engine's) and of ImageSettings (the
+# built-in image task's: IMAGE_HYPERPARAMETERS), except ``train_steps``: pipelines
+# train a step count (they expose no epochs). tests/test_signatures.py fails when a
+# component or pipeline signature drifts from these names and defaults.
+IMAGE_HYPERPARAMETERS = ("backbone", "weights", "image_size")
 PIPELINE_HYPERPARAMETERS = (
-    "backbone",
-    "weights",
-    "image_size",
+    *IMAGE_HYPERPARAMETERS,
     "batch_size_per_replica",
     "train_steps",
     "learning_rate",
@@ -139,7 +118,11 @@ PIPELINE_HYPERPARAMETERS = (
     "task_args",
 )
 PIPELINE_DEFAULTS = {
-    **{name: getattr(TrainConfig, name) for name in PIPELINE_HYPERPARAMETERS},
+    **{
+        name: getattr(TrainConfig, name)
+        for name in PIPELINE_HYPERPARAMETERS[len(IMAGE_HYPERPARAMETERS) :]
+    },
+    **{name: getattr(image_settings.ImageSettings, name) for name in IMAGE_HYPERPARAMETERS},
     "train_steps": 1000,
 }
 
@@ -164,47 +147,20 @@ def build_parser() -> argparse.ArgumentParser:
     task.add_argument(
         "--task-args", default=d.task_args, help="The task's own settings, a JSON object."
     )
-    data = p.add_argument_group("data")
-    data.add_argument(
-        "--image-dir",
-        default=d.image_dir,
-        help="Image folder <root>/<label>/*.png|jpg, local or gs://; overrides --dataset.",
+    task.add_argument(
+        "--data",
+        default=d.data,
+        help="The run's input folder, local or gs:// (a pipeline's copied data); the task "
+        "decides what it holds. The image classifier: an image folder, or the tfds "
+        "data_dir when its dataset is given.",
     )
-    data.add_argument("--dataset", default=d.dataset, help="tfds dataset name (default cassava).")
-    data.add_argument(
-        "--data-dir", default=d.data_dir, help="tfds data_dir holding the prepared dataset."
-    )
-    data.add_argument("--train-split", default=d.train_split)
-    data.add_argument(
-        "--val-split",
-        default=d.val_split,
-        help="tfds validation split; empty: hold out --val-fraction of train.",
-    )
-    data.add_argument(
-        "--val-fraction",
-        type=float,
-        default=d.val_fraction,
-        help="Share of an image folder held out for validation.",
-    )
-    data.add_argument(
-        "--cache-max-mb",
-        type=int,
-        default=d.cache_max_mb,
-        help="Decode the training set once into memory when it fits in this.",
-    )
-    model = p.add_argument_group("model")
-    model.add_argument("--backbone", default=d.backbone, help=f"One of {', '.join(BACKBONES)}.")
-    model.add_argument(
-        "--weights", default=d.weights, help="imagenet (download pretrained) or none (random init)."
-    )
-    model.add_argument("--fine-tune", action="store_true", help="Also train the backbone.")
-    model.add_argument("--image-size", type=int, default=d.image_size)
-    model.add_argument(
+    _add_image_flags(p)
+    opt = p.add_argument_group("optimisation")
+    opt.add_argument(
         "--mixed-precision",
         action="store_true",
         help="mixed_float16 compute (GPU Tensor Cores) with loss scaling.",
     )
-    opt = p.add_argument_group("optimisation")
     opt.add_argument("--batch-size-per-replica", type=int, default=d.batch_size_per_replica)
     opt.add_argument(
         "--global-batch-size",
@@ -315,8 +271,68 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_image_flags(p: argparse.ArgumentParser) -> None:
+    """The built-in image task's settings as flags (each also a --task-args key)."""
+    i = image_settings.ImageSettings()
+    g = p.add_argument_group(
+        "built-in image classifier (its task args, also as flags; not with another --task)"
+    )
+    quiet = argparse.SUPPRESS  # absent unless given: then they join --task-args
+
+    def add(name: str, help: str, **kw) -> None:
+        default = getattr(i, name.replace("-", "_"))
+        g.add_argument(f"--{name}", default=quiet, help=f"{help} (default {default!r})", **kw)
+
+    add("image-dir", "Image folder <root>/<label>/*.png|jpg, local or gs://; overrides --dataset")
+    add("dataset", "tfds dataset name")
+    add("data-dir", "tfds data_dir holding the prepared dataset")
+    add("train-split", "tfds training split")
+    add("val-split", "tfds validation split; empty: hold out --val-fraction of train")
+    add("val-fraction", "Share of the training data held out for validation", type=float)
+    add("cache-max-mb", "Decode the training set once into memory when it fits", type=int)
+    bb = ", ".join(image_settings.BACKBONES)
+    add("backbone", f"One of {bb}")
+    add("weights", "imagenet (download pretrained) or none (random init)")
+    g.add_argument(
+        "--fine-tune", action="store_true", default=quiet, help="Also train the backbone."
+    )
+    add("image-size", "Square input size in pixels", type=int)
+
+
+def _merge_image_flags(values: dict) -> None:
+    """Moves the image flags given into ``values["task_args"]``; refuses a clash.
+
+    Raises:
+        ConfigError: image flags with another task, or a flag that contradicts
+            the same key in ``--task-args``.
+    """
+    from spottrain.trainer import task_api
+
+    names = [f.name for f in dataclasses.fields(image_settings.ImageSettings)]
+    given = {n: values.pop(n) for n in names if n in values}
+    if not given:
+        return
+    module, cls, args = task_api.check_spec(values["task"], values["task_args"])
+    flags = ", ".join("--" + n.replace("_", "-") for n in given)
+    if f"{module}:{cls}" != task_api.DEFAULT_TASK:
+        raise ConfigError(
+            f"{flags}: settings of the built-in image classifier; --task {values['task']} "
+            "takes its settings in --task-args"
+        )
+    for name, value in given.items():
+        if name in args and args[name] != value:
+            raise ConfigError(
+                f"--{name.replace('_', '-')} {value!r} contradicts --task-args "
+                f"{name}={args[name]!r}; give it once"
+            )
+    values["task_args"] = json.dumps({**args, **given})
+
+
 def parse_args(argv: list[str], env_dirs: dict[str, str]) -> TrainConfig:
     """Parses flags into a TrainConfig; output dirs fall back to ``env_dirs``.
+
+    The image classifier's flags (``--backbone``, ``--image-dir``, ...) become keys
+    of ``task_args``.
 
     Raises:
         ConfigError: unknown flag or a value of the wrong type.
@@ -326,6 +342,7 @@ def parse_args(argv: list[str], env_dirs: dict[str, str]) -> TrainConfig:
     for key in ("checkpoint_dir", "model_dir", "tensorboard_dir"):
         if values[key] is None:
             values[key] = env_dirs.get(key, "")
+    _merge_image_flags(values)
     return TrainConfig(**values)
 
 
@@ -338,26 +355,14 @@ def validate(cfg: TrainConfig) -> None:
     """Checks every value that does not need data or TensorFlow; raises ConfigError."""
     from spottrain.trainer import task_api  # no TensorFlow: the task's module is not imported here
 
-    task_api.check_spec(cfg.task, cfg.task_args)
-    _require(
-        cfg.backbone in BACKBONES,
-        f"--backbone {cfg.backbone!r} is unknown; choose one of {', '.join(BACKBONES)}",
-    )
-    _require(
-        cfg.weights in WEIGHTS, f"--weights {cfg.weights!r} is unknown; choose imagenet or none"
-    )
-    _require(
-        not (cfg.weights == "imagenet" and cfg.backbone == "small_cnn"),
-        "--weights imagenet is not available for --backbone small_cnn; use --weights none",
-    )
+    module, cls, args = task_api.check_spec(cfg.task, cfg.task_args)
+    if f"{module}:{cls}" == task_api.DEFAULT_TASK:
+        # The built-in task's settings need no TensorFlow to check: the supervisor and
+        # the pipelines' pre-flight refuse a bad one in milliseconds.
+        image_settings.ImageSettings.from_args(args, cfg.data)
     _require(
         cfg.optimizer in OPTIMIZERS,
         f"--optimizer {cfg.optimizer!r} is unknown; choose one of {', '.join(OPTIMIZERS)}",
-    )
-    min_size = MIN_IMAGE_SIZE[cfg.backbone]
-    _require(
-        min_size <= cfg.image_size <= 1024,
-        f"--image-size {cfg.image_size} is out of range for {cfg.backbone} ({min_size}..1024)",
     )
     _require(
         cfg.batch_size_per_replica > 0,
@@ -403,7 +408,6 @@ def validate(cfg: TrainConfig) -> None:
         "(a corrupt latest checkpoint needs a previous one to fall back to)",
     )
     _require(cfg.log_every_steps > 0, f"--log-every-steps {cfg.log_every_steps} must be positive")
-    _require(0 <= cfg.val_fraction < 1, f"--val-fraction {cfg.val_fraction} must be in [0, 1)")
     _require(
         math.isfinite(cfg.collective_timeout) and cfg.collective_timeout >= 0,
         f"--collective-timeout {cfg.collective_timeout} must be a finite number of seconds "
@@ -418,7 +422,6 @@ def validate(cfg: TrainConfig) -> None:
             f"{flag} {seconds} must be a finite number of seconds > 0",
         )
     _require(0 <= cfg.threads <= 1024, f"--threads {cfg.threads} must be in 0..1024")
-    _require(cfg.cache_max_mb >= 0, f"--cache-max-mb {cfg.cache_max_mb} must be >= 0")
     for flag, price in (
         ("--price-per-hour", cfg.price_per_hour),
         ("--on-demand-price-per-hour", cfg.on_demand_price_per_hour),
@@ -433,12 +436,10 @@ def validate(cfg: TrainConfig) -> None:
         ("--checkpoint-dir", cfg.checkpoint_dir),
         ("--model-dir", cfg.model_dir),
         ("--tensorboard-dir", cfg.tensorboard_dir),
-        ("--image-dir", cfg.image_dir),
+        ("--data", cfg.data),
     ):
         problem = fileio.url_problem(path)
         _require(problem is None, f"{flag} {path!r}: {problem}")
-    if not cfg.image_dir:
-        _require(bool(cfg.dataset), "give --image-dir or --dataset")
 
 
 def global_batch(cfg: TrainConfig, num_replicas: int) -> int:

@@ -23,7 +23,7 @@ import zlib
 from dataclasses import dataclass
 
 from spottrain.trainer import fileio
-from spottrain.trainer.config import IMAGE_EXTENSIONS, TrainConfig
+from spottrain.trainer.image_settings import IMAGE_EXTENSIONS, ImageSettings
 from spottrain.trainer.preemption import ConfigError
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def _held_out(relative_path: str, fraction: float, seed: int) -> bool:
     return h < fraction
 
 
-def index_image_dir(cfg: TrainConfig) -> DataIndex:
+def index_image_dir(cfg: ImageSettings, seed: int) -> DataIndex:
     """Lists ``<root>/<label>/*`` images; raises ConfigError naming what is wrong."""
     gfile = fileio.gfile()
     root = cfg.image_dir.rstrip("/")
@@ -86,7 +86,7 @@ def index_image_dir(cfg: TrainConfig) -> DataIndex:
         if not files:
             raise ConfigError(f"class folder {root}/{name!r} has no .png/.jpg images")
         for f in files:
-            split = val if _held_out(f"{name}/{f}", cfg.val_fraction, cfg.seed) else train
+            split = val if _held_out(f"{name}/{f}", cfg.val_fraction, seed) else train
             split.items.append(f"{root}/{name}/{f}")
             split.labels.append(label)
     if not train.labels:
@@ -101,7 +101,7 @@ def index_image_dir(cfg: TrainConfig) -> DataIndex:
     return DataIndex("image_dir", class_names, train, val)
 
 
-def index_tfds(cfg: TrainConfig) -> DataIndex:
+def index_tfds(cfg: ImageSettings) -> DataIndex:
     """Checks that the tfds dataset exists and is prepared, without downloading anything.
 
     ``tfds.load`` of an unprepared dataset retries downloads for minutes before
@@ -153,9 +153,14 @@ def index_tfds(cfg: TrainConfig) -> DataIndex:
     )
 
 
-def index_data(cfg: TrainConfig) -> DataIndex:
-    """Validates and indexes the configured data source (fast; no decoding)."""
-    return index_image_dir(cfg) if cfg.image_dir else index_tfds(cfg)
+def index_data(cfg: ImageSettings, seed: int) -> DataIndex:
+    """Validates and indexes the configured data source (fast; no decoding).
+
+    Args:
+        cfg: The image task's settings.
+        seed: The run's seed (it picks an image folder's held-out files).
+    """
+    return index_image_dir(cfg, seed) if cfg.image_dir else index_tfds(cfg)
 
 
 def tfds_stream(index: DataIndex, split: str):
@@ -217,16 +222,16 @@ def undecodable_error(items, image_size: int, where: str) -> ConfigError | None:
     )
 
 
-def _decoded_bytes(count: int, cfg: TrainConfig) -> int:
+def _decoded_bytes(count: int, cfg: ImageSettings) -> int:
     """The size of ``count`` images decoded (uint8 RGB at --image-size)."""
     return count * cfg.image_size**2 * 3
 
 
-def _fits_cache(count: int, cfg: TrainConfig) -> bool:
+def _fits_cache(count: int, cfg: ImageSettings) -> bool:
     return _decoded_bytes(count, cfg) <= cfg.cache_max_mb * 2**20
 
 
-def _decoded_cache(pairs, count: int, cfg: TrainConfig, from_files: bool, items=None):
+def _decoded_cache(pairs, count: int, cfg: ImageSettings, from_files: bool, items=None):
     """Decodes ``(item, label)`` pairs once into uint8 [N, H, W, 3] images and labels.
 
     On the host; ``items`` (file paths) name an undecodable file.
@@ -261,10 +266,11 @@ SHUFFLE_BUFFER = 1024
 class Pipelines:
     """Builds the training and validation tf.data pipelines for one index."""
 
-    def __init__(self, index: DataIndex, cfg: TrainConfig):
+    def __init__(self, index: DataIndex, cfg: ImageSettings, seed: int):
         import tensorflow as tf
 
         self.cfg = cfg
+        self.seed = seed
         self.index = index
         self.from_files = index.source == "image_dir"
         self.train = index.train
@@ -318,7 +324,7 @@ class Pipelines:
         import tensorflow as tf
 
         n = self.num_train
-        seed = self.cfg.seed
+        seed = self.seed
         first = start_step * global_batch  # flat position of the first example
         end = total_steps * global_batch
         epochs = tf.data.Dataset.range(first // n, math.ceil(end / n))
@@ -398,7 +404,7 @@ class Pipelines:
         """The training files of steps ``first_step .. last_step`` (the same order as above)."""
         import tensorflow as tf
 
-        n, seed, found = len(self.train), self.cfg.seed, []
+        n, seed, found = len(self.train), self.seed, []
         perms: dict[int, list[int]] = {}
         for position in range(first_step * global_batch, (last_step + 1) * global_batch):
             epoch, offset = divmod(position, n)

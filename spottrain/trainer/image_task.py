@@ -2,8 +2,10 @@
 
 It is what production trains by default (ResNet50 with ImageNet weights on tfds
 ``cassava``) and goes through the same :class:`spottrain.trainer.task_api.Task` API as a
-user's task: its flags (``--image-dir``, ``--dataset``, ``--backbone``, ...) are
-its settings, :mod:`spottrain.trainer.data` its input and :mod:`spottrain.trainer.model` its model.
+user's task: its settings are task args
+(:class:`spottrain.trainer.image_settings.ImageSettings`, also given as flags:
+``--image-dir``, ``--dataset``, ``--backbone``, ...), :mod:`spottrain.trainer.data` its
+input and :mod:`spottrain.trainer.model` its model.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from spottrain.trainer import data
+from spottrain.trainer.image_settings import ImageSettings
 from spottrain.trainer.preemption import ConfigError
 from spottrain.trainer.task_api import Task, TrainInput
 
@@ -20,18 +23,13 @@ class ImageClassificationTask(Task):
 
     def __init__(self, args: dict[str, Any], cfg):
         super().__init__(args, cfg)
-        if args:
-            raise ConfigError(
-                f"--task-args {args!r}: the image classifier takes its settings from its "
-                "own flags (--image-dir, --backbone, ...)"
-            )
+        self.settings = ImageSettings.from_args(args, cfg.data)
         self.index: data.DataIndex | None = None
         self._pipelines: data.Pipelines | None = None
 
     def prepare(self) -> None:
         """Indexes the image folder or tfds dataset (names a missing or empty one)."""
-        self.index = data.index_data(self.cfg)
-        self.cfg.class_names = self.index.class_names
+        self.index = data.index_data(self.settings, self.cfg.seed)
 
     def num_train_examples(self) -> int:
         """Images in the training split."""
@@ -41,14 +39,14 @@ class ImageClassificationTask(Task):
     def pipelines(self) -> data.Pipelines:
         """Built once, after the strategy (a split that fits the cache is decoded first)."""
         if self._pipelines is None:
-            self._pipelines = data.Pipelines(self.index, self.cfg)
+            self._pipelines = data.Pipelines(self.index, self.settings, self.cfg.seed)
         return self._pipelines
 
     def build_model(self):
         """The classifier of :func:`spottrain.trainer.model.build_model` for the indexed classes."""
         from spottrain.trainer import model as model_lib  # Keras: imported only to train
 
-        return model_lib.build_model(self.cfg, len(self.index.class_names))
+        return model_lib.build_model(self.settings, len(self.index.class_names))
 
     def train_dataset(self, spec: TrainInput):
         """This worker's share of every global batch, a pure function of (seed, step)."""
@@ -82,7 +80,7 @@ class ImageClassificationTask(Task):
         last = min(step + self._DECODE_LOOKAHEAD_STEPS, getattr(self, "_total_steps", step))
         items = pipes.items_for_steps(global_batch, step - 1, max(step, last) - 1)
         return data.undecodable_error(
-            items, self.cfg.image_size, f"in --image-dir (needed by step {step})"
+            items, self.settings.image_size, f"in --image-dir (needed by step {step})"
         )
 
     def evaluate(self, model, batch_size: int) -> dict[str, float]:
@@ -112,7 +110,7 @@ class ImageClassificationTask(Task):
         except tf.errors.InvalidArgumentError:
             if self.pipelines.from_files:
                 error = data.undecodable_error(
-                    self.pipelines.val.items, self.cfg.image_size, "in the validation split"
+                    self.pipelines.val.items, self.settings.image_size, "in the validation split"
                 )
                 if error:
                     raise error from None
@@ -126,3 +124,14 @@ class ImageClassificationTask(Task):
     def summary(self) -> dict[str, Any]:
         """The class names, in label order."""
         return {"class_names": self.index.class_names}
+
+    def compatibility(self) -> dict[str, Any]:
+        """The model's shape: backbone, image size, fine-tuning and the classes.
+
+        The data's location may change between attempts (a pipeline's copy).
+        """
+        return {**self.settings.compatibility(), "class_names": list(self.index.class_names)}
+
+    def __str__(self) -> str:
+        s = self.settings
+        return f"{s.backbone}, {s.image_size} px"

@@ -6,7 +6,7 @@ import keras
 from keras import layers
 
 from spottrain.trainer import preemption
-from spottrain.trainer.config import TrainConfig
+from spottrain.trainer.image_settings import ImageSettings
 
 
 @keras.saving.register_keras_serializable(package="spottrain")
@@ -43,7 +43,7 @@ class Preprocess(layers.Layer):
 _KERAS_FETCH_FAILURE = "URL fetch failure"
 
 
-def _backbone(cfg: TrainConfig):
+def _backbone(cfg: ImageSettings):
     """Returns (backbone model or None, preprocessing mode).
 
     Raises:
@@ -62,7 +62,7 @@ def _backbone(cfg: TrainConfig):
         ) from None
 
 
-def _build_backbone(cfg: TrainConfig):
+def _build_backbone(cfg: ImageSettings):
     weights = None if cfg.weights == "none" else cfg.weights
     shape = (cfg.image_size, cfg.image_size, 3)
     if cfg.backbone == "resnet50":
@@ -76,7 +76,7 @@ def _build_backbone(cfg: TrainConfig):
     return None, "unit"
 
 
-def build_model(cfg: TrainConfig, num_classes: int) -> keras.Model:
+def build_model(cfg: ImageSettings, num_classes: int) -> keras.Model:
     """ResNet50 (default) or a smaller backbone, with a fresh softmax-free head.
 
     The head returns logits in float32 even under mixed precision, which keeps

@@ -168,6 +168,20 @@ class Task:
         """Extra fields for ``training_summary.json``."""
         return {}
 
+    def compatibility(self) -> dict[str, Any]:
+        """What a checkpoint of this task depends on (after :meth:`prepare`).
+
+        A checkpoint dir remembers it; resuming with a different value fails fast
+        (exit 64) instead of restoring into the wrong variables. Default: all of
+        ``args``. Narrow it when some args (a data path, a schedule) may change
+        between attempts.
+        """
+        return {"task_args": self.args}
+
+    def __str__(self) -> str:
+        """How logs and reports name the task."""
+        return type(self).__name__
+
     def export(self, model, model_dir: str) -> None:
         """Extra export files beside ``model.keras`` and ``saved_model/`` (chief only)."""
 
