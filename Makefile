@@ -131,7 +131,7 @@ bench: venv ## Benchmarks (ratios measured side by side)
 	$(PY) bench/trainer_overhead.py
 
 bench-task: venv ## The same on a user's task (examples/keras_classifier.py: KerasTask vs fit on its own model and data)
-	$(PY) bench/trainer_overhead.py --task keras
+	$(PY) bench/trainer_overhead.py --task keras --steps 1500
 
 bench-tfds-memory: venv ## Peak memory training on a streamed tfds split, 1x vs 2x its size (~1 min)
 	$(PY) bench/tfds_memory.py

@@ -55,6 +55,13 @@ class WrongShapes(_regression()):
         return keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])
 
 
+class RunsOut(_regression()):
+    """Its dataset ends after 4 steps (no repeat)."""
+
+    def train_dataset(self, spec):
+        return super().train_dataset(spec).take(4 * spec.context.num_replicas_in_sync)
+
+
 class KerasNoExamples(KerasTask):
     def model(self):
         return None

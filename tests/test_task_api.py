@@ -120,6 +120,11 @@ def test_the_readme_task_trains_through_a_preemption_from_the_readme_alone(tmp_p
             "{}",
             "the task's batches do not fit its model at step 1",
         ),
+        (
+            "tests.task_fixtures:RunsOut",
+            "{}",
+            "the task's train_dataset ended before step 5 of 10",
+        ),
     ],
 )
 def test_a_bad_task_is_one_line_and_exit_64(tmp_path, task, args, named):

@@ -28,7 +28,7 @@ def train(
     local_workers: int = 1,
     expect_gpus: int = 0,
 ):
-    """Trains an image classifier, resuming from checkpoint_dir; exits 143 when preempted.
+    """Trains the task (default: the image classifier), resuming; exits 143 when preempted.
 
     Args:
         data: The run's data folder (the trainer's --data: the image task's image

@@ -105,7 +105,8 @@ class Trainer:
         self.task = task
         self.stop = stop or preemption.StopFlag()
         self.started = time.monotonic()
-        # (seconds waiting for input, seconds for the whole step) of recent steps.
+        # (seconds waiting for input, seconds for the whole step) of recent steps; the
+        # input wait is measured only with an on_step hook (else the step fetches it).
         self.step_times: collections.deque = collections.deque(maxlen=10_000)
         # Progress reports to the hang-watchdog supervisor (spottrain.trainer.watchdog).
         self.heartbeat = watchdog_lib.Heartbeat()
@@ -193,7 +194,7 @@ class Trainer:
                 f"--train-steps {self.total_steps} is below the checkpointed step "
                 f"{self.start_step} in {cfg.checkpoint_dir!r}"
             )
-        self._train_step = self._make_train_step()
+        self._train_step, self._make_train_next = self._make_train_step()
         self.writer = (
             tf.summary.create_file_writer(cfg.tensorboard_dir)
             if self.cluster.is_chief and cfg.tensorboard_dir
@@ -241,14 +242,38 @@ class Trainer:
                 tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local])
             )
 
-        @tf.function
-        def train_step(batch, stop_local, save_local):
+        def run_step(batch, stop_local, save_local):
             features, labels = batch
             fn = own_step_fn if task.has_own_step() else step_fn
             out = strategy.run(fn, args=(features, labels, stop_local, save_local))
             return strategy.experimental_local_results(out)[0]
 
-        return train_step
+        @tf.function
+        def train_step(batch, stop_local, save_local):
+            # The batch is fetched by the caller: the profiler's window times the
+            # input wait and the step apart.
+            return run_step(batch, stop_local, save_local)
+
+        def train_next(iterator):
+            """The step that fetches its own batch from ``iterator`` (captured, not an argument).
+
+            A Python-side next() on a distributed iterator plus the dispatch of the
+            batch's (or the iterator's) structure cost ~0.3 ms a step (cProfile of
+            bench/trainer_overhead.py --task keras): nothing for a 100 ms ResNet step,
+            most of a tiny model's. Captured, the call dispatches two scalars.
+            """
+
+            @tf.function
+            def step(stop_local, save_local):
+                return run_step(next(iterator), stop_local, save_local)
+
+            # Traced once for two float32 scalars and then called directly: the
+            # polymorphic function's per-call dispatch (its cache lookup over the
+            # captures) would cost another ~0.2 ms a step.
+            scalar = tf.TensorSpec([], tf.float32)
+            return step.get_concrete_function(scalar, scalar)
+
+        return train_step, train_next
 
     # -- the loop -----------------------------------------------------------
     def _save(self, step: int, why: str, *, wait: bool, notice: bool = False) -> None:
@@ -306,6 +331,8 @@ class Trainer:
             )
 
         iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+        train_next = None  # traced at the first step, inside its error handling
+        flag = {False: tf.constant(0.0), True: tf.constant(1.0)}  # the vote's inputs, made once
         step = self.start_step
         last_save = time.monotonic()
         last_log, last_log_step = time.monotonic(), step
@@ -321,14 +348,23 @@ class Trainer:
                 # profiler it is one flag check (bench/step_marker.py).
                 with tf.profiler.experimental.Trace("train", step_num=step + 1, _r=1):
                     t0 = time.perf_counter()
-                    batch = next(iterator)
-                    t1 = time.perf_counter()
-                    out = self._train_step(
-                        batch,
-                        tf.constant(float(self.stop.is_set())),
-                        tf.constant(float(timed_save)),
-                    )
+                    flags = (flag[self.stop.is_set()], flag[timed_save])
+                    if on_step is None:
+                        if train_next is None:
+                            train_next = self._make_train_next(iterator)
+                        out = train_next(*flags)
+                        t1 = t0  # the input wait is inside the step
+                    else:
+                        batch = next(iterator)
+                        t1 = time.perf_counter()
+                        out = self._train_step(batch, *flags)
                     loss, stop_votes, save_votes = (float(v) for v in np.asarray(out))
+            except (StopIteration, tf.errors.OutOfRangeError):
+                raise ConfigError(
+                    f"the task's train_dataset ended before step {step + 1} of "
+                    f"{self.total_steps}: it must yield a batch for every step from "
+                    "TrainInput.start_step to total_steps (repeat it)"
+                ) from None
             except (ValueError, TypeError) as e:
                 if step != self.start_step:
                     raise
