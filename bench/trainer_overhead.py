@@ -31,7 +31,7 @@ With ``--task keras`` the engine trains a user's ``KerasTask``
 (``examples/keras_classifier.py``) and the other two fit that task's own compiled
 model on its own examples (same batch, steps and optimizer).
 
-Usage: ``python bench/trainer_overhead.py [--task image|keras] [--steps 600] [--repeats 5]``
+Usage: ``python bench/trainer_overhead.py [--task image|resnet50|keras] [--steps N] [--repeats N]``
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ from spottrain.trainer import config, data, image_settings, model as model_lib, 
 image_dir, backup, kind = sys.argv[1], sys.argv[5], sys.argv[6]
 steps, batch, save_every = (int(v) for v in sys.argv[2:5])
 cfg = config.TrainConfig(train_steps=steps)
-image = image_settings.ImageSettings(image_dir=image_dir, backbone="small_cnn", weights="none",
+backbone = "resnet50" if kind == "resnet50" else "small_cnn"
+image = image_settings.ImageSettings(image_dir=image_dir, backbone=backbone, weights="none",
                                      image_size=32)
 keras.utils.set_random_seed(0)
 if kind == "keras":  # the user task's own compiled model and examples
@@ -140,7 +141,8 @@ def trainer_args(
     what = (
         ["--task", KERAS_TASK]
         if kind == "keras"
-        else ["--image-dir", image_dir, "--backbone", "small_cnn", "--weights", "none",
+        else ["--image-dir", image_dir, "--weights", "none",
+              "--backbone", "resnet50" if kind == "resnet50" else "small_cnn",
               "--image-size", "32"]
     )  # fmt: skip
     return [
@@ -217,10 +219,11 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument(
         "--task",
-        choices=["image", "keras"],
+        choices=["image", "resnet50", "keras"],
         default="image",
-        help="image: the built-in small CNN on digits; keras: examples.keras_classifier "
-        "(a user's KerasTask) against fit on its own compiled model and examples",
+        help="image: the built-in small CNN on digits; resnet50: the same with ResNet50 "
+        "(random init, 32 px); keras: examples.keras_classifier (a user's KerasTask) "
+        "against fit on its own compiled model and examples",
     )
     a = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-trainer-"))

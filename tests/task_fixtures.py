@@ -62,6 +62,22 @@ class RunsOut(_regression()):
         return super().train_dataset(spec).take(4 * spec.context.num_replicas_in_sync)
 
 
+class Unseeded(_regression()):
+    """Shuffles its batches without a seed: a resume trains on other batches."""
+
+    def train_dataset(self, spec):
+        return super().train_dataset(spec).shuffle(64)
+
+
+class IgnoresStart(_regression()):
+    """Always starts at step 0: a resume repeats the batches it already trained on."""
+
+    def train_dataset(self, spec):
+        import dataclasses
+
+        return super().train_dataset(dataclasses.replace(spec, start_step=0))
+
+
 class KerasNoExamples(KerasTask):
     def model(self):
         return None

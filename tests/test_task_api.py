@@ -42,7 +42,9 @@ def _weights(out):
 )
 def test_a_user_task_gets_the_whole_contract_under_two_workers(tmp_path, task):
     """SIGTERM mid-run: every worker saves the same step, 0 lost; the resume ends at
-    exactly the final step with the weights of an uninterrupted run."""
+    exactly the final step with the weights of an uninterrupted run (--deterministic:
+    the resume probe passes and TensorFlow's op determinism is on)."""
+    task = [*task, "--deterministic"]
     hit = tmp_path / "interrupted"
     first = launch.Launcher(
         2, _args(hit, task), preempt_at_step=60, signal_name="TERM", seed=0
@@ -56,13 +58,30 @@ def test_a_user_task_gets_the_whole_contract_under_two_workers(tmp_path, task):
     assert ledger(hit)[1]["start_step"] == rec["saved_step"]
     s = summary(hit)
     assert s["final_step"] == s["train_steps"] == 240 and s["num_workers"] == 2
-    if task is not KERAS:
+    if task[:2] != KERAS:
         assert s["val_mse"] < 0.5, s  # it learned: the targets' variance is ~8
 
     clean = tmp_path / "uninterrupted"
     assert launch.Launcher(2, _args(clean, task)).run().code == 0
     for a, b in zip(_weights(hit), _weights(clean), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("task", ["Unseeded", "IgnoresStart"])
+def test_deterministic_refuses_batches_a_resume_would_not_reproduce(tmp_path, task):
+    """Without --deterministic the check only says so; with it, the check and the run
+    refuse at once (one line, exit 64), before any step or checkpoint."""
+    argv = ["--task", f"tests.task_fixtures:{task}", *_args(tmp_path)[2:]]
+    proc, _ = run_module("spottrain.trainer.task", ["--check", *argv])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "resumes are exact in steps but not bit-identical: the batch of step 4" in proc.stdout
+    named = "--deterministic: the batch of step 4 differs when the pipeline starts at step 3"
+    for extra in (["--check"], []):
+        proc, _ = run_module("spottrain.trainer.task", [*extra, *argv, "--deterministic"])
+        assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
+        (line,) = error_lines(proc)
+        assert named in line, line
+    assert not list((tmp_path / "checkpoints").glob("ckpt-*")), "it trained"
 
 
 @pytest.mark.slow

@@ -3,7 +3,9 @@
 Run it before paying for GPUs (in your image: ``docker run IMAGE --check --task …``):
 it loads the task with the run's flags, runs its ``prepare()``, builds its model,
 takes one replica's batch of step 0 from its input pipeline (a single-worker input
-context) and computes the loss on it. Nothing is trained and nothing is written:
+context) and computes the loss on it, and probes whether a resume would reproduce the
+batches (:mod:`spottrain.trainer.resume_probe`; a failed probe fails the check only
+with ``--deterministic``). Nothing is trained and nothing is written:
 no checkpoint, ledger record, run config or ``FATAL.json``. It prints one line and
 exits 0, or names the problem in one line and exits 64.
 """
@@ -67,7 +69,22 @@ def _check(cfg: config.TrainConfig) -> str:
     if not np.all(np.isfinite(loss)):
         raise ConfigError("the task's loss is not finite on the first batch")
     params = model.count_params()
+    from spottrain.trainer import resume_probe
+
+    # The run's horizon, at least long enough that the probe is not a short pipeline's
+    # (the pre-flight checks with --train-steps 1).
+    total = max(cfg.train_steps, 100)
+    problem = task_api.call_task(
+        "the task's train_dataset()", resume_probe.probe, task, context, batch, cfg.seed, total
+    )
+    if problem and cfg.deterministic:
+        raise ConfigError(f"--deterministic: {problem}")
+    resumes = (
+        "resumes reproduce the batches (steps read from step 0 and from a resume agree)"
+        if not problem
+        else f"resumes are exact in steps but not bit-identical: {problem}"
+    )
     return (
         f"task {cfg.task or task_api.DEFAULT_TASK} builds a model of {params:,} parameters; "
-        f"a batch of {batch} fits it; mean loss {float(loss.mean()):.4g}"
+        f"a batch of {batch} fits it; mean loss {float(loss.mean()):.4g}; {resumes}"
     )

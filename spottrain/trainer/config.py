@@ -69,6 +69,7 @@ class TrainConfig:
     hang_timeout: float = 600.0
     startup_timeout: float = 1800.0
     no_supervisor: bool = False
+    deterministic: bool = False
     check: bool = False
     seed: int = 0
     threads: int = 0
@@ -244,6 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Only check that the task imports, builds and fits one batch (CPU, seconds); "
         "train nothing, write nothing.",
+    )
+    ft.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="Require bit-identical resumes: first check that the task's batch of a step "
+        "is the same when its pipeline starts there (as a resume does), else exit 64; and "
+        "make TensorFlow's ops deterministic (enable_op_determinism: slower on GPUs).",
     )
     ft.add_argument(
         "--no-supervisor",

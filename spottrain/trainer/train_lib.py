@@ -19,7 +19,7 @@ import re
 import threading
 import time
 
-from spottrain.trainer import checkpointing, config, data, distribution, fileio, preemption
+from spottrain.trainer import checkpointing, config, data, distribution, fileio, preemption, steps
 from spottrain.trainer import ledger as ledger_lib
 from spottrain.trainer import watchdog as watchdog_lib
 from spottrain.trainer.preemption import ConfigError, TrainerExit
@@ -126,6 +126,10 @@ class Trainer:
         if cfg.threads:
             tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
             tf.config.threading.set_inter_op_parallelism_threads(cfg.threads)
+        if cfg.deterministic:
+            # GPU kernels (cuDNN, atomics in reductions) may otherwise sum in any order;
+            # an op without a deterministic kernel then fails instead of drifting.
+            tf.config.experimental.enable_op_determinism()
         replicas = _expected_replicas(self.cluster)
         self.global_batch = config.global_batch(cfg, replicas)  # fails before MWMS starts
         self.strategy = distribution.create_strategy(self.cluster, cfg.collective_timeout)
@@ -194,86 +198,22 @@ class Trainer:
                 f"--train-steps {self.total_steps} is below the checkpointed step "
                 f"{self.start_step} in {cfg.checkpoint_dir!r}"
             )
-        self._train_step, self._make_train_next = self._make_train_step()
+        self._train_step, self._make_train_next = steps.make_step_functions(self)
         self.writer = (
             tf.summary.create_file_writer(cfg.tensorboard_dir)
             if self.cluster.is_chief and cfg.tensorboard_dir
             else None
         )
 
-    def _make_train_step(self):
-        import tensorflow as tf
+    def _probe_resume(self, context) -> None:
+        """--deterministic: refuses a pipeline whose batches a resume would not reproduce."""
+        from spottrain.trainer import resume_probe
 
-        cfg, model, optimizer, task = self.cfg, self.model, self.optimizer, self.task
-        strategy, gb, replicas = self.strategy, self.global_batch, self.replicas
-        # Clipping and loss scaling must see the *global* gradient (and every
-        # worker must agree on whether it is finite), so then we all-reduce it
-        # ourselves and hand each replica 1/replicas of it to the optimizer,
-        # whose own sum restores the total. Costs a second gradient all-reduce.
-        reduce_first = bool(cfg.clip_norm) or cfg.mixed_precision
-
-        def own_step_fn(features, labels, stop_local, save_local):
-            loss = task.train_step(model, self.optimizers, features, labels, gb)
-            return tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM,
-                tf.stack([tf.cast(loss, tf.float32), stop_local, save_local]),
-            )
-
-        def step_fn(features, labels, stop_local, save_local):
-            with tf.GradientTape() as tape:
-                outputs = model(features, training=True)
-                per_example = tf.cast(task.loss(labels, outputs), tf.float32)
-                loss = tf.nn.compute_average_loss(per_example, global_batch_size=gb)
-                scaled = optimizer.scale_loss(loss) if cfg.mixed_precision else loss
-            variables = model.trainable_variables
-            grads = tape.gradient(scaled, variables)
-            ctx = tf.distribute.get_replica_context()
-            if reduce_first:
-                grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-                if cfg.clip_norm:
-                    scale = (
-                        tf.cast(optimizer.dynamic_scale, tf.float32) if cfg.mixed_precision else 1.0
-                    )
-                    grads, _ = tf.clip_by_global_norm([g / scale for g in grads], cfg.clip_norm)
-                    grads = [g * scale for g in grads]
-                grads = [g / replicas for g in grads]
-            optimizer.apply_gradients(zip(grads, variables, strict=True))
-            return ctx.all_reduce(
-                tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local])
-            )
-
-        def run_step(batch, stop_local, save_local):
-            features, labels = batch
-            fn = own_step_fn if task.has_own_step() else step_fn
-            out = strategy.run(fn, args=(features, labels, stop_local, save_local))
-            return strategy.experimental_local_results(out)[0]
-
-        @tf.function
-        def train_step(batch, stop_local, save_local):
-            # The batch is fetched by the caller: the profiler's window times the
-            # input wait and the step apart.
-            return run_step(batch, stop_local, save_local)
-
-        def train_next(iterator):
-            """The step that fetches its own batch from ``iterator`` (captured, not an argument).
-
-            A Python-side next() on a distributed iterator plus the dispatch of the
-            batch's (or the iterator's) structure cost ~0.3 ms a step (cProfile of
-            bench/trainer_overhead.py --task keras): nothing for a 100 ms ResNet step,
-            most of a tiny model's. Captured, the call dispatches two scalars.
-            """
-
-            @tf.function
-            def step(stop_local, save_local):
-                return run_step(next(iterator), stop_local, save_local)
-
-            # Traced once for two float32 scalars and then called directly: the
-            # polymorphic function's per-call dispatch (its cache lookup over the
-            # captures) would cost another ~0.2 ms a step.
-            scalar = tf.TensorSpec([], tf.float32)
-            return step.get_concrete_function(scalar, scalar)
-
-        return train_step, train_next
+        args = (self.task, context, self.global_batch, self.cfg.seed, self.total_steps)
+        problem = call_task("the task's train_dataset()", resume_probe.probe, *args)
+        if problem:
+            raise ConfigError(f"--deterministic: {problem}")
+        log.info("--deterministic: a resumed pipeline reproduces its batches (probed)")
 
     # -- the loop -----------------------------------------------------------
     def _save(self, step: int, why: str, *, wait: bool, notice: bool = False) -> None:
@@ -325,12 +265,17 @@ class Trainer:
             self.heartbeat.done()
             return self.start_step
 
+        contexts = []
+
         def dataset_fn(context):
+            contexts.append(context)
             return self.task.train_dataset(
                 TrainInput(context, self.global_batch, cfg.seed, self.start_step, self.total_steps)
             )
 
         iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+        if cfg.deterministic and contexts:
+            self._probe_resume(contexts[0])
         train_next = None  # traced at the first step, inside its error handling
         flag = {False: tf.constant(0.0), True: tf.constant(1.0)}  # the vote's inputs, made once
         step = self.start_step
