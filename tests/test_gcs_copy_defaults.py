@@ -48,7 +48,7 @@ def test_own_client_reads_the_environment_once_unless_it_holds_settings(
     """requests' per-request environment scan is off on the copy's own client only when
     nothing in the environment is meant for it (proxy, CA bundle, netrc)."""
     from spottrain.gcs_copy import copy
-    from spottrain.gcs_copy.gcs_io import _default_client
+    from spottrain.gcs_copy.gcs_io import default_client
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     for name in list(os.environ):
@@ -57,7 +57,7 @@ def test_own_client_reads_the_environment_once_unless_it_holds_settings(
     monkeypatch.delenv("NETRC", raising=False)
     for name, value in fake_gcs.env.items():
         monkeypatch.setenv(name, value)
-    assert _trust_env(_default_client()) is False
+    assert _trust_env(default_client()) is False
 
     for name, value in [
         ("HTTPS_PROXY", "http://proxy.example:3128"),
@@ -67,10 +67,10 @@ def test_own_client_reads_the_environment_once_unless_it_holds_settings(
     ]:
         with monkeypatch.context() as m:
             m.setenv(name, value)
-            assert _trust_env(_default_client()) is True, name
+            assert _trust_env(default_client()) is True, name
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / ".netrc").write_text("machine example.com login a password b\n")
-    assert _trust_env(_default_client()) is True
+    assert _trust_env(default_client()) is True
     (tmp_path / "home" / ".netrc").unlink()
 
     # A caller's client is used as it is.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 
 import pytest
@@ -47,6 +49,33 @@ def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir,
     proc, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=2))
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert [r["outcome"] for r in ledger(out)] == ["hang", "success"]
+
+
+def test_a_resume_trains_with_the_flags_learning_rate_not_the_checkpoints():
+    """After a NaN stop the advice is a lower --learning-rate; a float learning rate is
+    an optimizer variable that the restore brings back, so the engine sets the
+    flags' rate over it (a checkpoint written at 5.0, resumed with 0.003)."""
+    import tensorflow as tf
+
+    from spottrain.trainer import config, optimizer
+
+    def trained(lr):
+        cfg = config.TrainConfig(learning_rate=lr)
+        opt = optimizer.build_optimizer(cfg)
+        var = tf.Variable([1.0, 2.0])
+        opt.apply_gradients([(tf.constant([0.5, 0.5]), var)])
+        return cfg, opt, tf.train.Checkpoint(optimizer=opt, var=var)
+
+    _, _, old = trained(5.0)
+    path = old.save(os.path.join(tempfile.mkdtemp(), "ckpt"))
+    cfg, opt, new = trained(0.003)
+    new.restore(path).assert_consumed()
+    assert float(opt.learning_rate) == 5.0  # what the restore alone leaves
+    assert optimizer.apply_learning_rate(opt, cfg) is True
+    assert abs(float(opt.learning_rate) - 0.003) < 1e-9
+    assert optimizer.apply_learning_rate(opt, cfg) is False  # already the flags'
+    warm = config.TrainConfig(learning_rate=0.003, warmup_steps=10)  # a schedule: not restored
+    assert optimizer.apply_learning_rate(optimizer.build_optimizer(warm), warm) is False
 
 
 def test_nan_loss_stops_fatal_and_keeps_last_good_checkpoint(digits_dir, tmp_path):

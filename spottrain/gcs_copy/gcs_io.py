@@ -41,7 +41,12 @@ _REQUESTS_ENV = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NETRC")
 _NETRC_FILES = ("~/.netrc", "~/_netrc")
 
 
-def _default_client() -> storage.Client:
+def default_client() -> storage.Client:
+    """A client for real GCS, or for ``STORAGE_EMULATOR_HOST`` with anonymous credentials.
+
+    Raises:
+        CopyError: no Google Cloud credentials.
+    """
     from google.auth import exceptions as auth
     from google.cloud import storage
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from spottrain.gcs_copy.checksums import _file_crc32c
 from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _is_permission, _is_transient, _one_line
-from spottrain.gcs_copy.gcs_io import SLICED_DOWNLOAD_THRESHOLD, _default_client, _GcsIO
+from spottrain.gcs_copy.gcs_io import SLICED_DOWNLOAD_THRESHOLD, _GcsIO, default_client
 from spottrain.gcs_copy.listing import _Listing
 from spottrain.gcs_copy.local_files import _LocalWriter, _unsafe_local_name
 from spottrain.gcs_copy.locations import _Entry, _Loc, _parse
@@ -105,7 +105,7 @@ def copy(
     src_loc, dst_loc = _parse(src, "source"), _parse(dst, "destination")
     own_client = client is None and (src_loc.is_gcs or dst_loc.is_gcs)
     if own_client:
-        client = _default_client()
+        client = default_client()
     job = _Copy(
         src_loc,
         dst_loc,

@@ -101,6 +101,8 @@ def _stop(e: TrainerExit, cfg, cluster, ledger) -> int:
     """
     level = logging.WARNING if preemption.is_retryable(e.code) else logging.ERROR
     log.log(level, "exit %d: %s", e.code, e)
+    if isinstance(e, preemption.NotTheWriter):
+        return e.code  # the dir is another writer's: record nothing there
     if e.code in preemption.FATAL and cfg is not None and cluster is not None:
         checkpointing.record_fatal(cfg, cluster, str(e), e.code)
     if ledger is not None:
@@ -164,12 +166,16 @@ def check(argv: list[str], environ: dict | None = None) -> Checked:
 
 def run(argv: list[str], environ: dict | None = None) -> int:
     """Runs one attempt; returns the exit code (see spottrain.trainer.preemption)."""
-    cfg = cluster = trainer = ledger = None
+    cfg = cluster = trainer = ledger = lease = None
     try:
         cfg, cluster = prepare(argv, environ)
+        if _recordable(cfg):
+            # Before anything is written into the checkpoint dir (ledger, run config,
+            # FATAL.json). The supervisor's check() refused bad flags already.
+            lease = checkpointing.acquire_lease(cfg, cluster)
         ledger = _ledger(cfg, cluster)
         task = validate_all(cfg, cluster)
-        trainer = Trainer(cfg, cluster, task, ledger)
+        trainer = Trainer(cfg, cluster, task, ledger, lease=lease)
         trainer.build()
         final_step = trainer.train()
         metrics = trainer.evaluate()
@@ -195,3 +201,5 @@ def run(argv: list[str], environ: dict | None = None) -> int:
     finally:
         if trainer is not None:
             trainer.close()
+        if lease is not None:
+            lease.release()

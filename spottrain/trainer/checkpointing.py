@@ -5,6 +5,7 @@ Layout of ``--checkpoint-dir`` (written by the chief only)::
     ckpt-<step>.index / .data-*   tf.train.Checkpoint files, numbered by global step
     checkpoint                     CheckpointManager's state file
     run_config.json                the config that created the checkpoints
+    lease.json                     the writer lease: which run writes here now (lease.py)
     FATAL.json                     present after a fatal error (see record_fatal)
     quarantine/                    unreadable checkpoints moved aside, never deleted
     diagnostics/                   hang stack dumps (any worker; names are per worker)
@@ -35,7 +36,13 @@ import time
 from spottrain.trainer import fileio
 from spottrain.trainer.config import TrainConfig
 from spottrain.trainer.distribution import Cluster
-from spottrain.trainer.preemption import FATAL_CONFIG, ConfigError, TrainerExit
+from spottrain.trainer.preemption import (
+    FATAL_CONFIG,
+    UNAVAILABLE,
+    ConfigError,
+    NotTheWriter,
+    TrainerExit,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +108,51 @@ def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:
             if fileio.is_local(directory) and os.path.isfile(directory):
                 reason = "it is a file, not a folder"
             raise ConfigError(f"{flag} {directory!r} is not writable: {reason}") from None
+
+
+def acquire_lease(cfg: TrainConfig, cluster: Cluster):
+    """The chief's writer lease on the checkpoint dir, renewing; ``None`` on other workers.
+
+    Workers of the chief's gang share its lease (they write only private temp dirs
+    and per-worker diagnostics). A live holder gets ``1.25 * --lease-seconds`` to let
+    go: a dead one's lease has expired by then, and a terminating gang has ended.
+
+    Raises:
+        NotTheWriter: still held after the wait; exit 64 when a different run (other
+            settings) holds it, 172 (retryable) when an attempt of this run does.
+    """
+    from spottrain.trainer import lease as lease_lib
+
+    if not cluster.is_chief:
+        return None
+    try:
+        lease = lease_lib.Lease(cfg.checkpoint_dir, cfg.fingerprint(), cfg.lease_seconds)
+        taken = lease.acquire(wait_seconds=1.25 * cfg.lease_seconds)
+    except OSError:
+        raise  # local: attempt.run names the path and the reason
+    except lease_lib.LeaseHeld as held:
+        same = held.holder.get("run") == cfg.fingerprint()
+        raise NotTheWriter(
+            UNAVAILABLE if same else FATAL_CONFIG,
+            f"--checkpoint-dir {cfg.checkpoint_dir!r} is being written by "
+            f"{'another attempt of this run' if same else 'another run'}: {held}; "
+            + ("retry when it ends" if same else "use another checkpoint dir or wait for it"),
+        ) from None
+    except Exception as e:  # noqa: BLE001 - Cloud Storage: credentials, bucket, network
+        fatal = lease_lib.refused(e)
+        raise NotTheWriter(
+            FATAL_CONFIG if fatal else UNAVAILABLE,
+            f"storage {'refused' if fatal else 'unreachable'} taking the writer lease on "
+            f"--checkpoint-dir {cfg.checkpoint_dir!r}: {type(e).__name__}: "
+            f"{' '.join(str(e).split())[:300]}",
+        ) from None
+    if taken:
+        log.warning(
+            "took over the lease of %s (expired, or its process here ended)",
+            lease_lib.describe(taken),
+        )
+    lease.start_renewing()
+    return lease
 
 
 def check_fatal_marker(cfg: TrainConfig) -> None:

@@ -70,6 +70,9 @@ class TrainConfig:
     startup_timeout: float = 1800.0
     no_supervisor: bool = False
     deterministic: bool = False
+    # The checkpoint dir's writer lease (spottrain.trainer.lease): renewed every quarter,
+    # taken over this long after its holder died.
+    lease_seconds: float = 60.0
     check: bool = False
     seed: int = 0
     threads: int = 0
@@ -245,6 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Only check that the task imports, builds and fits one batch (CPU, seconds); "
         "train nothing, write nothing.",
+    )
+    ft.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=d.lease_seconds,
+        help="The checkpoint dir's writer lease: one run writes it at a time; a holder "
+        "that died is taken over after this; a second run waits 1.25x this, then exits.",
     )
     ft.add_argument(
         "--deterministic",
@@ -424,6 +434,7 @@ def validate(cfg: TrainConfig) -> None:
     for flag, seconds in (
         ("--hang-timeout", cfg.hang_timeout),
         ("--startup-timeout", cfg.startup_timeout),
+        ("--lease-seconds", cfg.lease_seconds),
     ):
         _require(
             math.isfinite(seconds) and seconds > 0,

@@ -118,6 +118,14 @@ class ConfigError(TrainerExit):
         super().__init__(FATAL_CONFIG, message)
 
 
+class NotTheWriter(TrainerExit):
+    """This attempt does not (or no longer) hold the checkpoint dir's lease.
+
+    It ends without writing anything there: no FATAL.json, no ledger record
+    (the dir belongs to the holder).
+    """
+
+
 class StopFlag:
     """Set by SIGTERM/SIGINT; read once per step and all-reduced across workers.
 

@@ -98,8 +98,11 @@ class Trainer:
         task: Task,
         ledger: ledger_lib.Ledger,
         stop: preemption.StopFlag | None = None,
+        lease=None,
     ):
         self.ledger = ledger
+        # The chief's writer lease on the checkpoint dir (None elsewhere): lost, it stops.
+        self.lease = lease
         self.cfg = cfg
         self.cluster = cluster
         self.task = task
@@ -191,6 +194,9 @@ class Trainer:
         self.store = checkpointing.CheckpointStore(cfg, self.cluster, ckpt)
         self.start_step = self.store.restore_latest()
         self.ledger.set_start(self.start_step)  # lower if a corrupt checkpoint was skipped
+        restored = self.start_step > 0 and self.optimizer is not None
+        if restored and optimizer_lib.apply_learning_rate(self.optimizer, cfg):
+            log.info("learning rate %g from the flags, over the checkpoint's", cfg.learning_rate)
         if cfg.save_every_seconds or cfg.save_every_steps < self.total_steps:
             self.store.warm_up()  # periodic saves will use the asynchronous path
         if self.start_step > self.total_steps:
@@ -283,6 +289,12 @@ class Trainer:
         last_log, last_log_step = time.monotonic(), step
         self.first_step_seconds = None
         while step < self.total_steps:
+            if self.lease is not None and self.lease.lost.is_set():
+                raise preemption.NotTheWriter(
+                    preemption.UNAVAILABLE,
+                    f"lost the lease on --checkpoint-dir {cfg.checkpoint_dir!r} (another "
+                    f"writer took it over): stopped at step {step} without writing more",
+                )
             timed_save = bool(cfg.save_every_seconds) and (
                 time.monotonic() - last_save >= cfg.save_every_seconds
             )
