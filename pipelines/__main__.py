@@ -297,6 +297,8 @@ def cmd_rbac(args: argparse.Namespace) -> int:
     ):
         if not value:
             raise _guard_error(f"{name} is empty")
+        if problem := rbac.name_problem(name, value):
+            raise _guard_error(problem)
     text = rbac.render(args.namespace, args.service_account)
     print(text, end="")
     if args.execute:

@@ -138,6 +138,9 @@ CASES = [
     (["nodepool", "--cluster", "c", "--zone", "z", "--gpu-type", "nvidia-tesla-t5"], 2, "t5"),
     (["nodepool", "--cluster", "c", "--zone", "z", "--pool", "bogus"], 2, "pool='bogus'"),
     (["nodepool", "--cluster", "c", "--zone", "z", "--max-nodes", "0"], 2, "max_nodes=0"),
+    (["rbac", "--namespace", "Bad_NS!"], 2, "--namespace 'Bad_NS!' is not a Kubernetes name"),
+    (["rbac", "--service-account", "a..b"], 2, "--service-account 'a..b' is not a Kubernetes"),
+    (["rbac", "--namespace", "n" * 64], 2, "at most 63 characters"),
     # run-local, refused before the copy and the kfp.local run
     (["run-local", "--workers", "0"], 2, "--workers 0 must be >= 1"),
     (["run-local", "--limit", "-5"], 2, "--limit -5 must be >= 0"),

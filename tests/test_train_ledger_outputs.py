@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kfp import dsl
-from trainer_helpers import tiny_args
+from trainer_helpers import ledger, tiny_args
 
 from spottrain.runtime.train import write_ledger
 from spottrain.trainer import attempt, preemption
@@ -29,3 +29,18 @@ def test_ledger_becomes_metrics_and_markdown(digits_dir, tmp_path):
     assert "fatal_config" in rows[0] and "| 64 |" in rows[0]
     assert "success" in rows[1] and "| 0 | 4 | 4 |" in rows[1]
     assert "2 attempt(s), 0 preemption(s), 0 step(s) lost" in table
+
+
+def test_an_unreadable_ledger_is_moved_aside_not_overwritten(digits_dir, tmp_path):
+    """A crash mid-write left garbage (a file system without atomic rename): the
+    history is kept in quarantine/ and the new ledger says where."""
+    out = tmp_path / "run"
+    ckpt = out / "checkpoints"
+    ckpt.mkdir(parents=True)
+    (ckpt / "attempts.json").write_text('{"attempts": [{"attempt": 1, "outc')
+    assert attempt.run(tiny_args(digits_dir, out, train_steps=2, save_every_steps=1)) == 0
+    (moved,) = (ckpt / "quarantine").glob("attempts.json.*")
+    assert moved.read_text() == '{"attempts": [{"attempt": 1, "outc'
+    (record,) = ledger(out)
+    assert record["outcome"] == "success"
+    assert record["previous_ledger_quarantined"] == str(moved)

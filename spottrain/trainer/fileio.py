@@ -142,6 +142,22 @@ def mtime(path: str) -> float:
     return os.stat(path).st_mtime if is_local(path) else gfile().stat(path).mtime_nsec / 1e9
 
 
+def exists(path: str) -> bool:
+    """Whether ``path`` exists."""
+    return os.path.exists(path) if is_local(path) else gfile().exists(path)
+
+
+def move(src: str, dst: str) -> None:
+    """Moves the file ``src`` to ``dst``, creating ``dst``'s folder."""
+    parent = dst.rsplit("/", 1)[0]
+    if is_local(dst):
+        os.makedirs(parent, exist_ok=True)
+        os.replace(src, dst)
+    else:
+        gfile().makedirs(parent)
+        gfile().rename(src, dst, overwrite=True)
+
+
 def write_json(path: str, data, *, sort_keys: bool = True) -> None:
     """Writes ``data`` as indented JSON to ``path`` atomically."""
     write_text(path, json.dumps(data, indent=2, sort_keys=sort_keys))

@@ -121,6 +121,7 @@ class Ledger:
         if not self.enabled:
             return None
         self.records = read(self.dir)
+        quarantined = self._quarantine_unreadable() if not self.records else None
         if self.records and self.records[-1].get("outcome") == "running":
             prev = self.records[-1]
             if self._hang_dump_since(prev["started"]):
@@ -153,9 +154,28 @@ class Ledger:
             "outcome": "running",
             "workers": self.workers,
         }
+        if quarantined:
+            self.current["previous_ledger_quarantined"] = quarantined
         self.records.append(self.current)
         self._write(force=True)
         return self.current
+
+    def _quarantine_unreadable(self) -> str | None:
+        """Moves an unreadable ledger aside (a crash mid-write) instead of overwriting it.
+
+        Returns:
+            Where it went, or ``None`` (no ledger, or a readable one).
+        """
+        if not fileio.exists(self.path) or fileio.read_json(self.path) is not None:
+            return None
+        moved = fileio.join(self.dir, f"quarantine/{LEDGER}.{int(time.time())}")
+        try:
+            fileio.move(self.path, moved)
+        except Exception as e:  # noqa: BLE001 - the ledger must never stop training
+            log.warning("could not move the unreadable ledger %s aside: %s", self.path, e)
+            return None
+        log.warning("the attempt ledger was unreadable: moved to %s, a new one starts", moved)
+        return moved
 
     def _hang_dump_since(self, started: float) -> bool:
         """Whether the watchdog supervisor left a stack dump during that attempt."""

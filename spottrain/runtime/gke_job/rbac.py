@@ -11,6 +11,8 @@ collector deletes the pods.
 
 from __future__ import annotations
 
+import re
+
 import yaml
 
 NAME = "spottrain-job-launcher"
@@ -24,6 +26,29 @@ RULES = [
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
 ]
 CLUSTER_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+
+
+# What the API server accepts (k8s.io/apimachinery pkg/util/validation/validation.go):
+# a namespace is a DNS-1123 label (IsDNS1123Label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at
+# most 63), a service account name a DNS-1123 subdomain (IsDNS1123Subdomain: labels
+# joined by '.', at most 253).
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAMES = {
+    "--namespace": (re.compile(_LABEL), 63, "a DNS-1123 label"),
+    "--service-account": (re.compile(rf"{_LABEL}(\.{_LABEL})*"), 253, "a DNS-1123 subdomain"),
+}
+
+
+def name_problem(flag: str, value: str) -> str | None:
+    """Why Kubernetes would refuse ``value`` for ``flag``, or ``None``."""
+    pattern, longest, kind = _NAMES[flag]
+    if len(value) <= longest and pattern.fullmatch(value):
+        return None
+    chars = "digits, '-' and '.'" if flag == "--service-account" else "digits and '-'"
+    return (
+        f"{flag} {value!r} is not a Kubernetes name: it must be {kind} (lower-case "
+        f"letters, {chars}; a letter or digit first and last; at most {longest} characters)"
+    )
 
 
 def manifests(namespace: str, service_account: str = DEFAULT_SERVICE_ACCOUNT) -> list[dict]:
