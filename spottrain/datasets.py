@@ -83,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     except MissingDependency as err:
         print(f"{p.prog}: error: {err}", file=sys.stderr)
         return MISSING_DEPENDENCY
+    except OSError as err:  # read-only, full, or a file system that refuses new files
+        where = err.filename or args.out_dir
+        print(f"{p.prog}: error: cannot write {where!r}: {err.strerror}", file=sys.stderr)
+        return 2
     print(f"wrote {n} digits images to {args.out_dir}")
     return 0
 

@@ -208,6 +208,8 @@ def test_real_process_stderr_is_one_line_and_fast(
         (["digits", "/etc/hostname"], "'/etc/hostname' is a file, not a folder"),
         (["mnist", "out"], "invalid choice: 'mnist'"),
         (["digits", "out", "--limit", "x"], "invalid int value: 'x'"),
+        # A file system that refuses new files even to root (procfs): found on write.
+        (["digits", "/proc/spottrain-digits", "--limit", "3"], "cannot write '/proc/spottrain"),
     ],
 )
 def test_datasets_cli_refuses_bad_arguments(argv, needle, capsys):
