@@ -110,3 +110,41 @@ def test_copy_follows_symlinked_folders_inside_the_source(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "dst" / "b" / "1.png").read_bytes() == b"one"
     assert (tmp_path / "dst" / "a" / "1.png").read_bytes() == b"one"
+
+
+def _run_env(module, *args, **environ):
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO, env={**env(), **environ}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_copy_into_a_folder_that_cannot_be_created_is_2_before_copying(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("a")
+    # procfs refuses new folders even to root (a read-only mount would too).
+    proc = _run("spottrain.gcs_copy", str(tmp_path / "src"), "/proc/spottrain-copy")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: destination /proc/spottrain-copy cannot be created: No such file or directory"
+    ]
+
+
+def test_copy_names_a_malformed_emulator_host_in_one_line(tmp_path):
+    proc = _run_env(
+        "spottrain.gcs_copy", "gs://bkt/x", str(tmp_path / "d"), STORAGE_EMULATOR_HOST="::bad::"
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "STORAGE_EMULATOR_HOST '::bad::' is not a URL" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_copy_from_an_endpoint_that_stays_unreachable_is_69(tmp_path):
+    proc = _run_env(
+        "spottrain.gcs_copy", "gs://bkt/x", str(tmp_path / "d"), "--retry-delay", "0.1",
+        STORAGE_EMULATOR_HOST="http://127.0.0.1:9",
+    )  # fmt: skip
+    assert proc.returncode == 69, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: giving up listing gs://bkt/x/")
+    assert "Traceback" not in proc.stderr

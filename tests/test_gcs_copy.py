@@ -763,7 +763,8 @@ def test_permission_denied_is_one_line_exit_2(fake_gcs, gcs_bucket, tmp_path, pr
     assert info.value.exit_code == 2
 
 
-def test_persistent_5xx_gives_up_with_exit_1(fake_gcs, gcs_bucket, tmp_path, proxy):
+def test_persistent_5xx_gives_up_with_exit_69(fake_gcs, gcs_bucket, tmp_path, proxy):
+    """The endpoint stayed unavailable through the retries: sysexits' EX_UNAVAILABLE."""
     upload_tree(gcs_bucket, "src/", {"a": b"a"})
     proxy.add(is_listing, 503, times=100)
     proc = run_cli(
@@ -775,5 +776,5 @@ def test_persistent_5xx_gives_up_with_exit_1(fake_gcs, gcs_bucket, tmp_path, pro
         "0.01",
         env={"STORAGE_EMULATOR_HOST": proxy.url},
     )
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 69, proc.stderr
     assert error_lines(proc)[0].startswith("error: giving up listing")

@@ -32,6 +32,7 @@ exit codes:
   2    bad input or setup: missing source or bucket, empty source, destination
        not a directory, overlapping SRC/DST, a symlink leaving SRC, a non-UTF-8
        name in an upload (nothing written), permission denied
+  69   the storage endpoint stayed unreachable through the retries
   130  interrupted
 """
 

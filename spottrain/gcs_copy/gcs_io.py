@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _is_transient, _one_line
 from spottrain.gcs_copy.local_files import _TempFile
 from spottrain.gcs_copy.locations import _Entry, _Loc
-from spottrain.gcs_copy.results import EXIT_FAILED, CopyError
+from spottrain.gcs_copy.results import EXIT_UNAVAILABLE, CopyError
 
 if TYPE_CHECKING:
     from google.cloud import storage
@@ -50,7 +50,17 @@ def default_client() -> storage.Client:
     from google.auth import exceptions as auth
     from google.cloud import storage
 
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+    if emulator:
+        from urllib.parse import urlsplit
+
+        # "Despite name, includes scheme." (google-cloud-storage 3.x _helpers.py:49)
+
+        parts = urlsplit(emulator)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise CopyError(
+                f"STORAGE_EMULATOR_HOST {emulator!r} is not a URL like http://127.0.0.1:4443"
+            )
         from google.auth.credentials import AnonymousCredentials
 
         project = os.environ.get("GOOGLE_CLOUD_PROJECT", "test")
@@ -113,7 +123,7 @@ class _GcsIO:
         except Exception as exc:
             if _is_transient(exc):
                 raise CopyError(
-                    f"giving up {what}: {_one_line(exc)}", exit_code=EXIT_FAILED
+                    f"giving up {what}: {_one_line(exc)}", exit_code=EXIT_UNAVAILABLE
                 ) from exc
             raise
 

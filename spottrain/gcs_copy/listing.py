@@ -83,6 +83,17 @@ class _Listing:
             blocked = fileio.folder_problem(dst.path)
             if blocked:
                 raise CopyError(f"destination {dst.path} cannot be created: {blocked}")
+            if not self.dry_run:  # read-only, full or refusing: one line before any file
+                try:
+                    os.makedirs(dst.path, exist_ok=True)
+                except PermissionError:
+                    raise CopyError(f"permission denied: {dst.path}") from None
+                except OSError as exc:
+                    raise CopyError(
+                        f"destination {dst.path} cannot be created: {exc.strerror}"
+                    ) from None
+                if not os.access(dst.path, os.W_OK | os.X_OK):
+                    raise CopyError(f"destination {dst.path} is not writable")
             if os.path.isdir(dst.path):
                 self.existing, temps, _ = _list_local(dst.path)
                 self._remove_stale_temps(temps)

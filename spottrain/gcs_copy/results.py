@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# sysexits.h EX_UNAVAILABLE: the storage endpoint stayed unreachable through the retries.
+EXIT_UNAVAILABLE = 69
 
 
 class CopyError(Exception):
