@@ -168,6 +168,12 @@ class Placement:
             value = getattr(self, name)
             if value and not _QUANTITY.match(value):
                 raise PlacementError(f"{name}={value!r} is not a Kubernetes quantity like 48G")
+        if self.memory_limit and self.memory_limit.replace(".", "", 1).isdigit():
+            # Valid to Kubernetes, but in bytes: "16" would be a 16-byte limit.
+            raise PlacementError(
+                f"memory_limit={self.memory_limit!r} has no unit: Kubernetes reads it as "
+                f"bytes; write {self.memory_limit}G or {self.memory_limit}Gi"
+            )
         for name in ("backoff", "retry_window"):
             value = getattr(self, name)
             if not _DURATION.match(value):

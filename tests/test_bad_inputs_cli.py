@@ -138,6 +138,11 @@ CASES = [
     (["nodepool", "--cluster", "c", "--zone", "z", "--gpu-type", "nvidia-tesla-t5"], 2, "t5"),
     (["nodepool", "--cluster", "c", "--zone", "z", "--pool", "bogus"], 2, "pool='bogus'"),
     (["nodepool", "--cluster", "c", "--zone", "z", "--max-nodes", "0"], 2, "max_nodes=0"),
+    (
+        ["compile", "--target", "gke", "--out", "/tmp/spottrain-x.yaml", "--memory", "16"],
+        2,
+        "memory_limit='16' has no unit",
+    ),
     (["rbac", "--namespace", "Bad_NS!"], 2, "--namespace 'Bad_NS!' is not a Kubernetes name"),
     (["rbac", "--service-account", "a..b"], 2, "--service-account 'a..b' is not a Kubernetes"),
     (["rbac", "--namespace", "n" * 64], 2, "at most 63 characters"),
