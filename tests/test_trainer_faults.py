@@ -92,6 +92,23 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(digits_dir, tmp_path):
     assert summary(out)["final_step"] == 80
 
 
+@pytest.mark.parametrize("garbage", [b"\x00\xff garbage \x12", b"not: [a state file"])
+def test_a_garbage_checkpoint_state_file_is_moved_aside(digits_dir, tmp_path, garbage):
+    """CheckpointManager parses ``checkpoint`` first; garbage there was a traceback."""
+    out = tmp_path / "run"
+    proc, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=20))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    ckpts = out / "checkpoints"
+    (ckpts / "checkpoint").write_bytes(garbage)
+    proc, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=30))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "the checkpoint state file is unreadable" in proc.stdout
+    assert "start_step=20 " in proc.stdout  # resumed from the checkpoint files themselves
+    (moved,) = (ckpts / "quarantine").glob("checkpoint.*")
+    assert moved.read_bytes() == garbage
+    assert summary(out)["final_step"] == 30
+
+
 def test_incompatible_config_on_existing_checkpoints_fails_fast(digits_dir, tmp_path):
     out = tmp_path / "run"
     proc, _ = run_module(

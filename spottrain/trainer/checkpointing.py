@@ -286,6 +286,7 @@ class CheckpointStore:
             # A worker's copy is only a by-product of taking part in the collective
             # save: keep its newest one (an async write may still be running).
             self.write_dir, keep = tempfile.mkdtemp(prefix=f"spottrain-{cluster.name}-"), 1
+        self._check_state_file()
         self.manager = tf.train.CheckpointManager(
             checkpoint, self.write_dir, max_to_keep=keep, checkpoint_name="ckpt"
         )
@@ -317,6 +318,32 @@ class CheckpointStore:
             log.info("restored %s (step %d)", prefix, step)
             return step
         return 0
+
+    def _check_state_file(self) -> None:
+        """Moves an unparsable ``checkpoint`` state file aside (garbage from a crash).
+
+        CheckpointManager parses it at construction and would raise (a
+        UnicodeDecodeError or a text-format error: a traceback, exit 1). Without it
+        the manager starts afresh, and :meth:`restore_latest` reads the checkpoint
+        files themselves.
+        """
+        import tensorflow as tf
+
+        state = fileio.join(self.write_dir, "checkpoint")
+        if not fileio.exists(state):
+            return
+        try:
+            # None for a text-format error (TF logs it and goes on), a raise for bytes
+            # that are not UTF-8.
+            if tf.train.get_checkpoint_state(self.write_dir) is not None:
+                return
+            reason = "not a checkpoint state"
+        except Exception as e:  # noqa: BLE001 - any parse failure: the file is garbage
+            reason = f"{type(e).__name__}: {' '.join(str(e).split())[:150]}"
+        moved = fileio.join(self.real_dir, f"quarantine/checkpoint.{int(time.time())}")
+        log.warning("the checkpoint state file is unreadable (%s); moved to %s", reason, moved)
+        if self.cluster.is_chief:
+            fileio.move(state, moved)
 
     def _quarantine(self, prefix: str) -> None:
         if not self.cluster.is_chief:
