@@ -335,3 +335,29 @@ def test_a_truncated_image_is_named_and_fatal(digits_dir, tmp_path, cache_mb):
     assert "Traceback" not in out
     (record,) = json.loads((tmp_path / "ck" / "attempts.json").read_text())["attempts"]
     assert record["outcome"] == "fatal_config"
+
+
+def test_a_broken_validation_image_is_named_before_any_step(digits_dir, tmp_path):
+    """The validation split is decoded up front like the training split: a broken image
+    there fails the run before training, not after the last step."""
+    import shutil
+
+    from spottrain.trainer import data
+
+    images = tmp_path / "images"
+    shutil.copytree(digits_dir, images)
+    held_out = [
+        p for p in sorted((images / "3").glob("*.png")) if data._held_out(f"3/{p.name}", 0.1, 0)
+    ]
+    victim = held_out[0]  # in the validation split (seed 0, --val-fraction 0.1)
+    victim.write_bytes(victim.read_bytes()[:40])
+    proc, _ = _trainer(
+        tmp_path, *GOOD,
+        "--image-dir", str(images), "--image-size", "32", "--train-steps", "400",
+        "--save-every-steps", "1000",
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == preemption.FATAL_CONFIG, out[-3000:]
+    (error,) = error_lines(proc)
+    assert f"cannot decode image {str(victim)!r}" in error and "validation split" in error, error
+    assert "step 10/" not in out and not list((tmp_path / "ck").glob("ckpt-*")), "it trained"

@@ -231,10 +231,12 @@ def _fits_cache(count: int, cfg: ImageSettings) -> bool:
     return _decoded_bytes(count, cfg) <= cfg.cache_max_mb * 2**20
 
 
-def _decoded_cache(pairs, count: int, cfg: ImageSettings, from_files: bool, items=None):
+def _decoded_cache(
+    pairs, count: int, cfg: ImageSettings, from_files: bool, items=None, where="in --image-dir"
+):
     """Decodes ``(item, label)`` pairs once into uint8 [N, H, W, 3] images and labels.
 
-    On the host; ``items`` (file paths) name an undecodable file.
+    On the host; ``items`` (file paths) name an undecodable file, ``where`` its split.
     """
     import tensorflow as tf
 
@@ -244,7 +246,7 @@ def _decoded_cache(pairs, count: int, cfg: ImageSettings, from_files: bool, item
         try:
             parts = list(ds.batch(1024).prefetch(2))
         except tf.errors.InvalidArgumentError:
-            error = items is not None and undecodable_error(items, cfg.image_size, "in --image-dir")
+            error = items is not None and undecodable_error(items, cfg.image_size, where)
             if error:
                 raise error from None
             raise
@@ -277,6 +279,7 @@ class Pipelines:
         self.val = index.val
         self.num_train = index.num_train
         self.train_cache = None  # (images, labels) decoded in memory, or None
+        self.val_cache = None  # the same for an image folder's validation split
         self.train_stream = None  # a tfds split too large for the cache, streamed
         if self.from_files:
             with tf.device("/cpu:0"):
@@ -287,6 +290,14 @@ class Pipelines:
                 self.train_cache = _decoded_cache(
                     pairs, self.num_train, cfg, True, items=self.train.items
                 )
+            if self.val is not None and len(self.val) and _fits_cache(len(self.val), cfg):
+                # Now, not after the last step: a broken validation image fails the
+                # run before any GPU time (the training split is checked the same way).
+                pairs = tf.data.Dataset.from_tensor_slices((self.val.items, self.val.labels))
+                self.val_cache = _decoded_cache(
+                    pairs, len(self.val), cfg, True, items=self.val.items,
+                    where="in the validation split of --image-dir",
+                )  # fmt: skip
         else:
             stream = tfds_stream(index, index.tfds_splits[0])
             if _fits_cache(self.num_train, cfg):
@@ -423,6 +434,9 @@ class Pipelines:
         """The validation split in order, or None when there is none."""
         import tensorflow as tf
 
+        if self.val_cache is not None:
+            ds = tf.data.Dataset.from_tensor_slices(self.val_cache).batch(batch_size)
+            return ds.prefetch(tf.data.AUTOTUNE)
         if self.from_files:
             if not self.val or not len(self.val):
                 return None
