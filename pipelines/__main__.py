@@ -203,6 +203,7 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
 
     params = submit.parse_params(args.params)
     submit.check_vertex_args(args.project, args.region, args.bucket)
+    submit.check_vertex_params(params, args.service_account)
     template = _template(args, comp.VERTEX_YAML)
     spec = submit.check_vertex_template(template)
     guards.check_make_variables(spec, args.make_variables.split())

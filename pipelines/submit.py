@@ -161,6 +161,33 @@ def check_vertex_args(project: str, region: str, bucket: str) -> None:
         raise SubmitError(f"BUCKET={bucket!r}: bucket name {name!r} {problem}")
 
 
+# A service account is named by its e-mail (name@project.iam.gserviceaccount.com).
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+
+
+def check_vertex_params(params: dict, service_account: str) -> None:
+    """What Vertex would refuse or cannot read, before any request.
+
+    Raises:
+        SubmitError: a service account that is not an e-mail; a ``data_src`` on this
+            machine (the copy step runs in Google Cloud: gs://, or its /gcs/ mount).
+    """
+    for name, value in (("SERVICE_ACCOUNT", service_account),
+                        ("service_account", params.get("service_account", ""))):  # fmt: skip
+        if value and not _EMAIL.fullmatch(str(value)):
+            raise SubmitError(
+                f"{name}={value!r} is not a service account e-mail (e.g. "
+                "runner@my-project.iam.gserviceaccount.com)"
+            )
+    src = str(params.get("data_src", ""))
+    if src and not src.startswith(("gs://", "/gcs/")):
+        raise SubmitError(
+            f"data_src={src!r} is not on Cloud Storage: Vertex's copy step runs in Google "
+            "Cloud and cannot read this machine; upload it first "
+            "(python -m spottrain.gcs_copy SRC gs://…)"
+        )
+
+
 def bucket_name_problem(name: str) -> str:
     """Why ``name`` breaks GCS bucket naming rules, or ``""``.
 

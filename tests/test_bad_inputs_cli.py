@@ -86,6 +86,21 @@ CASES = [
     (["run-vertex", *VERTEX_OK, "--bucket", "10.0.0.1", *GOOD], 2, "not be an IP address"),
     (["run-vertex", *VERTEX_OK, "--project", "My_Project", *GOOD], 2, "PROJECT='My_Project'"),
     (
+        ["run-vertex", *VERTEX_OK, "--service-account", "runner", *GOOD],
+        2,
+        "SERVICE_ACCOUNT='runner' is not a service account e-mail",
+    ),
+    (
+        ["run-vertex", *VERTEX_OK, *GOOD, "service_account=me"],
+        2,
+        "service_account='me' is not a service account e-mail",
+    ),
+    (
+        ["run-vertex", *VERTEX_OK, "data_src=/home/me/images", "checkpoint_dir=gs://my-bucket/c"],
+        2,
+        "data_src='/home/me/images' is not on Cloud Storage",
+    ),
+    (
         ["run-vertex", *VERTEX_OK, "--pipeline", "{pushed_vertex}", *GOOD],
         78,
         "no Google credentials",
