@@ -110,6 +110,17 @@ def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:
             raise ConfigError(f"{flag} {directory!r} is not writable: {reason}") from None
 
 
+def quarantine(checkpoint_dir: str, path: str, suffix: str = "") -> str:
+    """Moves the file ``path`` into ``<checkpoint_dir>/quarantine/`` (never deleted).
+
+    Returns:
+        Its new path: its name plus ``suffix``.
+    """
+    moved = fileio.join(checkpoint_dir, f"quarantine/{path.rsplit('/', 1)[-1]}{suffix}")
+    fileio.move(path, moved)
+    return moved
+
+
 def acquire_lease(cfg: TrainConfig, cluster: Cluster):
     """The chief's writer lease on the checkpoint dir, renewing; ``None`` on other workers.
 
@@ -340,20 +351,16 @@ class CheckpointStore:
             reason = "not a checkpoint state"
         except Exception as e:  # noqa: BLE001 - any parse failure: the file is garbage
             reason = f"{type(e).__name__}: {' '.join(str(e).split())[:150]}"
-        moved = fileio.join(self.real_dir, f"quarantine/checkpoint.{int(time.time())}")
+        # Only the chief's dir can hold one: a worker's write_dir is a new temp dir.
+        moved = quarantine(self.real_dir, state, f".{int(time.time())}")
         log.warning("the checkpoint state file is unreadable (%s); moved to %s", reason, moved)
-        if self.cluster.is_chief:
-            fileio.move(state, moved)
 
     def _quarantine(self, prefix: str) -> None:
         if not self.cluster.is_chief:
             return
-        gfile = fileio.gfile()
-        qdir = fileio.join(self.real_dir, "quarantine")
         try:
-            gfile.makedirs(qdir)
-            for path in gfile.glob(f"{prefix}.*"):
-                gfile.rename(path, fileio.join(qdir, path.rsplit("/", 1)[-1]), overwrite=True)
+            for path in fileio.glob(f"{prefix}.*"):
+                quarantine(self.real_dir, path)
         except Exception as e:  # noqa: BLE001 - quarantine is an optimisation
             log.warning("could not move %s aside: %s", prefix, e)
 

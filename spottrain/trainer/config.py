@@ -123,10 +123,11 @@ PIPELINE_HYPERPARAMETERS = (
 )
 PIPELINE_DEFAULTS = {
     **{
-        name: getattr(TrainConfig, name)
-        for name in PIPELINE_HYPERPARAMETERS[len(IMAGE_HYPERPARAMETERS) :]
+        name: getattr(
+            image_settings.ImageSettings if name in IMAGE_HYPERPARAMETERS else TrainConfig, name
+        )
+        for name in PIPELINE_HYPERPARAMETERS
     },
-    **{name: getattr(image_settings.ImageSettings, name) for name in IMAGE_HYPERPARAMETERS},
     "train_steps": 1000,
 }
 

@@ -168,9 +168,8 @@ class Ledger:
         """
         if not fileio.exists(self.path) or fileio.read_json(self.path) is not None:
             return None
-        moved = fileio.join(self.dir, f"quarantine/{LEDGER}.{int(time.time())}")
         try:
-            fileio.move(self.path, moved)
+            moved = checkpointing.quarantine(self.dir, self.path, f".{int(time.time())}")
         except Exception as e:  # noqa: BLE001 - the ledger must never stop training
             log.warning("could not move the unreadable ledger %s aside: %s", self.path, e)
             return None

@@ -63,7 +63,7 @@ def make_step_functions(trainer):
         # input wait and the step apart.
         return run_step(batch, stop_local, save_local)
 
-    def train_next(iterator):
+    def make_train_next(iterator):
         """The step that fetches its own batch from ``iterator`` (captured, not an argument).
 
         A Python-side next() on a distributed iterator plus the dispatch of the
@@ -82,4 +82,4 @@ def make_step_functions(trainer):
         scalar = tf.TensorSpec([], tf.float32)
         return step.get_concrete_function(scalar, scalar)
 
-    return train_step, train_next
+    return train_step, make_train_next
