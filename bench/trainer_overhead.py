@@ -63,13 +63,15 @@ from spottrain.trainer import ledger as ledger_lib
 cfg, cluster = attempt.prepare(sys.argv[1:])
 task = attempt.validate_all(cfg, cluster)
 stamps, cpu = [], []
-class Stamped(ledger_lib.Ledger):  # the loop calls progress(step) once a step, before a save
-    def progress(self, step, saved=False):
-        if not saved:
+class Stamped(ledger_lib.Ledger):  # the loop calls progress(step) once a step, then a save may
+    seen = set()
+    def progress(self, step, saved_step=None):
+        if step not in self.seen:
+            self.seen.add(step)
             stamps.append(time.perf_counter())
             r = resource.getrusage(resource.RUSAGE_SELF)
             cpu.append(r.ru_utime + r.ru_stime)
-        return super().progress(step, saved=saved)
+        return super().progress(step, saved_step=saved_step)
 ledger = Stamped(cfg.checkpoint_dir, True, workers=1)
 t = train_lib.Trainer(cfg, cluster, task, ledger)
 t.build()

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -135,13 +136,18 @@ def test_a_second_run_on_a_busy_dir_never_trains(tmp_path, same_run):
     assert 3.75 <= waited < 60, waited
     assert "start_step=" not in out  # it never trained
     assert not list(tmp_path.glob("*/model/model.keras"))
-    # The first run's record alone, still open.
-    assert [r["outcome"] for r in ledger_lib.read(str(ckpt))] == ["running"]
+    # The first run's record, still open, and the second's, merged beside it.
+    running, refused = ledger_lib.read(str(ckpt))
+    assert running["outcome"] == "running" and refused["outcome"] == "refused"
+    assert refused["exit_code"] == want and "is being written by" in refused["message"]
+    assert 3.75 <= refused["seconds"] < 60
     assert not (ckpt / "FATAL.json").exists()
     first.send_signal(signal.SIGTERM)  # a preemption: it saves and exits 143
     first.communicate(timeout=120)
     assert first.returncode == preemption.PREEMPTED
-    assert [r["outcome"] for r in ledger_lib.read(str(ckpt))] == ["preempted"]
+    records = ledger_lib.read(str(ckpt))
+    assert [r["outcome"] for r in records] == ["preempted", "refused"]
+    assert ledger_lib.totals(records)["refused"] == 1
 
 
 @pytest.mark.slow
@@ -199,3 +205,32 @@ def test_a_bucket_that_does_not_exist_is_one_fatal_line(fake_gcs):
     assert "\n" not in str(e.value)
     worker = distribution.Cluster(task_type="worker", task_id=0, num_workers=2, is_chief=False)
     assert checkpointing.acquire_lease(cfg, worker) is None  # workers share the chief's
+
+
+def test_the_ledger_keeps_every_record_of_concurrent_writers(lease_dir):
+    """The holder writes its progress while eight refused runs add their records at
+    once: every write merges by compare-and-swap, so none is lost or renumbered twice."""
+    holder = ledger_lib.Ledger(lease_dir, True, min_interval_s=0)
+    holder.begin(0)
+    errors = []
+
+    def refused(i):
+        try:
+            ledger_lib.Ledger(lease_dir, True).refused(64, f"refused {i}", time.time())
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=refused, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for step in range(1, 31):
+        holder.progress(step)
+    for t in threads:
+        t.join()
+    holder.end(preemption.OK)
+    assert not errors
+    records = ledger_lib.read(lease_dir)
+    assert [r["attempt"] for r in records] == list(range(1, 10))
+    assert records[0]["outcome"] == "success" and records[0]["last_step"] == 30
+    assert sorted(r["message"] for r in records[1:]) == [f"refused {i}" for i in range(8)]
+    assert ledger_lib.totals(records)["refused"] == 8

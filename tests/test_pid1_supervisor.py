@@ -79,6 +79,7 @@ def test_pid1_reaps_orphans_and_exits_with_the_childs_code(mode):
 def test_a_notice_before_the_trainer_starts_is_held_not_dropped(tmp_path):
     """PID 1 drops unhandled signals: the relay holds it, and no trainer is started."""
     marker = tmp_path / "started"
+    before = signal.getsignal(signal.SIGTERM)  # an in-process trainer test may have set one
     relay = watchdog.NoticeRelay().install()
     try:
         os.kill(os.getpid(), signal.SIGTERM)  # handled at once (main thread)
@@ -88,7 +89,7 @@ def test_a_notice_before_the_trainer_starts_is_held_not_dropped(tmp_path):
     cmd = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
     code = watchdog.Supervisor(cmd, 60, 60).run(relay)
     assert code == preemption.PREEMPTED and not marker.exists()
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
+    assert signal.getsignal(signal.SIGTERM) is before  # restored
 
 
 def test_a_held_notice_reaches_the_child_as_soon_as_it_exists():

@@ -156,7 +156,7 @@ def test_ledger_classifies_an_attempt_killed_after_its_notice(tmp_path):
     ckpt = str(tmp_path)
     first = ledger_lib.Ledger(ckpt, True)
     first.begin(0)
-    first.progress(40, saved=True)
+    first.progress(40, saved_step=40)
     first.notice(57, signal.Signals.SIGTERM.name)  # then the platform killed it
     second = ledger_lib.Ledger(ckpt, True)
     second.begin(40)

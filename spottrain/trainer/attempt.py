@@ -101,8 +101,13 @@ def _stop(e: TrainerExit, cfg, cluster, ledger) -> int:
     """
     level = logging.WARNING if preemption.is_retryable(e.code) else logging.ERROR
     log.log(level, "exit %d: %s", e.code, e)
+    if isinstance(e, preemption.DirBusy) and ledger is not None:
+        try:  # only its own record, merged into the holder's ledger
+            ledger.refused(e.code, str(e), e.since)
+        except Exception as err:  # noqa: BLE001 - the exit code is what matters
+            log.warning("could not record the refused attempt: %s", err)
     if isinstance(e, preemption.NotTheWriter):
-        return e.code  # the dir is another writer's: record nothing there
+        return e.code  # the dir is another writer's: record nothing else there
     if e.code in preemption.FATAL and cfg is not None and cluster is not None:
         checkpointing.record_fatal(cfg, cluster, str(e), e.code)
     if ledger is not None:
@@ -169,11 +174,11 @@ def run(argv: list[str], environ: dict | None = None) -> int:
     cfg = cluster = trainer = ledger = lease = None
     try:
         cfg, cluster = prepare(argv, environ)
+        ledger = _ledger(cfg, cluster)
         if _recordable(cfg):
             # Before anything is written into the checkpoint dir (ledger, run config,
             # FATAL.json). The supervisor's check() refused bad flags already.
             lease = checkpointing.acquire_lease(cfg, cluster)
-        ledger = _ledger(cfg, cluster)
         task = validate_all(cfg, cluster)
         trainer = Trainer(cfg, cluster, task, ledger, lease=lease)
         trainer.build()

@@ -40,6 +40,7 @@ from spottrain.trainer.preemption import (
     FATAL_CONFIG,
     UNAVAILABLE,
     ConfigError,
+    DirBusy,
     NotTheWriter,
     TrainerExit,
 )
@@ -129,13 +130,15 @@ def acquire_lease(cfg: TrainConfig, cluster: Cluster):
     go: a dead one's lease has expired by then, and a terminating gang has ended.
 
     Raises:
-        NotTheWriter: still held after the wait; exit 64 when a different run (other
+        DirBusy: still held after the wait; exit 64 when a different run (other
             settings) holds it, 172 (retryable) when an attempt of this run does.
+        NotTheWriter: storage refused (64) or unreachable (172).
     """
     from spottrain.trainer import lease as lease_lib
 
     if not cluster.is_chief:
         return None
+    since = time.time()
     try:
         lease = lease_lib.Lease(cfg.checkpoint_dir, cfg.fingerprint(), cfg.lease_seconds)
         taken = lease.acquire(wait_seconds=1.25 * cfg.lease_seconds)
@@ -143,11 +146,12 @@ def acquire_lease(cfg: TrainConfig, cluster: Cluster):
         raise  # local: attempt.run names the path and the reason
     except lease_lib.LeaseHeld as held:
         same = held.holder.get("run") == cfg.fingerprint()
-        raise NotTheWriter(
+        raise DirBusy(
             UNAVAILABLE if same else FATAL_CONFIG,
             f"--checkpoint-dir {cfg.checkpoint_dir!r} is being written by "
             f"{'another attempt of this run' if same else 'another run'}: {held}; "
             + ("retry when it ends" if same else "use another checkpoint dir or wait for it"),
+            since,
         ) from None
     except Exception as e:  # noqa: BLE001 - Cloud Storage: credentials, bucket, network
         fatal = lease_lib.refused(e)
@@ -297,6 +301,8 @@ class CheckpointStore:
             # A worker's copy is only a by-product of taking part in the collective
             # save: keep its newest one (an async write may still be running).
             self.write_dir, keep = tempfile.mkdtemp(prefix=f"spottrain-{cluster.name}-"), 1
+        if cluster.is_chief:  # it holds the dir's lease: no one else is writing there
+            self._remove_leftovers()
         self._check_state_file()
         self.manager = tf.train.CheckpointManager(
             checkpoint, self.write_dir, max_to_keep=keep, checkpoint_name="ckpt"
@@ -304,6 +310,10 @@ class CheckpointStore:
         _fix_keras_async_copy()
         self._async = tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
         self.last_save_seconds = 0.0
+        # The newest step whose files are complete (None: none this attempt), and a
+        # background save still writing.
+        self.complete_step: int | None = None
+        self._writing: int | None = None
 
     def restore_latest(self) -> int:
         """Restores the newest readable checkpoint; returns its step (0: fresh start).
@@ -329,6 +339,37 @@ class CheckpointStore:
             log.info("restored %s (step %d)", prefix, step)
             return step
         return 0
+
+    def _remove_leftovers(self) -> None:
+        """Removes what killed saves left: ``ckpt-N_temp/``, data without an index, temps.
+
+        TF writes a save into ``<prefix>_temp/`` and renames the files into place
+        at the end; its orphans "can be safely removed" (functional_saver.py,
+        ``MultiDeviceSaver._save_with_shards``' comment). Data files without an
+        index are a save cut between the two renames. Temp files of small-file
+        writes (``<file>.tmp``, the state file's ``checkpoint.tmp<id>``) are
+        removed once older than a lease: a refused run may be writing one now.
+        """
+        try:
+            self._remove_partial("*")
+            for path in fileio.glob(fileio.join(self.real_dir, "*.tmp*")):
+                if time.time() - fileio.mtime(path) > self.cfg.lease_seconds:
+                    fileio.remove(path)
+                    log.info("removed %s, left by a write that was cut", path)
+        except Exception as e:  # noqa: BLE001 - tidying up must not stop training
+            log.warning("could not remove what a cut save left in %s: %s", self.real_dir, e)
+
+    def _remove_partial(self, step: int | str) -> None:
+        """Removes the temp folder and index-less data files of save ``step`` (``*``: all)."""
+        indexed = {s for s, _ in list_checkpoints(self.real_dir)}
+        for path in fileio.glob(fileio.join(self.real_dir, f"ckpt-{step}_temp")):
+            fileio.remove(path)
+            log.info("removed %s, left by a save that was cut", path)
+        for path in fileio.glob(fileio.join(self.real_dir, f"ckpt-{step}.data-*")):
+            m = re.search(r"ckpt-(\d+)\.data-", path)
+            if m and int(m.group(1)) not in indexed:
+                fileio.remove(path)
+                log.info("removed %s, left by a save that was cut", path)
 
     def _check_state_file(self) -> None:
         """Moves an unparsable ``checkpoint`` state file aside (garbage from a crash).
@@ -391,22 +432,76 @@ class CheckpointStore:
                 :meth:`close` waits for it).
         """
         start = time.perf_counter()
-        if wait:
-            # A plain save: the async path traces a tf.function on its second use
-            # (~0.3 s), too slow for a notice that may leave a second or less.
-            self.wait()
-            path = self.manager.save(checkpoint_number=step)
-        else:
-            path = self.manager.save(checkpoint_number=step, options=self._async)
+        try:
+            if wait:
+                # A plain save: the async path traces a tf.function on its second use
+                # (~0.3 s), too slow for a notice that may leave a second or less.
+                self.wait()
+                path = self.manager.save(checkpoint_number=step)
+                self.complete_step = step
+            else:
+                # TF's helper waits for the previous background write before it
+                # copies (async_checkpoint_helper.py ``_write``: ``self._queue.join()``)
+                # and raises its error, so returning means that one is complete.
+                path = self.manager.save(checkpoint_number=step, options=self._async)
+                self._settle()
+                self._writing = step
+        except Exception:
+            self._remove_failed(step)
+            raise
         self.last_save_seconds = time.perf_counter() - start
         return fileio.join(self.real_dir, path.rsplit("/", 1)[-1])
 
+    def _settle(self) -> None:
+        if self._writing is not None:
+            self.complete_step, self._writing = self._writing, None
+
+    def newly_complete(self) -> int | None:
+        """The step of a background save that has finished writing since the last call.
+
+        Reads the helper's queue of unfinished writes (``async_checkpoint_helper.py``:
+        ``_async_save`` calls ``task_done`` after each write); a write that failed
+        is not complete (its error is raised at the next save or :meth:`wait`).
+        """
+        if self._writing is None:
+            return None
+        helper = self.checkpoint._async_checkpointer()
+        if helper._queue.unfinished_tasks or helper._async_error is not None:
+            return None
+        self._settle()
+        return self.complete_step
+
     def wait(self) -> None:
-        """Blocks until a background save has written its files."""
+        """Blocks until a background save has written its files; raises its error.
+
+        ``Checkpoint.sync`` alone drops a failed background write's error (it only
+        joins the queue); the helper's ``_check_async_thread_error`` raises it.
+        """
         self.checkpoint.sync()
+        helper = getattr(self.checkpoint, "_async_checkpointer_impl", None)
+        try:
+            if helper is not None:
+                helper._check_async_thread_error()
+        except Exception:
+            self._remove_failed(None)
+            raise
+        self._settle()
+
+    def _remove_failed(self, step: int | None) -> None:
+        """After a failed save: removes its files and a failed background save's."""
+        failed = {s for s in (step, self._writing) if s is not None}
+        self._writing = None
+        if not self.cluster.is_chief:
+            return
+        for s in failed:
+            try:
+                self._remove_partial(s)
+            except Exception as e:  # noqa: BLE001 - the save's own error matters more
+                log.warning("could not remove the files of the failed save %d: %s", s, e)
 
     def close(self) -> None:
         """Finishes a background save; removes a worker's temporary directory."""
-        self.wait()
+        # Not wait(): an error here would replace the one the attempt is ending with.
+        self.checkpoint.sync()
         if not self.cluster.is_chief and fileio.gfile().exists(self.write_dir):
             fileio.gfile().rmtree(self.write_dir)

@@ -147,6 +147,21 @@ def exists(path: str) -> bool:
     return os.path.exists(path) if is_local(path) else gfile().exists(path)
 
 
+def remove(path: str) -> None:
+    """Removes the file or folder (with its contents) at ``path``, if there."""
+    if is_local(path):
+        import shutil
+
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            os.remove(path)
+    elif gfile().isdir(path):
+        gfile().rmtree(path)
+    elif gfile().exists(path):
+        gfile().remove(path)
+
+
 def move(src: str, dst: str) -> None:
     """Moves the file ``src`` to ``dst``, creating ``dst``'s folder."""
     parent = dst.rsplit("/", 1)[0]

@@ -4,13 +4,9 @@ Without it two runs pointed at one dir (a pipeline re-run while the first is sti
 going, two jobs, a new gang while the old one's pods terminate) both train and
 write ``ckpt-N`` in turn. The lease is one small object, ``<dir>/lease.json``,
 naming its holder (run, host, pid, since) and when it expires; it changes only by
-compare-and-swap:
-
-* ``gs://`` (and a ``/gcs/<bucket>/…`` FUSE path, which is that object): Cloud
-  Storage generation preconditions (``if_generation_match``: 0 to create only if
-  absent, the read generation to renew or take over), with google-cloud-storage;
-* a local folder: the same read-compare-write under ``fcntl.flock`` of
-  ``lease.lock`` beside it (one machine, or a file system with working locks).
+compare-and-swap (:mod:`spottrain.trainer.versioned`: Cloud Storage generation
+preconditions on ``gs://``, ``flock`` locally): created only if absent, renewed or
+taken over only if still the version read.
 
 A holder renews every quarter of its lease; one that died (SIGKILL, a lost node)
 stops renewing and its lease is taken over once expired, or at once when it was a
@@ -22,8 +18,6 @@ of skew only shorten or lengthen a takeover by as much.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import os
 import socket
@@ -32,12 +26,11 @@ import time
 import uuid
 from typing import Any
 
-from spottrain.trainer import fileio
+from spottrain.trainer import fileio, versioned
 
 log = logging.getLogger(__name__)
 
 LEASE = "lease.json"
-_LOCK = "lease.lock"
 
 
 class LeaseHeld(Exception):
@@ -55,106 +48,6 @@ def describe(holder: dict) -> str:
         f"run {holder.get('run', '?')} on {holder.get('host', '?')} "
         f"(pid {holder.get('pid', '?')}) since {since}"
     )
-
-
-class _LocalStore:
-    """Compare-and-swap of a local JSON file; the version is a counter inside it."""
-
-    def __init__(self, directory: str):
-        self.path = os.path.join(directory, LEASE)
-        self.lock = os.path.join(directory, _LOCK)
-
-    @contextlib.contextmanager
-    def _locked(self):
-        import fcntl
-
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        with open(self.lock, "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
-
-    def _read(self) -> tuple[dict | None, Any]:
-        try:
-            with open(self.path) as f:
-                record = json.load(f)
-        except FileNotFoundError:
-            return None, None
-        except (OSError, ValueError):
-            return {}, -1  # unreadable: anyone may replace it (it names no live holder)
-        return record, record.get("version")
-
-    def read(self) -> tuple[dict | None, Any]:
-        with self._locked():
-            return self._read()
-
-    def swap(self, record: dict | None, expected: Any) -> Any:
-        """Writes ``record`` (``None``: deletes) if the version is still ``expected``.
-
-        Returns the new version, or ``False`` when someone changed it meanwhile.
-        """
-        with self._locked():
-            _, current = self._read()
-            if current != expected:
-                return False
-            if record is None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(self.path)
-                return None
-            version = (expected if isinstance(expected, int) and expected >= 0 else 0) + 1
-            fileio.write_json(self.path, {**record, "version": version})
-            return version
-
-
-class _GcsStore:
-    """Compare-and-swap of a Cloud Storage object; the version is its generation."""
-
-    def __init__(self, url: str):
-        from google.api_core import exceptions as gexc
-
-        from spottrain.gcs_copy.gcs_io import default_client
-
-        bucket, _, prefix = url[len("gs://") :].partition("/")
-        name = f"{prefix.rstrip('/')}/{LEASE}" if prefix.strip("/") else LEASE
-        self.blob_name = name
-        self.bucket = default_client().bucket(bucket)
-        # 412: the generation is no longer the one read. (A 404 on a create is a
-        # missing bucket, which is no conflict; on a delete, the object is gone.)
-        self.conflict = gexc.PreconditionFailed
-        self.gone = gexc.NotFound
-
-    def read(self) -> tuple[dict | None, Any]:
-        blob = self.bucket.get_blob(self.blob_name)
-        if blob is None:
-            return None, None
-        try:
-            return json.loads(blob.download_as_bytes(if_generation_match=blob.generation)), (
-                blob.generation
-            )
-        except (self.conflict, self.gone):
-            return self.read()  # replaced or removed between the two calls
-        except ValueError:
-            return {}, blob.generation
-
-    def swap(self, record: dict | None, expected: Any) -> Any:
-        blob = self.bucket.blob(self.blob_name)
-        try:
-            if record is None:
-                try:
-                    blob.delete(if_generation_match=expected)
-                except self.gone:
-                    return False
-                return None
-            blob.upload_from_string(
-                json.dumps(record),
-                content_type="application/json",
-                if_generation_match=expected or 0,  # 0: only if absent
-            )
-        except self.conflict:
-            return False
-        return blob.generation
 
 
 def refused(e: BaseException) -> bool:
@@ -196,14 +89,6 @@ def _dead_here(holder: dict) -> bool:
     return False
 
 
-def _store(directory: str):
-    if directory.startswith("gs://"):
-        return _GcsStore(directory)
-    if directory.startswith("/gcs/"):  # Vertex's Cloud Storage FUSE mount: the same object
-        return _GcsStore("gs://" + directory[len("/gcs/") :])
-    return _LocalStore(directory)
-
-
 class Lease:
     """The checkpoint dir's writer lease, for one process.
 
@@ -217,7 +102,7 @@ class Lease:
     def __init__(self, directory: str, run: str, seconds: float):
         self.directory = directory
         self.seconds = seconds
-        self.store = _store(directory)
+        self.store = versioned.store(fileio.join(directory, LEASE))
         self.record = {
             "run": run,
             "host": socket.gethostname(),

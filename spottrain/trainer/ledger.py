@@ -2,17 +2,22 @@
 
 Pod logs vanish with the pod; this file survives, so after a run you can see
 how many attempts it took, how each ended, how many steps each lost and what
-spot capacity saved. Only the chief writes it. An attempt killed outright
-(SIGKILL, node gone) cannot write its own ending: the next attempt closes its
-record from the last progress it saw.
+spot capacity saved. The chief holding the dir's lease writes its attempt's
+record; a run the lease refused adds a ``refused`` record; the Job-engine
+launcher adds where pods ran. Every write merges its own records into the file
+as it is now, by compare-and-swap (:mod:`spottrain.trainer.versioned`), so no
+writer loses another's record. An attempt killed outright (SIGKILL, node gone)
+cannot write its own ending: the next attempt closes its record from the last
+progress it saw.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 
-from spottrain.trainer import checkpointing, fileio, preemption
+from spottrain.trainer import checkpointing, fileio, preemption, versioned
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +28,30 @@ INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 
 def read(checkpoint_dir: str) -> list[dict]:
     """The records in ``checkpoint_dir`` (empty when there is no ledger)."""
-    data = fileio.read_json(fileio.join(checkpoint_dir, LEDGER))
+    data, _ = versioned.store(fileio.join(checkpoint_dir, LEDGER)).read()
     return (data or {}).get("attempts", [])
+
+
+def _key(record: dict) -> str:
+    """What identifies a record across writers (records before ids had none)."""
+    return record.get("id") or f"started:{record.get('started')}"
+
+
+def merge(stored: dict | None, changed: list[dict]) -> dict:
+    """The ledger file ``stored`` with ``changed`` records replaced or appended.
+
+    Records are numbered in the order they were first written.
+    """
+    records = list((stored or {}).get("attempts", []))
+    index = {_key(r): i for i, r in enumerate(records)}
+    for rec in changed:
+        if _key(rec) in index:
+            records[index[_key(rec)]] = rec
+        else:
+            records.append(rec)
+    for number, rec in enumerate(records, 1):
+        rec["attempt"] = number
+    return {"attempts": records, "totals": totals(records)}
 
 
 def totals(records: list[dict]) -> dict:
@@ -37,6 +64,8 @@ def totals(records: list[dict]) -> dict:
         # preemptions, kills without notice, lost peers, hangs.
         "interruptions": sum(r.get("outcome") in INTERRUPTED_OUTCOMES for r in records),
         "steps_lost": sum(r.get("steps_lost") or 0 for r in records),
+        # Runs the dir's writer lease turned away (they never trained).
+        "refused": sum(r.get("outcome") == "refused" for r in records),
         "seconds": round(sum(r.get("seconds") or 0 for r in records), 1),
     }
     if any("cost" in r for r in records):
@@ -84,10 +113,9 @@ def annotate(checkpoint_dir: str, gang_attempts: list[dict], slack_s: float = 60
             free.remove(best)
             annotated += 1
     if annotated:
-        fileio.write_json(
-            fileio.join(checkpoint_dir, LEDGER),
-            {"attempts": records, "totals": totals(records)},
-            sort_keys=False,
+        changed = [r for r in records if "node" in r]
+        versioned.store(fileio.join(checkpoint_dir, LEDGER)).update(
+            lambda stored: merge(stored, changed)
         )
     return annotated
 
@@ -114,51 +142,78 @@ class Ledger:
         self.min_interval_s = min_interval_s
         self.records: list[dict] = []
         self.current: dict | None = None
+        # The records this writer opened or closed: what its writes merge in.
+        self._mine: dict[str, dict] = {}
+        self._store = None
         self._last_write = 0.0
 
     def begin(self, start_step: int) -> dict | None:
-        """Opens this attempt's record; closes a previous attempt that died silently."""
+        """Opens this attempt's record; closes previous attempts that died silently.
+
+        Called by the lease's holder only, so a record still ``running`` is an
+        attempt that can no longer write.
+        """
         if not self.enabled:
             return None
         self.records = read(self.dir)
         quarantined = self._quarantine_unreadable() if not self.records else None
-        if self.records and self.records[-1].get("outcome") == "running":
-            prev = self.records[-1]
-            if self._hang_dump_since(prev["started"]):
-                prev["outcome"] = "hang"
-            elif "notice_step" in prev:
-                # The notice came and the save began, but the platform killed the
-                # attempt before the files were complete (KFP pod on GKE: README).
-                prev["outcome"] = "preempted_unsaved"
-            else:
-                prev["outcome"] = "killed"
-            prev["exit_code"] = None
-            # Everything after the step this attempt resumes from was redone.
-            prev["steps_lost"] = max(0, prev.get("last_step", start_step) - start_step)
-            # Progress is written every few seconds, so a killed attempt may have
-            # gone a little further than its record says.
-            prev["steps_lost_is_lower_bound"] = True
-            self._close_times(prev, prev.get("updated", prev["started"]))
-            log.warning(
-                "previous attempt %d ended without a record (%s); it lost %d step(s)",
-                prev["attempt"],
-                prev["outcome"],
-                prev["steps_lost"],
-            )
-        self.current = {
-            "attempt": len(self.records) + 1,
-            "started": time.time(),
-            "start_step": start_step,
-            "last_step": start_step,
-            "saved_step": start_step,
-            "outcome": "running",
-            "workers": self.workers,
-        }
+        for prev in [r for r in self.records if r.get("outcome") == "running"]:
+            self._close_silent(prev, start_step)
+        self.current = self._new_record(
+            start_step=start_step, last_step=start_step, saved_step=start_step
+        )
         if quarantined:
             self.current["previous_ledger_quarantined"] = quarantined
         self.records.append(self.current)
         self._write(force=True)
         return self.current
+
+    def _new_record(self, **fields) -> dict:
+        rec = {"id": uuid.uuid4().hex[:12], "attempt": len(self.records) + 1}
+        rec.update(started=time.time(), **fields, outcome="running", workers=self.workers)
+        self._mine[_key(rec)] = rec
+        return rec
+
+    def _close_silent(self, prev: dict, start_step: int) -> None:
+        if self._hang_dump_since(prev["started"]):
+            prev["outcome"] = "hang"
+        elif "notice_step" in prev:
+            # The notice came and the save began, but the platform killed the
+            # attempt before the files were complete (KFP pod on GKE: README).
+            prev["outcome"] = "preempted_unsaved"
+        else:
+            prev["outcome"] = "killed"
+        prev["exit_code"] = None
+        # Everything after the step this attempt resumes from was redone.
+        prev["steps_lost"] = max(0, prev.get("last_step", start_step) - start_step)
+        # Progress is written every few seconds, so a killed attempt may have
+        # gone a little further than its record says.
+        prev["steps_lost_is_lower_bound"] = True
+        self._close_times(prev, prev.get("updated", prev["started"]))
+        self._mine[_key(prev)] = prev
+        log.warning(
+            "previous attempt %d ended without a record (%s); it lost %d step(s)",
+            prev["attempt"],
+            prev["outcome"],
+            prev["steps_lost"],
+        )
+
+    def refused(self, code: int, message: str, since: float) -> None:
+        """Adds the record of a run the dir's lease turned away (it never trained).
+
+        Args:
+            code: Its exit code.
+            message: The line naming the holder.
+            since: When it began waiting for the lease (its cost counts from there).
+        """
+        if not self.enabled:
+            return
+        self.records = read(self.dir)
+        rec = self._new_record()
+        rec.update(started=since, outcome="refused", exit_code=code, message=message)
+        self._close_times(rec, time.time())
+        self.records.append(rec)
+        self._write(force=True)
 
     def _quarantine_unreadable(self) -> str | None:
         """Moves an unreadable ledger aside (a crash mid-write) instead of overwriting it.
@@ -166,7 +221,7 @@ class Ledger:
         Returns:
             Where it went, or ``None`` (no ledger, or a readable one).
         """
-        if not fileio.exists(self.path) or fileio.read_json(self.path) is not None:
+        if self._versioned().read()[0] != {}:  # {}: there, but not JSON
             return None
         try:
             moved = checkpointing.quarantine(self.dir, self.path, f".{int(time.time())}")
@@ -186,14 +241,19 @@ class Ledger:
             self.current.update(start_step=step, last_step=step, saved_step=step)
             self._write(force=True)
 
-    def progress(self, step: int, saved: bool = False) -> None:
-        """Notes a finished step (written at most every ``min_interval_s`` unless saved)."""
+    def progress(self, step: int, saved_step: int | None = None) -> None:
+        """Notes a finished step, and a save whose files are complete.
+
+        Written at most every ``min_interval_s``, at once for a save. Only complete
+        saves count: a background save still writing (or one that fails) is not
+        yet something a next attempt can resume from.
+        """
         if not self.current:
             return
         self.current["last_step"] = step
-        if saved:
-            self.current["saved_step"] = step
-        self._write(force=saved)
+        if saved_step is not None:
+            self.current["saved_step"] = saved_step
+        self._write(force=saved_step is not None)
 
     def notice(self, step: int, reason: str) -> None:
         """Records a preemption notice acted on at ``step`` (written at once)."""
@@ -229,15 +289,21 @@ class Ledger:
             rec["cost"] = round(hours * self.price, 6)
             rec["on_demand_cost"] = round(hours * self.on_demand_price, 6)
 
+    def _versioned(self):
+        if self._store is None:
+            self._store = versioned.store(self.path)
+        return self._store
+
     def _write(self, force: bool) -> None:
         now = time.monotonic()
         if not force and now - self._last_write < self.min_interval_s:
             return
         if self.current is not None:
             self.current["updated"] = time.time()
+        changed = list(self._mine.values())
         try:
-            data = {"attempts": self.records, "totals": totals(self.records)}
-            fileio.write_json(self.path, data, sort_keys=False)
+            data = self._versioned().update(lambda stored: merge(stored, changed))
+            self.records = data["attempts"]
             self._last_write = now
         except Exception as e:  # noqa: BLE001 - the ledger must never stop training
             log.warning("could not write the attempt ledger %s: %s", self.path, e)

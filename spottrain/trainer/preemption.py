@@ -126,6 +126,20 @@ class NotTheWriter(TrainerExit):
     """
 
 
+class DirBusy(NotTheWriter):
+    """Another run holds the checkpoint dir's lease; this one never trained.
+
+    It adds only its own ``refused`` ledger record (merged, never overwriting).
+
+    Args:
+        since: When it began waiting for the lease (epoch seconds).
+    """
+
+    def __init__(self, code: int, message: str, since: float):
+        super().__init__(code, message)
+        self.since = since
+
+
 class StopFlag:
     """Set by SIGTERM/SIGINT; read once per step and all-reduced across workers.
 

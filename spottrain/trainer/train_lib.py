@@ -239,7 +239,8 @@ class Trainer:
         path = self.store.save(step, wait=wait)
         if noting is not None:
             noting.join()
-        self.ledger.progress(step, saved=True)
+        # A save starts only once the previous background save has written its files.
+        self.ledger.progress(step, saved_step=step if wait else self.store.complete_step)
         log.info(
             "saved %s at step %d (%s, %.0f ms%s)",
             path,
@@ -351,7 +352,7 @@ class Trainer:
             self.step_times.append((t1 - t0, t2 - t0))
             if on_step is not None:
                 on_step(step, t1 - t0, t2 - t0)
-            self.ledger.progress(step)
+            self.ledger.progress(step, saved_step=self.store.newly_complete())
             if self.first_step_seconds is None:
                 self.first_step_seconds = time.monotonic() - self.started
                 log.info("first step done %.1f s after start", self.first_step_seconds)
