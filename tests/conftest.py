@@ -1,6 +1,7 @@
 """Shared pytest fixtures. Edit with targeted insertions: several areas add fixtures here."""
 
 import os
+import subprocess
 
 import pytest
 
@@ -70,3 +71,15 @@ def pushed_compiled_dir(tmp_path_factory):
         assert IMAGE in text, path
         (out / path.name).write_text(text.replace(IMAGE, PUSHED_IMAGE))
     return out
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A read-only tmpfs (what a ``ro`` mount gives in a pod; root ignores mode bits)."""
+    path = tmp_path / "read-only"
+    path.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)]
+    if subprocess.run(mount, check=False).returncode:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    yield path
+    subprocess.run(["umount", "-l", str(path)], check=False)

@@ -79,6 +79,15 @@ def test_profiling_refuses_bad_outputs_before_profiling(tmp_path, args, named):
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.parametrize("flag", ["--report", "--logdir"])
+def test_profiling_refuses_a_read_only_output_before_profiling(read_only_dir, flag):
+    path = read_only_dir / ("p.md" if flag == "--report" else "logs")
+    proc = _run("spottrain.profiling", flag, str(path), "--", "--train-steps", "5")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{flag} '{path}'" in proc.stderr and "Read-only file system" in proc.stderr
+
+
 def _tree(tmp_path):
     src = tmp_path / "src"
     (src / "a").mkdir(parents=True)

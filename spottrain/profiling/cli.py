@@ -78,6 +78,22 @@ def _check_outputs(args: argparse.Namespace) -> str:
             return f"{flag} {path!r} is a folder: give a file name"
         if os.path.exists(parent) and not os.path.isdir(parent):
             return f"{flag} {path!r}: {parent!r} is a file, not a folder"
+        problem = _unwritable(parent)
+        if problem:
+            return f"{flag} {path!r}: {problem}"
+    if args.logdir and fileio.is_local(args.logdir):
+        problem = fileio.folder_problem(args.logdir) or _unwritable(args.logdir)
+        if problem:
+            return f"--logdir {args.logdir!r}: {problem}"
+    return ""
+
+
+def _unwritable(folder: str) -> str:
+    """Why ``folder`` (created if missing) cannot be written, or ``""``."""
+    try:
+        fileio.probe_writable(folder)
+    except OSError as e:
+        return f"{e.filename or folder!r} is not writable: {e.strerror}"
     return ""
 
 

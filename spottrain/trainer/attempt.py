@@ -8,7 +8,6 @@ outcome (see :mod:`spottrain.trainer.preemption` for the codes).
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 from typing import NamedTuple
@@ -19,19 +18,6 @@ from spottrain.trainer.preemption import ConfigError, TrainerExit
 from spottrain.trainer.train_lib import Trainer
 
 log = logging.getLogger("trainer")
-
-# OSError numbers no retry can cure without someone fixing the destination.
-UNWRITABLE = frozenset(
-    {
-        errno.EACCES,
-        errno.EPERM,
-        errno.EROFS,
-        errno.ENOSPC,
-        errno.EDQUOT,
-        errno.ENOTDIR,
-        errno.EISDIR,
-    }
-)
 
 
 def prepare(argv: list[str], environ: dict | None = None):
@@ -108,7 +94,9 @@ def _stop(e: TrainerExit, cfg, cluster, ledger) -> int:
             log.warning("could not record the refused attempt: %s", err)
     if isinstance(e, preemption.NotTheWriter):
         return e.code  # the dir is another writer's: record nothing else there
-    if e.code in preemption.FATAL and cfg is not None and cluster is not None:
+    # Not for an unwritable destination: once fixed, the same config must run.
+    fixable = isinstance(e, preemption.Unwritable)
+    if e.code in preemption.FATAL and cfg is not None and cluster is not None and not fixable:
         checkpointing.record_fatal(cfg, cluster, str(e), e.code)
     if ledger is not None:
         try:
@@ -125,6 +113,17 @@ def _close_unexpected(ledger, e: BaseException) -> None:
             ledger.end(1, f"{type(e).__name__}: {e}")
         except Exception as err:  # noqa: BLE001 - the traceback that follows matters more
             log.warning("could not close the attempt's ledger record: %s", err)
+
+
+def _dirs(cfg) -> dict[str, str]:
+    """The run's output dirs by flag, to name the one a storage error is in."""
+    if cfg is None:
+        return {}
+    return {
+        "--checkpoint-dir": cfg.checkpoint_dir,
+        "--model-dir": cfg.model_dir,
+        "--tensorboard-dir": cfg.tensorboard_dir,
+    }
 
 
 def _recordable(cfg) -> bool:
@@ -155,7 +154,7 @@ def check(argv: list[str], environ: dict | None = None) -> Checked:
     try:
         cfg, cluster = prepare(argv, environ)
         # gs:// output dirs wait for the trainer process, which has TensorFlow.
-        local = fileio.is_local(cfg.checkpoint_dir) and fileio.is_local(cfg.model_dir)
+        local = all(fileio.is_local(d) for d in _dirs(cfg).values())
         _quick_checks(cfg, cluster, storage=local)
     except TrainerExit as e:
         if not _recordable(cfg):
@@ -190,15 +189,9 @@ def run(argv: list[str], environ: dict | None = None) -> int:
         return preemption.OK
     except TrainerExit as e:
         return _stop(e, cfg if _recordable(cfg) else None, cluster, ledger)
-    except OSError as e:
-        # Out of space, permissions, a file where a folder belongs: the same on retry.
-        if e.errno not in UNWRITABLE:
-            _close_unexpected(ledger, e)
-            raise
-        where = e.filename or (cfg.checkpoint_dir if cfg else "?")
-        return _stop(ConfigError(f"cannot write {where!r}: {e.strerror}"), cfg, cluster, ledger)
     except Exception as e:
-        failure = fileio.storage_failure(e)
+        # Out of space, read-only, permissions, storage unreachable: one table.
+        failure = fileio.storage_failure(e, _dirs(cfg))
         if failure is None:
             _close_unexpected(ledger, e)
             raise

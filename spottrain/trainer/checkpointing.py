@@ -43,6 +43,7 @@ from spottrain.trainer.preemption import (
     DirBusy,
     NotTheWriter,
     TrainerExit,
+    Unwritable,
 )
 
 log = logging.getLogger(__name__)
@@ -88,27 +89,33 @@ def has_diagnostics(checkpoint_dir: str, kind: str, since: float) -> bool:
 
 
 def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:
-    """Fails before any training when the chief cannot write its checkpoint or model dir.
+    """Fails before any training when the chief cannot write its checkpoint, model or TB dir.
 
     Otherwise a read-only or misspelt model dir would only fail after every step
     was paid for. Writes and removes one small file in each.
 
     Raises:
-        ConfigError: naming the dir and the reason.
+        Unwritable: naming the dir (or AIP_TENSORBOARD_LOG_DIR) and the reason.
     """
     if not cluster.is_chief:
         return  # the others write private temp dirs
+    tensorboard = "--tensorboard-dir"
+    if cfg.tensorboard_dir and cfg.tensorboard_dir == os.environ.get("AIP_TENSORBOARD_LOG_DIR"):
+        tensorboard = "AIP_TENSORBOARD_LOG_DIR"  # Vertex's, not a flag the user typed
     for flag, directory in (
         ("--checkpoint-dir", cfg.checkpoint_dir),
         ("--model-dir", cfg.model_dir),
+        (tensorboard, cfg.tensorboard_dir),
     ):
+        if not directory:
+            continue
         try:
             fileio.probe_writable(directory)
         except Exception as e:  # noqa: BLE001 - OSError or a TF error for gs://, both fatal here
             reason = getattr(e, "strerror", None) or str(e).strip().splitlines()[0][:200]
             if fileio.is_local(directory) and os.path.isfile(directory):
                 reason = "it is a file, not a folder"
-            raise ConfigError(f"{flag} {directory!r} is not writable: {reason}") from None
+            raise Unwritable(f"{flag} {directory!r} is not writable: {reason}") from None
 
 
 def quarantine(checkpoint_dir: str, path: str, suffix: str = "") -> str:

@@ -11,6 +11,8 @@ can record a fatal error without loading TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import glob as _glob
 import json
 import logging
@@ -50,7 +52,24 @@ def url_problem(path: str) -> str | None:
     return None
 
 
-# TensorFlow file-system errors that another attempt cannot fix.
+# What no retry can cure without someone fixing the destination: the same table
+# for Python's OSError (by errno) and TensorFlow's file-system errors (by the
+# strerror text its POSIX file system puts in the message).
+UNWRITABLE_ERRNOS = frozenset(
+    {
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+    }
+)
+_TF_PATH_ERROR = re.compile(
+    r"(\S+); (" + "|".join(re.escape(os.strerror(n)) for n in sorted(UNWRITABLE_ERRNOS)) + ")"
+)
+# TensorFlow file-system errors on gs:// that another attempt cannot fix.
 _FATAL_STORAGE_ERRORS = frozenset(
     {"PermissionDeniedError", "UnauthenticatedError", "UnimplementedError", "NotFoundError"}
 )
@@ -58,23 +77,71 @@ _FATAL_STORAGE_ERRORS = frozenset(
 _STORAGE_MARKERS = ("gs://", "googleapis", "HTTP request", "File system scheme")
 
 
-def storage_failure(e: BaseException) -> preemption.TrainerExit | None:
-    """A TensorFlow storage error as the attempt's exit, or ``None`` for anything else.
+def storage_failure(e: BaseException, dirs: dict[str, str] | None = None):
+    """A storage error as the attempt's exit, or ``None`` for anything else.
 
-    Permission, credential, unsupported-scheme and missing-bucket errors are fatal
-    (64): the same on every retry. The rest (DNS, network, timeouts, 5xx) are
-    retryable (172).
+    The one table: no space, a read-only or permission-denied destination, a file
+    where a folder belongs (local OSError or TensorFlow's error) are
+    :class:`~spottrain.trainer.preemption.Unwritable` (64, not recorded in
+    FATAL.json: a retry re-checks the dirs before any step); permission,
+    credential, unsupported-scheme and missing-bucket errors on gs:// are fatal
+    (64); the rest on gs:// (DNS, network, timeouts, 5xx) are retryable (172).
+
+    Args:
+        e: The exception.
+        dirs: ``{flag: dir}`` to name which of the run's dirs the failed path is in.
     """
-    text = str(e)
-    if not type(e).__module__.startswith("tensorflow") or not any(
-        m in text for m in _STORAGE_MARKERS
-    ):
+    is_tf = type(e).__module__.startswith("tensorflow")
+    text = " ".join(str(e).split())
+    if isinstance(e, OSError) or is_tf:
+        if isinstance(e, OSError):
+            unwritable = e.errno in UNWRITABLE_ERRNOS
+            path, reason = e.filename or "", e.strerror or text
+        else:
+            # TensorFlow's POSIX file system: "<path>; <strerror>" inside the message.
+            m = _TF_PATH_ERROR.search(text)
+            unwritable = m is not None
+            path, reason = (m.group(1), m.group(2)) if m else ("", text[:300])
+        if unwritable:
+            where = f"{path!r}" if path else "a file"
+            flag = _flag_of(path or text, dirs or {})
+            return preemption.Unwritable(
+                f"cannot write {where}{f' ({flag})' if flag else ''}: {reason}"
+            )
+    if not is_tf or not any(m in text for m in _STORAGE_MARKERS):
         return None
     name = type(e).__name__
-    first = " ".join(text.split())[:300]
     if name in _FATAL_STORAGE_ERRORS:
-        return preemption.TrainerExit(preemption.FATAL_CONFIG, f"storage refused: {first}")
-    return preemption.TrainerExit(preemption.UNAVAILABLE, f"storage unreachable ({name}): {first}")
+        return preemption.TrainerExit(preemption.FATAL_CONFIG, f"storage refused: {text[:300]}")
+    return preemption.TrainerExit(
+        preemption.UNAVAILABLE, f"storage unreachable ({name}): {text[:300]}"
+    )
+
+
+def _flag_of(path: str, dirs: dict[str, str]) -> str:
+    """The flag whose dir holds ``path`` (the deepest, as the TensorBoard dir may be inside)."""
+    best = ""
+    for flag, directory in dirs.items():
+        d = directory.rstrip("/") if directory else ""
+        if d and (path == d or path.startswith(d + "/") or f"{d}/" in path):
+            if len(d) > len(dirs.get(best, "").rstrip("/")):
+                best = flag
+    return best
+
+
+@contextlib.contextmanager
+def naming(path: str):
+    """Gives an OSError raised inside (a library's write of ``path``) that path.
+
+    Writes through a zip or HDF5 library (``model.save``) fail on a full disk
+    with a bare ``[Errno 28]``; the line the user reads should say where.
+    """
+    try:
+        yield
+    except OSError as e:
+        if e.filename or e.errno is None:
+            raise
+        raise OSError(e.errno, e.strerror, path) from e
 
 
 def folder_problem(path: str) -> str | None:
@@ -120,16 +187,26 @@ def write_text(path: str, text: str) -> None:
     if is_local(path):  # no TensorFlow needed: the light supervisor writes here too
         if parent and parent != path:
             os.makedirs(parent, exist_ok=True)
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        try:
+            with naming(path), open(tmp, "w") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):  # a full disk must not keep half a file
+                os.remove(tmp)
+            raise
         return
     fs = gfile()
     if parent and parent != path:
         fs.makedirs(parent)
-    with fs.GFile(tmp, "w") as f:
-        f.write(text)
-    fs.rename(tmp, path, overwrite=True)
+    try:
+        with fs.GFile(tmp, "w") as f:
+            f.write(text)
+        fs.rename(tmp, path, overwrite=True)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            fs.remove(tmp)
+        raise
 
 
 def glob(pattern: str) -> list[str]:

@@ -118,6 +118,17 @@ class ConfigError(TrainerExit):
         super().__init__(FATAL_CONFIG, message)
 
 
+class Unwritable(TrainerExit):
+    """A destination no retry can write until someone fixes it (full, read-only, denied).
+
+    Fatal (64), but not recorded in FATAL.json: once fixed, the same config must
+    run, and a retry before that stops at the up-front check of the dirs.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(FATAL_CONFIG, message)
+
+
 class NotTheWriter(TrainerExit):
     """This attempt does not (or no longer) hold the checkpoint dir's lease.
 

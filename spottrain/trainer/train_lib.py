@@ -409,8 +409,10 @@ class Trainer:
         tf.io.gfile.makedirs(model_dir)
         # Every worker saves (reads of synced variables can be collectives); only
         # the chief's copy is kept.
-        self.model.save(f"{model_dir}/model.keras")
-        self.model.export(f"{model_dir}/saved_model", verbose=False)
+        with fileio.naming(f"{model_dir}/model.keras"):
+            self.model.save(f"{model_dir}/model.keras")
+        with fileio.naming(f"{model_dir}/saved_model"):
+            self.model.export(f"{model_dir}/saved_model", verbose=False)
         summary = {
             "final_step": final_step,
             "train_steps": self.total_steps,
@@ -423,7 +425,8 @@ class Trainer:
             **metrics,
         }
         if self.cluster.is_chief:
-            self.task.export(self.model, model_dir)
+            with fileio.naming(model_dir):
+                self.task.export(self.model, model_dir)
             fileio.write_json(f"{model_dir}/training_summary.json", summary)
             if self.writer:
                 with self.writer.as_default(step=final_step):
