@@ -385,3 +385,85 @@ def test_sigterm_during_a_fall_back_creates_nothing_more():
     out = run["launcher"].run()
     assert out.code == preemption.PREEMPTED
     assert cluster.created("Job") == [spot] and not cluster.jobs and not cluster.services
+
+
+@pytest.mark.parametrize("reason", ["ErrImagePull", "CreateContainerConfigError"])
+def test_a_pod_that_cannot_start_stops_the_run_in_minutes(reason):
+    """A mistyped image or a missing Secret is not Unschedulable: without a bound the
+    launcher would wait for the run deadline (days) holding the GPU node."""
+    gs = gangs()
+    job = gs[0].name
+    message = "pull access denied for traner, repository does not exist"
+    stuck = []
+
+    def script(cluster, poll):
+        if poll == 1:
+            stuck.append(cluster.cannot_start(job, 1, reason, message)["metadata"]["name"])
+        if poll == 3 and reason == "ErrImagePull":
+            cluster.cannot_start(job, 1, "ImagePullBackOff", 'Back-off pulling image "traner"')
+
+    cluster = FakeCluster([spot_node()], script=script)
+    out = launcher(cluster, gs, start_failure_seconds=180).run()
+    assert out.code == preemption.FATAL_CONFIG, out.message
+    assert f"pod {stuck[0]} cannot start:" in out.message and "for 180 s" in out.message
+    if reason == "ErrImagePull":
+        assert "ImagePullBackOff (Back-off pulling image" in out.message
+    else:
+        assert "CreateContainerConfigError (pull access denied" in out.message
+    assert "\n" not in out.message
+    polls = [c for c in cluster.calls if c[0] == "read_namespaced_job" and c[1] == job]
+    assert 18 <= len(polls) <= 21  # 180 s at 10 s a poll
+    assert cluster.created("Job") == [job]  # fatal: not moved to on-demand
+    assert job not in cluster.jobs and job not in cluster.services
+
+
+def test_a_slow_image_pull_that_succeeds_is_not_a_failure():
+    gs = gangs()
+    job = gs[0].name
+
+    def script(cluster, poll):
+        if poll == 1:
+            cluster.cannot_start(job, 0, "ErrImagePull", "i/o timeout")
+        if poll == 10:  # 90 s later, under the bound
+            cluster.starts(job, 0)
+        if poll == 30:
+            cluster.succeed_all(job)
+
+    cluster = FakeCluster([spot_node()], script=script)
+    out = launcher(cluster, gs, start_failure_seconds=180).run()
+    assert out.code == 0, out.message
+
+
+def test_a_command_that_cannot_run_is_fatal_at_once():
+    gs = gangs(workers=1)
+    job = gs[0].name
+
+    def script(cluster, poll):
+        if poll == 2:
+            pod = cluster.current_pod(job, 0)
+            cluster._end(pod, 128, "")
+            pod["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] = "StartError"
+            pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = (
+                'exec: "python": executable file not found in $PATH'
+            )
+
+    cluster = FakeCluster([spot_node()], script=script)
+    out = launcher(cluster, gs).run()
+    assert out.code == preemption.FATAL_CONFIG, out.message
+    assert 'cannot start: StartError (exec: "python": executable file not found' in out.message
+    polls = [c for c in cluster.calls if c[0] == "read_namespaced_job" and c[1] == job]
+    assert len(polls) <= 4
+    assert job not in cluster.jobs
+
+
+def test_a_job_whose_pods_are_refused_stops_the_run():
+    """A missing service account: the API refuses every pod, the Job has none."""
+    gs = gangs()
+    job = gs[0].name
+    cluster = FakeCluster([spot_node()])
+    cluster.refuse_pods = True
+    out = launcher(cluster, gs, start_failure_seconds=180).run()
+    assert out.code == preemption.FATAL_CONFIG, out.message
+    assert f"Job {job} created no pod in 180 s" in out.message
+    assert f"kubectl describe job {job}" in out.message
+    assert cluster.created("Job") == [job] and job not in cluster.jobs

@@ -117,6 +117,9 @@ class FakeCluster:
         self.sent: list[dict] = []  # every object body the launcher sent, as sent
         self.errors: dict[str, list[ApiException]] = {}  # method -> errors to raise, in turn
         self.forbidden: set[str] = set()  # methods answering 403 every time
+        # The API refuses the Job's pods (a missing service account): the Job
+        # controller's creations fail (a FailedCreate event) and the Job has no pod.
+        self.refuse_pods = False
         self._uid = itertools.count(1)
 
     # -- test controls -----------------------------------------------------------------
@@ -155,6 +158,23 @@ class FakeCluster:
             ):
                 self._end(pod, 0, "")
         self._reconcile(job)
+
+    def cannot_start(self, job: str, index: int, reason: str, message: str = "") -> dict:
+        """The kubelet cannot start the pod's container: it waits with ``reason``."""
+        pod = self.current_pod(job, index)
+        pod["status"]["phase"] = "Pending"
+        pod["status"]["containerStatuses"][0]["state"] = {
+            "waiting": {"reason": reason, "message": message}
+        }
+        return pod
+
+    def starts(self, job: str, index: int) -> None:
+        """The waiting container of ``index`` starts after all."""
+        pod = self.current_pod(job, index)
+        pod["status"]["phase"] = "Running"
+        pod["status"]["containerStatuses"][0]["state"] = {
+            "running": {"startedAt": rfc3339(self.clock)}
+        }
 
     def add_node(self, n: dict) -> None:
         self.nodes[n["metadata"]["name"]] = n
@@ -238,6 +258,8 @@ class FakeCluster:
         }
 
     def _new_pod(self, job: dict, index: int) -> None:
+        if self.refuse_pods:
+            return
         name = job["metadata"]["name"]
         template = copy.deepcopy(job["spec"]["template"])
         pod_name = f"{name}-{index}-{next(self._uid):05d}"

@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 # UNAVAILABLE; its KFP retry re-attaches to the Job, which runs on meanwhile.
 API_FAILURES_TOLERATED = 30
 
+# How long a pod may wait with a start failure (an image that does not pull, a
+# missing Secret), or a Job may have no pod at all (a missing service account or a
+# webhook refusing them), before the run stops: long enough for a registry or
+# API hiccup to pass, far shorter than the run deadline the Job would otherwise wait for.
+START_FAILURE_SECONDS = 180.0
+
 
 @dataclass
 class PodAttempt:
@@ -94,6 +100,7 @@ class Launcher:
         now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
         keep_on_cancel: Callable[[], bool] = lambda: False,
         sink: Callable[[str], None] = print,
+        start_failure_seconds: float = START_FAILURE_SECONDS,
     ):
         if not gangs:
             raise ValueError("no gang to run")
@@ -109,6 +116,10 @@ class Launcher:
         self._node_kinds: dict[str, str] = {}
         self._nodes_readable = True
         self._pending_since: dict[str, datetime] = {}
+        self.start_failure_seconds = start_failure_seconds
+        # When each pod's start failure (and each Job's want of pods) was first seen.
+        self._failing_since: dict[str, datetime] = {}
+        self._had_pods: set[str] = set()
 
     # -- the whole run -------------------------------------------------------------
     def run(self) -> Outcome:
@@ -249,6 +260,9 @@ class Launcher:
             finished = status.job_finished(job)
             if finished is not None:
                 return self._ended(gang, *finished)
+            stuck = self._cannot_start(gang, pods)
+            if stuck is not None:
+                return stuck
             waiting = self._unschedulable_for(pods) if may_move else None
             if waiting is not None and waiting >= self.unschedulable_seconds:
                 return _Ended(
@@ -289,6 +303,50 @@ class Launcher:
             )
         return _Ended("failed", code if codes else preemption.FATAL_CONFIG,
                       f"Job {gang.name} failed ({reason or 'no reason given'})")  # fmt: skip
+
+    def _cannot_start(self, gang: manifests.Gang, pods: list[dict]) -> _Ended | None:
+        """A fatal end when the gang's pods cannot start, past the bound.
+
+        Neither is ``Unschedulable``, so without this the launcher would wait for
+        the run deadline (days) while the GPU node it got is held.
+        """
+        now = self.now()
+        fix = "fix it and run again (the checkpoints are kept)"
+        for pod in pods:
+            failure = status.start_failure(pod)
+            uid = pod["metadata"].get("uid") or pod["metadata"]["name"]
+            if failure is None:
+                self._failing_since.pop(uid, None)
+                continue
+            reason, message, final = failure
+            since = self._failing_since.setdefault(uid, now)
+            waited = (now - since).total_seconds()
+            if final or waited >= self.start_failure_seconds:
+                detail = " ".join(message.split())[:300]
+                return _Ended(
+                    "fatal",
+                    preemption.FATAL_CONFIG,
+                    f"Job {gang.name}: pod {pod['metadata']['name']} cannot start: {reason}"
+                    + (f" ({detail})" if detail else "")
+                    + ("" if final else f" for {waited:.0f} s")
+                    + f"; {fix}",
+                )
+        if pods or gang.name in self._had_pods:
+            # Once pods came, none for a while is a replacement's back-off (pods of a
+            # lost node are garbage-collected), not a refusal.
+            self._had_pods.add(gang.name)
+            return None
+        since = self._failing_since.setdefault(gang.name, now)
+        waited = (now - since).total_seconds()
+        if waited < self.start_failure_seconds:
+            return None
+        return _Ended(
+            "fatal",
+            preemption.FATAL_CONFIG,
+            f"Job {gang.name} created no pod in {waited:.0f} s: its pods are refused (a "
+            "missing service account, a quota, an admission webhook); `kubectl describe "
+            f"job {gang.name}` shows why; {fix}",
+        )
 
     def _unschedulable_for(self, pods: list[dict]) -> float | None:
         """Seconds the longest-waiting unplaced pod has waited (``None``: none waits)."""

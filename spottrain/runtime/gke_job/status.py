@@ -11,6 +11,13 @@
   (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-state-terminated).
 * A pod the scheduler cannot place has ``PodScheduled`` ``False`` with reason
   ``Unschedulable`` (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-conditions).
+* A container the kubelet cannot start waits with a reason: ``ErrImagePull``,
+  ``ImagePullBackOff``, ``InvalidImageName``, ``ErrImageNeverPull``,
+  ``ImageInspectError`` (kubernetes ``pkg/kubelet/images/types.go``),
+  ``CreateContainerConfigError`` (a missing Secret or ConfigMap),
+  ``CreateContainerError`` (``pkg/kubelet/container/sync_result.go``); one whose
+  command cannot run ends ``terminated`` with reason ``StartError`` (containerd)
+  or ``ContainerCannotRun`` (Docker).
 * GKE labels spot nodes ``cloud.google.com/gke-spot=true`` and preemptible nodes
   ``cloud.google.com/gke-preemptible=true`` (``spottrain.placement.POOL_NODE_LABELS``).
 """
@@ -72,6 +79,42 @@ def unschedulable_since(pod: dict) -> datetime | None:
             and cond.get("reason") == "Unschedulable"
         ):
             return parse_time(cond.get("lastTransitionTime"))
+    return None
+
+
+# Waiting reasons of a container that has not run and will not without a fix.
+START_FAILURES = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "ImageInspectError",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "CrashLoopBackOff",  # restartPolicy Never makes it unlikely, but it says the same
+    }
+)
+# Terminated reasons of a container whose command never ran.
+NEVER_RAN = frozenset({"StartError", "ContainerCannotRun"})
+
+
+def start_failure(pod: dict) -> tuple[str, str, bool] | None:
+    """Why the pod's containers cannot start: (reason, message, final) or ``None``.
+
+    ``final``: the command could not run at all (the pod has ended); otherwise the
+    container is still waiting and the kubelet keeps retrying (an image pull may
+    yet succeed), so the caller gives it a bounded time.
+    """
+    st = pod.get("status") or {}
+    for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+        state = cs.get("state") or {}
+        waiting = state.get("waiting") or {}
+        if waiting.get("reason") in START_FAILURES:
+            return waiting["reason"], waiting.get("message") or "", False
+        term = state.get("terminated") or {}
+        if term.get("reason") in NEVER_RAN:
+            return term["reason"], term.get("message") or "", True
     return None
 
 
