@@ -87,6 +87,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
             f"--out {args.out!r} is only used with --target (without it, compile writes the "
             "committed YAML in place)"
         )
+    if not args.target:
+        # The committed YAML uses the default placement: a build flag given here
+        # would be silently ignored.
+        defaults = vars(parser().parse_args(["compile"]))
+        for key, value in vars(args).items():
+            if key not in ("image", "check", "target", "out", "func", "command"):
+                if value != defaults.get(key):
+                    flag = "--" + key.replace("_", "-")
+                    raise GuardError(
+                        f"{flag} {value!r} is only used with --target gke|gke-fallback|vertex "
+                        "and --out FILE (the committed YAML keeps the default placement)"
+                    )
     if args.check:
         stale = comp.drift(args.image)
         for path in stale:

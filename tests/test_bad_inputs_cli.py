@@ -136,6 +136,9 @@ CASES = [
     (["compile", "--target", "gke", "--out", "{tmp}/x.yaml", "--gpus", "abc"], 2, "'abc'"),
     (["compile", "--target", "gke", "--out", "{tmp}/x.yaml", "--memory", "lots"], 2, "'lots'"),
     (["compile", "--target", "bogus"], 2, "argument --target: invalid choice"),
+    # a build flag without --target would be ignored by the committed YAML
+    (["compile", "--memory", "16G"], 2, "--memory '16G' is only used with --target"),
+    (["compile", "--pool", "spot"], 2, "--pool 'spot' is only used with --target"),
     (["compile", "--image", ""], 2, "--image '' is not an image reference"),
     (["compile", "--image", "Me/Trainer:v1"], 2, "--image 'Me/Trainer:v1' is not an image"),
     (["compile", "--image", "a b"], 2, "--image 'a b' is not an image reference"),
