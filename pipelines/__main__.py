@@ -174,6 +174,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
     guards.check_published_image(template)
     name = args.name or submit.pipeline_name(template)
     with submit.service_errors(f"KFP at {args.host}"):
+        submit.check_reachable(args.host, f"KFP at {args.host}")
         client = submit.kfp_client(args.host, namespace=args.namespace)
         ids = submit.upload(
             client, template, name, args.version, args.description, namespace=args.namespace
@@ -200,6 +201,7 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
     if warning := argo_retry.preflight_warning(args.argo_namespace):
         print(warning, file=sys.stderr)  # a warning: the run is still created
     with submit.service_errors(f"KFP at {args.host}"):
+        submit.check_reachable(args.host, f"KFP at {args.host}")
         client = submit.kfp_client(args.host, namespace=args.namespace)
         run_id = submit.run(
             client, template, params, experiment=args.experiment, run_name=args.run_name
@@ -223,6 +225,7 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
     guards.check_published_image(template)
     with submit.service_errors(f"Vertex AI in {args.region}"):
         credentials = submit.google_credentials()
+        submit.check_reachable(submit.vertex_endpoint(args.region), f"Vertex AI in {args.region}")
         job = submit.vertex_job(
             template,
             params,

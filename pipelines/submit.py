@@ -65,6 +65,53 @@ class _BelowError(logging.Filter):
         return record.levelno >= logging.ERROR
 
 
+def check_reachable(url: str, what: str, timeout: float = 5.0) -> None:
+    """Fails in seconds, in one line, when ``url``'s host (or the proxy to it) does not answer.
+
+    The clients would find out too, but slowly: the Vertex AI SDK's requests retry
+    for minutes (90 s measured to a name that does not resolve, ending in "HTTP
+    503"), and a connection to a host that drops packets waits for the OS's TCP
+    timeout on each of urllib3's retries. Only the TCP connection is tried here;
+    what the service answers is still the client's to report.
+
+    Raises:
+        ServiceError: exit ``UNAVAILABLE_EXIT``.
+    """
+    import socket
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(url if "://" in url else f"https://{url}")
+    host = parts.hostname or ""
+    port = parts.port or (80 if parts.scheme == "http" else 443)
+    proxy = urllib.request.getproxies().get(parts.scheme or "https")
+    if proxy and not urllib.request.proxy_bypass(host):
+        via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        target, target_port, through = via.hostname or "", via.port or 80, f" (via proxy {proxy})"
+    else:
+        target, target_port, through = host, port, ""
+    try:
+        socket.create_connection((target, target_port), timeout=timeout).close()
+    except socket.gaierror as e:
+        raise ServiceError(
+            f"{what} is unreachable: cannot resolve {target}{through} ({e.strerror})"
+        ) from None
+    except TimeoutError:
+        raise ServiceError(
+            f"{what} is unreachable: {target}:{target_port}{through} did not answer in "
+            f"{timeout:.0f} s"
+        ) from None
+    except OSError as e:
+        raise ServiceError(
+            f"{what} is unreachable: {target}:{target_port}{through}: {e.strerror or e}"
+        ) from None
+
+
+def vertex_endpoint(region: str) -> str:
+    """The Vertex AI API host of ``region`` (what the SDK's client calls)."""
+    return f"https://{region}-aiplatform.googleapis.com"
+
+
 @contextmanager
 def service_errors(what: str) -> Iterator[None]:
     """Turns a failed request to ``what`` into a one-line :class:`ServiceError`.
@@ -91,6 +138,9 @@ def service_errors(what: str) -> Iterator[None]:
                 "GOOGLE_APPLICATION_CREDENTIALS",
                 NO_CREDENTIALS_EXIT,
             ) from None
+        if kind.__name__ in ("RetryError", "ServiceUnavailable"):
+            # google-api-core: retries that never got through, or gRPC's UNAVAILABLE.
+            raise ServiceError(f"{what} is unavailable: {_first_line(err)[:300]}") from None
         if kind.__name__ == "MaxRetryError":  # urllib3: the host did not answer
             reason = getattr(err, "reason", None) or err
             raise ServiceError(f"{what} is unreachable: {_first_line(reason)}") from None
@@ -116,7 +166,17 @@ def google_credentials():
     """
     import google.auth
 
-    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    # The project comes from --project: google.auth's "No project ID could be
+    # determined" warning (logged when the credentials name none) would be a second line.
+    auth_log = logging.getLogger("google.auth._default")
+    level = auth_log.level
+    auth_log.setLevel(logging.ERROR)
+    try:
+        credentials, _ = google.auth.default(
+            scopes=["https://www.googleapis.com/auth/cloud-platform"]
+        )
+    finally:
+        auth_log.setLevel(level)
     return credentials
 
 
