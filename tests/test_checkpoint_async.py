@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from spottrain.trainer import checkpointing
+from spottrain.trainer import checkpoint_store, checkpointing
 from spottrain.trainer.config import TrainConfig
 from spottrain.trainer.distribution import Cluster
 
@@ -49,7 +49,7 @@ def _values(model, optimizer, step):
 def test_async_saves_snapshot_their_step_while_training_goes_on(tmp_path):
     cfg = TrainConfig(checkpoint_dir=str(tmp_path), keep_checkpoints=5)
     model, optimizer, step, ckpt = _state(0)
-    store = checkpointing.CheckpointStore(cfg, Cluster("", 0, 1, True), ckpt)
+    store = checkpoint_store.CheckpointStore(cfg, Cluster("", 0, 1, True), ckpt)
     store.warm_up()
     x = np.random.default_rng(0).normal(size=(16, 8)).astype("float32")
     expected = {}
@@ -73,7 +73,7 @@ def test_the_keras_fix_is_still_needed():
     """When Keras stops creating a variable per copy, drop _fix_keras_async_copy."""
     from keras.src.backend.tensorflow import core
 
-    checkpointing._fix_keras_async_copy()
+    checkpoint_store._fix_keras_async_copy()
     method = core.Variable._copy_trackable_to_cpu
     assert getattr(method, "_spottrain_fix", False), (
         "Keras changed _copy_trackable_to_cpu: check whether the fix is still needed"

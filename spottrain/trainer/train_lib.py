@@ -19,7 +19,16 @@ import re
 import threading
 import time
 
-from spottrain.trainer import checkpointing, config, data, distribution, fileio, preemption, steps
+from spottrain.trainer import (
+    checkpoint_store,
+    checkpointing,
+    config,
+    data,
+    distribution,
+    fileio,
+    preemption,
+    steps,
+)
 from spottrain.trainer import ledger as ledger_lib
 from spottrain.trainer import watchdog as watchdog_lib
 from spottrain.trainer.preemption import ConfigError, TrainerExit
@@ -191,7 +200,7 @@ class Trainer:
             # dropout masks and stops being identical to an uninterrupted one.
             non_trainable=[v.value for v in self.model.non_trainable_variables],
         )
-        self.store = checkpointing.CheckpointStore(cfg, self.cluster, ckpt)
+        self.store = checkpoint_store.CheckpointStore(cfg, self.cluster, ckpt)
         self.start_step = self.store.restore_latest()
         self.ledger.set_start(self.start_step)  # lower if a corrupt checkpoint was skipped
         restored = self.start_step > 0 and self.optimizer is not None
