@@ -246,6 +246,10 @@ def cmd_run_local(args: argparse.Namespace) -> int:
 
     if blocked := fileio.folder_problem(args.out):
         raise _guard_error(f"--out {args.out!r}: {blocked}")
+    try:
+        fileio.probe_writable(args.out)
+    except OSError as e:
+        raise _guard_error(f"--out {args.out!r} is not writable: {e.strerror}") from None
     for flag, value in (("--limit", args.limit), ("--preempt-at-step", args.preempt_at_step)):
         if value is not None and value < 0:
             raise _guard_error(f"{flag} {value} must be >= 0")

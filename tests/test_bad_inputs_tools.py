@@ -88,6 +88,15 @@ def test_profiling_refuses_a_read_only_output_before_profiling(read_only_dir, fl
     assert f"{flag} '{path}'" in proc.stderr and "Read-only file system" in proc.stderr
 
 
+def test_run_local_refuses_a_read_only_out(read_only_dir, capsys):
+    from spottrain.pipelines import __main__ as cli
+
+    code = cli.main(["run-local", "--out", str(read_only_dir / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"--out '{read_only_dir / 'run'}' is not writable: Read-only file system" in err
+
+
 def _tree(tmp_path):
     src = tmp_path / "src"
     (src / "a").mkdir(parents=True)

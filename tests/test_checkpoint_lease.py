@@ -234,3 +234,16 @@ def test_the_ledger_keeps_every_record_of_concurrent_writers(lease_dir):
     assert records[0]["outcome"] == "success" and records[0]["last_step"] == 30
     assert sorted(r["message"] for r in records[1:]) == [f"refused {i}" for i in range(8)]
     assert ledger_lib.totals(records)["refused"] == 8
+
+
+def test_a_bad_config_beside_a_live_run_adds_its_record_and_leaves_the_others(tmp_path):
+    """The supervisor's fast fatal path writes without the lease: it must not close the
+    holder's running record as killed."""
+    ckpt = str(tmp_path / "ckpt")
+    holder = ledger_lib.Ledger(ckpt, True, min_interval_s=0)
+    holder.begin(0)
+    holder.progress(7)
+    ledger_lib.Ledger(ckpt, True).end(preemption.FATAL_CONFIG, "--epochs inf")
+    running, fatal = ledger_lib.read(ckpt)
+    assert running["outcome"] == "running" and running["last_step"] == 7
+    assert fatal["exit_code"] == 64 and fatal["message"] == "--epochs inf"

@@ -267,8 +267,12 @@ class Ledger:
         """Closes this attempt with its exit code; returns the record."""
         if not self.enabled:
             return None
-        if self.current is None:  # failed before training began (e.g. bad config)
-            self.begin(start_step=0)
+        if self.current is None:
+            # Failed before training began (a bad config, found by the supervisor
+            # without the lease): only its own record, leaving others' as they are.
+            self.records = read(self.dir)
+            self.current = self._new_record(start_step=0, last_step=0, saved_step=0)
+            self.records.append(self.current)
         rec = self.current
         rec["outcome"] = preemption.outcome(code)
         rec["exit_code"] = code
