@@ -135,3 +135,28 @@ def test_a_read_only_tensorboard_dir_from_vertex_fails_before_training(tmp_path,
     assert "Traceback" not in out + err
     assert not (tmp_path / "ckpt" / "FATAL.json").exists()
     assert not list(tmp_path.glob("ckpt/ckpt-*"))
+
+
+@pytest.mark.slow
+def test_the_next_holder_removes_what_cut_saves_left(tmp_path):
+    """A killed save's temp folder, data files without an index and old temp files are
+    removed once the next run holds the dir; complete checkpoints are kept."""
+    ckpt = tmp_path / "ckpt"
+    first = _trainer(ckpt, tmp_path / "model", 100)
+    assert first.wait(timeout=120) == 0, first.stderr.read()[-3000:]
+    (ckpt / "ckpt-150_temp").mkdir()
+    (ckpt / "ckpt-150_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x")
+    (ckpt / "ckpt-140.data-00000-of-00001").write_bytes(b"half")  # its index never came
+    stale = ckpt / "attempts.json.tmp"
+    stale.write_text("{")
+    os.utime(stale, (time.time() - 600, time.time() - 600))
+    fresh = ckpt / "run_config.json.tmp"  # as young as a refused run's write in flight
+    fresh.write_text("{")
+    second = _trainer(ckpt, tmp_path / "model", 200)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err[-3000:]
+    assert not (ckpt / "ckpt-150_temp").exists()
+    assert not (ckpt / "ckpt-140.data-00000-of-00001").exists()
+    assert not stale.exists() and fresh.exists()
+    assert (ckpt / "ckpt-200.index").exists() and (ckpt / "ckpt-100.index").exists()
+    assert "removed " + str(ckpt / "ckpt-150_temp") in out + err

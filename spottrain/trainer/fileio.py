@@ -261,7 +261,8 @@ def probe_writable(directory: str) -> None:
     Raises:
         OSError (or TensorFlow's error for URLs): when that is not possible.
     """
-    probe = join(directory, ".spottrain-write-probe")
+    # Its own name: workers and concurrent runs probe the same folders at once.
+    probe = join(directory, f".spottrain-write-probe-{os.getpid()}-{os.urandom(4).hex()}")
     write_text(probe, "ok")
     if is_local(probe):
         os.remove(probe)
