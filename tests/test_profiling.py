@@ -104,8 +104,10 @@ def test_report_has_step_stats_top_ops_and_says_no_accelerator_on_cpu(digits_run
 # -- Cross-check with TensorBoard's Profile tab (xprof) -----------------------------------------
 
 # Per-step time, xprof's step marker span vs the trainer's perf_counter around the same
-# step: measured 0.001-0.011 ms apart; the marker's exit and `step += 1` lie between.
-STEP_TOLERANCE_MS = 0.05
+# step: measured 0.001-0.011 ms apart on an idle machine, 0.056 ms once under a full
+# test run; the marker's exit and `step += 1` lie between. Steps take ~10-100 ms, so
+# 0.2 ms still tells a step from its neighbour.
+STEP_TOLERANCE_MS = 0.2
 # Mean per step of our input wait minus xprof's "Input" (see the test).
 INPUT_OVERHEAD_MS = 2.0
 

@@ -150,9 +150,9 @@ def test_the_next_holder_removes_what_cut_saves_left(tmp_path):
     stale = ckpt / "attempts.json.tmp"
     stale.write_text("{")
     os.utime(stale, (time.time() - 600, time.time() - 600))
-    fresh = ckpt / "run_config.json.tmp"  # as young as a refused run's write in flight
+    fresh = ckpt / "FATAL.json.tmp"  # as young as another writer's write in flight
     fresh.write_text("{")
-    second = _trainer(ckpt, tmp_path / "model", 200)
+    second = _trainer(ckpt, tmp_path / "model", 200, "--lease-seconds", "600")
     out, err = second.communicate(timeout=120)
     assert second.returncode == 0, err[-3000:]
     assert not (ckpt / "ckpt-150_temp").exists()
