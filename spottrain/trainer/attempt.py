@@ -186,6 +186,7 @@ def run(argv: list[str], environ: dict | None = None) -> int:
         summary = trainer.export(final_step, metrics)
         log.info("done: %s", json.dumps({k: v for k, v in summary.items() if k != "class_names"}))
         ledger.end(preemption.OK)
+        trainer.finish()
         return preemption.OK
     except TrainerExit as e:
         return _stop(e, cfg if _recordable(cfg) else None, cluster, ledger)

@@ -42,7 +42,8 @@ def _check(cfg: config.TrainConfig) -> str:
     import numpy as np
     import tensorflow as tf
 
-    from spottrain.trainer.train_lib import _cause, build_model, misfit_error
+    from spottrain.trainer.advice import cause, misfit_error
+    from spottrain.trainer.train_lib import build_model
 
     batch = cfg.batch_size_per_replica
     model = build_model(task)
@@ -55,7 +56,7 @@ def _check(cfg: config.TrainConfig) -> str:
     except StopIteration:
         raise ConfigError("the task's train_dataset() is empty at step 0") from None
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"the task's train_dataset() failed: {_cause(e)}") from e
+        raise ConfigError(f"the task's train_dataset() failed: {cause(e)}") from e
     try:
         loss = task.loss(labels, model(features, training=False))
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import collections
 import logging
 import math
-import re
 import threading
 import time
 
 from spottrain.trainer import (
+    advice,
     checkpoint_store,
     checkpointing,
     config,
@@ -35,20 +35,6 @@ from spottrain.trainer.preemption import ConfigError, TrainerExit
 from spottrain.trainer.task_api import Task, TrainInput, call_task
 
 log = logging.getLogger("trainer")
-
-
-def nan_advice(cfg: config.TrainConfig) -> str:
-    """The usual remedies for a diverging loss, minus those already in use."""
-    tips = [f"lower --learning-rate (now {cfg.learning_rate:g})"]
-    if not cfg.warmup_steps:
-        tips.append("add --warmup-steps")
-    if not cfg.clip_norm:
-        tips.append("set --clip-norm (e.g. 1.0)")
-    if cfg.optimizer != "adam":
-        tips.append("use --optimizer adam")
-    if cfg.mixed_precision:
-        tips.append("try without --mixed-precision (float16 overflows)")
-    return ", ".join(tips)
 
 
 # Errors a collective raises when a peer died, froze or was torn down.
@@ -67,29 +53,6 @@ def _expected_replicas(cluster: distribution.Cluster) -> int:
 
     # Listing devices does not initialise the runtime, so MWMS can still be created.
     return cluster.num_workers * max(1, len(tf.config.list_physical_devices("GPU")))
-
-
-# Lines of a traced-function or Keras error that frame the cause, not state it.
-_FRAMING = ("in user code", "File ", "Exception encountered", "Arguments received", "•")
-
-
-def _cause(error: Exception) -> str:
-    """The line of a tf.function/Keras error that says what is wrong (Keras bolds it)."""
-    text = str(error)
-    bold = re.search(r"\x1b\[1m(.+?)\x1b\[0m", text, re.S)
-    if bold:
-        return bold.group(1).strip()[:300]
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    lines = [ln for ln in lines if not ln.startswith(_FRAMING)] or lines or [""]
-    return re.sub(r"\x1b\[[0-9;]*m", "", lines[0])[:300]
-
-
-def misfit_error(error: Exception, step: int) -> ConfigError:
-    """The one line for batches that do not fit the task's model (shape, dtype, structure)."""
-    return ConfigError(
-        f"the task's batches do not fit its model at step {step} "
-        f"({type(error).__name__}: {_cause(error)})"
-    )
 
 
 def build_model(task: Task):
@@ -337,7 +300,7 @@ class Trainer:
                     raise
                 # The step is traced on its first call: batches that do not fit the
                 # model (shape, dtype, structure) fail here, before any training.
-                raise misfit_error(e, step + 1) from e
+                raise advice.misfit_error(e, step + 1) from e
             except tf.errors.ResourceExhaustedError as e:
                 raise ConfigError(
                     f"out of memory at step {step + 1} with per-replica batch "
@@ -368,7 +331,7 @@ class Trainer:
             if not math.isfinite(loss):
                 # No save: the newest checkpoint stays the last good one.
                 raise TrainerExit(
-                    preemption.FATAL_NAN, f"loss is {loss} at step {step}; {nan_advice(cfg)}"
+                    preemption.FATAL_NAN, f"loss is {loss} at step {step}; {advice.nan_advice(cfg)}"
                 )
             if step % cfg.log_every_steps == 0 or step == self.total_steps:
                 now = time.monotonic()
@@ -385,9 +348,14 @@ class Trainer:
             # is short, and on some platforms much shorter than the ~30 s (README).
             if stop_votes > 0 or (not self.cluster.multi_worker and self.stop.is_set()):
                 self._save(step, "preemption", wait=True, notice=True)
+                # Only the chief writes the checkpoint and knows it is complete; the
+                # others' copies are private by-products of the collective save.
                 raise TrainerExit(
                     preemption.PREEMPTED,
-                    f"preempted: saved at step {step} of {self.total_steps}, 0 steps lost",
+                    f"preempted: saved at step {step} of {self.total_steps}, 0 steps lost"
+                    if self.cluster.is_chief
+                    else f"preempted at step {step} of {self.total_steps}: took part in the "
+                    "chief's save (its line says whether it completed)",
                 )
             if step % cfg.save_every_steps == 0 or save_votes > 0 or step == self.total_steps:
                 self._save(
@@ -446,6 +414,23 @@ class Trainer:
         else:
             tf.io.gfile.rmtree(model_dir)
         return summary
+
+    def finish(self) -> None:
+        """Waits until every worker got here (its save, evaluation and export done).
+
+        After it no peer needs this process (a collective or the coordination
+        service it may host), so the process may exit at once (``exit_process``).
+        A peer that failed meanwhile is its own exit code's business, not ours.
+        """
+        if not self.cluster.multi_worker:
+            return
+        import tensorflow as tf
+
+        try:
+            ones = self.strategy.run(lambda: tf.constant(1.0))
+            self.strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
+        except Exception as e:  # noqa: BLE001 - this worker's work is done and saved
+            log.warning("a peer did not reach the end (%s); exiting anyway", type(e).__name__)
 
     def close(self) -> None:
         """Flushes logs and removes temp dirs."""

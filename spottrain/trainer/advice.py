@@ -1,0 +1,45 @@
+"""What a failed step means, in one line naming the remedy."""
+
+from __future__ import annotations
+
+import re
+
+from spottrain.trainer import config
+from spottrain.trainer.preemption import ConfigError
+
+
+def nan_advice(cfg: config.TrainConfig) -> str:
+    """The usual remedies for a diverging loss, minus those already in use."""
+    tips = [f"lower --learning-rate (now {cfg.learning_rate:g})"]
+    if not cfg.warmup_steps:
+        tips.append("add --warmup-steps")
+    if not cfg.clip_norm:
+        tips.append("set --clip-norm (e.g. 1.0)")
+    if cfg.optimizer != "adam":
+        tips.append("use --optimizer adam")
+    if cfg.mixed_precision:
+        tips.append("try without --mixed-precision (float16 overflows)")
+    return ", ".join(tips)
+
+
+# Lines of a traced-function or Keras error that frame the cause, not state it.
+_FRAMING = ("in user code", "File ", "Exception encountered", "Arguments received", "•")
+
+
+def cause(error: Exception) -> str:
+    """The line of a tf.function/Keras error that says what is wrong (Keras bolds it)."""
+    text = str(error)
+    bold = re.search(r"\x1b\[1m(.+?)\x1b\[0m", text, re.S)
+    if bold:
+        return bold.group(1).strip()[:300]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith(_FRAMING)] or lines or [""]
+    return re.sub(r"\x1b\[[0-9;]*m", "", lines[0])[:300]
+
+
+def misfit_error(error: Exception, step: int) -> ConfigError:
+    """The one line for batches that do not fit the task's model (shape, dtype, structure)."""
+    return ConfigError(
+        f"the task's batches do not fit its model at step {step} "
+        f"({type(error).__name__}: {cause(error)})"
+    )
