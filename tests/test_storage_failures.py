@@ -61,6 +61,12 @@ def _fill(folder) -> None:
         os.close(fd)
 
 
+def _wait_for_a_checkpoint(ckpt, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not list(ckpt.glob("ckpt-*.index")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _exit_lines(text: str, code: int) -> list[str]:
     return [ln for ln in text.splitlines() if f"exit {code}:" in ln]
 
@@ -74,9 +80,7 @@ def test_a_disk_that_fills_during_a_save_is_one_line_and_leaves_nothing(tmp_path
     with _tmpfs(tmp_path / "disk", "600k") as disk:
         ckpt = disk / "ckpt"
         first = _trainer(ckpt, tmp_path / "model", 100_000)
-        deadline = time.monotonic() + 120
-        while not list(ckpt.glob("ckpt-*.index")) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_for_a_checkpoint(ckpt)
         _fill(disk)
         out, err = first.communicate(timeout=120)
         assert first.returncode == preemption.FATAL_CONFIG, err[-3000:]
@@ -107,9 +111,7 @@ def test_a_full_model_dir_is_blamed_on_the_model_dir(tmp_path):
     with _tmpfs(tmp_path / "disk", "256k") as disk:
         ckpt = tmp_path / "ckpt"
         trainer = _trainer(ckpt, disk / "model", 400)
-        deadline = time.monotonic() + 120
-        while not list(ckpt.glob("ckpt-*.index")) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_for_a_checkpoint(ckpt)
         _fill(disk)  # after the up-front check wrote and removed its probe
         out, err = trainer.communicate(timeout=120)
         assert trainer.returncode == preemption.FATAL_CONFIG, err[-3000:]
