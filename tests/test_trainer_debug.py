@@ -48,7 +48,11 @@ def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir,
     # The killed attempt could not close its ledger record; the next one does, as a hang.
     proc, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=2))
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert [r["outcome"] for r in ledger(out)] == ["hang", "success"]
+    hang, success = ledger(out)
+    assert (hang["outcome"], success["outcome"]) == ("hang", "success")
+    # From the record's opening (TensorFlow imported) to the supervisor's kill (the
+    # dump), not 0 s as before: no step ever updated the record.
+    assert 2 <= hang["seconds"] <= seconds + 1, hang
 
 
 def test_a_resume_trains_with_the_flags_learning_rate_not_the_checkpoints():

@@ -77,10 +77,15 @@ def diagnostics_path(cfg: TrainConfig, cluster: Cluster, kind: str) -> str:
     return fileio.join(cfg.checkpoint_dir, f"diagnostics/{kind}-{cluster.name}-{stamp}.txt")
 
 
-def has_diagnostics(checkpoint_dir: str, kind: str, since: float) -> bool:
-    """Whether any worker wrote a ``kind`` diagnostic (see diagnostics_path) since ``since``."""
+def last_diagnostics(checkpoint_dir: str, kind: str, since: float) -> float | None:
+    """When a worker last wrote a ``kind`` diagnostic (diagnostics_path) since ``since``.
+
+    Returns:
+        Its modification time (epoch seconds), or ``None`` when none was written.
+    """
     pattern = fileio.join(checkpoint_dir, f"diagnostics/{kind}-*")
-    return any(fileio.mtime(path) >= since for path in fileio.glob(pattern))
+    times = [t for t in map(fileio.mtime, fileio.glob(pattern)) if t >= since]
+    return max(times) if times else None
 
 
 def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:

@@ -175,8 +175,13 @@ class Ledger:
         return rec
 
     def _close_silent(self, prev: dict, start_step: int) -> None:
-        if self._hang_dump_since(prev["started"]):
+        last_sign = prev.get("updated", prev["started"])
+        dumped = checkpointing.last_diagnostics(self.dir, "hang", since=prev["started"])
+        if dumped is not None:
             prev["outcome"] = "hang"
+            # The supervisor dumped and killed it then: it held its machines until
+            # that moment even if no step (e.g. a hung start-up) updated its record.
+            last_sign = max(last_sign, dumped)
         elif "notice_step" in prev:
             # The notice came and the save began, but the platform killed the
             # attempt before the files were complete (KFP pod on GKE: README).
@@ -189,7 +194,7 @@ class Ledger:
         # Progress is written every few seconds, so a killed attempt may have
         # gone a little further than its record says.
         prev["steps_lost_is_lower_bound"] = True
-        self._close_times(prev, prev.get("updated", prev["started"]))
+        self._close_times(prev, last_sign)
         self._mine[_key(prev)] = prev
         log.warning(
             "previous attempt %d ended without a record (%s); it lost %d step(s)",
@@ -230,10 +235,6 @@ class Ledger:
             return None
         log.warning("the attempt ledger was unreadable: moved to %s, a new one starts", moved)
         return moved
-
-    def _hang_dump_since(self, started: float) -> bool:
-        """Whether the watchdog supervisor left a stack dump during that attempt."""
-        return checkpointing.has_diagnostics(self.dir, "hang", since=started)
 
     def set_start(self, step: int) -> None:
         """Corrects this attempt's start step once the checkpoint is actually restored."""
