@@ -93,21 +93,22 @@ def storage_failure(e: BaseException, dirs: dict[str, str] | None = None):
     """
     is_tf = type(e).__module__.startswith("tensorflow")
     text = " ".join(str(e).split())
-    if isinstance(e, OSError) or is_tf:
-        if isinstance(e, OSError):
-            unwritable = e.errno in UNWRITABLE_ERRNOS
-            path, reason = e.filename or "", e.strerror or text
-        else:
-            # TensorFlow's POSIX file system: "<path>; <strerror>" inside the message.
-            m = _TF_PATH_ERROR.search(text)
-            unwritable = m is not None
-            path, reason = (m.group(1), m.group(2)) if m else ("", text[:300])
-        if unwritable:
-            where = f"{path!r}" if path else "a file"
-            flag = _flag_of(path or text, dirs or {})
-            return preemption.Unwritable(
-                f"cannot write {where}{f' ({flag})' if flag else ''}: {reason}"
-            )
+    unwritable = None  # (path, reason)
+    if isinstance(e, OSError):
+        if e.errno in UNWRITABLE_ERRNOS:
+            unwritable = e.filename or "", e.strerror or text
+    elif is_tf:
+        # TensorFlow's POSIX file system: "<path>; <strerror>" inside the message.
+        m = _TF_PATH_ERROR.search(text)
+        if m:
+            unwritable = m.group(1), m.group(2)
+    if unwritable:
+        path, reason = unwritable
+        where = f"{path!r}" if path else "a file"
+        flag = _flag_of(path or text, dirs or {})
+        return preemption.Unwritable(
+            f"cannot write {where}{f' ({flag})' if flag else ''}: {reason}"
+        )
     if not is_tf or not any(m in text for m in _STORAGE_MARKERS):
         return None
     name = type(e).__name__
@@ -123,7 +124,7 @@ def _flag_of(path: str, dirs: dict[str, str]) -> str:
     best = ""
     for flag, directory in dirs.items():
         d = directory.rstrip("/") if directory else ""
-        if d and (path == d or path.startswith(d + "/") or f"{d}/" in path):
+        if d and (path == d or f"{d}/" in path):
             if len(d) > len(dirs.get(best, "").rstrip("/")):
                 best = flag
     return best

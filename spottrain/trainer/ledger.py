@@ -155,8 +155,9 @@ class Ledger:
         """
         if not self.enabled:
             return None
-        self.records = read(self.dir)
-        quarantined = self._quarantine_unreadable() if not self.records else None
+        data, _ = self._versioned().read()
+        quarantined = self._quarantine_unreadable() if data == {} else None  # {}: not JSON
+        self.records = (data or {}).get("attempts", [])
         for prev in [r for r in self.records if r.get("outcome") == "running"]:
             self._close_silent(prev, start_step)
         self.current = self._new_record(
@@ -169,6 +170,7 @@ class Ledger:
         return self.current
 
     def _new_record(self, **fields) -> dict:
+        """A record of this writer's; ``attempt`` is provisional until merged."""
         rec = {"id": uuid.uuid4().hex[:12], "attempt": len(self.records) + 1}
         rec.update(started=time.time(), **fields, outcome="running", workers=self.workers)
         self._mine[_key(rec)] = rec
@@ -213,21 +215,17 @@ class Ledger:
         """
         if not self.enabled:
             return
-        self.records = read(self.dir)
-        rec = self._new_record()
+        rec = self._new_record()  # numbered when merged into the file
         rec.update(started=since, outcome="refused", exit_code=code, message=message)
         self._close_times(rec, time.time())
-        self.records.append(rec)
         self._write(force=True)
 
     def _quarantine_unreadable(self) -> str | None:
         """Moves an unreadable ledger aside (a crash mid-write) instead of overwriting it.
 
         Returns:
-            Where it went, or ``None`` (no ledger, or a readable one).
+            Where it went, or ``None`` when it could not be moved.
         """
-        if self._versioned().read()[0] != {}:  # {}: there, but not JSON
-            return None
         try:
             moved = checkpointing.quarantine(self.dir, self.path, f".{int(time.time())}")
         except Exception as e:  # noqa: BLE001 - the ledger must never stop training
@@ -271,9 +269,7 @@ class Ledger:
         if self.current is None:
             # Failed before training began (a bad config, found by the supervisor
             # without the lease): only its own record, leaving others' as they are.
-            self.records = read(self.dir)
             self.current = self._new_record(start_step=0, last_step=0, saved_step=0)
-            self.records.append(self.current)
         rec = self.current
         rec["outcome"] = preemption.outcome(code)
         rec["exit_code"] = code
