@@ -81,6 +81,11 @@ def test_a_disk_that_fills_during_a_save_is_one_line_and_leaves_nothing(tmp_path
         ckpt = disk / "ckpt"
         first = _trainer(ckpt, tmp_path / "model", 100_000)
         _wait_for_a_checkpoint(ckpt)
+        # And for a progress record past step 0 (written every 2 s), so the ledger
+        # holds steps the full disk then costs.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not ledger_lib.read(str(ckpt))[0]["last_step"]:
+            time.sleep(0.05)
         _fill(disk)
         out, err = first.communicate(timeout=120)
         assert first.returncode == preemption.FATAL_CONFIG, err[-3000:]
