@@ -10,7 +10,7 @@ handler then finds default handling and ends it at once (exit 143, nothing train
 
 Two container shapes, each started as PID 1 of a new PID namespace (``unshare
 --pid --fork``), SIGTERMed from outside (as the kubelet or Vertex does) ``delay``
-ms after PID 1 exists, interleaved, a few trials per cell:
+ms after PID 1 has exec'd the command, interleaved, a few trials per cell:
 
 * ``vertex``: the worker-pool command, ``[tini --] python3 -m spottrain.trainer.forward -- sh -ec
   'python3 child.py'``; the child handles SIGTERM (exit 143), else sleeps 3 s, exit 0;
@@ -88,19 +88,20 @@ def command(shape: str, with_tini: bool, work: Path, trial: str) -> list[str]:
 
 
 def trial(cmd: list[str], delay_ms: float) -> tuple[int, float]:
-    """Starts ``cmd`` as PID 1, SIGTERMs PID 1 ``delay_ms`` after it exists; (exit, s)."""
+    """Starts ``cmd`` as PID 1, SIGTERMs PID 1 ``delay_ms`` after its exec; (exit, s)."""
     proc = subprocess.Popen(
         ["unshare", "--pid", "--fork", "--mount-proc", *cmd],
         cwd=REPO, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
-    while True:  # unshare's child is the namespace's PID 1 from its fork on
+    want = Path(cmd[0]).name[:15]
+    while True:  # from PID 1's exec of cmd[0]: before it, it is unshare mounting /proc
         try:
             pids = children.read_text().split()
+            if pids and Path(f"/proc/{pids[0]}/comm").read_text().strip() == want:
+                break
         except FileNotFoundError:
-            pids = []
-        if pids:
-            break
+            pass
         if proc.poll() is not None:
             raise RuntimeError(f"{cmd} ended before its PID 1 was seen")
     born = time.monotonic()

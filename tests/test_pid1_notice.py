@@ -38,24 +38,38 @@ _CHILD = (
 )
 
 
+def _exec_of_pid1(proc: subprocess.Popen, program: str) -> int:
+    """Waits until ``unshare``'s child (the namespace's PID 1) has exec'd ``program``.
+
+    Until then it is still ``unshare`` mounting /proc, which a container runtime does
+    before the container starts; a notice sent then is lost whatever the image runs
+    (the README's 0 ms row). Timing the delay from the fork let a loaded machine put
+    the 1 ms notice there. Returns PID 1's pid as seen from here.
+    """
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    want = Path(program).name[:15]  # comm holds 15 characters
+    while True:
+        assert proc.poll() is None, "unshare ended before its PID 1 ran " + program
+        try:
+            pids = children.read_text().split()
+            if pids and Path(f"/proc/{pids[0]}/comm").read_text().strip() == want:
+                return int(pids[0])
+        except FileNotFoundError:
+            pass
+
+
 def _sigterm_after(cmd: list[str], delay_ms: float) -> tuple[int, float]:
     """Runs ``cmd`` as PID 1 of a new PID namespace; SIGTERM ``delay_ms`` after PID 1
-    exists (as the kubelet or Vertex sends it). Returns (exit code, seconds after)."""
+    has exec'd it (as the kubelet or Vertex sends it to a started container).
+    Returns (exit code, seconds after)."""
     proc = subprocess.Popen(
         ["unshare", "--pid", "--fork", "--mount-proc", *cmd],
         cwd=REPO, env=chain_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
-    pids: list[str] = []
-    while not pids:
-        try:
-            pids = children.read_text().split()
-        except FileNotFoundError:
-            pass
-        assert proc.poll() is None, "unshare ended before its PID 1 existed"
+    pid1 = _exec_of_pid1(proc, cmd[0])
     born = time.monotonic()
     time.sleep(delay_ms / 1000)
-    os.kill(int(pids[0]), signal.SIGTERM)
+    os.kill(pid1, signal.SIGTERM)
     sent = time.monotonic()
     code = proc.wait(timeout=300)
     assert sent - born < delay_ms / 1000 + 0.05, "the signal went out late: retry on a calmer box"
