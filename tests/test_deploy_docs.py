@@ -139,14 +139,14 @@ def test_the_rbac_the_identities_part_describes_is_what_make_gke_rbac_grants():
     described = {
         "jobs": {"create", "get", "delete"},
         "services": {"create", "get", "delete"},
-        "pods": {"get", "list"},
+        "pods": {"get", "list", "delete"},
         "pods/log": {"get"},
         "nodes": {"get"},
     }
     granted = {r: set(rule["verbs"]) for rule in rbac.RULES + rbac.CLUSTER_RULES
                for r in rule["resources"]}  # fmt: skip
     assert granted == described
-    assert "jobs and services: create/get/delete; pods: get/list; pods/log:\nget" in identities
+    assert "jobs and services: create/get/delete; pods: get/list/delete, the\nlast" in identities
     assert "for `nodes get`" in identities
 
 

@@ -39,3 +39,47 @@ def test_workers_exit_within_seconds_of_their_last_save(digits_dir, tmp_path):
     assert set(saved) == {"chief-0", "worker-0"}, "".join(lines[-40:])
     gaps = {name: ended - at for name, at in saved.items()}
     assert max(gaps.values()) < 8, gaps  # evaluation and export included (~1.3 s here)
+
+
+@pytest.mark.slow
+def test_a_frozen_chief_is_dumped_from_outside_and_its_attempt_recorded_truly(digits_dir, tmp_path):
+    """A frozen worker (its supervisor frozen with it, as a frozen VM) cannot dump or
+    exit by itself: the peer exits 170 on the coordination service's heartbeats, then
+    the launcher dumps the frozen one's stacks with py-spy into ``diagnostics/``, kills
+    it and counts it hung (171). The retry's ledger closes the frozen attempt as a
+    hang, with the steps it really lost and the seconds it held its machines."""
+    from trainer_helpers import ledger, tiny_args
+
+    from spottrain.trainer import launch, preemption
+
+    out = tmp_path / "run"
+    args = tiny_args(digits_dir, out, train_steps=300, save_every_steps=20, hang_timeout=300)
+    frozen_run = launch.Launcher(
+        2, args, preempt_at_step=30, signal_name="FREEZE", preempt_worker="0"
+    )
+    began = time.time()
+    result = frozen_run.run()
+    assert result.chaos and result.chaos["worker"] == "chief-0", result
+    by_name = {w.name: w for w in frozen_run.workers}
+    assert by_name["worker-0"].code == preemption.PEER_LOST, result.worker_codes
+    assert by_name["chief-0"].code == preemption.HUNG, result.worker_codes
+    # Not the 300 s hang timeout: the peer's heartbeat failure, then the dump.
+    assert by_name["chief-0"].ended_at - result.chaos["at"] < 60, result
+    (dump,) = (out / "checkpoints" / "diagnostics").glob("hang-chief-0-*.txt")
+    text = dump.read_text()
+    assert "frozen (stopped)" in text and "dumped by the launcher" in text
+    assert "stacks (py-spy)" in text and "train" in text, text[:2000]
+    frozen_at = int(re.search(r"after step (\d+)", text).group(1))
+    assert frozen_at >= result.chaos["step"]
+
+    resumed = launch.Launcher(2, args).run()
+    assert resumed.code == 0, resumed
+    first, second = ledger(out)
+    saved = second["start_step"]  # the last complete checkpoint before the freeze
+    assert saved % 20 == 0 and saved <= frozen_at < saved + 20
+    assert first["outcome"] == "hang" and first["last_step"] == frozen_at, first
+    assert first["steps_lost"] == frozen_at - saved, first
+    # It held its machines from its start until the launcher killed it.
+    killed_after = dump.stat().st_mtime - first["started"]
+    assert first["seconds"] == pytest.approx(killed_after, abs=0.05), (first, killed_after)
+    assert first["started"] >= began and second["last_step"] == 300

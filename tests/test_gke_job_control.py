@@ -467,3 +467,54 @@ def test_a_job_whose_pods_are_refused_stops_the_run():
     assert f"Job {job} created no pod in 180 s" in out.message
     assert f"kubectl describe job {job}" in out.message
     assert cluster.created("Job") == [job] and job not in cluster.jobs
+
+
+def test_a_frozen_pod_of_a_broken_gang_is_deleted_and_the_gang_re_forms():
+    """Index 2 freezes; its peers exit 170 and are replaced, but under
+    ``podReplacementPolicy: Failed`` index 2 keeps its old, frozen pod, so the
+    replacements could never form a gang. The launcher deletes it once it has run
+    on 120 s past its peers' failure; the kubelet SIGKILLs it after its grace
+    period, its replacement starts, and the run completes. Live pods are never
+    deleted, replacements included."""
+    gs = gangs(workers=3)
+    job = gs[0].name
+    frozen = []
+
+    def script(cluster, poll):
+        if poll == 2:
+            frozen.append(cluster.freeze(job, 2)["metadata"]["name"])
+        if poll == 3:
+            cluster.terminate(job, 0, preemption.PEER_LOST)
+            cluster.terminate(job, 1, preemption.PEER_LOST)
+        if poll > 3 and cluster.current_pod(job, 2)["metadata"]["name"] != frozen[0]:
+            cluster.succeed_all(job)
+
+    cluster = FakeCluster([spot_node()], script=script)
+    out = launcher(cluster, gs).run()
+    assert out.code == 0, out.message
+    deletes = [c for c in cluster.calls if c[0] == "delete_namespaced_pod"]
+    assert deletes == [("delete_namespaced_pod", frozen[0], None)]  # graceful, once
+    ends = {(a.index, a.exit_code) for a in out.attempts if a.exit_code != 0}
+    assert ends == {(0, 170), (1, 170)}  # the deleted pod's object went with its end
+    assert frozen[0] not in cluster.pods
+    peers_end = max(a.finished for a in out.attempts if a.exit_code == preemption.PEER_LOST)
+    replaced = cluster.current_pod(job, 2)["metadata"]["creationTimestamp"]
+    replaced_after = control._epoch(replaced) - peers_end
+    # 120 s past the peers' failure (polls are 10 s apart), then the 30 s grace.
+    assert 150 <= replaced_after <= 170, replaced_after
+    assert cluster.jobs[job]["status"]["failed"] == 3  # one gang restart: 170, 170, 137
+
+
+def test_a_gang_whose_pods_all_run_is_never_touched():
+    """A long, healthy run: no pod failed, so no pod is stuck."""
+    gs = gangs(workers=3)
+    job = gs[0].name
+
+    def script(cluster, poll):
+        if poll == 60:  # 10 minutes
+            cluster.succeed_all(job)
+
+    cluster = FakeCluster([spot_node()], script=script)
+    out = launcher(cluster, gs).run()
+    assert out.code == 0
+    assert not [c for c in cluster.calls if c[0] == "delete_namespaced_pod"]

@@ -140,3 +140,38 @@ def test_frozen_worker_survivor_gives_up_and_frozen_one_is_dumped(digits_dir, tm
     assert frozen.ended_at - result.chaos["at"] < 2 * hang_timeout + 10
     (dump,) = (out / "checkpoints" / "diagnostics").glob("hang-worker-0-*.txt")
     assert "stacks (py-spy)" in dump.read_text() and "train" in dump.read_text()
+
+
+def test_an_attempt_whose_chief_never_started_is_still_recorded(digits_dir, tmp_path):
+    """The chief never runs (its pod never scheduled): the first non-chief worker waits
+    in MWMS start-up until its supervisor stops it (171) and, finding no record the
+    chief opened, adds the attempt to the ledger with what it cost; the next attempt's
+    chief keeps it and numbers its own after it."""
+    out = tmp_path / "run"
+    from spottrain.trainer.launch import free_ports
+
+    chief, worker = free_ports(2)
+    tf_config = json.dumps(
+        {
+            "cluster": {"chief": [f"127.0.0.1:{chief}"], "worker": [f"127.0.0.1:{worker}"]},
+            "task": {"type": "worker", "index": 0},
+        }
+    )
+    timeout = 8
+    began = time.time()
+    proc, seconds = run_module(
+        "spottrain.trainer.task",
+        tiny_args(digits_dir, out, startup_timeout=timeout),
+        extra_env={"TF_CONFIG": tf_config},
+        timeout=120,
+    )
+    assert proc.returncode == preemption.HUNG, proc.stdout[-3000:]
+    (rec,) = ledger(out)
+    assert rec["outcome"] == "hang" and rec["exit_code"] == preemption.HUNG, rec
+    assert "its chief left no record (seen by worker-0)" in rec["message"], rec
+    assert rec["workers"] == 2 and rec["steps_lost"] == 0
+    # From the worker's start to its supervisor's stop: the machines it held.
+    assert timeout <= rec["seconds"] <= seconds + 1 and rec["started"] >= began - 1, rec
+    proc, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=2))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert [r["outcome"] for r in ledger(out)] == ["hang", "success"]

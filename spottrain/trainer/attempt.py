@@ -68,14 +68,39 @@ def load_and_prepare(cfg: config.TrainConfig) -> task_api.Task:
     return task
 
 
-def _ledger(cfg: config.TrainConfig, cluster: distribution.Cluster) -> ledger_lib.Ledger:
+def _ledger(
+    cfg: config.TrainConfig, cluster: distribution.Cluster, writer: bool = False
+) -> ledger_lib.Ledger:
     return ledger_lib.Ledger(
         cfg.checkpoint_dir,
-        cluster.is_chief,
+        cluster.is_chief or writer,
         workers=cluster.num_workers,
         price_per_hour=cfg.price_per_hour,
         on_demand_price_per_hour=cfg.on_demand_price_per_hour,
     )
+
+
+def record_start_hang(cfg: config.TrainConfig, since: float, waited: float) -> None:
+    """On the deputy worker: records a hung start-up when the chief recorded none.
+
+    A chief that never ran (its pod never scheduled, its process gone before the
+    ledger) leaves its gang waiting in MWMS start-up until their supervisors stop
+    them; without this, the attempt and what it cost would be missing from the
+    ledger. Never raises: the exit code matters more.
+    """
+    try:
+        cluster = distribution.read_cluster()
+        if not cluster.deputy or not cfg.checkpoint_dir:
+            return
+        ledger = _ledger(cfg, cluster, writer=True)
+        message = (
+            f"the gang never took a step in {waited:.0f} s and its chief left no record "
+            f"(seen by {cluster.name})"
+        )
+        if ledger.gang_never_formed(preemption.HUNG, message, since, cfg.startup_timeout):
+            log.warning("recorded the attempt in the ledger: %s", message)
+    except Exception as e:  # noqa: BLE001
+        log.warning("could not record the hung start-up in the ledger: %s", e)
 
 
 def _stop(e: TrainerExit, cfg, cluster, ledger) -> int:

@@ -77,15 +77,26 @@ def diagnostics_path(cfg: TrainConfig, cluster: Cluster, kind: str) -> str:
     return fileio.join(cfg.checkpoint_dir, f"diagnostics/{kind}-{cluster.name}-{stamp}.txt")
 
 
-def last_diagnostics(checkpoint_dir: str, kind: str, since: float) -> float | None:
-    """When a worker last wrote a ``kind`` diagnostic (diagnostics_path) since ``since``.
+def last_hang_dump(checkpoint_dir: str, since: float) -> tuple[float, int | None] | None:
+    """The newest hang dump (diagnostics_path) written since ``since``.
+
+    Its writer (a worker's supervisor, or the local launcher for a frozen worker)
+    killed the hung attempt then, and names the last step it saw finish.
 
     Returns:
-        Its modification time (epoch seconds), or ``None`` when none was written.
+        (its modification time in epoch seconds, that step or ``None``), or ``None``
+        when no dump was written.
     """
-    pattern = fileio.join(checkpoint_dir, f"diagnostics/{kind}-*")
-    times = [t for t in map(fileio.mtime, fileio.glob(pattern)) if t >= since]
-    return max(times) if times else None
+    pattern = fileio.join(checkpoint_dir, "diagnostics/hang-*")
+    dumps = [(t, p) for p in fileio.glob(pattern) if (t := fileio.mtime(p)) >= since]
+    if not dumps:
+        return None
+    when, path = max(dumps)
+    try:
+        found = re.search(r"after step (\d+)", fileio.read_text(path)[:1000])
+    except OSError:
+        found = None
+    return when, int(found.group(1)) if found else None
 
 
 def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:

@@ -37,6 +37,8 @@ class Cluster:
     is_chief: bool
     # The cluster spec derived from a Job pod's env (None: TF_CONFIG or single process).
     job_spec: dict | None = None
+    # The first non-chief worker: it records an attempt whose chief never started.
+    deputy: bool = False
 
     @property
     def name(self) -> str:
@@ -136,7 +138,9 @@ def read_cluster(environ: dict | None = None) -> Cluster:
     if job_spec is not None:
         index = job_spec["task"]["index"]
         workers = len(job_spec["cluster"]["worker"])
-        return Cluster("worker", index, workers, is_chief=index == 0, job_spec=job_spec)
+        return Cluster(
+            "worker", index, workers, is_chief=index == 0, job_spec=job_spec, deputy=index == 1
+        )
     raw = env.get("TF_CONFIG", "").strip()
     if not raw:
         return Cluster(task_type="", task_id=0, num_workers=1, is_chief=True)
@@ -169,7 +173,9 @@ def read_cluster(environ: dict | None = None) -> Cluster:
         is_chief = not cluster.get("chief") and task_id == 0
     else:
         raise ValueError(f"TF_CONFIG task type {task_type!r} is not a training task")
-    return Cluster(task_type, task_id, max(num_workers, 1), is_chief)
+    chief_pool = cluster.get("chief") or cluster.get("master")
+    deputy = task_type == "worker" and task_id == (0 if chief_pool else 1)
+    return Cluster(task_type, task_id, max(num_workers, 1), is_chief, deputy=deputy)
 
 
 def in_cluster(environ: dict | None = None) -> bool:

@@ -181,6 +181,12 @@ def read_json(path: str) -> dict | None:
         return None
 
 
+def read_text(path: str) -> str:
+    """The text at ``path`` (raises when it is missing or unreadable)."""
+    with open(path) if is_local(path) else gfile().GFile(path) as f:
+        return f.read()
+
+
 def write_text(path: str, text: str) -> None:
     """Writes ``text`` to ``path`` atomically (temp file, then rename)."""
     parent = path.rsplit("/", 1)[0]

@@ -8,8 +8,15 @@ worker dies the others get ``--grace`` seconds to notice on their own, then
 SIGTERM, then SIGKILL: no orphan, no hang. Workers also die with the launcher
 (PR_SET_PDEATHSIG), so killing the launcher cleans everything up.
 
-Chaos: ``--preempt-at-step K --signal TERM|KILL|STOP`` sends the signal to one
-worker once it reports step K. It only fires on an attempt that starts from
+A worker still alive when the others are stopped, frozen (stopped) or not
+exiting ``--kill-after`` seconds after SIGTERM, gets its stacks dumped from here
+(py-spy reads a stopped process too) into the dump file its trainer announced
+(``diagnostics/`` beside the checkpoints), is killed and counts as hung (171): a
+frozen worker cannot dump itself, its supervisor being frozen with it.
+
+Chaos: ``--preempt-at-step K --signal TERM|KILL|STOP|FREEZE`` sends the signal to one
+worker once it reports step K (STOP freezes its trainer, FREEZE the whole worker,
+supervisor included, as a frozen VM). It only fires on an attempt that starts from
 step 0, so the retry that resumes from the checkpoint runs to the end, as
 after a real preemption (one injected fault per run, not one per attempt).
 """
@@ -28,7 +35,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from spottrain.trainer.preemption import FATAL_CONFIG, die_with_parent, exit_code
+from spottrain.trainer import watchdog
+from spottrain.trainer.preemption import FATAL_CONFIG, HUNG, die_with_parent, exit_code
 from spottrain.trainer.watchdog import PROGRESS_FD_ENV
 
 
@@ -83,6 +91,7 @@ class Worker:
     code: int | None = None
     ended_at: float | None = None
     progress_fd: int = -1  # read end of the worker's progress pipe
+    dump_path: str = ""  # where its trainer wants a hang's stack dump
 
 
 @dataclass
@@ -134,13 +143,14 @@ class Launcher:
         for flag, seconds in (("--grace", grace), ("--kill-after", kill_after)):
             if not (seconds >= 0 and seconds < float("inf")):
                 raise ValueError(f"{flag} {seconds} must be a finite number of seconds >= 0")
-        if signal_name not in ("TERM", "KILL", "INT", "STOP"):
-            raise ValueError(f"--signal {signal_name!r} must be TERM, KILL, INT or STOP")
+        if signal_name not in ("TERM", "KILL", "INT", "STOP", "FREEZE"):
+            raise ValueError(f"--signal {signal_name!r} must be TERM, KILL, INT, STOP or FREEZE")
+        self.freeze = signal_name == "FREEZE"
         self.n = workers
         self.trainer_args = list(trainer_args)
         self.output_dir = output_dir
         self.preempt_at_step = preempt_at_step
-        self.signal = getattr(signal, f"SIG{signal_name}")
+        self.signal = signal.SIGSTOP if self.freeze else getattr(signal, f"SIG{signal_name}")
         rng = random.Random(seed)
         self.chaos_target = (
             rng.randrange(workers) if preempt_worker == "random" else int(preempt_worker)
@@ -188,6 +198,8 @@ class Launcher:
                 kind, _, value = raw.decode(errors="replace").strip().partition(" ")
                 if kind == "start":
                     w.start_step = int(value)
+                elif kind == "dump":
+                    w.dump_path = value
                 elif kind == "step":
                     w.last_step = int(value)
                     self._maybe_preempt(index)
@@ -205,7 +217,7 @@ class Launcher:
             return
         self.chaos = {
             "worker": w.name,
-            "signal": signal.Signals(self.signal).name,
+            "signal": "FREEZE" if self.freeze else signal.Signals(self.signal).name,
             "step": w.last_step,
             "at": time.monotonic(),
         }
@@ -213,8 +225,10 @@ class Launcher:
             f"[launcher] chaos: sending {self.chaos['signal']} to {w.name} at step {w.last_step}"
         )
         # STOP freezes the trainer itself (a live-but-stuck peer), not its
-        # supervisor, which must stay awake to notice the hang.
+        # supervisor, which must stay awake to notice the hang; FREEZE both.
         pids = _children(w.proc.pid) if self.signal == signal.SIGSTOP else []
+        if self.freeze:
+            pids = [w.proc.pid, *pids]
         for pid in pids or [w.proc.pid]:
             try:
                 os.kill(pid, self.signal)
@@ -331,17 +345,31 @@ class Launcher:
                 return first_failure
             if deadline_term is not None and now >= deadline_term:
                 for w in alive:
-                    self._print(f"[launcher] SIGTERM {w.name}")
-                    w.proc.send_signal(signal.SIGTERM)
+                    if watchdog.stopped(w.proc.pid):  # SIGTERM would wait forever
+                        self._dump_and_kill(w, "frozen (stopped), supervisor included")
+                    else:
+                        self._print(f"[launcher] SIGTERM {w.name}")
+                        w.proc.send_signal(signal.SIGTERM)
                 deadline_term, deadline_kill = None, now + self.kill_after
             if deadline_kill is not None and now >= deadline_kill:
                 for w in alive:
-                    self._print(
-                        f"[launcher] SIGKILL {w.name} (no exit {self.kill_after:g} s after SIGTERM)"
-                    )
-                    w.proc.kill()
+                    if w.code is None:
+                        self._dump_and_kill(w, f"no exit {self.kill_after:g} s after SIGTERM")
                 deadline_kill = None
             time.sleep(0.05)
+
+    def _dump_and_kill(self, w: Worker, why: str) -> None:
+        """Dumps a stuck worker's stacks from outside, kills it, counts it hung (171)."""
+        pid = next(iter(_children(w.proc.pid)), w.proc.pid)  # its trainer, else itself
+        where = f"after step {w.last_step}" if w.last_step >= 0 else "before the first step"
+        header = f"HANG: {w.name} {why}, {where}; dumped by the launcher, trainer pid {pid}"
+        self._print(f"[launcher] {header}")
+        text = watchdog.py_spy_dump(pid) or "(no stack dump could be taken)"
+        w.proc.kill()
+        w.proc.wait()
+        w.code, w.ended_at = HUNG, time.monotonic()
+        watchdog.write_report(f"{header}\nstacks (py-spy):\n{text}", w.dump_path)
+        self._print(f"[launcher] SIGKILL {w.name}: counted as hung ({HUNG})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -368,7 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--signal",
         default="TERM",
-        help="TERM (preemption notice), KILL (node lost) or STOP (frozen trainer).",
+        help="TERM (preemption notice), KILL (node lost), STOP (frozen trainer) or "
+        "FREEZE (frozen worker, its supervisor included).",
     )
     p.add_argument("--preempt-worker", default="random", help="Worker index or 'random'.")
     p.add_argument("--seed", type=int, default=None, help="Seed for the random worker choice.")

@@ -178,12 +178,16 @@ class Ledger:
 
     def _close_silent(self, prev: dict, start_step: int) -> None:
         last_sign = prev.get("updated", prev["started"])
-        dumped = checkpointing.last_diagnostics(self.dir, "hang", since=prev["started"])
+        dumped = checkpointing.last_hang_dump(self.dir, since=prev["started"])
         if dumped is not None:
             prev["outcome"] = "hang"
-            # The supervisor dumped and killed it then: it held its machines until
-            # that moment even if no step (e.g. a hung start-up) updated its record.
-            last_sign = max(last_sign, dumped)
+            # Its supervisor (or the launcher, for a frozen worker) killed it then: it
+            # held its machines until that moment even if no step (a hung start-up)
+            # updated its record, and it had finished the step the dump names,
+            # which may be later than its last progress write.
+            last_sign = max(last_sign, dumped[0])
+            if dumped[1] is not None:
+                prev["last_step"] = max(prev.get("last_step", start_step), dumped[1])
         elif "notice_step" in prev:
             # The notice came and the save began, but the platform killed the
             # attempt before the files were complete (KFP pod on GKE: README).
@@ -219,6 +223,36 @@ class Ledger:
         rec.update(started=since, outcome="refused", exit_code=code, message=message)
         self._close_times(rec, time.time())
         self._write(force=True)
+
+    def gang_never_formed(self, code: int, message: str, since: float, window_s: float) -> bool:
+        """Records an attempt whose gang never took a step and whose chief left no record.
+
+        Called by the deputy (the first non-chief worker) when its start-up timed
+        out: a chief that started opened its record before MWMS start-up, so a
+        record begun within ``window_s`` (the start-up timeout) before ``since`` is
+        this attempt's; without one, the chief never ran and nobody else records it.
+
+        Args:
+            code: The deputy's exit code (hung).
+            message: What it saw.
+            since: When its supervisor started (the attempt's cost counts from there).
+            window_s: How long before ``since`` a chief of this attempt could have begun.
+
+        Returns:
+            Whether a record was added.
+        """
+        if not self.enabled:
+            return False
+        data, _ = self._versioned().read()
+        if any(
+            (r.get("started") or 0) >= since - window_s for r in (data or {}).get("attempts", [])
+        ):
+            return False
+        rec = self._new_record()
+        rec.update(started=since, outcome="hang", exit_code=code, message=message, steps_lost=0)
+        self._close_times(rec, time.time())
+        self._write(force=True)
+        return True
 
     def _quarantine_unreadable(self) -> str | None:
         """Moves an unreadable ledger aside (a crash mid-write) instead of overwriting it.

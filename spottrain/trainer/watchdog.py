@@ -34,11 +34,11 @@ from spottrain.trainer.preemption import HUNG, die_with_parent, exit_code
 log = logging.getLogger(__name__)
 
 HEARTBEAT_FD_ENV = "SPOTTRAIN_HEARTBEAT_FD"
-# The same line protocol one level up: a supervisor relays its trainer's "start"
-# and "step" lines to this fd (set by spottrain.trainer.launch), so the launcher follows
+# The same line protocol one level up: a supervisor relays its trainer's "start",
+# "step" and "dump" lines to this fd (set by spottrain.trainer.launch), so the launcher follows
 # progress without reading logs. An unsupervised trainer writes to it directly.
 PROGRESS_FD_ENV = "SPOTTRAIN_PROGRESS_FD"
-_RELAYED = (b"start", b"step")
+_RELAYED = (b"start", b"step", b"dump")
 FAULTHANDLER_FILE_ENV = "SPOTTRAIN_FAULTHANDLER_FILE"
 
 
@@ -190,6 +190,7 @@ class Supervisor:
         self.step: int | None = None
         self.dump_path: str | None = None
         self.fired_after: float | None = None
+        self.started = time.time()
         self.progress_fd = int(os.environ.get(PROGRESS_FD_ENV, "-1"))
 
     def run(self, relay: NoticeRelay | None = None) -> int:
@@ -292,18 +293,37 @@ class Supervisor:
             time.sleep(2.0)
             with open(fault_path) as f:
                 text = f.read() or "(no stack dump could be taken)"
-        report = f"{header}\nstacks ({tool}):\n{text}"
-        print(report, flush=True)
         child.kill()
         child.wait()
-        if self.dump_path:
-            try:
-                from spottrain.trainer import fileio
+        write_report(f"{header}\nstacks ({tool}):\n{text}", self.dump_path)
 
-                fileio.write_text(self.dump_path, report)
-                log.error("stack dump written to %s; exiting %d (retryable)", self.dump_path, HUNG)
-            except Exception as e:  # noqa: BLE001 - exiting matters more than the file
-                log.error("could not write %s: %s", self.dump_path, e)
+
+def write_report(report: str, dump_path: str | None) -> None:
+    """Prints a hang report and writes it to ``dump_path`` (beside the checkpoints)."""
+    print(report, flush=True)
+    if not dump_path:
+        return
+    try:
+        from spottrain.trainer import fileio
+
+        fileio.write_text(dump_path, report)
+        log.error("stack dump written to %s; the hung process exits %d", dump_path, HUNG)
+    except Exception as e:  # noqa: BLE001 - exiting matters more than the file
+        log.error("could not write %s: %s", dump_path, e)
+
+
+def stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped (SIGSTOP): /proc's state letter ``T`` (``t`` traced).
+
+    A stopped process never handles SIGTERM and never exits by itself. A cgroup
+    freezer's tasks (a paused container) show as sleeping instead, so callers still
+    need a deadline for those.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
 
 
 def should_supervise(trainer_argv: list[str]) -> bool:
@@ -343,4 +363,10 @@ def supervise(
             name = distribution.read_cluster().name
         except (ConfigError, ValueError):
             cfg = config.TrainConfig()  # the child reports the error itself
-    return Supervisor(cmd, cfg.hang_timeout, cfg.startup_timeout, name).run(relay)
+    sup = Supervisor(cmd, cfg.hang_timeout, cfg.startup_timeout, name)
+    code = sup.run(relay)
+    if code == HUNG and sup.step is None:
+        from spottrain.trainer import attempt
+
+        attempt.record_start_hang(cfg, sup.started, sup.fired_after or 0.0)
+    return code

@@ -32,6 +32,12 @@ Where each shape and behaviour comes from:
   Placement: ``nodeSelector`` labels must match and every ``NoSchedule`` taint of the
   node must be tolerated (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/).
 * Deleting a Job deletes its pods (``propagationPolicy``), here at once.
+* Deleting a pod: ``deletionTimestamp`` and ``deletionGracePeriodSeconds`` are set
+  (default ``terminationGracePeriodSeconds``, 30); the kubelet sends SIGTERM, then
+  SIGKILL after the grace period, and the pod ends ``Failed``
+  (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-termination);
+  once the Job controller has counted it and dropped its tracking finalizer, the pod
+  object is gone (https://kubernetes.io/docs/concepts/workloads/controllers/job/#job-tracking-with-finalizers).
 """
 
 from __future__ import annotations
@@ -175,6 +181,34 @@ class FakeCluster:
         pod["status"]["containerStatuses"][0]["state"] = {
             "running": {"startedAt": rfc3339(self.clock)}
         }
+
+    def freeze(self, job: str, index: int) -> dict:
+        """The running pod of ``index`` freezes: it never ends by itself or on SIGTERM."""
+        pod = self.current_pod(job, index)
+        pod["_frozen"] = True
+        return pod
+
+    def kubelet(self) -> None:
+        """The kubelets' part for deleted pods, at the current time.
+
+        A deleted pod's containers get SIGTERM: a live trainer saves and exits 143;
+        one that ignores it (frozen) is SIGKILLed once the grace period
+        (``deletionGracePeriodSeconds``) has passed: 137. Either way it fails.
+        """
+        for pod in list(self.pods.values()):
+            meta = pod["metadata"]
+            if "deletionTimestamp" not in meta or pod["status"]["phase"] != "Running":
+                continue
+            since = datetime.fromisoformat(meta["deletionTimestamp"].replace("Z", "+00:00"))
+            if not pod.get("_frozen"):
+                self._end(pod, 143, "")
+            elif (self.clock - since).total_seconds() >= meta["deletionGracePeriodSeconds"]:
+                self._end(pod, 137, "")
+            else:
+                continue
+            self._reconcile(pod["metadata"]["labels"]["batch.kubernetes.io/job-name"])
+            # Counted, the Job controller drops its finalizer: the deleted pod is gone.
+            self.pods.pop(meta["name"], None)
 
     def add_node(self, n: dict) -> None:
         self.nodes[n["metadata"]["name"]] = n
@@ -404,6 +438,7 @@ class FakeCluster:
         # A poll of a live Job: time passes, and the scenario plays its next step.
         self.polls += 1
         self.clock += self.step
+        self.kubelet()
         if self.script is not None:
             self.script(self, self.polls)
         if name not in self.jobs:
@@ -450,6 +485,21 @@ class FakeCluster:
             if all(p["metadata"].get("labels", {}).get(k) == v for k, v in want.items())
         ]
         return {"apiVersion": "v1", "kind": "PodList", "items": items}
+
+    def delete_namespaced_pod(self, name, namespace, grace_period_seconds=None, **kwargs):
+        self._enter("delete_namespaced_pod", name, grace_period_seconds)
+        if name not in self.pods:
+            raise self._missing()
+        pod = self.pods[name]
+        meta = pod["metadata"]
+        if "deletionTimestamp" not in meta:
+            grace = grace_period_seconds
+            if grace is None:
+                grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+            meta["deletionTimestamp"] = rfc3339(self.clock)
+            meta["deletionGracePeriodSeconds"] = grace
+        self.kubelet()
+        return {"kind": "Status", "status": "Success"}
 
     def read_namespaced_pod(self, name, namespace, **kwargs):
         self._enter("read_namespaced_pod", name)

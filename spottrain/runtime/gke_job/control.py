@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from spottrain.runtime.gke_job import kube as kube_mod
 from spottrain.runtime.gke_job import manifests, names, status
 from spottrain.runtime.gke_job.logs import ChiefLog
+from spottrain.runtime.gke_job.stuck import StuckPods
 from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,7 @@ class Launcher:
         # When each pod's start failure (and each Job's want of pods) was first seen.
         self._failing_since: dict[str, datetime] = {}
         self._had_pods: set[str] = set()
+        self.stuck = StuckPods(kube)
 
     # -- the whole run -------------------------------------------------------------
     def run(self) -> Outcome:
@@ -263,6 +265,7 @@ class Launcher:
             stuck = self._cannot_start(gang, pods)
             if stuck is not None:
                 return stuck
+            self.stuck.sweep(pods, self.now())
             waiting = self._unschedulable_for(pods) if may_move else None
             if waiting is not None and waiting >= self.unschedulable_seconds:
                 return _Ended(

@@ -139,6 +139,14 @@ class Kube:
             missing_ok=True,
         )  # fmt: skip
 
+    def delete_pod(self, name: str, grace_seconds: int | None = None) -> None:
+        """Deletes a pod (``grace_seconds``: 0 forces it); a missing pod is fine."""
+        kwargs = {} if grace_seconds is None else {"grace_period_seconds": grace_seconds}
+        self._call(
+            "delete", f"pod {name}", self.core.delete_namespaced_pod, name, self.namespace,
+            missing_ok=True, **kwargs,
+        )  # fmt: skip
+
     def read_node(self, name: str) -> dict | None:
         """The node (for its labels), or ``None``."""
         return self._call("get", f"node {name}", self.core.read_node, name, missing_ok=True)

@@ -1,9 +1,10 @@
 """The least-privilege RBAC the Job-engine launcher's service account needs.
 
 Only the verbs ``kube.Kube`` uses (https://kubernetes.io/docs/reference/access-authn-authz/rbac/):
-jobs create/get/delete; services create/get/delete; pods list (its gang) and get
-(its own pod: image, service account, disruption); pods/log get (following a log is
-a get); and, cluster-wide because nodes are not namespaced, nodes get (the node
+jobs create/get/delete; services create/get/delete; pods list (its gang), get
+(its own pod: image, service account, disruption) and delete (a broken gang's pod
+that stays running, frozen or hung, and holds its index's hostname); pods/log get
+(following a log is a get); and, cluster-wide because nodes are not namespaced, nodes get (the node
 labels that tell spot from on-demand; without it the ledger says "unknown").
 Deleting a Job with a propagation policy needs no pod delete: the garbage
 collector deletes the pods.
@@ -22,7 +23,7 @@ DEFAULT_SERVICE_ACCOUNT = "pipeline-runner"
 RULES = [
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "get", "delete"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
 ]
 CLUSTER_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]

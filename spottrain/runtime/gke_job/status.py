@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from datetime import datetime
 from typing import Any
 
@@ -139,3 +140,46 @@ def node_kind(node: dict | None) -> str:
         if labels.get(key) == value:
             return kind
     return "on-demand"
+
+
+def _finished_at(pod: dict) -> datetime | None:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        term = (cs.get("state") or {}).get("terminated") or {}
+        if term.get("finishedAt"):
+            return parse_time(term["finishedAt"])
+    return None
+
+
+def left_in_broken_gang(
+    pods: list[dict], now: datetime, deleted: Container[str] = ()
+) -> list[tuple[dict, float, str]]:
+    """Running pods of a gang a peer has since left: (pod, seconds since, that peer).
+
+    Every MWMS worker ends within seconds of a peer's end (a notice saves and exits
+    143 on all, a lost peer fails the next collective: 170), so a pod still running
+    long after a peer that ran beside it failed is frozen or hung. It
+    also keeps its index's hostname: under ``podReplacementPolicy: Failed`` its
+    replacement waits for it, and the replacements of the others find it in
+    their gang and cannot form one.
+
+    Args:
+        pods: The gang's pods.
+        now: The current time.
+        deleted: Uids of pods deleted as stuck: their end breaks no gang.
+    """
+    failed = [
+        (at, p["metadata"]["name"])
+        for p in pods
+        if (p.get("status") or {}).get("phase") == "Failed"
+        and (p["metadata"].get("uid") or p["metadata"]["name"]) not in deleted
+        and (at := _finished_at(p))
+    ]
+    out = []
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") != "Running":
+            continue
+        created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+        after = sorted(f for f in failed if created is not None and f[0] > created)
+        if after:
+            out.append((pod, (now - after[0][0]).total_seconds(), after[0][1]))
+    return out
