@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'#':>2} {'outcome':<12} {'start':>6} {'saved':>6} {'lost':>5} {'seconds':>8}")
     for r in records:
         print(
-            f"{r['attempt']:>2} {r['outcome']:<12} {r['start_step']:>6} {r['saved_step']:>6} "
+            f"{r['attempt']:>2} {r['outcome']:<12} {r.get('start_step', '-')!s:>6} "
+            f"{r.get('saved_step', '-')!s:>6} "
             f"{r.get('steps_lost', 0):>5} {r.get('seconds', 0):>8.1f}"
         )
     print("\n== summary")

@@ -493,7 +493,7 @@ def test_a_frozen_pod_of_a_broken_gang_is_deleted_and_the_gang_re_forms():
     out = launcher(cluster, gs).run()
     assert out.code == 0, out.message
     deletes = [c for c in cluster.calls if c[0] == "delete_namespaced_pod"]
-    assert deletes == [("delete_namespaced_pod", frozen[0], None)]  # graceful, once
+    assert deletes == [("delete_namespaced_pod", frozen[0])]  # once
     ends = {(a.index, a.exit_code) for a in out.attempts if a.exit_code != 0}
     assert ends == {(0, 170), (1, 170)}  # the deleted pod's object went with its end
     assert frozen[0] not in cluster.pods
@@ -518,3 +518,32 @@ def test_a_gang_whose_pods_all_run_is_never_touched():
     out = launcher(cluster, gs).run()
     assert out.code == 0
     assert not [c for c in cluster.calls if c[0] == "delete_namespaced_pod"]
+
+
+def test_a_stuck_pod_on_a_node_that_stopped_answering_is_named_once(caplog):
+    """A frozen VM: the delete leaves the pod Terminating (no kubelet to end it, and
+    the Job controller replaces only Failed pods), so the launcher names the node and
+    the fix once, and the Job's retries run out as they would without it."""
+    gs = gangs(workers=2, on_demand=False)
+    job = gs[0].name
+    frozen = []
+
+    def script(cluster, poll):
+        if poll == 2:
+            pod = cluster.freeze(job, 1)
+            frozen.append(pod["metadata"]["name"])
+            cluster.node_unreachable(pod["spec"]["nodeName"])
+        if poll == 3:
+            cluster.terminate(job, 0, preemption.PEER_LOST)
+        if poll == 60:
+            cluster._fail_job(cluster.jobs[job], "BackoffLimitExceeded")
+
+    cluster = FakeCluster([spot_node()], script=script)
+    with caplog.at_level("WARNING", logger="spottrain.runtime.gke_job.stuck"):
+        out = launcher(cluster, gs).run()
+    assert "used up its retries" in out.message and preemption.is_retryable(out.code)
+    deletes = [c for c in cluster.calls if c[0] == "delete_namespaced_pod"]
+    assert deletes == [("delete_namespaced_pod", frozen[0])]
+    named = [r.getMessage() for r in caplog.records if "still Terminating" in r.getMessage()]
+    assert len(named) == 1 and "its node gke-spot-1 is not Ready" in named[0], named
+    assert "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute" in named[0]

@@ -126,6 +126,7 @@ class FakeCluster:
         # The API refuses the Job's pods (a missing service account): the Job
         # controller's creations fail (a FailedCreate event) and the Job has no pod.
         self.refuse_pods = False
+        self.unreachable: set[str] = set()  # nodes whose kubelet no longer answers
         self._uid = itertools.count(1)
 
     # -- test controls -----------------------------------------------------------------
@@ -199,6 +200,8 @@ class FakeCluster:
             meta = pod["metadata"]
             if "deletionTimestamp" not in meta or pod["status"]["phase"] != "Running":
                 continue
+            if pod["spec"].get("nodeName") in self.unreachable:
+                continue  # no kubelet answers: Terminating, phase Running, for good
             since = datetime.fromisoformat(meta["deletionTimestamp"].replace("Z", "+00:00"))
             if not pod.get("_frozen"):
                 self._end(pod, 143, "")
@@ -209,6 +212,13 @@ class FakeCluster:
             self._reconcile(pod["metadata"]["labels"]["batch.kubernetes.io/job-name"])
             # Counted, the Job controller drops its finalizer: the deleted pod is gone.
             self.pods.pop(meta["name"], None)
+
+    def node_unreachable(self, name: str) -> None:
+        """The node stops answering (a frozen VM): Ready turns Unknown, its kubelet is gone."""
+        self.unreachable.add(name)
+        self.nodes[name]["status"] = {
+            "conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]
+        }
 
     def add_node(self, n: dict) -> None:
         self.nodes[n["metadata"]["name"]] = n
@@ -487,7 +497,7 @@ class FakeCluster:
         return {"apiVersion": "v1", "kind": "PodList", "items": items}
 
     def delete_namespaced_pod(self, name, namespace, grace_period_seconds=None, **kwargs):
-        self._enter("delete_namespaced_pod", name, grace_period_seconds)
+        self._enter("delete_namespaced_pod", name)
         if name not in self.pods:
             raise self._missing()
         pod = self.pods[name]

@@ -139,12 +139,11 @@ class Kube:
             missing_ok=True,
         )  # fmt: skip
 
-    def delete_pod(self, name: str, grace_seconds: int | None = None) -> None:
-        """Deletes a pod (``grace_seconds``: 0 forces it); a missing pod is fine."""
-        kwargs = {} if grace_seconds is None else {"grace_period_seconds": grace_seconds}
+    def delete_pod(self, name: str) -> None:
+        """Deletes a pod gracefully (its grace period); a missing pod is fine."""
         self._call(
             "delete", f"pod {name}", self.core.delete_namespaced_pod, name, self.namespace,
-            missing_ok=True, **kwargs,
+            missing_ok=True,
         )  # fmt: skip
 
     def read_node(self, name: str) -> dict | None:

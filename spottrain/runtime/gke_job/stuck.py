@@ -2,11 +2,22 @@
 
 Every MWMS worker ends within seconds of a peer's end, so a pod still running long
 after a peer beside it failed is frozen or hung (``status.left_in_broken_gang``).
-Left alone it would never end (a frozen container ignores SIGTERM; a frozen node
-never reports), and it keeps its index: under ``podReplacementPolicy: Failed`` the
-Job controller creates no replacement for it, and the other indexes' replacements
-wait in MWMS start-up for a peer that never answers, fail, and use up the Job's
-retries.
+Left alone it would never end (a frozen container ignores SIGTERM), and it keeps its
+index: with a ``podFailurePolicy`` the Job controller replaces only pods whose phase
+is ``Failed`` (``onlyReplaceFailedPods``, ``isPodFailed`` in kubernetes
+``pkg/controller/job/job_controller.go``; ``firstPendingIndexes`` in
+``indexed_job_utils.go`` skips an index whose pod is still running or terminating),
+so the other indexes' replacements wait in MWMS start-up for a peer that never
+answers, fail, and use up the Job's retries.
+
+A pod whose node stopped answering (a frozen VM) stays Terminating with phase
+``Running`` after any delete, a forced one included: the Job's tracking finalizer
+keeps the object, and only the kubelet or PodGC sets ``Failed`` -- PodGC only once
+the node carries the ``node.kubernetes.io/out-of-service`` taint (``gcTerminating``)
+or its Node object is gone (``gcOrphaned``), in ``pkg/controller/podgc/gc_controller.go``
+(read at release-1.29; the Job controller at a later commit, 6ae037f1). Tainting or
+deleting nodes is beyond the launcher's RBAC, so it names the node and the fix once;
+otherwise the Job's retries run out and the launcher moves to on-demand.
 """
 
 from __future__ import annotations
@@ -27,28 +38,25 @@ DEFAULT_GRACE_SECONDS = 30
 
 
 class StuckPods:
-    """Deletes a broken gang's stuck pods, gracefully first, by force if their node is gone."""
+    """Deletes a broken gang's stuck pods; names the node of one that cannot go."""
 
     def __init__(self, kube, bound_seconds: float = BROKEN_GANG_SECONDS):
         self.kube = kube
         self.bound = bound_seconds
         self.deleted: dict[str, datetime] = {}  # uid -> when the graceful delete was sent
-        self.forced: set[str] = set()
+        self.named: set[str] = set()  # stuck on a node that does not answer: said once
 
     def sweep(self, pods: list[dict], now: datetime) -> list[str]:
         """One look at the gang's pods; returns the names of the pods deleted now.
 
-        A graceful delete first: the kubelet sends SIGTERM, SIGKILL after the grace
-        period, and the pod fails (137, counted like the rest of a gang restart). A
-        pod whose node does not answer (a frozen VM) stays Terminating until the
-        node does; once its grace period and the same bound have passed with the
-        node not Ready, it is force-deleted.
+        A graceful delete: the kubelet sends SIGTERM, SIGKILL after the grace period,
+        and the pod fails (137, counted like the rest of a gang restart).
         """
         acted = []
         for pod, broken_for, peer in status.left_in_broken_gang(pods, now, self.deleted):
             meta, spec = pod["metadata"], pod.get("spec") or {}
             uid = meta.get("uid") or meta["name"]
-            if broken_for < self.bound or uid in self.forced:
+            if broken_for < self.bound or uid in self.named:
                 continue
             if uid not in self.deleted:
                 log.warning(
@@ -60,22 +68,23 @@ class StuckPods:
                 self.deleted[uid] = now
                 acted.append(meta["name"])
                 continue
-            grace = spec.get("terminationGracePeriodSeconds")
+            grace = spec.get("terminationGracePeriodSeconds") or DEFAULT_GRACE_SECONDS
             waited = (now - self.deleted[uid]).total_seconds()
             node = spec.get("nodeName") or ""
-            if waited >= (grace or DEFAULT_GRACE_SECONDS) + self.bound and not self._ready(node):
+            if waited >= grace + self.bound and not self._ready(node):
                 log.warning(
-                    "force-deleting pod %s: Terminating for %.0f s on node %s, which is "
-                    "not Ready",
-                    meta["name"], waited, node,
+                    "pod %s is still Terminating %.0f s after its delete: its node %s is "
+                    "not Ready, and Kubernetes replaces the pod only once it is marked "
+                    "Failed. Mark the node out of service (kubectl taint nodes %s "
+                    "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute) or delete "
+                    "it; otherwise this Job's retries run out",
+                    meta["name"], waited, node, node,
                 )  # fmt: skip
-                self.kube.delete_pod(meta["name"], grace_seconds=0)
-                self.forced.add(uid)
-                acted.append(meta["name"])
+                self.named.add(uid)
         return acted
 
     def _ready(self, node: str) -> bool:
-        """Whether ``node`` is Ready; unknown counts as ready (never force blind)."""
+        """Whether ``node`` is Ready; unknown counts as ready."""
         if not node:
             return True
         try:
@@ -84,5 +93,7 @@ class StuckPods:
             return True
         if found is None:
             return False  # the node object is gone
-        ready = status.condition(found, "Ready")
-        return ready is None or ready.get("status") == "True"
+        for cond in (found.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Ready":
+                return cond.get("status") == "True"  # "Unknown": it stopped reporting
+        return True
