@@ -83,3 +83,50 @@ def test_a_frozen_chief_is_dumped_from_outside_and_its_attempt_recorded_truly(di
     killed_after = dump.stat().st_mtime - first["started"]
     assert first["seconds"] == pytest.approx(killed_after, abs=0.05), (first, killed_after)
     assert first["started"] >= began and second["last_step"] == 300
+
+
+@pytest.mark.slow
+def test_a_worker_never_claims_a_notice_save_the_chief_did_not_complete(tmp_path):
+    """The chief's notice save fails (its disk is full: a tmpfs here) while the other
+    worker's private copy is written: the worker passes no barrier with the chief, so
+    it exits 170 saying the chief did not confirm its save, not 143 and "0 steps lost"."""
+    import threading
+
+    from test_storage_failures import _fill, _tmpfs
+
+    from spottrain.trainer import launch, preemption
+
+    with _tmpfs(tmp_path / "disk", "600k") as disk:
+        args = [
+            "--task", "examples.regression:Regression", "--threads", "1",
+            "--train-steps", "100000", "--batch-size-per-replica", "16",
+            "--save-every-steps", "100000", "--save-every-seconds", "0",
+            "--log-every-steps", "1000", "--checkpoint-dir", str(disk / "ckpt"),
+            "--model-dir", str(tmp_path / "model"),
+        ]  # fmt: skip
+        lines: list[str] = []
+
+        class Stream:
+            def write(self, text):
+                lines.append(text)
+
+            def flush(self):
+                pass
+
+        gang = launch.Launcher(2, args, stream=Stream(), kill_after=60)
+        runner = threading.Thread(target=lambda: setattr(gang, "result", gang.run()))
+        runner.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (
+            len(gang.workers) < 2 or min(w.last_step for w in gang.workers) < 20
+        ):
+            time.sleep(0.05)
+        _fill(disk)
+        gang._forward(15, None)  # SIGTERM to both, as a preemption notice
+        runner.join(timeout=180)
+    text = "".join(lines)
+    codes = gang.result.worker_codes
+    assert codes["chief-0"] == preemption.FATAL_CONFIG, text[-4000:]
+    assert codes["worker-0"] == preemption.PEER_LOST, text[-4000:]
+    assert "the chief did not confirm its save" in text, text[-4000:]
+    assert "the chief's save is complete" not in text

@@ -348,14 +348,24 @@ class Trainer:
             # is short, and on some platforms much shorter than the ~30 s (README).
             if stop_votes > 0 or (not self.cluster.multi_worker and self.stop.is_set()):
                 self._save(step, "preemption", wait=True, notice=True)
-                # Only the chief writes the checkpoint and knows it is complete; the
-                # others' copies are private by-products of the collective save.
+                # Only the chief writes the checkpoint and knows it is complete (the
+                # others' copies are private by-products of the collective save); it
+                # reaches this barrier only once its files are, so the others claim
+                # the save only when all got through it.
+                failed = self._barrier()
+                if failed is not None and not self.cluster.is_chief:
+                    raise TrainerExit(
+                        preemption.PEER_LOST,
+                        f"preempted at step {step} of {self.total_steps}: the chief did not "
+                        f"confirm its save ({failed}); the next attempt resumes from the "
+                        "last complete checkpoint",
+                    )
                 raise TrainerExit(
                     preemption.PREEMPTED,
                     f"preempted: saved at step {step} of {self.total_steps}, 0 steps lost"
                     if self.cluster.is_chief
-                    else f"preempted at step {step} of {self.total_steps}: took part in the "
-                    "chief's save (its line says whether it completed)",
+                    else f"preempted at step {step} of {self.total_steps}: the chief's save "
+                    "is complete, 0 steps lost",
                 )
             if step % cfg.save_every_steps == 0 or save_votes > 0 or step == self.total_steps:
                 self._save(
@@ -422,15 +432,22 @@ class Trainer:
         service it may host), so the process may exit at once (``exit_process``).
         A peer that failed meanwhile is its own exit code's business, not ours.
         """
+        failed = self._barrier()
+        if failed is not None:  # this worker's work is done and saved
+            log.warning("a peer did not reach the end (%s); exiting anyway", failed)
+
+    def _barrier(self) -> str | None:
+        """Waits for every worker here; returns why it failed (a peer gone), else None."""
         if not self.cluster.multi_worker:
-            return
+            return None
         import tensorflow as tf
 
         try:
             ones = self.strategy.run(lambda: tf.constant(1.0))
             self.strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
-        except Exception as e:  # noqa: BLE001 - this worker's work is done and saved
-            log.warning("a peer did not reach the end (%s); exiting anyway", type(e).__name__)
+        except Exception as e:  # noqa: BLE001 - a collective fails in many types
+            return type(e).__name__
+        return None
 
     def close(self) -> None:
         """Flushes logs and removes temp dirs."""
