@@ -15,26 +15,31 @@ from spottrain.trainer import preemption
 pytestmark = pytest.mark.slow
 
 
-def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir, tmp_path):
-    """A chief whose worker never starts blocks in MWMS start-up forever without the watchdog."""
-    out = tmp_path / "run"
+def _alone_in_a_gang_of_two(task_type: str, digits_dir, out, startup_timeout: float):
+    """Runs one task of a chief + worker cluster whose other task never starts."""
     from spottrain.trainer.launch import free_ports
 
     chief, worker = free_ports(2)
     tf_config = json.dumps(
         {
             "cluster": {"chief": [f"127.0.0.1:{chief}"], "worker": [f"127.0.0.1:{worker}"]},
-            "task": {"type": "chief", "index": 0},
+            "task": {"type": task_type, "index": 0},
         }
     )
-    timeout = 8
-    start = time.monotonic()
-    proc, seconds = run_module(
+    return run_module(
         "spottrain.trainer.task",
-        tiny_args(digits_dir, out, startup_timeout=timeout),
+        tiny_args(digits_dir, out, startup_timeout=startup_timeout),
         extra_env={"TF_CONFIG": tf_config},
         timeout=120,
     )
+
+
+def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir, tmp_path):
+    """A chief whose worker never starts blocks in MWMS start-up forever without the watchdog."""
+    out = tmp_path / "run"
+    timeout = 8
+    start = time.monotonic()
+    proc, seconds = _alone_in_a_gang_of_two("chief", digits_dir, out, timeout)
     assert proc.returncode == preemption.HUNG, proc.stdout[-3000:]
     assert seconds < 2 * timeout, f"exited after {seconds:.1f} s"
     assert "HANG: no training step finished" in proc.stdout
@@ -148,23 +153,9 @@ def test_an_attempt_whose_chief_never_started_is_still_recorded(digits_dir, tmp_
     chief opened, adds the attempt to the ledger with what it cost; the next attempt's
     chief keeps it and numbers its own after it."""
     out = tmp_path / "run"
-    from spottrain.trainer.launch import free_ports
-
-    chief, worker = free_ports(2)
-    tf_config = json.dumps(
-        {
-            "cluster": {"chief": [f"127.0.0.1:{chief}"], "worker": [f"127.0.0.1:{worker}"]},
-            "task": {"type": "worker", "index": 0},
-        }
-    )
     timeout = 8
     began = time.time()
-    proc, seconds = run_module(
-        "spottrain.trainer.task",
-        tiny_args(digits_dir, out, startup_timeout=timeout),
-        extra_env={"TF_CONFIG": tf_config},
-        timeout=120,
-    )
+    proc, seconds = _alone_in_a_gang_of_two("worker", digits_dir, out, timeout)
     assert proc.returncode == preemption.HUNG, proc.stdout[-3000:]
     (rec,) = ledger(out)
     assert rec["outcome"] == "hang" and rec["exit_code"] == preemption.HUNG, rec
