@@ -1,4 +1,4 @@
-"""``python -m spottrain.pipelines compile|upload|run|run-vertex|run-local|nodepool|rbac``.
+"""``python -m spottrain.pipelines`` compile|upload|run…|nodepool|rbac|computeclass.
 
 Every subcommand runs the pre-flight guards first and prints a one-line error
 (exit 2) for a bad or missing argument instead of a traceback; a service that
@@ -96,8 +96,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 if value != defaults.get(key):
                     flag = "--" + key.replace("_", "-")
                     raise GuardError(
-                        f"{flag} {value!r} is only used with --target gke|gke-fallback|vertex "
-                        "and --out FILE (the committed YAML keeps the default placement)"
+                        f"{flag} {value!r} is only used with --target "
+                        "gke|gke-job|gke-fallback|vertex and --out FILE (the committed YAML "
+                        "keeps the default placement)"
                     )
     if args.check:
         stale = comp.drift(args.image)
@@ -127,6 +128,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def _custom_pipeline(args, placement, guards):
     """A pipeline compiled with non-default placement or Vertex job settings."""
+    from spottrain.pipelines.guards import GuardError
+
     if args.target == "vertex":
         from spottrain.pipelines import vertex
 
@@ -154,8 +157,18 @@ def _custom_pipeline(args, placement, guards):
         retries=args.retries,
         backoff=args.backoff,
         retry_window=args.retry_window or args.run_timeout,
+        compute_class=args.compute_class,
     )
     guards.check_image_gpu(args.image, train_placement.gpu_count)
+    if args.compute_class and args.target != "gke-job":
+        raise GuardError(
+            f"--compute-class {args.compute_class!r} is for --target gke-job (the Job engine; "
+            "the class moves pods to on-demand itself, so it needs no fall-back variant)"
+        )
+    if args.target == "gke-job":
+        from spottrain.pipelines import gke_job
+
+        return gke_job.build(train_placement, run_timeout=args.run_timeout)
     fallback = None
     if args.target == "gke-fallback":
         fallback = placement.ON_DEMAND_PLACEMENT.with_(
@@ -365,9 +378,17 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="write the committed component and pipeline YAML")
     c.add_argument("--image", default=IMAGE, help="container image (default %(default)s)")
     c.add_argument("--check", action="store_true", help="exit 1 if committed YAML is stale")
-    c.add_argument("--target", choices=["gke", "gke-fallback", "vertex"], help="one custom build")
+    c.add_argument(
+        "--target", choices=["gke", "gke-job", "gke-fallback", "vertex"], help="one custom build"
+    )
     c.add_argument("--out", help="where --target writes")
     c.add_argument("--pool", default="preemptible", help="GKE pool: preemptible|spot|on-demand")
+    c.add_argument(
+        "--compute-class",
+        default="",
+        help="select this GKE ComputeClass (`make gke-computeclass`) instead of a pool; "
+        "needs --pool spot",
+    )
     c.add_argument("--gpu-type", default="nvidia-tesla-t4", help="GKE accelerator label value")
     c.add_argument("--gpus", type=int, default=1, help="GPUs per train task / replica")
     c.add_argument("--memory", default="48G", help="train memory limit on GKE")
@@ -482,6 +503,10 @@ def parser() -> argparse.ArgumentParser:
     n.add_argument("--max-nodes", type=int, default=4, help="autoscaling maximum")
     n.add_argument("--execute", action="store_true", help="run gcloud instead of printing")
     n.set_defaults(func=cmd_nodepool)
+
+    from spottrain.pipelines import computeclass
+
+    computeclass.add_parser(sub)
     return p
 
 

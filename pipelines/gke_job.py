@@ -144,6 +144,7 @@ def build(
             retries=train_placement.retries,
             on_demand=True,
             deadline=run_timeout,
+            compute_class=train_placement.compute_class,
             **hyper,
         ).after(seed)
         apply_placement(

@@ -46,11 +46,8 @@ def apply_placement(placement: Placement, task: dsl.PipelineTask) -> dsl.Pipelin
         task.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(placement.gpu_count)
     for key, value in placement.node_selector.items():
         kubernetes.add_node_selector(task, label_key=key, label_value=value)
-    taint = placement.effective_taint
-    if taint is not None:
-        kubernetes.add_toleration(
-            task, key=taint.key, operator="Equal", value=taint.value, effect=taint.effect
-        )
+    for toleration in placement.tolerations():  # one list for KFP tasks and Job pods
+        kubernetes.add_toleration(task, **toleration)
     if placement.memory_limit:
         task.set_memory_limit(placement.memory_limit)
     if placement.cpu_limit:

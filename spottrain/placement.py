@@ -29,6 +29,8 @@ POOL_NODE_LABELS = {
 # compiled task carries and the pool our command creates come from one table.
 GCLOUD_POOL_FLAGS = {"preemptible": "--preemptible", "spot": "--spot"}
 GPU_RESOURCE = "nvidia.com/gpu"
+# A custom ComputeClass's node label and taint key ("About custom ComputeClasses").
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
 
 # Vertex AI accelerator names for the GKE ones (the equal-GPU guard compares both).
 VERTEX_ACCELERATORS = {
@@ -81,6 +83,22 @@ RUN_TIMEOUT = "604800s"
 # graceful shutdown of Spot VMs"). A Job-engine pod asks for the whole notice; the
 # kubelet's shutdown budget may cut it shorter, never longer.
 NOTICE_SECONDS = 30
+
+
+def check_compute_class_name(name: str) -> None:
+    """Refuses a ComputeClass name Kubernetes or GKE would not take.
+
+    A cluster-scoped object's name (DNS subdomain, kept to a label here since it is
+    a node label value too), not beginning with ``gke`` or ``autopilot`` (GKE's
+    "About custom ComputeClasses", Limitations).
+    """
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name) or name.startswith(
+        ("gke", "autopilot")
+    ):
+        raise PlacementError(
+            f"compute class {name!r}: expected lower-case letters, digits and '-', at most "
+            "63, not beginning with 'gke' or 'autopilot'"
+        )
 
 
 def seconds(duration: str) -> int:
@@ -138,6 +156,10 @@ class Placement:
         node_pool: Pin to a named node pool (``cloud.google.com/gke-nodepool``).
         require_pool: Select the pool's nodes (else only tolerate them: the task may
             land on preemptible or regular nodes, as idempotent copies can).
+        compute_class: Select a GKE custom ComputeClass by name instead of a pool
+            (``spottrain.pipelines.computeclass`` writes one: spot first, on-demand
+            after); the class then names the GPU and the capacity, so the task
+            selects only the class, and ``pool`` must be ``spot``.
     """
 
     pool: str = "preemptible"
@@ -152,10 +174,19 @@ class Placement:
     taint: Taint | None = field(default=None)
     node_pool: str = ""
     require_pool: bool = True
+    compute_class: str = ""
 
     def __post_init__(self):
         if self.pool not in POOLS:
             raise PlacementError(f"pool={self.pool!r}: expected one of {', '.join(POOLS)}")
+        if self.compute_class:
+            check_compute_class_name(self.compute_class)
+            if self.pool != "spot" or self.node_pool:
+                raise PlacementError(
+                    f"compute_class={self.compute_class!r} chooses the capacity itself (spot "
+                    f"first, on-demand after): use pool='spot' and no node_pool, not "
+                    f"pool={self.pool!r} node_pool={self.node_pool!r}"
+                )
         if self.gpu_count < 0:
             raise PlacementError(f"gpu_count={self.gpu_count}: must be >= 0")
         if self.gpu_count and not self.gpu_type:
@@ -206,6 +237,11 @@ class Placement:
     @property
     def node_selector(self) -> dict[str, str]:
         """The node labels the task requires."""
+        if self.compute_class:
+            # Only the class: GKE rejects a pod that also selects a system label the
+            # class sets (gke-accelerator, gke-spot) before 1.32.3-gke.1499000 ("About
+            # custom ComputeClasses", https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes).
+            return {COMPUTE_CLASS_LABEL: self.compute_class}
         selector: dict[str, str] = {}
         if self.require_pool and self.pool in POOL_NODE_LABELS:
             key, value = POOL_NODE_LABELS[self.pool]
@@ -222,11 +258,16 @@ class Placement:
 
     def tolerations(self) -> list[dict]:
         """The pod spec's ``tolerations`` (the toleration the KFP ``apply_placement`` sets too)."""
-        taint = self.effective_taint
-        if taint is None:
-            return []
+        taints = [self.effective_taint]
+        if self.compute_class:
+            # The class's nodes carry its taint (GKE's auto-created pools set it; a
+            # manual pool must): tolerated here, not left to an injection the docs
+            # do not promise. Spot nodes' taint is tolerated too, harmless if absent.
+            taints.insert(0, Taint(COMPUTE_CLASS_LABEL, self.compute_class))
         return [
-            {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+            {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
+            for t in taints
+            if t is not None
         ]
 
     def resources(self) -> dict:

@@ -224,6 +224,7 @@ CALL_PERMISSIONS = {
     "delete_namespaced_service": ("", "services", "delete"),
     "list_namespaced_pod": ("", "pods", "list"),
     "read_namespaced_pod": ("", "pods", "get"),
+    "delete_namespaced_pod": ("", "pods", "delete"),
     "read_namespaced_pod_log": ("", "pods/log", "get"),
     "read_node": ("", "nodes", "get"),
 }
@@ -239,7 +240,10 @@ def test_rbac_grants_exactly_the_calls_the_launcher_makes(monkeypatch):
     def script(cluster, poll):
         if od in cluster.jobs:
             cluster.succeed_all(od)
-        elif poll == 2:
+        elif poll == 2:  # a frozen pod the launcher deletes (~120 s on), then retries run out
+            cluster.freeze(spot, 1)
+            cluster.terminate(spot, 0, preemption.PEER_LOST)
+        elif poll == 25:
             cluster.terminate(spot, 0, preemption.PEER_LOST)
 
     cluster = FakeCluster([on_demand_node()], script=script)
@@ -250,8 +254,9 @@ def test_rbac_grants_exactly_the_calls_the_launcher_makes(monkeypatch):
     component.launch(
         kube.Kube(cluster, cluster, "ns"), data_dir="gs://my-bucket/d", checkpoint_dir="gs://my-bucket/c",
         default_image="i", poll_seconds=0, launcher_options={"now": cluster.now},
-        **dict(BASE, retries=0, workers=1),
+        **dict(BASE, retries=1, workers=2),
     )  # fmt: skip
+    assert any(c[0] == "delete_namespaced_pod" for c in cluster.calls)
     for t in control.threading.enumerate():
         if t.name.startswith("log-"):
             t.join(5)

@@ -36,6 +36,7 @@ def train_job(
     unschedulable_timeout: int = 1800,
     on_demand: bool = True,
     deadline: str = "604800s",
+    compute_class: str = "",
 ):
     """Trains on a gang of pods (a Kubernetes Indexed Job) and follows it to the end.
 
@@ -76,6 +77,10 @@ def train_job(
         on_demand: Move to the on-demand pool when spot capacity does not come or
             the retries are used up (resumes from the checkpoint).
         deadline: The Job's run deadline (activeDeadlineSeconds), e.g. "604800s".
+        compute_class: A GKE custom ComputeClass the pods select instead of a pool
+            (``make gke-computeclass``): the class moves them from spot to on-demand,
+            so ``on_demand`` and ``unschedulable_timeout`` are unused; ``pool`` must
+            be spot. Empty: the pool and the launcher's own fall-back.
     """
     inputs = dict(locals())  # every input as named in the signature: no list to drift
     from spottrain.runtime.gke_job.component import run_component

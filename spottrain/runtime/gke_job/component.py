@@ -64,7 +64,11 @@ def gangs(
     deadline_seconds: int,
     service_account: str = "",
 ) -> list[manifests.Gang]:
-    """The spot gang and, with ``on_demand``, the on-demand one it falls back to."""
+    """The spot gang and, with ``on_demand``, the on-demand one it falls back to.
+
+    A placement with a compute class gets no second gang: the class itself moves
+    the pods to on-demand nodes (and back), so two gangs would only compete.
+    """
     common = dict(
         namespace=namespace,
         image=image,
@@ -75,7 +79,7 @@ def gangs(
         labels={names.RUN_LABEL: names.label_value(run_id)},
     )
     out = [manifests.Gang(name=names.job_name(run_id, task_name), placement=placement, **common)]
-    if on_demand and placement.pool != "on-demand":
+    if on_demand and placement.pool != "on-demand" and not placement.compute_class:
         out.append(
             manifests.Gang(
                 name=names.job_name(run_id, task_name, on_demand=True),
@@ -167,6 +171,7 @@ def launch(
     unschedulable_timeout: int,
     on_demand: bool,
     deadline: str,
+    compute_class: str = "",
     extra_args: Sequence[str] = (),
     default_image: str = "",
     poll_seconds: float = 10.0,
@@ -188,7 +193,7 @@ def launch(
     try:
         placement = Placement(
             pool=pool, gpu_type=gpu_type, gpu_count=gpus, memory_limit=memory_limit,
-            retries=retries,
+            retries=retries, compute_class=compute_class,
         )  # fmt: skip
     except PlacementError as err:
         raise _fatal(str(err)) from None

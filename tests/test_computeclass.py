@@ -1,0 +1,198 @@
+"""GKE custom ComputeClass: the manifest we write, the pods that select it, the Job engine.
+
+The ComputeClass is checked against ``tests/schemas/computeclass.json``, written from
+GKE's CRD reference and Google's CRD types (cited in the schema); no GKE cluster
+runs here, so what GKE's own admission adds beyond them is not checked.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from standins.kube_api import FakeCluster, node
+from test_gke_job_control import launcher
+from test_gke_job_manifests import validate as validate_k8s
+
+from spottrain.pipelines import computeclass
+from spottrain.placement import COMPUTE_CLASS_LABEL, Placement, PlacementError
+from spottrain.runtime.gke_job import component, manifests, names
+from spottrain.trainer import preemption
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((REPO / "tests" / "schemas" / "computeclass.json").read_text())
+CLASS = Placement(pool="spot", compute_class="spottrain-t4")
+
+
+def check(cls: dict) -> None:
+    jsonschema.validate(cls, SCHEMA, cls=jsonschema.Draft202012Validator)
+
+
+def test_the_class_is_spot_then_on_demand_with_active_migration_and_valid():
+    cls = computeclass.manifest("spottrain-t4", "nvidia-tesla-t4", 2)
+    check(cls)
+    spot, on_demand = cls["spec"]["priorities"]
+    assert spot["spot"] is True and "spot" not in on_demand
+    for p in (spot, on_demand):
+        assert p["machineFamily"] == "n1" and p["gpu"]["type"] == "nvidia-tesla-t4"
+        assert p["gpu"]["count"] == 2
+    assert "nodeSystemConfig" not in spot  # GKE's default 30 s is not written out
+    assert cls["spec"]["activeMigration"] == {"optimizeRulePriority": True}
+    assert cls["spec"]["whenUnsatisfiable"] == "DoNotScaleUp"
+    assert cls["spec"]["nodePoolAutoCreation"] == {"enabled": True}
+
+
+def test_a_reservation_comes_first_and_a_long_spot_grace_only_on_spot():
+    cls = computeclass.manifest(
+        "team-a100", "nvidia-tesla-a100", 1, reservation="res-1",
+        reservation_project="shared-proj", spot_grace_seconds=120,
+    )  # fmt: skip
+    check(cls)
+    reserved, spot, on_demand = cls["spec"]["priorities"]
+    assert reserved["reservations"] == {
+        "affinity": "Specific",
+        "specific": [{"name": "res-1", "project": "shared-proj"}],
+    }
+    assert reserved["machineFamily"] == "a2" and "spot" not in reserved
+    kubelet = spot["nodeSystemConfig"]["kubeletConfig"]
+    assert kubelet == {
+        "shutdownGracePeriodSeconds": 120,
+        "shutdownGracePeriodCriticalPodsSeconds": 15,
+    }
+    assert "nodeSystemConfig" not in on_demand and "nodeSystemConfig" not in reserved
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        # What GKE's CRD refuses: the schema must refuse it too (it can fail).
+        lambda c: c["spec"]["priorities"][0].update(reservations={"affinity": "None"}),
+        lambda c: c["spec"]["priorities"][1].update(
+            nodeSystemConfig={"kubeletConfig": {"shutdownGracePeriodSeconds": 120}}
+        ),
+        lambda c: c["spec"]["priorities"][0].update(machineType="n1-standard-8"),
+        lambda c: c["spec"].update(whenUnsatisfiable="Wait"),
+        lambda c: c["spec"]["priorities"][0]["gpu"].update(count=0),
+        lambda c: c["spec"].update(activeMigration={"optimizeRulePriorities": True}),
+        lambda c: c["metadata"].update(name="gke-t4"),
+    ],
+)
+def test_the_schema_refuses_what_the_crd_refuses(bad):
+    cls = computeclass.manifest("spottrain-t4", "nvidia-tesla-t4", 1)
+    bad(cls)
+    with pytest.raises(jsonschema.ValidationError):
+        check(cls)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"name": "gke-gpu"}, "'gke-gpu'"),
+        ({"name": "My_Class"}, "'My_Class'"),
+        ({"gpu_type": "nvidia-t4"}, "'nvidia-t4'"),
+        ({"gpu_count": 0}, "gpu count 0"),
+        ({"spot_grace_seconds": 0}, "spot grace 0 s"),
+        ({"spot_grace_seconds": 60}, "spot grace 60 s"),
+        ({"reservation_project": "p"}, "without a reservation"),
+    ],
+)
+def test_bad_class_settings_are_one_line_naming_the_value(kwargs, named):
+    args = {"name": "spottrain-t4", "gpu_type": "nvidia-tesla-t4", "gpu_count": 1, **kwargs}
+    with pytest.raises(PlacementError, match=named.replace("(", r"\(")):
+        computeclass.manifest(args.pop("name"), args.pop("gpu_type"), args.pop("gpu_count"), **args)
+
+
+def test_the_cli_prints_valid_yaml_and_refuses_bad_values_in_one_line():
+    run = [sys.executable, "-m", "spottrain.pipelines", "computeclass"]
+    ok = subprocess.run([*run, "--name", "c1", "--gpus", "2"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    check(yaml.safe_load(ok.stdout))
+    bad = subprocess.run([*run, "--spot-grace", "90"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0, bad.stderr
+    assert "spot grace 90 s: GKE accepts 30 or 120" in bad.stderr
+
+
+def test_pods_select_only_the_class_and_tolerate_its_taint():
+    assert CLASS.node_selector == {COMPUTE_CLASS_LABEL: "spottrain-t4"}
+    keys = {(t["key"], t["value"]) for t in CLASS.tolerations()}
+    assert keys == {(COMPUTE_CLASS_LABEL, "spottrain-t4"), ("cloud.google.com/gke-spot", "true")}
+    assert CLASS.resources()["limits"]["nvidia.com/gpu"] == "1"
+    for bad in (dict(pool="preemptible"), dict(pool="spot", node_pool="p1")):
+        with pytest.raises(PlacementError, match="chooses the capacity itself"):
+            Placement(compute_class="spottrain-t4", **bad)
+
+
+def _gangs(placement):
+    return component.gangs(
+        run_id="run-1", task_name="train", namespace="kubeflow", image="trainer:test",
+        args=("--train-steps", "10"), workers=2, placement=placement, on_demand=True,
+        deadline_seconds=3600,
+    )  # fmt: skip
+
+
+def test_the_job_engine_with_a_class_has_no_fall_back_gang_and_valid_pods():
+    (gang,) = _gangs(CLASS)  # the class moves pods to on-demand; no second Job
+    assert len(_gangs(CLASS.with_(compute_class=""))) == 2
+    job = manifests.job(gang)
+    validate_k8s(job)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {COMPUTE_CLASS_LABEL: "spottrain-t4"}
+    assert {"key": COMPUTE_CLASS_LABEL, "operator": "Equal", "value": "spottrain-t4",
+            "effect": "NoSchedule"} in pod["tolerations"]  # fmt: skip
+
+
+def test_a_pod_moved_back_to_spot_by_active_migration_is_a_free_disruption():
+    """Active migration drains the node (GKE: cordon, then evictions that respect
+    PodDisruptionBudgets and the grace period); an eviction through the Eviction API
+    carries DisruptionTarget with reason EvictionByEvictionAPI (kubernetes
+    ``pkg/registry/core/pod/storage/eviction.go``, v1.33.1 L344-348), which the Job's
+    first podFailurePolicy rule ignores. The trainer gets SIGTERM, saves, exits 143."""
+    (gang,) = _gangs(CLASS)
+    job = gang.name
+
+    def script(cluster, poll):
+        if poll == 2:
+            for index in (0, 1):
+                cluster.terminate(job, index, preemption.PREEMPTED, "EvictionByEvictionAPI")
+        if poll == 4:
+            cluster.succeed_all(job)
+
+    # A node the class auto-created: its label and taint (and GKE's spot label).
+    labels = {COMPUTE_CLASS_LABEL: "spottrain-t4", "cloud.google.com/gke-spot": "true"}
+    taints = [{"key": COMPUTE_CLASS_LABEL, "value": "spottrain-t4", "effect": "NoSchedule"}]
+    cluster = FakeCluster([node("gke-cc-spot-1", labels, taints)], script=script)
+    out = launcher(cluster, [gang]).run()
+    assert out.code == 0, out.message
+    evicted = [a for a in out.attempts if a.exit_code == preemption.PREEMPTED]
+    assert {a.disruption for a in evicted} == {"EvictionByEvictionAPI"} and len(evicted) == 2
+    assert cluster.jobs[job]["status"].get("failed", 0) == 0  # not counted
+    assert cluster.created("Job") == [job]  # no launcher fall-back Job
+    assert names.job_name("run-1", "train", on_demand=True) not in cluster.jobs
+
+
+def test_a_compiled_job_engine_pipeline_selects_the_class(tmp_path):
+    """``compile --target gke-job --pool spot --compute-class NAME``: the Job's pods get
+    the class from the launcher's input, the profile task (a KFP pod on the training's
+    kind of node) selects it in the platform spec; the launcher stays on on-demand CPU."""
+    out = tmp_path / "cc.yaml"
+    run = [sys.executable, "-m", "spottrain.pipelines", "compile", "--target", "gke-job",
+           "--pool", "spot", "--compute-class", "spottrain-t4", "--out", str(out)]  # fmt: skip
+    done = subprocess.run(run, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    spec, platform = [d for d in yaml.safe_load_all(out.read_text()) if d]
+    train = spec["root"]["dag"]["tasks"]["train-job"]["inputs"]["parameters"]
+    assert train["compute_class"]["runtimeValue"]["constant"] == "spottrain-t4"
+    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert k8s["exec-profile"]["nodeSelector"]["labels"] == {COMPUTE_CLASS_LABEL: "spottrain-t4"}
+    tolerated = {(t["key"], t.get("value")) for t in k8s["exec-profile"]["tolerations"]}
+    assert (COMPUTE_CLASS_LABEL, "spottrain-t4") in tolerated
+    assert not k8s.get("exec-train-job", {}).get("nodeSelector")
+    # The in-pod and fall-back variants do not take a class: one line, exit 2.
+    for target in ("gke", "gke-fallback"):
+        bad = subprocess.run([*run[:5], target, *run[6:]], capture_output=True, text=True)
+        assert bad.returncode == 2 and "is for --target gke-job" in bad.stderr, bad.stderr
