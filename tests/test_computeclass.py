@@ -196,3 +196,19 @@ def test_a_compiled_job_engine_pipeline_selects_the_class(tmp_path):
     for target in ("gke", "gke-fallback"):
         bad = subprocess.run([*run[:5], target, *run[6:]], capture_output=True, text=True)
         assert bad.returncode == 2 and "is for --target gke-job" in bad.stderr, bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("labels", "kind"),
+    [
+        ({"cloud.google.com/gke-spot": "true"}, "spot"),
+        ({"cloud.google.com/gke-preemptible": "true"}, "preemptible"),
+        ({"cloud.google.com/gke-flex-start": "true"}, "flex-start"),
+        ({"cloud.google.com/reservation-name": "res-1"}, "reservation"),
+        ({COMPUTE_CLASS_LABEL: "spottrain-t4"}, "on-demand"),
+    ],
+)
+def test_the_ledger_names_each_capacity_kind_from_the_node_labels(labels, kind):
+    from spottrain.runtime.gke_job import status
+
+    assert status.node_kind(node("n1", labels)) == kind

@@ -131,14 +131,32 @@ def is_done(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+# GKE's node labels for capacity that is neither spot nor preemptible: flex-start
+# nodes (``cloud.google.com/gke-flex-start=true``, as the DWS flex-start pods select
+# them) and nodes consuming a reservation (``cloud.google.com/reservation-name``, the
+# system label behind a ComputeClass's ``reservations.specific.name``, "About custom
+# ComputeClasses").
+FLEX_START_LABEL = ("cloud.google.com/gke-flex-start", "true")
+RESERVATION_LABEL = "cloud.google.com/reservation-name"
+
+
 def node_kind(node: dict | None) -> str:
-    """``spot``, ``preemptible``, ``on-demand`` from GKE's node labels (``unknown``)."""
+    """The capacity kind of a node, from GKE's node labels.
+
+    Returns:
+        ``spot``, ``preemptible``, ``flex-start``, ``reservation`` or ``on-demand``;
+        ``unknown`` without the node.
+    """
     if node is None:
         return "unknown"
     labels = (node.get("metadata") or {}).get("labels") or {}
     for kind, (key, value) in POOL_NODE_LABELS.items():
         if labels.get(key) == value:
             return kind
+    if labels.get(FLEX_START_LABEL[0]) == FLEX_START_LABEL[1]:
+        return "flex-start"
+    if labels.get(RESERVATION_LABEL):
+        return "reservation"
     return "on-demand"
 
 
