@@ -358,6 +358,8 @@ def cmd_nodepool(args: argparse.Namespace) -> int:
         machine_type=args.machine_type,
         min_nodes=args.min_nodes,
         max_nodes=args.max_nodes,
+        reservation=args.reservation,
+        reservation_project=args.reservation_project,
     )
     print(placement.format_command(cmd))
     if args.execute:
@@ -501,6 +503,8 @@ def parser() -> argparse.ArgumentParser:
     n.add_argument("--machine-type", default="n1-highmem-8", help="machine type")
     n.add_argument("--min-nodes", type=int, default=0, help="autoscaling minimum")
     n.add_argument("--max-nodes", type=int, default=4, help="autoscaling maximum")
+    n.add_argument("--reservation", default="", help="on-demand pools: consume this reservation")
+    n.add_argument("--reservation-project", default="", help="its project, if shared")
     n.add_argument("--execute", action="store_true", help="run gcloud instead of printing")
     n.set_defaults(func=cmd_nodepool)
 

@@ -73,13 +73,21 @@ def nodepool_command(
     machine_type: str = "n1-highmem-8",
     min_nodes: int = 0,
     max_nodes: int = 4,
+    reservation: str = "",
+    reservation_project: str = "",
 ) -> list[str]:
     """The ``gcloud container node-pools create`` command for a placement's pool.
 
-    Autoscaling from ``min_nodes=0`` means an idle pool costs nothing.
+    Autoscaling from ``min_nodes=0`` means an idle pool costs nothing. A
+    ``reservation`` makes an on-demand pool consume that specific reservation
+    (``--reservation-affinity=specific --reservation=NAME``, or
+    ``projects/PROJECT/reservations/NAME`` for one shared from another project:
+    gcloud's ``node-pools create`` flags); Spot and preemptible VMs cannot consume
+    reservations (Compute Engine, "Consume reservations", Limitations).
 
     Raises:
-        PlacementError: on a missing cluster/zone or a bad node range.
+        PlacementError: on a missing cluster/zone, a bad node range, or a
+            reservation on a spot or preemptible pool.
     """
     if not cluster:
         raise PlacementError("cluster is empty: pass CLUSTER=<your GKE cluster>")
@@ -108,6 +116,18 @@ def nodepool_command(
             f"--accelerator=type={placement.gpu_type},count={placement.gpu_count},"
             "gpu-driver-version=default"
         )
+    if reservation_project and not reservation:
+        raise PlacementError(f"reservation project {reservation_project!r} without a reservation")
+    if reservation:
+        if placement.pool != "on-demand":
+            raise PlacementError(
+                f"reservation {reservation!r} on a {placement.pool} pool: Spot and preemptible "
+                "VMs cannot consume reservations; use POOL=on-demand (or a ComputeClass with "
+                "the reservation first: make gke-computeclass)"
+            )
+        if reservation_project:
+            reservation = f"projects/{reservation_project}/reservations/{reservation}"
+        cmd += ["--reservation-affinity=specific", f"--reservation={reservation}"]
     cmd += ["--scopes=cloud-platform", "--verbosity=error"]
     return cmd
 

@@ -1,6 +1,8 @@
 """The pipelines CLI and Makefile targets, up to (and including) real client requests."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -268,6 +270,37 @@ def test_nodepool_command_matches_the_placement_taint():
         placement.nodepool_command(
             placement.Placement(), cluster="c", zone="z", min_nodes=3, max_nodes=2
         )
+
+
+def test_a_reservation_goes_on_an_on_demand_pool_only():
+    od = placement.Placement(pool="on-demand")
+    cmd = placement.nodepool_command(
+        od, cluster="c", zone="z", reservation="r1", reservation_project="shared"
+    )
+    assert cmd[-4:-2] == ["--reservation-affinity=specific",
+                          "--reservation=projects/shared/reservations/r1"]  # fmt: skip
+    for pool in ("spot", "preemptible"):
+        with pytest.raises(placement.PlacementError, match="cannot consume reservations"):
+            placement.nodepool_command(
+                placement.Placement(pool=pool), cluster="c", zone="z", reservation="r1"
+            )
+
+
+@pytest.mark.skipif(shutil.which("gcloud") is None, reason="needs the gcloud CLI (offline)")
+@pytest.mark.parametrize("pool", ["preemptible", "spot", "on-demand"])
+def test_gcloud_itself_parses_the_nodepool_command(pool, tmp_path):
+    """The real gcloud, offline: with no account it stops after parsing the flags
+    (exit 1, "no active account"), while a flag it does not know is exit 2."""
+    kwargs = {"reservation": "r1", "reservation_project": "p"} if pool == "on-demand" else {}
+    cmd = placement.nodepool_command(
+        placement.Placement(pool=pool), cluster="c", zone="z", **kwargs,
+    )  # fmt: skip
+    env = {**os.environ, "CLOUDSDK_CONFIG": str(tmp_path), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1 and "active account" in done.stderr, done.stderr
+    typo = subprocess.run([*cmd, "--reservation-affinityy=any"], capture_output=True,
+                          text=True, env=env, timeout=120)  # fmt: skip
+    assert typo.returncode == 2 and "unrecognized arguments" in typo.stderr
 
 
 def make(*args):
