@@ -158,8 +158,13 @@ def _custom_pipeline(args, placement, guards):
         backoff=args.backoff,
         retry_window=args.retry_window or args.run_timeout,
         compute_class=args.compute_class,
+        grace_seconds=placement.pod_grace_seconds(args.spot_grace),
     )
     guards.check_image_gpu(args.image, train_placement.gpu_count)
+    if args.spot_grace != placement.NOTICE_SECONDS and args.target != "gke-job":
+        raise GuardError(
+            f"--spot-grace {args.spot_grace} sets the Job engine's pod grace: --target gke-job"
+        )
     if args.compute_class and args.target != "gke-job":
         raise GuardError(
             f"--compute-class {args.compute_class!r} is for --target gke-job (the Job engine; "
@@ -390,6 +395,13 @@ def parser() -> argparse.ArgumentParser:
         default="",
         help="select this GKE ComputeClass (`make gke-computeclass`) instead of a pool; "
         "needs --pool spot",
+    )
+    c.add_argument(
+        "--spot-grace",
+        type=int,
+        default=30,
+        help="the spot nodes' shutdown grace (30, GKE's default, or 120 where the pool or "
+        "class sets it): the Job pods then ask for 105 s",
     )
     c.add_argument("--gpu-type", default="nvidia-tesla-t4", help="GKE accelerator label value")
     c.add_argument("--gpus", type=int, default=1, help="GPUs per train task / replica")

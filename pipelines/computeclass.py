@@ -29,7 +29,13 @@ Limitations), so the reservation is its own, first, priority.
 
 from __future__ import annotations
 
-from spottrain.placement import PlacementError, check_compute_class_name, check_gpu_type
+from spottrain.placement import (
+    CRITICAL_PODS_SECONDS,
+    PlacementError,
+    check_compute_class_name,
+    check_gpu_type,
+    pod_grace_seconds,
+)
 
 # The Compute Engine machine family each GPU attaches to (N1 takes the older GPUs).
 MACHINE_FAMILIES = {
@@ -43,11 +49,6 @@ MACHINE_FAMILIES = {
     "nvidia-l4": "g2",
     "nvidia-h100-80gb": "a3",
 }
-# The kubelet's shutdown grace on spot nodes GKE accepts, but 0 (no notice at all):
-# 30 is its default, 120 the longest.
-SPOT_GRACE_SECONDS = (30, 120)
-# Of the node's shutdown grace, what the kubelet keeps for critical (system) pods.
-CRITICAL_PODS_SECONDS = 15
 
 
 def manifest(
@@ -77,9 +78,7 @@ def manifest(
     check_gpu_type(gpu_type)
     if gpu_count < 1:
         raise PlacementError(f"gpu count {gpu_count}: a training class needs at least 1 GPU")
-    if spot_grace_seconds not in SPOT_GRACE_SECONDS:
-        accepted = " or ".join(map(str, SPOT_GRACE_SECONDS))
-        raise PlacementError(f"spot grace {spot_grace_seconds} s: GKE accepts {accepted}")
+    pod_grace_seconds(spot_grace_seconds)  # refuses what GKE does not accept
     if reservation_project and not reservation:
         raise PlacementError(f"reservation project {reservation_project!r} without a reservation")
 

@@ -145,6 +145,7 @@ def build(
             on_demand=True,
             deadline=run_timeout,
             compute_class=train_placement.compute_class,
+            grace_seconds=train_placement.grace_seconds,
             **hyper,
         ).after(seed)
         apply_placement(

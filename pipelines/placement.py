@@ -36,6 +36,7 @@ from spottrain.placement import (  # noqa: F401 - re-exported for pipeline code
     Taint,
     check_gpu_type,
     check_retry_window,
+    pod_grace_seconds,
     seconds,
 )
 

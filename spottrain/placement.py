@@ -83,6 +83,23 @@ RUN_TIMEOUT = "604800s"
 # graceful shutdown of Spot VMs"). A Job-engine pod asks for the whole notice; the
 # kubelet's shutdown budget may cut it shorter, never longer.
 NOTICE_SECONDS = 30
+# Spot nodes' shutdown grace GKE accepts (kubelet shutdownGracePeriodSeconds: 120 s on
+# Spot pools and ComputeClass spot priorities from GKE 1.35.0-gke.1171000; 0 would
+# switch graceful shutdown off), and the part the kubelet keeps for system pods.
+SPOT_GRACE_SECONDS = (30, 120)
+CRITICAL_PODS_SECONDS = 15
+
+
+def pod_grace_seconds(spot_grace_seconds: int) -> int:
+    """A training pod's ``terminationGracePeriodSeconds`` for a spot node's grace.
+
+    The kubelet gives pods the node's grace minus what it keeps for system pods, and
+    each pod the shorter of that and its own; the pod asks for at least the notice.
+    """
+    if spot_grace_seconds not in SPOT_GRACE_SECONDS:
+        accepted = " or ".join(map(str, SPOT_GRACE_SECONDS))
+        raise PlacementError(f"spot grace {spot_grace_seconds} s: GKE accepts {accepted}")
+    return max(NOTICE_SECONDS, spot_grace_seconds - CRITICAL_PODS_SECONDS)
 
 
 def check_compute_class_name(name: str) -> None:
@@ -156,6 +173,8 @@ class Placement:
         node_pool: Pin to a named node pool (``cloud.google.com/gke-nodepool``).
         require_pool: Select the pool's nodes (else only tolerate them: the task may
             land on preemptible or regular nodes, as idempotent copies can).
+        grace_seconds: The pods' ``terminationGracePeriodSeconds`` (Job engine): the
+            notice, or :func:`pod_grace_seconds` of a longer spot grace.
         compute_class: Select a GKE custom ComputeClass by name instead of a pool
             (``spottrain.pipelines.computeclass`` writes one: spot first, on-demand
             after); the class then names the GPU and the capacity, so the task
@@ -175,8 +194,14 @@ class Placement:
     node_pool: str = ""
     require_pool: bool = True
     compute_class: str = ""
+    grace_seconds: int = NOTICE_SECONDS
 
     def __post_init__(self):
+        if not NOTICE_SECONDS <= self.grace_seconds <= max(SPOT_GRACE_SECONDS):
+            raise PlacementError(
+                f"grace_seconds={self.grace_seconds}: expected {NOTICE_SECONDS} to "
+                f"{max(SPOT_GRACE_SECONDS)} (a spot node's notice)"
+            )
         if self.pool not in POOLS:
             raise PlacementError(f"pool={self.pool!r}: expected one of {', '.join(POOLS)}")
         if self.compute_class:

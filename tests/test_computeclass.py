@@ -212,3 +212,25 @@ def test_the_ledger_names_each_capacity_kind_from_the_node_labels(labels, kind):
     from spottrain.runtime.gke_job import status
 
     assert status.node_kind(node("n1", labels)) == kind
+
+
+def test_a_longer_spot_grace_reaches_the_job_pods(tmp_path):
+    """``--spot-grace 120`` (the class's or the pool's kubelet setting): the pods ask
+    for 105 s, what the kubelet gives them after the 15 s it keeps for system pods;
+    the default stays the 30 s notice. Anything else GKE refuses is one line."""
+    assert Placement().grace_seconds == 30
+    job = manifests.job(_gangs(CLASS.with_(grace_seconds=105))[0])
+    validate_k8s(job)
+    assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 105
+    with pytest.raises(PlacementError, match="grace_seconds=10"):
+        Placement(grace_seconds=10)
+    out = tmp_path / "cc.yaml"
+    run = [sys.executable, "-m", "spottrain.pipelines", "compile", "--target", "gke-job",
+           "--pool", "spot", "--compute-class", "c1", "--out", str(out)]  # fmt: skip
+    done = subprocess.run([*run, "--spot-grace", "120"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    spec = next(d for d in yaml.safe_load_all(out.read_text()) if d)
+    train = spec["root"]["dag"]["tasks"]["train-job"]["inputs"]["parameters"]
+    assert train["grace_seconds"]["runtimeValue"]["constant"] == 105
+    bad = subprocess.run([*run, "--spot-grace", "60"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "spot grace 60 s: GKE accepts 30 or 120" in bad.stderr

@@ -37,6 +37,7 @@ def train_job(
     on_demand: bool = True,
     deadline: str = "604800s",
     compute_class: str = "",
+    grace_seconds: int = 30,
 ):
     """Trains on a gang of pods (a Kubernetes Indexed Job) and follows it to the end.
 
@@ -81,6 +82,8 @@ def train_job(
             (``make gke-computeclass``): the class moves them from spot to on-demand,
             so ``on_demand`` and ``unschedulable_timeout`` are unused; ``pool`` must
             be spot. Empty: the pool and the launcher's own fall-back.
+        grace_seconds: The pods' terminationGracePeriodSeconds: 30 (a spot node's
+            notice), up to 105 on spot nodes whose shutdown grace is 120 s.
     """
     inputs = dict(locals())  # every input as named in the signature: no list to drift
     from spottrain.runtime.gke_job.component import run_component

@@ -172,6 +172,7 @@ def launch(
     on_demand: bool,
     deadline: str,
     compute_class: str = "",
+    grace_seconds: int = 30,
     extra_args: Sequence[str] = (),
     default_image: str = "",
     poll_seconds: float = 10.0,
@@ -193,7 +194,7 @@ def launch(
     try:
         placement = Placement(
             pool=pool, gpu_type=gpu_type, gpu_count=gpus, memory_limit=memory_limit,
-            retries=retries, compute_class=compute_class,
+            retries=retries, compute_class=compute_class, grace_seconds=grace_seconds,
         )  # fmt: skip
     except PlacementError as err:
         raise _fatal(str(err)) from None

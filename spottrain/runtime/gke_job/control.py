@@ -421,7 +421,7 @@ class Launcher:
         self.kube.delete_service(gang.name)
         if not wait:
             return
-        limit = manifests.NOTICE_SECONDS * 4
+        limit = gang.placement.grace_seconds * 4
         start = self.now()
         while (self.now() - start).total_seconds() < limit:
             pods = self.kube.list_pods(gang.selector)

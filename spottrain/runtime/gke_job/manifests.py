@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from spottrain.placement import NOTICE_SECONDS, Placement
+from spottrain.placement import Placement
 from spottrain.runtime.gke_job import names
 from spottrain.trainer import gang_env, preemption
 
@@ -149,7 +149,7 @@ def job(gang: Gang) -> dict:
     pod_spec = {
         "restartPolicy": "Never",  # podFailurePolicy requires it
         "subdomain": gang.name,  # the headless Service: <job>-<i>.<service> resolves
-        "terminationGracePeriodSeconds": NOTICE_SECONDS,
+        "terminationGracePeriodSeconds": gang.placement.grace_seconds,
         "containers": [container(gang)],
     }
     if gang.placement.node_selector:
