@@ -144,6 +144,11 @@ def _custom_pipeline(args, placement, guards):
             enable_web_access=not args.no_web_access,
             retries=args.retries,
             worker_accelerator_count=args.worker_gpus,
+            network=args.network,
+            reserved_ip_ranges=tuple(args.reserved_ip_range),
+            network_attachment=args.network_attachment,
+            encryption_key=args.encryption_key,
+            reservation=args.reservation,
         )
         guards.check_image_gpu(args.image, settings.gpus)
         return vertex.build(settings)
@@ -238,6 +243,9 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
     submit.check_vertex_params(params, args.service_account)
     template = _template(args, comp.VERTEX_YAML)
     spec = submit.check_vertex_template(template)
+    from spottrain.pipelines import vertex
+
+    vertex.check_key_region(spec, args.region)
     guards.check_make_variables(spec, args.make_variables.split())
     guards.preflight(template, params)  # before looking for credentials
     guards.check_published_image(template)
@@ -423,6 +431,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--strategy", default="SPOT", help="Vertex scheduling strategy")
     c.add_argument("--timeout", default="86400s", help="Vertex job timeout")
     c.add_argument("--no-web-access", action="store_true", help="disable the interactive shell")
+    c.add_argument("--network", default="", help="Vertex: VPC network peered with the job")
+    c.add_argument(
+        "--reserved-ip-range", action="append", default=[], help="Vertex: its range (repeat)"
+    )
+    c.add_argument("--network-attachment", default="", help="Vertex: PSC interface attachment")
+    c.add_argument("--encryption-key", default="", help="Vertex: CMEK key (the job's region)")
+    c.add_argument("--reservation", default="", help="Vertex: a specific reservation (STANDARD)")
     c.set_defaults(func=cmd_compile)
 
     def kfp_args(s: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ kfp-kubernetes: Vertex cannot load a template with a ``platforms`` document.
 """
 
 import copy
+import re
 from dataclasses import dataclass
 
 from google_cloud_pipeline_components.v1.custom_job import (
@@ -57,6 +58,16 @@ class VertexTraining:
         worker_accelerator_type: Pool 1's accelerator (must equal the chief's).
         worker_accelerator_count: Pool 1's accelerator count (must equal the chief's).
         boot_disk_size_gb: Boot disk per replica.
+        network: VPC network peered with the job, ``projects/<project number>/global/
+            networks/<name>`` (private services access configured).
+        reserved_ip_ranges: Reserved ranges of that network to deploy into.
+        network_attachment: Private Service Connect interface instead of peering,
+            ``projects/<p>/regions/<r>/networkAttachments/<name>``.
+        encryption_key: CMEK for everything the job creates,
+            ``projects/<p>/locations/<region>/keyRings/<ring>/cryptoKeys/<key>``
+            (in the job's region).
+        reservation: A specific Compute Engine reservation the replicas consume,
+            ``projects/<p>/zones/<zone>/reservations/<name>`` (STANDARD strategy).
     """
 
     machine_type: str = "n1-standard-8"
@@ -73,9 +84,15 @@ class VertexTraining:
     worker_accelerator_type: str = ""
     worker_accelerator_count: int | None = None
     boot_disk_size_gb: int = 100
+    network: str = ""
+    reserved_ip_ranges: tuple[str, ...] = ()
+    network_attachment: str = ""
+    encryption_key: str = ""
+    reservation: str = ""
 
     def __post_init__(self):
         guards.check_timeout(self.timeout)
+        check_enterprise(self)
         if self.strategy not in STRATEGIES:
             raise VertexConfigError(
                 f"strategy={self.strategy!r}: expected one of {', '.join(STRATEGIES)}"
@@ -110,6 +127,18 @@ class VertexTraining:
         if self.accelerator_type:
             kwargs.update(
                 accelerator_type=self.accelerator_type, accelerator_count=self.accelerator_count
+            )
+        if self.network:
+            kwargs.update(network=self.network, reserved_ip_ranges=list(self.reserved_ip_ranges))
+        if self.network_attachment:
+            kwargs["psc_interface_config"] = {"network_attachment": self.network_attachment}
+        if self.encryption_key:
+            kwargs["encryption_spec_key_name"] = self.encryption_key
+        if self.reservation:
+            kwargs.update(
+                reservation_affinity_type="SPECIFIC_RESERVATION",
+                reservation_affinity_key="compute.googleapis.com/reservation-name",
+                reservation_affinity_values=[self.reservation],
             )
         return with_forwarding_init(create_custom_training_job_from_component(train, **kwargs))
 
@@ -150,6 +179,75 @@ class VertexTraining:
         if self.worker_accelerator_count is not None:
             machine["accelerator_count"] = self.worker_accelerator_count
         return specs
+
+
+# The resource names Vertex AI takes (google-cloud-aiplatform's aiplatform_v1 types:
+# CustomJobSpec.network "where {project} is a project number", PscInterfaceConfig
+# .network_attachment, EncryptionSpec.kms_key_name, ReservationAffinity.values "the
+# full resource name of the reservation").
+_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+_RESOURCES = {  # field: (pattern, example)
+    "network": (rf"projects/[0-9]+/global/networks/{_NAME}", "projects/123456/global/networks/NET"),
+    "network_attachment": (
+        rf"projects/[^/]+/regions/[a-z0-9-]+/networkAttachments/{_NAME}",
+        "projects/PROJECT/regions/REGION/networkAttachments/NAME",
+    ),
+    "encryption_key": (
+        r"projects/[^/]+/locations/[a-z0-9-]+/keyRings/[^/]+/cryptoKeys/[^/]+",
+        "projects/PROJECT/locations/REGION/keyRings/RING/cryptoKeys/KEY",
+    ),
+    "reservation": (
+        rf"projects/[^/]+/zones/[a-z0-9-]+/reservations/{_NAME}",
+        "projects/PROJECT/zones/ZONE/reservations/NAME",
+    ),
+}
+
+
+def check_enterprise(v: VertexTraining) -> None:
+    """Refuses network, CMEK and reservation settings Vertex or GCPC would refuse.
+
+    Raises:
+        VertexConfigError: one line naming the value.
+    """
+    for field, (pattern, example) in _RESOURCES.items():
+        value = getattr(v, field)
+        if value and not re.fullmatch(pattern, value):
+            raise VertexConfigError(f"{field}={value!r}: expected the form {example!r}")
+    if v.network and v.network_attachment:
+        # GCPC 2.22.0 v1/custom_job/utils.py L154-158 raises on both.
+        raise VertexConfigError(
+            "network and network_attachment: VPC peering or a Private Service Connect "
+            "interface, not both"
+        )
+    if v.reserved_ip_ranges and not v.network:
+        raise VertexConfigError(
+            f"reserved_ip_ranges={list(v.reserved_ip_ranges)} are ranges of the peered "
+            "network: set network too"
+        )
+    if v.reservation and v.strategy == "SPOT":
+        # Compute Engine, "Consume reservations", Limitations: not by Spot VMs.
+        raise VertexConfigError(
+            f"reservation={v.reservation!r} with strategy=SPOT: Spot VMs cannot consume "
+            "reservations; use --strategy STANDARD"
+        )
+
+
+def check_key_region(spec: dict, region: str) -> None:
+    """Refuses a compiled job whose CMEK key is in another region than the job's.
+
+    "The key needs to be in the same region as where the compute resource is
+    created" (aiplatform_v1 ``EncryptionSpec.kms_key_name``).
+    """
+    from spottrain.pipelines import templates
+
+    for job in templates.custom_jobs(spec):
+        key = job.get("encryption_spec_key_name") or ""
+        where = key.split("/")[3] if key.count("/") >= 3 else ""
+        if key and where != region:
+            raise VertexConfigError(
+                f"encryption key {key!r} is in {where!r}, the job runs in {region!r}: Vertex "
+                "needs the key in the job's region"
+            )
 
 
 def with_forwarding_init(op):
