@@ -119,9 +119,10 @@ def _stop(e: TrainerExit, cfg, cluster, ledger) -> int:
             log.warning("could not record the refused attempt: %s", err)
     if isinstance(e, preemption.NotTheWriter):
         return e.code  # the dir is another writer's: record nothing else there
-    # Not for an unwritable destination: once fixed, the same config must run.
-    fixable = isinstance(e, preemption.Unwritable)
-    if e.code in preemption.FATAL and cfg is not None and cluster is not None and not fixable:
+    # Not for an unwritable destination: once fixed, the same config must run; and
+    # not again for the marker's own exit (its message would nest at every restart).
+    skip = isinstance(e, (preemption.Unwritable, preemption.FailedBefore))
+    if e.code in preemption.FATAL and cfg is not None and cluster is not None and not skip:
         checkpointing.record_fatal(cfg, cluster, str(e), e.code)
     if ledger is not None:
         try:

@@ -36,8 +36,8 @@ from spottrain.trainer.preemption import (
     UNAVAILABLE,
     ConfigError,
     DirBusy,
+    FailedBefore,
     NotTheWriter,
-    TrainerExit,
     Unwritable,
 )
 
@@ -196,7 +196,7 @@ def check_fatal_marker(cfg: TrainConfig) -> None:
     """
     marker = fileio.read_json(fileio.join(cfg.checkpoint_dir, FATAL_MARKER))
     if marker and marker.get("fingerprint") == cfg.fingerprint():
-        raise TrainerExit(
+        raise FailedBefore(
             int(marker.get("exit_code", FATAL_CONFIG)),
             f"a previous attempt of this config failed fatally: {marker.get('error')} "
             f"(fix the config, or delete {fileio.join(cfg.checkpoint_dir, FATAL_MARKER)})",

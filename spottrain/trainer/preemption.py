@@ -118,6 +118,10 @@ class ConfigError(TrainerExit):
         super().__init__(FATAL_CONFIG, message)
 
 
+class FailedBefore(TrainerExit):
+    """A previous attempt of this config failed fatally (``FATAL.json``): already recorded."""
+
+
 class Unwritable(TrainerExit):
     """A destination no retry can write until someone fixes it (full, read-only, denied).
 
