@@ -107,8 +107,8 @@ gke-nodepool: venv ## Print the gcloud command for the GPU node pool: CLUSTER= Z
 	$(call require,ZONE,CLUSTER=my-cluster ZONE=us-central1-a)
 	$(PY) -m spottrain.pipelines nodepool --cluster "$(CLUSTER)" --zone "$(ZONE)" $(if $(POOL),--pool "$(POOL)") $(if $(GPU_TYPE),--gpu-type "$(GPU_TYPE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(MACHINE_TYPE),--machine-type "$(MACHINE_TYPE)") $(if $(MAX_NODES),--max-nodes "$(MAX_NODES)") $(if $(RESERVATION),--reservation "$(RESERVATION)") $(if $(RESERVATION_PROJECT),--reservation-project "$(RESERVATION_PROJECT)") $(if $(EXECUTE),--execute)
 
-gke-computeclass: venv ## Print a ComputeClass (reservation, spot, then on-demand; active migration on) [NAME= GPU_TYPE= GPUS= RESERVATION= RESERVATION_PROJECT= SPOT_GRACE=30|120 EXECUTE=1 applies it]
-	$(PY) -m spottrain.pipelines computeclass $(if $(NAME),--name "$(NAME)") $(if $(GPU_TYPE),--gpu-type "$(GPU_TYPE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(RESERVATION),--reservation "$(RESERVATION)") $(if $(RESERVATION_PROJECT),--reservation-project "$(RESERVATION_PROJECT)") $(if $(SPOT_GRACE),--spot-grace "$(SPOT_GRACE)") $(if $(EXECUTE),--execute)
+gke-computeclass: venv ## Print a ComputeClass (reservation, spot, then on-demand; active migration on) [NAME= GPU_TYPE= GPUS= RESERVATION= RESERVATION_PROJECT= SPOT_GRACE=30|120 FLEX_START=1 EXECUTE=1 applies it]
+	$(PY) -m spottrain.pipelines computeclass $(if $(NAME),--name "$(NAME)") $(if $(GPU_TYPE),--gpu-type "$(GPU_TYPE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(RESERVATION),--reservation "$(RESERVATION)") $(if $(RESERVATION_PROJECT),--reservation-project "$(RESERVATION_PROJECT)") $(if $(SPOT_GRACE),--spot-grace "$(SPOT_GRACE)") $(if $(FLEX_START),--flex-start) $(if $(EXECUTE),--execute)
 
 kfp-retry-policy: venv ## Print the patch that lets Argo retry preempted KFP tasks (KFP ships OnError) [POLICY=Always|OnFailure ARGO_NAMESPACE=kubeflow EXECUTE=1 runs kubectl]
 	$(PY) -m spottrain.pipelines retry-policy $(if $(POLICY),--policy "$(POLICY)") $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(if $(EXECUTE),--execute)

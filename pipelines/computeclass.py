@@ -1,4 +1,4 @@
-"""A GKE custom ComputeClass for the training pods: reservation, then spot, then on-demand.
+"""A GKE custom ComputeClass for the training pods: reservation, spot, flex-start, on-demand.
 
 Since GKE 1.30.3 a ComputeClass is an ordered list of node configurations the
 cluster autoscaler follows whenever it creates nodes for pods that select the class
@@ -11,7 +11,8 @@ node they run on. The fields used here, from GKE's ComputeClass CRD reference
 (https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes):
 
 * ``spec.priorities[]``: ``machineFamily``, ``gpu.{type,count,driverVersion}``,
-  ``spot``, ``reservations.{affinity,specific[].{name,project}}`` (a non-TPU
+  ``spot``, ``flexStart.enabled`` (not with ``spot``; GKE 1.32.2-gke.1652000+ for
+  GPUs), ``reservations.{affinity,specific[].{name,project}}`` (a non-TPU
   reservation needs ``machineType`` or ``machineFamily``); the Spot-only
   ``nodeSystemConfig.kubeletConfig.shutdownGracePeriodSeconds`` (0, 30 or 120) and
   ``shutdownGracePeriodCriticalPodsSeconds`` are in Google's CRD types
@@ -59,8 +60,9 @@ def manifest(
     reservation: str = "",
     reservation_project: str = "",
     spot_grace_seconds: int = 30,
+    flex_start: bool = False,
 ) -> dict:
-    """The ComputeClass: [reservation,] spot, on-demand, with active migration on.
+    """The ComputeClass: [reservation,] spot, [flex-start,] on-demand, active migration on.
 
     Args:
         name: The class's name (what ``Placement.compute_class`` selects).
@@ -70,6 +72,9 @@ def manifest(
         reservation_project: The project owning a shared reservation.
         spot_grace_seconds: The kubelet's shutdown grace on spot nodes (30 or 120);
             30 is GKE's default and is not written out.
+        flex_start: Between spot and on-demand, flex-start capacity (Dynamic Workload
+            Scheduler: queued, discounted, VMs for at most 7 days; its own priority,
+            since a priority cannot be both flex-start and spot).
 
     Raises:
         PlacementError: naming the value that cannot work.
@@ -94,7 +99,7 @@ def manifest(
                 "shutdownGracePeriodCriticalPodsSeconds": CRITICAL_PODS_SECONDS,
             }
         }
-    priorities = [spot, node()]
+    priorities = [spot, *([node(flexStart={"enabled": True})] if flex_start else []), node()]
     if reservation:
         specific = {"name": reservation}
         if reservation_project:
@@ -135,6 +140,9 @@ def add_parser(sub) -> None:
         help="spot nodes' shutdown grace in seconds: 30 (GKE's default) or 120 (GKE "
         "1.35.0-gke.1171000 and later)",
     )
+    c.add_argument(
+        "--flex-start", action="store_true", help="flex-start capacity between spot and on-demand"
+    )
     c.add_argument("--execute", action="store_true", help="kubectl apply instead of printing")
     c.set_defaults(func=cmd)
 
@@ -151,6 +159,7 @@ def cmd(args) -> int:
             reservation=args.reservation,
             reservation_project=args.reservation_project,
             spot_grace_seconds=args.spot_grace,
+            flex_start=args.flex_start,
         )
     )
     print(text, end="")

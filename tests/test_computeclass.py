@@ -67,6 +67,17 @@ def test_a_reservation_comes_first_and_a_long_spot_grace_only_on_spot():
     assert "nodeSystemConfig" not in on_demand and "nodeSystemConfig" not in reserved
 
 
+def test_flex_start_sits_between_spot_and_on_demand():
+    cls = computeclass.manifest("spottrain-l4", "nvidia-l4", 1, flex_start=True)
+    check(cls)
+    spot, flex, on_demand = cls["spec"]["priorities"]
+    assert spot["spot"] and flex["flexStart"] == {"enabled": True} and "spot" not in flex
+    assert "flexStart" not in on_demand and flex["machineFamily"] == "g2"
+    flex["spot"] = True  # what the CRD refuses: a priority both flex-start and spot
+    with pytest.raises(jsonschema.ValidationError):
+        check(cls)
+
+
 @pytest.mark.parametrize(
     "bad",
     [
