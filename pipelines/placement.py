@@ -39,12 +39,16 @@ from spottrain.placement import (  # noqa: F401 - re-exported for pipeline code
     pod_grace_seconds,
     seconds,
 )
+from spottrain.trainer.ledger import CAPACITY_ENV
 
 
 def apply_placement(placement: Placement, task: dsl.PipelineTask) -> dsl.PipelineTask:
     """Sets a placement on a task (GPU, selectors, toleration, limits, retries)."""
     if placement.gpu_count:
         task.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(placement.gpu_count)
+    if placement.require_pool:  # the task runs on exactly that capacity: its ledger says so
+        task.set_env_variable(CAPACITY_ENV, placement.compute_class and "compute-class"
+                              or placement.pool)  # fmt: skip
     for key, value in placement.node_selector.items():
         kubernetes.add_node_selector(task, label_key=key, label_value=value)
     for toleration in placement.tolerations():  # one list for KFP tasks and Job pods

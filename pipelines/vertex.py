@@ -18,6 +18,7 @@ from kfp import dsl
 from spottrain.components.train.component import train
 from spottrain.pipelines import guards, placement
 from spottrain.pipelines.gke import PROFILE_INPUTS, Outputs, add_profile, copy_inputs, pass_on
+from spottrain.trainer.ledger import CAPACITY_ENV
 
 NAME = "spottrain-vertex"
 DESCRIPTION = (
@@ -108,6 +109,11 @@ class VertexTraining:
             raise VertexConfigError(f"retries={self.retries}: must be >= 0")
 
     @property
+    def capacity(self) -> str:
+        """The capacity kind the replicas run on, for the ledger."""
+        return "reservation" if self.reservation else self.strategy.lower().replace("_", "-")
+
+    @property
     def gpus(self) -> int:
         """GPUs per replica."""
         return self.accelerator_count if self.accelerator_type else 0
@@ -134,6 +140,7 @@ class VertexTraining:
             kwargs["psc_interface_config"] = {"network_attachment": self.network_attachment}
         if self.encryption_key:
             kwargs["encryption_spec_key_name"] = self.encryption_key
+        kwargs["env"] = [{"name": CAPACITY_ENV, "value": self.capacity}]
         if self.reservation:
             kwargs.update(
                 reservation_affinity_type="SPECIFIC_RESERVATION",

@@ -245,3 +245,22 @@ def test_a_longer_spot_grace_reaches_the_job_pods(tmp_path):
     assert train["grace_seconds"]["runtimeValue"]["constant"] == 105
     bad = subprocess.run([*run, "--spot-grace", "60"], capture_output=True, text=True)
     assert bad.returncode == 2 and "spot grace 60 s: GKE accepts 30 or 120" in bad.stderr
+
+
+def test_a_ledger_record_names_the_capacity_the_pipeline_compiled_for(tmp_path, monkeypatch):
+    """In-pod GKE tasks and Vertex replicas get SPOTTRAIN_CAPACITY; each record keeps it
+    and the KFP UI's table shows it (Job-engine records have the node's kind instead)."""
+    from spottrain.runtime.train import ledger_markdown
+    from spottrain.trainer import ledger as ledger_lib
+
+    monkeypatch.setenv(ledger_lib.CAPACITY_ENV, "preemptible")
+    book = ledger_lib.Ledger(str(tmp_path), True)
+    book.begin(0)
+    (rec,) = book.end(143) and ledger_lib.read(str(tmp_path))
+    assert rec["capacity"] == "preemptible"
+    table = ledger_markdown([rec], ledger_lib.totals([rec]))
+    assert "| capacity |" in table and "| preemptible |" in table
+    text = (REPO / "pipelines" / "compiled" / "spottrain_gke_spot.yaml").read_text()
+    spec = next(d for d in yaml.safe_load_all(text) if d)
+    env = spec["deploymentSpec"]["executors"]["exec-train"]["container"]["env"]
+    assert {"name": "SPOTTRAIN_CAPACITY", "value": "spot"} in env

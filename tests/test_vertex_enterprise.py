@@ -148,3 +148,15 @@ def test_a_key_in_another_region_is_refused_at_submit(tmp_path):
     ):
         vertex.check_key_region(spec, "europe-west4")
     vertex.check_key_region(_compile(tmp_path), "europe-west4")  # no key: nothing to check
+
+
+def test_every_replica_tells_the_ledger_its_capacity_kind(tmp_path):
+    for flags, kind in (
+        ((), "spot"),
+        (("--strategy", "STANDARD"), "standard"),
+        (("--strategy", "STANDARD", "--reservation", RESERVATION), "reservation"),
+    ):
+        job = _request(_compile(tmp_path, *flags), tmp_path).custom_job
+        for pool in job.job_spec.worker_pool_specs:
+            env = {e.name: e.value for e in pool.container_spec.env}
+            assert env["SPOTTRAIN_CAPACITY"] == kind, (flags, env)

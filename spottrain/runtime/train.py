@@ -263,12 +263,18 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
     """The attempt ledger as a Markdown table for the KFP UI."""
     # Job-engine runs also know where each attempt ran (spottrain.trainer.ledger.annotate).
     pods = any("node_kind" in r for r in records)
+    # Where the pipeline knew the capacity kind when compiled (ledger.CAPACITY_ENV).
+    capacity = not pods and any("capacity" in r for r in records)
     lines = [
         "# Training attempts",
         "",
         "| # | outcome | exit | start step | last step | saved step | steps lost | seconds "
-        "| cost $ |" + (" node | node kind | disruption | pod exit codes |" if pods else ""),
-        "|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|" if pods else ""),
+        "| cost $ |"
+        + (" capacity |" if capacity else "")
+        + (" node | node kind | disruption | pod exit codes |" if pods else ""),
+        "|---|---|---|---|---|---|---|---|---|"
+        + ("---|" if capacity else "")
+        + ("---|---|---|---|" if pods else ""),
     ]
     for r in records:
         lost = r.get("steps_lost", "")
@@ -279,6 +285,8 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
             f"| {r.get('start_step')} | {r.get('last_step')} | {r.get('saved_step')} | {lost} "
             f"| {r.get('seconds', '')} | {r.get('cost', '')} |"
         )
+        if capacity:
+            row += f" {r.get('capacity', '')} |"
         if pods:
             exits = sorted((r.get("pod_exit_codes") or {}).items())
             codes = ", ".join(f"{i}: {c}" for i, c in exits)

@@ -14,6 +14,7 @@ progress it saw.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 
@@ -22,6 +23,10 @@ from spottrain.trainer import checkpointing, fileio, preemption, versioned
 log = logging.getLogger(__name__)
 
 LEDGER = "attempts.json"
+# Set by the pipelines where the capacity kind is known when they are compiled (a
+# Vertex job's strategy or reservation, a GKE task's pool): each record names it.
+# Job-engine records get the node's own kind instead (annotate: node_kind).
+CAPACITY_ENV = "SPOTTRAIN_CAPACITY"
 PREEMPTED_OUTCOMES = ("preempted", "preempted_unsaved")
 INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 
@@ -173,6 +178,8 @@ class Ledger:
         """A record of this writer's; ``attempt`` is provisional until merged."""
         rec = {"id": uuid.uuid4().hex[:12], "attempt": len(self.records) + 1}
         rec.update(started=time.time(), **fields, outcome="running", workers=self.workers)
+        if os.environ.get(CAPACITY_ENV):
+            rec["capacity"] = os.environ[CAPACITY_ENV]
         self._mine[_key(rec)] = rec
         return rec
 
