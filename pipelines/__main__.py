@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import subprocess
 import sys
 from pathlib import Path
 
@@ -305,86 +304,9 @@ def _check_gke_template(template: Path) -> None:
         )
 
 
-def cmd_retry_policy(args: argparse.Namespace) -> int:
-    """Prints (or ``--execute``: runs) the kubectl patch of Argo's template retry policy."""
-    from spottrain.pipelines import argo_retry
-
-    try:
-        current = argo_retry.read_live(args.argo_namespace)
-        source = (
-            f"the live {args.argo_namespace}/{argo_retry.CONFIGMAP} "
-            f"({argo_retry.current_context()})"
-        )
-    except argo_retry.RetryPolicyError as err:
-        if args.execute:
-            raise _guard_error(f"--execute needs to read the live configmap: {err}") from None
-        current, source = argo_retry.KFP_WORKFLOW_DEFAULTS, f"KFP 2.17.0's shipped value ({err})"
-    try:
-        cmd = argo_retry.patch_command(current or "", args.policy, args.argo_namespace)
-    except argo_retry.RetryPolicyError as err:
-        raise _guard_error(str(err)) from None
-    print(f"# {argo_retry.KEY} from {source}, retryPolicy set to {args.policy}", file=sys.stderr)
-    print(argo_retry.format_command(cmd))
-    if args.execute:
-        try:
-            return subprocess.run(cmd).returncode
-        except FileNotFoundError:
-            raise _guard_error("--execute needs kubectl on PATH") from None
-    return 0
-
-
-def cmd_rbac(args: argparse.Namespace) -> int:
-    """Prints (or ``--execute``: applies with kubectl) the Job-engine launcher's RBAC."""
-    from spottrain.runtime.gke_job import rbac
-
-    for name, value in (
-        ("--namespace", args.namespace),
-        ("--service-account", args.service_account),
-    ):
-        if not value:
-            raise _guard_error(f"{name} is empty")
-        if problem := rbac.name_problem(name, value):
-            raise _guard_error(problem)
-    text = rbac.render(args.namespace, args.service_account)
-    print(text, end="")
-    if args.execute:
-        try:
-            return subprocess.run(["kubectl", "apply", "-f", "-"], input=text, text=True).returncode
-        except FileNotFoundError:
-            raise _guard_error("--execute needs kubectl on PATH") from None
-    return 0
-
-
-def cmd_nodepool(args: argparse.Namespace) -> int:
-    """Prints (or runs) the gcloud command creating the GPU node pool."""
-    from spottrain.pipelines import placement
-
-    placement.check_gpu_type(args.gpu_type)
-    pool = placement.Placement(
-        pool=args.pool, gpu_type=args.gpu_type, gpu_count=args.gpus, memory_limit=""
-    )
-    cmd = placement.nodepool_command(
-        pool,
-        cluster=args.cluster,
-        zone=args.zone,
-        name=args.name,
-        machine_type=args.machine_type,
-        min_nodes=args.min_nodes,
-        max_nodes=args.max_nodes,
-        reservation=args.reservation,
-        reservation_project=args.reservation_project,
-    )
-    print(placement.format_command(cmd))
-    if args.execute:
-        return subprocess.call(cmd)
-    return 0
-
-
-ARGO_NAMESPACE_HELP = "namespace of Argo's workflow-controller-configmap (default %(default)s)"
-
-
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
+    from spottrain.pipelines.cluster_setup import ARGO_NAMESPACE_HELP
     from spottrain.pipelines.placement import RUN_TIMEOUT, SPOT_POOLS
 
     p = _Parser(prog="python -m spottrain.pipelines", description=__doc__)
@@ -504,40 +426,9 @@ def parser() -> argparse.ArgumentParser:
     for s in (r, v):  # the Makefile names its upper-case command-line variables here
         s.add_argument("--make-variables", default="", help=argparse.SUPPRESS)
 
-    rp = sub.add_parser(
-        "retry-policy", help="print (or --execute) the patch of Argo's template retry policy"
-    )
-    rp.add_argument("--policy", default="Always", choices=["Always", "OnFailure"])
-    rp.add_argument("--argo-namespace", default="kubeflow", help=ARGO_NAMESPACE_HELP)
-    rp.add_argument("--execute", action="store_true", help="run kubectl instead of printing")
-    rp.set_defaults(func=cmd_retry_policy)
+    from spottrain.pipelines import cluster_setup
 
-    rb = sub.add_parser("rbac", help="print (or --execute) the Job-engine launcher's RBAC")
-    rb.add_argument("--namespace", default="kubeflow", help="the pipelines' namespace")
-    rb.add_argument(
-        "--service-account", default="pipeline-runner", help="the pipeline pods' service account"
-    )
-    rb.add_argument("--execute", action="store_true", help="kubectl apply instead of printing")
-    rb.set_defaults(func=cmd_rbac)
-
-    n = sub.add_parser("nodepool", help="print (or --execute) the gcloud node-pool command")
-    n.add_argument("--cluster", default="", help="GKE cluster (required)")
-    n.add_argument("--zone", default="", help="cluster zone (required)")
-    n.add_argument("--name", default="", help="pool name")
-    n.add_argument("--pool", default="preemptible", help="preemptible|spot|on-demand")
-    n.add_argument("--gpu-type", default="nvidia-tesla-t4", help="accelerator type")
-    n.add_argument("--gpus", type=int, default=1, help="GPUs per node")
-    n.add_argument("--machine-type", default="n1-highmem-8", help="machine type")
-    n.add_argument("--min-nodes", type=int, default=0, help="autoscaling minimum")
-    n.add_argument("--max-nodes", type=int, default=4, help="autoscaling maximum")
-    n.add_argument("--reservation", default="", help="on-demand pools: consume this reservation")
-    n.add_argument("--reservation-project", default="", help="its project, if shared")
-    n.add_argument("--execute", action="store_true", help="run gcloud instead of printing")
-    n.set_defaults(func=cmd_nodepool)
-
-    from spottrain.pipelines import computeclass
-
-    computeclass.add_parser(sub)
+    cluster_setup.add_parsers(sub)
     return p
 
 

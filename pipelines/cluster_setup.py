@@ -1,0 +1,167 @@
+"""Cluster set-up commands: ``nodepool``, ``computeclass``, ``rbac``, ``retry-policy``.
+
+Each prints what it would do (a gcloud or kubectl command, or manifests) and runs it
+with ``--execute``; ``python -m spottrain.pipelines`` registers them here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from spottrain.pipelines.guards import GuardError
+
+ARGO_NAMESPACE_HELP = "namespace of Argo's workflow-controller-configmap (default %(default)s)"
+
+
+def _guard_error(message: str) -> GuardError:
+    return GuardError(message)
+
+
+def _print_or_apply(text: str, execute: bool) -> int:
+    """Prints manifests; with ``execute`` also applies them with ``kubectl apply -f -``."""
+    print(text, end="")
+    if not execute:
+        return 0
+    try:
+        return subprocess.run(["kubectl", "apply", "-f", "-"], input=text, text=True).returncode
+    except FileNotFoundError:
+        raise _guard_error("--execute needs kubectl on PATH") from None
+
+
+def cmd_retry_policy(args: argparse.Namespace) -> int:
+    """Prints (or ``--execute``: runs) the kubectl patch of Argo's template retry policy."""
+    from spottrain.pipelines import argo_retry
+
+    try:
+        current = argo_retry.read_live(args.argo_namespace)
+        source = (
+            f"the live {args.argo_namespace}/{argo_retry.CONFIGMAP} "
+            f"({argo_retry.current_context()})"
+        )
+    except argo_retry.RetryPolicyError as err:
+        if args.execute:
+            raise _guard_error(f"--execute needs to read the live configmap: {err}") from None
+        current, source = argo_retry.KFP_WORKFLOW_DEFAULTS, f"KFP 2.17.0's shipped value ({err})"
+    try:
+        cmd = argo_retry.patch_command(current or "", args.policy, args.argo_namespace)
+    except argo_retry.RetryPolicyError as err:
+        raise _guard_error(str(err)) from None
+    print(f"# {argo_retry.KEY} from {source}, retryPolicy set to {args.policy}", file=sys.stderr)
+    print(argo_retry.format_command(cmd))
+    if args.execute:
+        try:
+            return subprocess.run(cmd).returncode
+        except FileNotFoundError:
+            raise _guard_error("--execute needs kubectl on PATH") from None
+    return 0
+
+
+def cmd_rbac(args: argparse.Namespace) -> int:
+    """Prints (or ``--execute``: applies with kubectl) the Job-engine launcher's RBAC."""
+    from spottrain.runtime.gke_job import rbac
+
+    for name, value in (
+        ("--namespace", args.namespace),
+        ("--service-account", args.service_account),
+    ):
+        if not value:
+            raise _guard_error(f"{name} is empty")
+        if problem := rbac.name_problem(name, value):
+            raise _guard_error(problem)
+    return _print_or_apply(rbac.render(args.namespace, args.service_account), args.execute)
+
+
+def cmd_nodepool(args: argparse.Namespace) -> int:
+    """Prints (or runs) the gcloud command creating the GPU node pool."""
+    from spottrain.pipelines import placement
+
+    placement.check_gpu_type(args.gpu_type)
+    pool = placement.Placement(
+        pool=args.pool, gpu_type=args.gpu_type, gpu_count=args.gpus, memory_limit=""
+    )
+    cmd = placement.nodepool_command(
+        pool,
+        cluster=args.cluster,
+        zone=args.zone,
+        name=args.name,
+        machine_type=args.machine_type,
+        min_nodes=args.min_nodes,
+        max_nodes=args.max_nodes,
+        reservation=args.reservation,
+        reservation_project=args.reservation_project,
+    )
+    print(placement.format_command(cmd))
+    if args.execute:
+        return subprocess.call(cmd)
+    return 0
+
+
+def cmd_computeclass(args: argparse.Namespace) -> int:
+    """Prints (or applies with kubectl) the training ComputeClass."""
+    from spottrain.pipelines import computeclass
+
+    cls = computeclass.manifest(
+        args.name,
+        args.gpu_type,
+        args.gpus,
+        reservation=args.reservation,
+        reservation_project=args.reservation_project,
+        spot_grace_seconds=args.spot_grace,
+        flex_start=args.flex_start,
+    )
+    return _print_or_apply(computeclass.render(cls), args.execute)
+
+
+def add_parsers(sub) -> None:
+    """Adds the set-up subcommands to ``python -m spottrain.pipelines``'s parser."""
+    rp = sub.add_parser(
+        "retry-policy", help="print (or --execute) the patch of Argo's template retry policy"
+    )
+    rp.add_argument("--policy", default="Always", choices=["Always", "OnFailure"])
+    rp.add_argument("--argo-namespace", default="kubeflow", help=ARGO_NAMESPACE_HELP)
+    rp.add_argument("--execute", action="store_true", help="run kubectl instead of printing")
+    rp.set_defaults(func=cmd_retry_policy)
+
+    rb = sub.add_parser("rbac", help="print (or --execute) the Job-engine launcher's RBAC")
+    rb.add_argument("--namespace", default="kubeflow", help="the pipelines' namespace")
+    rb.add_argument(
+        "--service-account", default="pipeline-runner", help="the pipeline pods' service account"
+    )
+    rb.add_argument("--execute", action="store_true", help="kubectl apply instead of printing")
+    rb.set_defaults(func=cmd_rbac)
+
+    n = sub.add_parser("nodepool", help="print (or --execute) the gcloud node-pool command")
+    n.add_argument("--cluster", default="", help="GKE cluster (required)")
+    n.add_argument("--zone", default="", help="cluster zone (required)")
+    n.add_argument("--name", default="", help="pool name")
+    n.add_argument("--pool", default="preemptible", help="preemptible|spot|on-demand")
+    n.add_argument("--gpu-type", default="nvidia-tesla-t4", help="accelerator type")
+    n.add_argument("--gpus", type=int, default=1, help="GPUs per node")
+    n.add_argument("--machine-type", default="n1-highmem-8", help="machine type")
+    n.add_argument("--min-nodes", type=int, default=0, help="autoscaling minimum")
+    n.add_argument("--max-nodes", type=int, default=4, help="autoscaling maximum")
+    n.add_argument("--reservation", default="", help="on-demand pools: consume this reservation")
+    n.add_argument("--reservation-project", default="", help="its project, if shared")
+    n.add_argument("--execute", action="store_true", help="run gcloud instead of printing")
+    n.set_defaults(func=cmd_nodepool)
+
+    c = sub.add_parser("computeclass", help="print (or --execute) a ComputeClass for training")
+    c.add_argument("--name", default="spottrain-gpu", help="the class name pods select")
+    c.add_argument("--gpu-type", default="nvidia-tesla-t4", help="GKE accelerator name")
+    c.add_argument("--gpus", type=int, default=1, help="GPUs per node")
+    c.add_argument("--reservation", default="", help="a specific reservation to use first")
+    c.add_argument("--reservation-project", default="", help="its project, if shared")
+    c.add_argument(
+        "--spot-grace",
+        type=int,
+        default=30,
+        help="spot nodes' shutdown grace in seconds: 30 (GKE's default) or 120 (GKE "
+        "1.35.0-gke.1171000 and later)",
+    )
+    c.add_argument(
+        "--flex-start", action="store_true", help="flex-start capacity between spot and on-demand"
+    )
+    c.add_argument("--execute", action="store_true", help="kubectl apply instead of printing")
+    c.set_defaults(func=cmd_computeclass)
