@@ -50,6 +50,8 @@ NOT_TRAINING = {
     "retries": "the Job-engine gang restarts after real failures",
     "on_demand": "whether the Job-engine train moves to the on-demand pool",
     "deadline": "the Job-engine Job's run deadline",
+    "compute_class": "the GKE ComputeClass the Job-engine pods select",
+    "grace_seconds": "the Job-engine pods' terminationGracePeriodSeconds",
 }
 
 
