@@ -17,8 +17,8 @@ node they run on. The fields used here, from GKE's ComputeClass CRD reference
   ``nodeSystemConfig.kubeletConfig.shutdownGracePeriodSeconds`` (0, 30 or 120) and
   ``shutdownGracePeriodCriticalPodsSeconds`` are in Google's CRD types
   (GoogleCloudPlatform/compute-class-api ``api/cloud.google.com/v1/types.go``) and
-  GKE's Spot VMs page (120 s from control plane 1.35.0-gke.1171000), so they are
-  written only when asked for.
+  GKE's Spot VMs page (120 s from control plane 1.35.0-gke.1171000 for node pools; no
+  version found for classes), so they are written only when asked for.
 * ``spec.activeMigration.optimizeRulePriority``, ``spec.nodePoolAutoCreation.enabled``
   (GKE creates the node pools), ``spec.whenUnsatisfiable`` (``DoNotScaleUp``: a pod
   waits rather than landing on the cluster's default nodes without a GPU; the
