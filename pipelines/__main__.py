@@ -127,8 +127,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def _custom_pipeline(args, placement, guards):
     """A pipeline compiled with non-default placement or Vertex job settings."""
-    from spottrain.pipelines.guards import GuardError
-
     if args.target == "vertex":
         from spottrain.pipelines import vertex
 
@@ -165,12 +163,12 @@ def _custom_pipeline(args, placement, guards):
         grace_seconds=placement.pod_grace_seconds(args.spot_grace),
     )
     guards.check_image_gpu(args.image, train_placement.gpu_count)
-    if args.spot_grace != placement.NOTICE_SECONDS and args.target != "gke-job":
-        raise GuardError(
+    if args.spot_grace != placement.DEFAULT_SPOT_GRACE_SECONDS and args.target != "gke-job":
+        raise guards.GuardError(
             f"--spot-grace {args.spot_grace} sets the Job engine's pod grace: --target gke-job"
         )
     if args.compute_class and args.target != "gke-job":
-        raise GuardError(
+        raise guards.GuardError(
             f"--compute-class {args.compute_class!r} is for --target gke-job (the Job engine; "
             "the class moves pods to on-demand itself, so it needs no fall-back variant)"
         )
@@ -307,7 +305,7 @@ def _check_gke_template(template: Path) -> None:
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     from spottrain.pipelines.cluster_setup import ARGO_NAMESPACE_HELP
-    from spottrain.pipelines.placement import RUN_TIMEOUT, SPOT_POOLS
+    from spottrain.pipelines.placement import DEFAULT_SPOT_GRACE_SECONDS, RUN_TIMEOUT, SPOT_POOLS
 
     p = _Parser(prog="python -m spottrain.pipelines", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -329,7 +327,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--spot-grace",
         type=int,
-        default=30,
+        default=DEFAULT_SPOT_GRACE_SECONDS,
         help="the spot nodes' shutdown grace (30, GKE's default, or 120 where the pool or "
         "class sets it): the Job pods then ask for 105 s",
     )

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from spottrain.pipelines.guards import GuardError
+from spottrain.placement import DEFAULT_SPOT_GRACE_SECONDS
 
 ARGO_NAMESPACE_HELP = "namespace of Argo's workflow-controller-configmap (default %(default)s)"
 
@@ -156,7 +157,7 @@ def add_parsers(sub) -> None:
     c.add_argument(
         "--spot-grace",
         type=int,
-        default=30,
+        default=DEFAULT_SPOT_GRACE_SECONDS,
         help="spot nodes' shutdown grace in seconds: 30 (GKE's default) or 120 (GKE "
         "1.35.0-gke.1171000 and later)",
     )

@@ -32,10 +32,12 @@ from __future__ import annotations
 
 from spottrain.placement import (
     CRITICAL_PODS_SECONDS,
+    DEFAULT_SPOT_GRACE_SECONDS,
     PlacementError,
     check_compute_class_name,
     check_gpu_type,
-    pod_grace_seconds,
+    check_reservation,
+    check_spot_grace,
 )
 
 # The Compute Engine machine family each GPU attaches to (N1 takes the older GPUs).
@@ -59,7 +61,7 @@ def manifest(
     *,
     reservation: str = "",
     reservation_project: str = "",
-    spot_grace_seconds: int = 30,
+    spot_grace_seconds: int = DEFAULT_SPOT_GRACE_SECONDS,
     flex_start: bool = False,
 ) -> dict:
     """The ComputeClass: [reservation,] spot, [flex-start,] on-demand, active migration on.
@@ -83,16 +85,15 @@ def manifest(
     check_gpu_type(gpu_type)
     if gpu_count < 1:
         raise PlacementError(f"gpu count {gpu_count}: a training class needs at least 1 GPU")
-    pod_grace_seconds(spot_grace_seconds)  # refuses what GKE does not accept
-    if reservation_project and not reservation:
-        raise PlacementError(f"reservation project {reservation_project!r} without a reservation")
+    check_spot_grace(spot_grace_seconds)
+    check_reservation(reservation, reservation_project)
 
     def node(**more) -> dict:  # a new dict each: shared ones would be YAML anchors
         gpu = {"type": gpu_type, "count": gpu_count, "driverVersion": "default"}
         return {"machineFamily": MACHINE_FAMILIES[gpu_type], "gpu": gpu, **more}
 
     spot = node(spot=True)
-    if spot_grace_seconds != 30:
+    if spot_grace_seconds != DEFAULT_SPOT_GRACE_SECONDS:
         spot["nodeSystemConfig"] = {
             "kubeletConfig": {
                 "shutdownGracePeriodSeconds": spot_grace_seconds,

@@ -16,6 +16,7 @@ from kfp import dsl, kubernetes
 
 from spottrain.placement import (  # noqa: F401 - re-exported for pipeline code
     COPY_PLACEMENT,
+    DEFAULT_SPOT_GRACE_SECONDS,
     DEFAULT_TAINTS,
     GCLOUD_POOL_FLAGS,
     GPU_NODE_LABEL,
@@ -35,6 +36,7 @@ from spottrain.placement import (  # noqa: F401 - re-exported for pipeline code
     PlacementError,
     Taint,
     check_gpu_type,
+    check_reservation,
     check_retry_window,
     pod_grace_seconds,
     seconds,
@@ -47,8 +49,7 @@ def apply_placement(placement: Placement, task: dsl.PipelineTask) -> dsl.Pipelin
     if placement.gpu_count:
         task.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(placement.gpu_count)
     if placement.require_pool:  # the task runs on exactly that capacity: its ledger says so
-        task.set_env_variable(CAPACITY_ENV, placement.compute_class and "compute-class"
-                              or placement.pool)  # fmt: skip
+        task.set_env_variable(CAPACITY_ENV, placement.capacity)
     for key, value in placement.node_selector.items():
         kubernetes.add_node_selector(task, label_key=key, label_value=value)
     for toleration in placement.tolerations():  # one list for KFP tasks and Job pods
@@ -121,8 +122,7 @@ def nodepool_command(
             f"--accelerator=type={placement.gpu_type},count={placement.gpu_count},"
             "gpu-driver-version=default"
         )
-    if reservation_project and not reservation:
-        raise PlacementError(f"reservation project {reservation_project!r} without a reservation")
+    check_reservation(reservation, reservation_project)
     if reservation:
         if placement.pool != "on-demand":
             raise PlacementError(

@@ -87,7 +87,15 @@ NOTICE_SECONDS = 30
 # Spot pools and ComputeClass spot priorities from GKE 1.35.0-gke.1171000; 0 would
 # switch graceful shutdown off), and the part the kubelet keeps for system pods.
 SPOT_GRACE_SECONDS = (30, 120)
+DEFAULT_SPOT_GRACE_SECONDS = SPOT_GRACE_SECONDS[0]  # GKE's, written nowhere
 CRITICAL_PODS_SECONDS = 15
+
+
+def check_spot_grace(spot_grace_seconds: int) -> None:
+    """Refuses a spot node shutdown grace GKE does not accept."""
+    if spot_grace_seconds not in SPOT_GRACE_SECONDS:
+        accepted = " or ".join(map(str, SPOT_GRACE_SECONDS))
+        raise PlacementError(f"spot grace {spot_grace_seconds} s: GKE accepts {accepted}")
 
 
 def pod_grace_seconds(spot_grace_seconds: int) -> int:
@@ -96,10 +104,14 @@ def pod_grace_seconds(spot_grace_seconds: int) -> int:
     The kubelet gives pods the node's grace minus what it keeps for system pods, and
     each pod the shorter of that and its own; the pod asks for at least the notice.
     """
-    if spot_grace_seconds not in SPOT_GRACE_SECONDS:
-        accepted = " or ".join(map(str, SPOT_GRACE_SECONDS))
-        raise PlacementError(f"spot grace {spot_grace_seconds} s: GKE accepts {accepted}")
+    check_spot_grace(spot_grace_seconds)
     return max(NOTICE_SECONDS, spot_grace_seconds - CRITICAL_PODS_SECONDS)
+
+
+def check_reservation(reservation: str, project: str) -> None:
+    """Refuses a reservation's project given without the reservation itself."""
+    if project and not reservation:
+        raise PlacementError(f"reservation project {project!r} without a reservation")
 
 
 def check_compute_class_name(name: str) -> None:
@@ -258,6 +270,15 @@ class Placement:
         if self.pool == "on-demand":
             return self.taint
         return self.taint or DEFAULT_TAINTS[self.pool]
+
+    @property
+    def capacity(self) -> str:
+        """The capacity kind the task runs on, for the ledger.
+
+        ``compute-class`` for a class: which of its priorities a pod got only its
+        node tells.
+        """
+        return "compute-class" if self.compute_class else self.pool
 
     @property
     def node_selector(self) -> dict[str, str]:

@@ -169,13 +169,10 @@ def join(directory: str, name: str) -> str:
 
 def read_json(path: str) -> dict | None:
     """The JSON object at ``path``; ``None`` when it is missing or unreadable (logged)."""
-    local = is_local(path)
-    exists = os.path.exists if local else gfile().exists
     if not exists(path):
         return None
     try:
-        with open(path) if local else gfile().GFile(path) as f:
-            return json.load(f)
+        return json.loads(read_text(path))
     except (ValueError, OSError) as e:
         log.warning("ignoring unreadable %s (%s)", path, e)
         return None

@@ -377,12 +377,8 @@ class Launcher:
             if uid in self.attempts:
                 continue
             node = (pod.get("spec") or {}).get("nodeName") or ""
-            started = finished = None
-            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-                term = (cs.get("state") or {}).get("terminated") or {}
-                if cs.get("name") == names.CONTAINER and term:
-                    started = _epoch(term.get("startedAt"))
-                    finished = _epoch(term.get("finishedAt"))
+            term = status.terminated(pod) or {}
+            started, finished = _epoch(term.get("startedAt")), _epoch(term.get("finishedAt"))
             attempt = PodAttempt(
                 job=gang.name,
                 pod=meta["name"],

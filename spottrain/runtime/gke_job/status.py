@@ -55,14 +55,18 @@ def pod_index(pod: dict) -> int | None:
     return int(raw) if raw is not None and str(raw).isdigit() else None
 
 
-def exit_code(pod: dict, container: str = names.CONTAINER) -> int | None:
-    """The trainer container's exit code once it terminated."""
+def terminated(pod: dict, container: str = names.CONTAINER) -> dict | None:
+    """The trainer container's ``state.terminated`` (exit code, start, finish), if it ended."""
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         if status.get("name") == container:
-            terminated = (status.get("state") or {}).get("terminated")
-            if terminated is not None:
-                return int(terminated.get("exitCode"))
+            return (status.get("state") or {}).get("terminated")
     return None
+
+
+def exit_code(pod: dict, container: str = names.CONTAINER) -> int | None:
+    """The trainer container's exit code once it terminated."""
+    term = terminated(pod, container)
+    return int(term.get("exitCode")) if term is not None else None
 
 
 def disruption(pod: dict) -> str:
@@ -160,14 +164,6 @@ def node_kind(node: dict | None) -> str:
     return "on-demand"
 
 
-def _finished_at(pod: dict) -> datetime | None:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        term = (cs.get("state") or {}).get("terminated") or {}
-        if term.get("finishedAt"):
-            return parse_time(term["finishedAt"])
-    return None
-
-
 def left_in_broken_gang(
     pods: list[dict], now: datetime, deleted: Container[str] = ()
 ) -> list[tuple[dict, float, str]]:
@@ -190,7 +186,7 @@ def left_in_broken_gang(
         for p in pods
         if (p.get("status") or {}).get("phase") == "Failed"
         and (p["metadata"].get("uid") or p["metadata"]["name"]) not in deleted
-        and (at := _finished_at(p))
+        and (at := parse_time((terminated(p) or {}).get("finishedAt")))
     ]
     out = []
     for pod in pods:
