@@ -146,6 +146,8 @@ def _custom_pipeline(args, placement, guards):
             network_attachment=args.network_attachment,
             encryption_key=args.encryption_key,
             reservation=args.reservation,
+            fallback=args.fallback_strategy,
+            spot_attempts=args.spot_attempts,
         )
         guards.check_image_gpu(args.image, settings.gpus)
         return vertex.build(settings)
@@ -358,6 +360,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--network-attachment", default="", help="Vertex: PSC interface attachment")
     c.add_argument("--encryption-key", default="", help="Vertex: CMEK key (the job's region)")
     c.add_argument("--reservation", default="", help="Vertex: a specific reservation (STANDARD)")
+    c.add_argument(
+        "--fallback-strategy",
+        default="",
+        choices=["", "STANDARD"],
+        help="Vertex: continue a failed SPOT job as STANDARD jobs (one task, the run succeeds)",
+    )
+    c.add_argument("--spot-attempts", type=int, default=3, help="Vertex: SPOT jobs before that")
     c.set_defaults(func=cmd_compile)
 
     def kfp_args(s: argparse.ArgumentParser) -> None:

@@ -22,6 +22,7 @@ COMPONENTS_DIR = Path(spottrain.components.__file__).parent
 COMPILED_DIR = Path(spottrain.pipelines.__file__).parent / "compiled"
 
 VERTEX_YAML = "spottrain_vertex.yaml"
+VERTEX_FALLBACK_YAML = "spottrain_vertex_fallback.yaml"
 
 
 ENGINES = ("job", "pod")
@@ -79,6 +80,7 @@ def pipelines() -> dict[str, Callable[[], object]]:
         )
         builds[gke_yaml(pool, engine="job")] = lambda spot=spot: gke_job.build(spot)
     builds[VERTEX_YAML] = lambda: vertex.build()
+    builds[VERTEX_FALLBACK_YAML] = lambda: vertex.build(vertex.VertexTraining(fallback="STANDARD"))
     return builds
 
 

@@ -25,6 +25,10 @@ DESCRIPTION = (
     "Copy data and an initial checkpoint, then train as a Vertex AI SPOT custom job "
     "(MultiWorkerMirroredStrategy over replica_count machines) with checkpointed retries."
 )
+FALLBACK_DESCRIPTION = (
+    " A job that fails unfinished is followed by the next, standard VMs once spot makes no "
+    "progress; the run ends Succeeded when the training is done."
+)
 STRATEGIES = ("SPOT", "STANDARD", "FLEX_START")
 # In front of every worker pool's command (see with_forwarding_init): tini as PID 1,
 # which holds a notice from its first instructions on (Python's handlers come ~20-100 ms
@@ -69,6 +73,11 @@ class VertexTraining:
             (in the job's region).
         reservation: A specific Compute Engine reservation the replicas consume,
             ``projects/<p>/zones/<zone>/reservations/<name>`` (STANDARD strategy).
+        fallback: ``STANDARD``: when a SPOT (or FLEX_START) job fails without finishing,
+            the task creates the next job itself (:mod:`spottrain.runtime.vertex_job`),
+            a standard one once spot stops making progress; empty = no fall-back.
+        spot_attempts: With ``fallback``: SPOT jobs at most before STANDARD.
+        fallback_attempts: With ``fallback``: STANDARD jobs at most.
     """
 
     machine_type: str = "n1-standard-8"
@@ -90,10 +99,14 @@ class VertexTraining:
     network_attachment: str = ""
     encryption_key: str = ""
     reservation: str = ""
+    fallback: str = ""
+    spot_attempts: int = 3
+    fallback_attempts: int = 2
 
     def __post_init__(self):
         guards.check_timeout(self.timeout)
         check_enterprise(self)
+        check_fallback(self)
         if self.strategy not in STRATEGIES:
             raise VertexConfigError(
                 f"strategy={self.strategy!r}: expected one of {', '.join(STRATEGIES)}"
@@ -147,7 +160,8 @@ class VertexTraining:
                 reservation_affinity_key="compute.googleapis.com/reservation-name",
                 reservation_affinity_values=[self.reservation],
             )
-        return with_forwarding_init(create_custom_training_job_from_component(train, **kwargs))
+        op = with_forwarding_init(create_custom_training_job_from_component(train, **kwargs))
+        return with_fallback_launcher(op, self) if self.fallback else op
 
     def place_profile(self, task: dsl.PipelineTask) -> dsl.PipelineTask:
         """Puts the profile step on the chief's accelerator (a pipeline task, not a job).
@@ -239,6 +253,47 @@ def check_enterprise(v: VertexTraining) -> None:
         )
 
 
+def check_fallback(v: VertexTraining) -> None:
+    """Refuses a fall-back that cannot run.
+
+    Raises:
+        VertexConfigError: one line naming the value.
+    """
+    if not v.fallback:
+        return
+    if v.fallback != "STANDARD":
+        raise VertexConfigError(f"fallback={v.fallback!r}: expected 'STANDARD' or empty")
+    if v.strategy not in ("SPOT", "FLEX_START"):
+        raise VertexConfigError(
+            f"fallback={v.fallback!r} with strategy={v.strategy!r}: only a SPOT or "
+            "FLEX_START job falls back"
+        )
+    for name in ("spot_attempts", "fallback_attempts"):
+        if getattr(v, name) < 1:
+            raise VertexConfigError(f"{name}={getattr(v, name)}: must be >= 1")
+
+
+def with_fallback_launcher(op, v: VertexTraining):
+    """Runs ``op``'s job through :mod:`spottrain.runtime.vertex_job` instead of GCPC's launcher.
+
+    The same arguments and payload (so the worker pools, placeholders and outputs are
+    GCPC's), plus the plan and the checkpoint dir that decides; the image is the train
+    component's, which has the runtime (GCPC's image has not).
+    """
+    container = op.component_spec.implementation.container
+    container.image = train.component_spec.implementation.container.image
+    container.command = ["python3", "-u", "-m", "spottrain.runtime.vertex_job"]
+    container.args = [
+        *container.args,
+        "--fallback_strategy", v.fallback,
+        "--first_attempts", str(v.spot_attempts),
+        "--fallback_attempts", str(v.fallback_attempts),
+        "--checkpoint_dir", "{{$.inputs.parameters['checkpoint_dir']}}",
+        "--train_steps", "{{$.inputs.parameters['train_steps']}}",
+    ]  # fmt: skip
+    return op
+
+
 def check_key_region(spec: dict, region: str) -> None:
     """Refuses a compiled job whose CMEK key is in another region than the job's.
 
@@ -275,19 +330,22 @@ def with_forwarding_init(op):
     return op
 
 
-def build(vertex: VertexTraining | None = None, name: str = NAME):
+def build(vertex: VertexTraining | None = None, name: str = ""):
     """Builds the Vertex pipeline for compile-time job settings.
 
     Raises:
         guards.GuardError: unequal accelerators between the worker pools.
     """
     vertex = vertex or VertexTraining()
+    name = name or (f"{NAME}-fallback" if vertex.fallback else NAME)
     op = vertex.custom_job_op()
     specs = vertex.worker_pool_specs(op)
     guards.check_worker_pools(specs or op.component_spec.inputs["worker_pool_specs"].default)
     extra = {"worker_pool_specs": specs} if specs is not None else {}
 
-    @dsl.pipeline(name=name, description=DESCRIPTION)
+    description = DESCRIPTION + (FALLBACK_DESCRIPTION if vertex.fallback else "")
+
+    @dsl.pipeline(name=name, description=description)
     def vertex_pipeline(
         data_src: str,
         checkpoint_dir: str,
@@ -349,14 +407,18 @@ def build(vertex: VertexTraining | None = None, name: str = NAME):
             base_output_directory=base_output_directory,
             **extra,
         ).after(seed)
-        job.set_display_name(f"train (Vertex {vertex.strategy})").set_caching_options(False)
-        if vertex.retries:
+        then = f", then {vertex.fallback}" if vertex.fallback else ""
+        job.set_display_name(f"train (Vertex {vertex.strategy}{then})").set_caching_options(False)
+        # With the fall-back the task itself creates the next job; a pipeline retry is
+        # only for its own container, and re-attaches to the job it left running.
+        retries = min(vertex.retries, 1) if vertex.fallback else vertex.retries
+        if retries:
             # The SDK's default window is 3600 s, which on KFP OSS ends retries one
             # hour after the first attempt (README "Retries"). How Vertex Pipelines
             # reads it is not open source, so give it the same window as GKE rather
             # than rely on it meaning something else there.
             job.set_retry(
-                num_retries=vertex.retries,
+                num_retries=retries,
                 backoff_duration=vertex.backoff,
                 backoff_max_duration=placement.RUN_TIMEOUT,
             )

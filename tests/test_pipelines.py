@@ -201,7 +201,7 @@ def test_each_committed_gke_yaml_selects_tolerates_and_matches_its_nodepool(pool
 
 def test_every_committed_pipeline_follows_the_kfp_oss_exit_task_rules():
     paths = sorted(comp.COMPILED_DIR.glob("*.yaml"))
-    assert len(paths) == 7
+    assert len(paths) == 8
     for path in paths:
         spec, platform = templates.load_template(path)
         guards.check_exit_tasks(spec)
@@ -437,7 +437,7 @@ def test_committed_yaml_matches_a_fresh_compile():
 def test_drift_check_notices_an_edit(tmp_path, monkeypatch):
     monkeypatch.setattr(comp, "COMPILED_DIR", tmp_path)
     monkeypatch.setattr(comp, "COMPONENTS_DIR", tmp_path / "components")
-    assert len(comp.write_all()) == 13  # 6 components, 6 GKE variants, Vertex
+    assert len(comp.write_all()) == 14  # 6 components, 6 GKE variants, 2 Vertex
     (tmp_path / comp.GKE_YAML).write_text("edited")
     assert comp.drift() == [tmp_path / comp.GKE_YAML]
 

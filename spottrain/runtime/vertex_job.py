@@ -1,0 +1,368 @@
+"""The Vertex fall-back: one pipeline task runs the training as custom jobs, spot first.
+
+GCPC's custom-job launcher creates one job and fails the task when the job fails
+(``job_remote_runner.py`` ``poll_job``, GCPC 2.22.0: ``raise RuntimeError('Job failed
+with error state…')``), so a spot job that finds no capacity, or is preempted past
+Vertex's own restarts, ends the run Failed. This launcher takes the same arguments
+and payload, and on a failed job creates the next one from that payload with
+another scheduling strategy, resuming the same checkpoint dir, so the task (and with
+it the run) ends Succeeded once the training is done.
+
+Why one task and not an exit handler, as on GKE: an exit task runs once the handler's
+group has ended and gets its ``PipelineTaskFinalStatus`` (``SUCCEEDED``, ``FAILED`` or
+``CANCELLED``: kfp ``dsl/task_final_status.py``), but the failed spot task stays
+failed. On KFP OSS the run then reads Failed (README "Retries"); how Vertex Pipelines
+states a run whose task failed and whose exit task succeeded is not public (its
+"Configure failure policy" page says only that a run goes on after a failed task).
+Inside one task nothing fails unless the training does, whichever reading is right.
+
+What decides is the checkpoint dir, as for the GKE fall-back: a job that made
+progress was preempted; one that made none found no capacity (or was preempted
+before its first save) and moves on to the fall-back at once; ``FATAL.json`` stops.
+A job's error code does not: Vertex reports a worker's non-zero exit as an error
+whatever the cause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from spottrain.trainer import preemption
+from spottrain.trainer.ledger import CAPACITY_ENV
+
+log = logging.getLogger(__name__)
+
+STRATEGIES = ("SPOT", "FLEX_START", "STANDARD")
+# GCPC polls every 20 s (job_remote_runner.py _POLLING_INTERVAL_IN_SECONDS).
+POLL_SECONDS = 20.0
+# Tests only: host:port of a JobService served without TLS, and a faster poll.
+API_ENV = "SPOTTRAIN_VERTEX_API"
+POLL_ENV = "SPOTTRAIN_VERTEX_POLL_SECONDS"
+SUCCEEDED = "JOB_STATE_SUCCEEDED"
+CANCELLED_STATES = ("JOB_STATE_CANCELLED", "JOB_STATE_CANCELLING")
+# GCPC's _JOB_COMPLETE_STATES: a job in any other state is still going.
+ENDED = (SUCCEEDED, "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_PAUSED")
+DONE, FATAL, CANCELLED, GIVE_UP = "done", "fatal", "cancelled", "give up"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many jobs of each strategy, in order.
+
+    Attributes:
+        first: The payload's own strategy (``SPOT`` or ``FLEX_START``).
+        fallback: The strategy once ``first`` stops making progress.
+        first_attempts: Jobs of ``first`` at most; one that makes no progress ends them.
+        fallback_attempts: Jobs of ``fallback`` at most.
+    """
+
+    first: str = "SPOT"
+    fallback: str = "STANDARD"
+    first_attempts: int = 3
+    fallback_attempts: int = 2
+
+    def __post_init__(self):
+        for name in ("first", "fallback"):
+            if getattr(self, name) not in STRATEGIES:
+                raise ValueError(f"{name}={getattr(self, name)!r}: expected one of {STRATEGIES}")
+        if self.first == self.fallback:
+            raise ValueError(f"fallback={self.fallback!r} is the job's own strategy")
+        for name in ("first_attempts", "fallback_attempts"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)}: must be >= 1")
+
+
+@dataclass
+class Attempt:
+    """One custom job and what it did to the checkpoint dir."""
+
+    strategy: str
+    job: str
+    state: str = ""
+    error: str = ""
+    step_before: int = -1
+    step_after: int = -1
+
+    @property
+    def progressed(self) -> bool:
+        """Whether the job saved a newer checkpoint than there was when it started."""
+        return self.step_after > self.step_before
+
+
+def decide(plan: Plan, attempts: Sequence[Attempt], progress: str) -> str:
+    """What follows the last job: a strategy to run next, or an ending.
+
+    Args:
+        plan: The strategies and their budgets.
+        attempts: The jobs so far, the last one ended.
+        progress: :func:`spottrain.runtime.train.training_status` of the checkpoint dir.
+
+    Returns:
+        :data:`DONE`, :data:`FATAL`, :data:`CANCELLED`, :data:`GIVE_UP`, or a strategy.
+    """
+    last = attempts[-1]
+    if last.state == SUCCEEDED or progress == "completed":
+        return DONE
+    if progress == "fatal":
+        return FATAL  # the trainer wrote FATAL.json: standard VMs fail the same way
+    if last.state in CANCELLED_STATES:
+        return CANCELLED  # someone cancelled the job (ours are cancelled only on SIGTERM)
+    firsts = sum(a.strategy == plan.first for a in attempts)
+    if last.strategy == plan.first and last.progressed and firsts < plan.first_attempts:
+        return plan.first
+    if sum(a.strategy == plan.fallback for a in attempts) < plan.fallback_attempts:
+        return plan.fallback
+    return GIVE_UP
+
+
+def capacity(strategy: str, job: dict) -> str:
+    """The ledger's capacity kind of a job (``CAPACITY_ENV``)."""
+    if strategy == "STANDARD" and any(
+        (p.get("machine_spec") or {}).get("reservation_affinity")
+        for p in job["job_spec"]["worker_pool_specs"]
+    ):
+        return "reservation"
+    return strategy.lower().replace("_", "-")
+
+
+def remove_empty(value):
+    """GCPC's ``json_util.recursive_remove_empty``: drops falsy dict values, empty items.
+
+    Rewritten because GCPC is not in the image; ``tests/test_vertex_fallback.py``
+    compares the two on the compiled payload.
+    """
+    if isinstance(value, dict):
+        out = {k: remove_empty(v) for k, v in value.items() if v}
+        return out if out == value else remove_empty(out)
+    if isinstance(value, list):
+        items = [remove_empty(v) for v in value]
+        return [v for v in items if isinstance(v, (int, float, str, bool)) or v]
+    return value
+
+
+def job_for(payload: dict, strategy: str, number: int) -> dict:
+    """The custom job of one attempt: the payload with this strategy and capacity kind.
+
+    Also what GCPC's launcher does to every payload: empty fields removed, the run's
+    system labels added (``VERTEX_AI_PIPELINES_RUN_LABELS``, user labels win), and
+    ``max_wait_duration`` only for ``FLEX_START`` (``remote_runner.py``
+    ``create_custom_job_with_client``).
+    """
+    job = remove_empty(copy.deepcopy(payload))
+    system = json.loads(os.environ.get("VERTEX_AI_PIPELINES_RUN_LABELS") or "{}")
+    if system or job.get("labels"):
+        job["labels"] = {**system, **job.get("labels", {})}
+    scheduling = job["job_spec"].setdefault("scheduling", {})
+    scheduling["strategy"] = strategy
+    if strategy != "FLEX_START":
+        scheduling.pop("max_wait_duration", None)
+    kind = capacity(strategy, job)
+    for pool in job["job_spec"]["worker_pool_specs"]:
+        env = [e for e in pool["container_spec"].get("env", []) if e["name"] != CAPACITY_ENV]
+        pool["container_spec"]["env"] = [*env, {"name": CAPACITY_ENV, "value": kind}]
+    job["display_name"] = f"{job.get('display_name', 'spottrain-train')}-{kind}-{number}"
+    return job
+
+
+@dataclass
+class Launcher:
+    """Runs the plan's jobs one after the other until one ending.
+
+    Attributes:
+        client: An ``aiplatform_v1.JobServiceClient``.
+        parent: ``projects/<p>/locations/<region>``.
+        payload: The custom job as GCPC's component builds it (JSON object).
+        plan: The strategies.
+        newest_step: The newest checkpoint step in the checkpoint dir (-1: none).
+        progress: ``training_status`` of the checkpoint dir.
+        record: Called with each new job's name (``gcp_resources``).
+    """
+
+    client: object
+    parent: str
+    payload: dict
+    plan: Plan
+    newest_step: Callable[[], int]
+    progress: Callable[[], str]
+    record: Callable[[str], None] = lambda name: None
+    poll_seconds: float = POLL_SECONDS
+    attempts: list[Attempt] = field(default_factory=list)
+    current: str = ""
+
+    def run(self, attach: str = "") -> str:
+        """Runs jobs until an ending; ``attach`` follows an existing job first."""
+        strategy = self.plan.first
+        if attach:
+            job = self.client.get_custom_job(name=attach)
+            strategy = job.job_spec.scheduling.strategy.name
+            self.attempts.append(Attempt(strategy, attach, step_before=self.newest_step()))
+        while True:
+            if not self.attempts or self.attempts[-1].state:
+                number = sum(a.strategy == strategy for a in self.attempts) + 1
+                self.attempts.append(self._create(strategy, number))
+            attempt = self.attempts[-1]
+            self.current = attempt.job
+            job = self._wait(attempt.job)
+            attempt.state, attempt.error = job.state.name, job.error.message
+            attempt.step_after = self.newest_step()
+            decision = decide(self.plan, self.attempts, self.progress())
+            log.info(
+                "%s job %s ended %s (checkpoint step %s -> %s%s): %s",
+                attempt.strategy, attempt.job, attempt.state, attempt.step_before,
+                attempt.step_after, f"; {attempt.error}" if attempt.error else "", decision,
+            )  # fmt: skip
+            if decision in (DONE, FATAL, CANCELLED, GIVE_UP):
+                return decision
+            strategy = decision
+
+    def cancel(self) -> None:
+        """Cancels the running job (the pipeline task was cancelled)."""
+        if self.current:
+            log.info("cancelling %s", self.current)
+            self.client.cancel_custom_job(name=self.current)
+
+    def _create(self, strategy: str, number: int) -> Attempt:
+        step = self.newest_step()
+        job = self.client.create_custom_job(
+            parent=self.parent, custom_job=job_for(self.payload, strategy, number)
+        )
+        log.info("created %s job %s (checkpoint step %s)", strategy, job.name, step)
+        self.record(job.name)
+        return Attempt(strategy, job.name, step_before=step)
+
+    def _wait(self, name: str):
+        while True:
+            job = self.client.get_custom_job(name=name)
+            if job.state.name in ENDED:
+                return job
+            time.sleep(self.poll_seconds)
+
+
+def job_client(location: str):
+    """The Vertex JobService client of a region (or of the tests' ``API_ENV``)."""
+    from google.cloud import aiplatform_v1
+
+    if os.environ.get(API_ENV):
+        import grpc
+        from google.cloud.aiplatform_v1.services.job_service.transports import (
+            JobServiceGrpcTransport,
+        )
+
+        channel = grpc.insecure_channel(os.environ[API_ENV])
+        return aiplatform_v1.JobServiceClient(transport=JobServiceGrpcTransport(channel=channel))
+    endpoint = f"{location}-aiplatform.googleapis.com"
+    return aiplatform_v1.JobServiceClient(client_options={"api_endpoint": endpoint})
+
+
+def resource_uri(location: str, name: str) -> str:
+    """The job's URI in ``gcp_resources`` (GCPC's ``job_uri_prefix`` + name)."""
+    return f"https://{location}-aiplatform.googleapis.com/v1/{name}"
+
+
+def write_resources(path: str, location: str, name: str) -> None:
+    """Writes ``gcp_resources`` naming the current job.
+
+    One resource, as GCPC's ``check_if_job_exists`` requires; the job Vertex links to.
+    """
+    doc = {
+        "resources": [{"resourceType": "CustomJob", "resourceUri": resource_uri(location, name)}]
+    }
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def attached_job(path: str, location: str) -> str:
+    """The job a previous try of this task left in ``gcp_resources``, or ``""``."""
+    if not (os.path.exists(path) and os.path.getsize(path)):
+        return ""
+    with open(path) as f:
+        uri = json.load(f)["resources"][-1]["resourceUri"]
+    return uri.removeprefix(resource_uri(location, ""))
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """GCPC's custom-job launcher arguments, plus the plan and the checkpoint dir."""
+    p = argparse.ArgumentParser(prog="python -m spottrain.runtime.vertex_job")
+    p.add_argument("--type", default="CustomJob")
+    p.add_argument("--project", required=True)
+    p.add_argument("--location", required=True)
+    p.add_argument("--payload", required=True)
+    p.add_argument("--gcp_resources", required=True)
+    p.add_argument("--fallback_strategy", default="STANDARD")
+    p.add_argument("--first_attempts", type=int, default=3)
+    p.add_argument("--fallback_attempts", type=int, default=2)
+    p.add_argument("--checkpoint_dir", required=True)
+    p.add_argument("--train_steps", type=int, required=True)
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the plan; exits 0 when trained, 64 when a retry cannot help."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        payload = json.loads(args.payload, strict=False)
+        plan = Plan(
+            first=payload["job_spec"].get("scheduling", {}).get("strategy") or "SPOT",
+            fallback=args.fallback_strategy,
+            first_attempts=args.first_attempts,
+            fallback_attempts=args.fallback_attempts,
+        )
+    except (ValueError, KeyError, TypeError) as err:
+        log.error("bad fall-back settings: %s", err)
+        return preemption.FATAL_CONFIG
+    from google.api_core import exceptions
+
+    from spottrain.runtime.train import training_status
+    from spottrain.trainer import checkpointing
+
+    def newest_step() -> int:
+        return max((s for s, _ in checkpointing.list_checkpoints(args.checkpoint_dir)), default=-1)
+
+    launcher = Launcher(
+        client=job_client(args.location),
+        parent=f"projects/{args.project}/locations/{args.location}",
+        payload=payload,
+        plan=plan,
+        newest_step=newest_step,
+        progress=lambda: training_status(args.checkpoint_dir, args.train_steps),
+        record=lambda name: write_resources(args.gcp_resources, args.location, name),
+        poll_seconds=float(os.environ.get(POLL_ENV) or POLL_SECONDS),
+    )
+
+    def on_sigterm(signum, frame):
+        launcher.cancel()
+        sys.exit(preemption.PREEMPTED)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        decision = launcher.run(attach=attached_job(args.gcp_resources, args.location))
+    except exceptions.ClientError as err:
+        # Refused as sent (INVALID_ARGUMENT, PERMISSION_DENIED, ...): no retry helps.
+        log.error("Vertex refused the custom job: %s", err)
+        return preemption.FATAL_CONFIG
+    if decision == DONE:
+        return preemption.OK
+    if decision == GIVE_UP:
+        log.error("no job finished the training: %s", _summary(launcher.attempts))
+        return preemption.UNAVAILABLE
+    log.error("%s after %s", decision, _summary(launcher.attempts))
+    return preemption.FATAL_CONFIG
+
+
+def _summary(attempts: Sequence[Attempt]) -> str:
+    return ", ".join(f"{a.strategy} {a.state} ({a.step_before}->{a.step_after})" for a in attempts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
