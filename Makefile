@@ -96,11 +96,11 @@ run-gke run-preemptible: venv ## Create a KFP run on GKE (run-preemptible: the s
 	$(call require,HOST,HOST=https://<your-kfp-dashboard> data_src=gs://... checkpoint_dir=gs://...)
 	$(PY) -m spottrain.pipelines run-gke --host "$(HOST)" $(GKE_PIPELINE) $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
 
-run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= data_src=gs://... checkpoint_dir=gs://... [param=value ...]
+run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= [FALLBACK=1] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,PROJECT,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
 	$(call require,REGION,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
 	$(call require,BUCKET,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
-	$(PY) -m spottrain.pipelines run-vertex --project "$(PROJECT)" --region "$(REGION)" --bucket "$(BUCKET)" $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
+	$(PY) -m spottrain.pipelines run-vertex --project "$(PROJECT)" --region "$(REGION)" --bucket "$(BUCKET)" $(if $(FALLBACK),--fallback) $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
 
 gke-nodepool: venv ## Print the gcloud command for the GPU node pool: CLUSTER= ZONE= [POOL=preemptible|spot|on-demand GPU_TYPE= GPUS= MAX_NODES= RESERVATION= RESERVATION_PROJECT= EXECUTE=1]
 	$(call require,CLUSTER,CLUSTER=my-cluster ZONE=us-central1-a)

@@ -240,7 +240,7 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
     params = submit.parse_params(args.params)
     submit.check_vertex_args(args.project, args.region, args.bucket)
     submit.check_vertex_params(params, args.service_account)
-    template = _template(args, comp.VERTEX_YAML)
+    template = _template(args, comp.VERTEX_FALLBACK_YAML if args.fallback else comp.VERTEX_YAML)
     spec = submit.check_vertex_template(template)
     from spottrain.pipelines import vertex
 
@@ -417,6 +417,9 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--bucket", default="", help="gs bucket for the pipeline root (required)")
     v.add_argument("--service-account", default="", help="service account of the pipeline")
     v.add_argument("--pipeline", help="compiled Vertex YAML")
+    v.add_argument(
+        "--fallback", action="store_true", help="the pipeline whose SPOT jobs fall back to STANDARD"
+    )
     v.add_argument("params", nargs="*", help="pipeline parameters as name=value")
     v.set_defaults(func=cmd_run_vertex)
 

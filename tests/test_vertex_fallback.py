@@ -238,3 +238,19 @@ def test_a_retried_task_follows_the_job_it_left_instead_of_creating_one(digits_d
         out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
     assert len(svc.jobs) == 1 and _newest(tmp_path) == 60
+
+
+def test_run_vertex_fallback_submits_the_fallback_pipeline(capsys):
+    from test_cli import run_cli
+
+    from spottrain.pipelines import __main__ as cli
+
+    argv = ["run-vertex", "--project", "my-project", "--region", "us-central1", "--bucket",
+            "b-1", "data_src=gs://my-bucket/d", "checkpoint_dir=gs://my-bucket/c"]  # fmt: skip
+    for flags, name in (
+        ([], "spottrain_vertex.yaml"),
+        (["--fallback"], "spottrain_vertex_fallback.yaml"),
+    ):
+        code, _, err = run_cli(*argv, *flags, capsys=capsys)
+        # Refused before any request (the placeholder image), naming the template it picked.
+        assert code == cli.ERROR_EXIT and f"compiled/{name} runs the placeholder image" in err, err
