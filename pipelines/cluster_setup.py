@@ -9,6 +9,10 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
+
+import yaml
 
 from spottrain.pipelines.guards import GuardError
 from spottrain.placement import DEFAULT_SPOT_GRACE_SECONDS
@@ -82,8 +86,7 @@ def cmd_nodepool(args: argparse.Namespace) -> int:
     pool = placement.Placement(
         pool=args.pool, gpu_type=args.gpu_type, gpu_count=args.gpus, memory_limit=""
     )
-    cmd = placement.nodepool_command(
-        pool,
+    kwargs = dict(
         cluster=args.cluster,
         zone=args.zone,
         name=args.name,
@@ -92,11 +95,23 @@ def cmd_nodepool(args: argparse.Namespace) -> int:
         max_nodes=args.max_nodes,
         reservation=args.reservation,
         reservation_project=args.reservation_project,
+        spot_grace_seconds=args.spot_grace,
     )
+    cmd = placement.nodepool_command(pool, **kwargs)
+    config = ""
+    if args.spot_grace != DEFAULT_SPOT_GRACE_SECONDS:
+        config = yaml.safe_dump(placement.spot_node_system_config(args.spot_grace))
+        # Printed as a here-document so that the output stays one paste into a shell.
+        print(f"cat > {placement.SYSTEM_CONFIG_FILE} <<'EOF'\n{config}EOF")
     print(placement.format_command(cmd))
-    if args.execute:
+    if not args.execute:
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        if config:
+            path = Path(tmp) / placement.SYSTEM_CONFIG_FILE
+            path.write_text(config)
+            cmd = placement.nodepool_command(pool, **kwargs, system_config_file=str(path))
         return subprocess.call(cmd)
-    return 0
 
 
 def cmd_computeclass(args: argparse.Namespace) -> int:
@@ -145,6 +160,13 @@ def add_parsers(sub) -> None:
     n.add_argument("--max-nodes", type=int, default=4, help="autoscaling maximum")
     n.add_argument("--reservation", default="", help="on-demand pools: consume this reservation")
     n.add_argument("--reservation-project", default="", help="its project, if shared")
+    n.add_argument(
+        "--spot-grace",
+        type=int,
+        default=DEFAULT_SPOT_GRACE_SECONDS,
+        help="Spot pools: the nodes' shutdown grace in seconds, 30 (GKE's default) or 120 "
+        "(GKE 1.35.0-gke.1171000 and later; a gcloud that knows the field)",
+    )
     n.add_argument("--execute", action="store_true", help="run gcloud instead of printing")
     n.set_defaults(func=cmd_nodepool)
 

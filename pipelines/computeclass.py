@@ -31,13 +31,13 @@ Limitations), so the reservation is its own, first, priority.
 from __future__ import annotations
 
 from spottrain.placement import (
-    CRITICAL_PODS_SECONDS,
     DEFAULT_SPOT_GRACE_SECONDS,
     PlacementError,
     check_compute_class_name,
     check_gpu_type,
     check_reservation,
     check_spot_grace,
+    spot_node_system_config,
 )
 
 # The Compute Engine machine family each GPU attaches to (N1 takes the older GPUs).
@@ -94,12 +94,7 @@ def manifest(
 
     spot = node(spot=True)
     if spot_grace_seconds != DEFAULT_SPOT_GRACE_SECONDS:
-        spot["nodeSystemConfig"] = {
-            "kubeletConfig": {
-                "shutdownGracePeriodSeconds": spot_grace_seconds,
-                "shutdownGracePeriodCriticalPodsSeconds": CRITICAL_PODS_SECONDS,
-            }
-        }
+        spot["nodeSystemConfig"] = spot_node_system_config(spot_grace_seconds)
     priorities = [spot, *([node(flexStart={"enabled": True})] if flex_start else []), node()]
     if reservation:
         specific = {"name": reservation}

@@ -38,8 +38,10 @@ from spottrain.placement import (  # noqa: F401 - re-exported for pipeline code
     check_gpu_type,
     check_reservation,
     check_retry_window,
+    check_spot_grace,
     pod_grace_seconds,
     seconds,
+    spot_node_system_config,
 )
 from spottrain.trainer.ledger import CAPACITY_ENV
 
@@ -70,6 +72,10 @@ def apply_placement(placement: Placement, task: dsl.PipelineTask) -> dsl.Pipelin
     return task
 
 
+# Where ``make gke-nodepool SPOT_GRACE=120`` has the node system config written.
+SYSTEM_CONFIG_FILE = "spot-node-system-config.yaml"
+
+
 def nodepool_command(
     placement: Placement,
     *,
@@ -81,6 +87,8 @@ def nodepool_command(
     max_nodes: int = 4,
     reservation: str = "",
     reservation_project: str = "",
+    spot_grace_seconds: int = DEFAULT_SPOT_GRACE_SECONDS,
+    system_config_file: str = SYSTEM_CONFIG_FILE,
 ) -> list[str]:
     """The ``gcloud container node-pools create`` command for a placement's pool.
 
@@ -89,11 +97,14 @@ def nodepool_command(
     (``--reservation-affinity=specific --reservation=NAME``, or
     ``projects/PROJECT/reservations/NAME`` for one shared from another project:
     gcloud's ``node-pools create`` flags); Spot and preemptible VMs cannot consume
-    reservations (Compute Engine, "Consume reservations", Limitations).
+    reservations (Compute Engine, "Consume reservations", Limitations). A
+    ``spot_grace_seconds`` of 120 passes ``system_config_file`` (write
+    :func:`spot_node_system_config` there): Spot node pools only, GKE control plane
+    1.35.0-gke.1171000 or later (GKE's Spot VMs page).
 
     Raises:
-        PlacementError: on a missing cluster/zone, a bad node range, or a
-            reservation on a spot or preemptible pool.
+        PlacementError: on a missing cluster/zone, a bad node range, a
+            reservation on a spot or preemptible pool, or a longer grace off Spot.
     """
     if not cluster:
         raise PlacementError("cluster is empty: pass CLUSTER=<your GKE cluster>")
@@ -133,6 +144,14 @@ def nodepool_command(
         if reservation_project:
             reservation = f"projects/{reservation_project}/reservations/{reservation}"
         cmd += ["--reservation-affinity=specific", f"--reservation={reservation}"]
+    check_spot_grace(spot_grace_seconds)
+    if spot_grace_seconds != DEFAULT_SPOT_GRACE_SECONDS:
+        if placement.pool != "spot":
+            raise PlacementError(
+                f"spot grace {spot_grace_seconds} s on a {placement.pool} pool: GKE extends "
+                "the shutdown grace on Spot node pools only; use POOL=spot"
+            )
+        cmd.append(f"--system-config-from-file={system_config_file}")
     cmd += ["--scopes=cloud-platform", "--verbosity=error"]
     return cmd
 

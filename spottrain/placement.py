@@ -98,6 +98,23 @@ def check_spot_grace(spot_grace_seconds: int) -> None:
         raise PlacementError(f"spot grace {spot_grace_seconds} s: GKE accepts {accepted}")
 
 
+def spot_node_system_config(spot_grace_seconds: int) -> dict:
+    """The node system config that gives spot nodes this shutdown grace.
+
+    The same ``kubeletConfig`` for a node pool's ``--system-config-from-file`` (GKE API
+    ``NodeKubeletConfig``) and a ComputeClass priority's ``nodeSystemConfig`` (Google's
+    CRD types: ``shutdownGracePeriodSeconds`` enum 0/30/120,
+    ``shutdownGracePeriodCriticalPodsSeconds`` 0-120 and at most the former).
+    """
+    check_spot_grace(spot_grace_seconds)
+    return {
+        "kubeletConfig": {
+            "shutdownGracePeriodSeconds": spot_grace_seconds,
+            "shutdownGracePeriodCriticalPodsSeconds": CRITICAL_PODS_SECONDS,
+        }
+    }
+
+
 def pod_grace_seconds(spot_grace_seconds: int) -> int:
     """A training pod's ``terminationGracePeriodSeconds`` for a spot node's grace.
 

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import yaml
 
 from spottrain.pipelines import __main__ as cli
 from spottrain.pipelines import compile as comp
@@ -301,6 +302,65 @@ def test_gcloud_itself_parses_the_nodepool_command(pool, tmp_path):
     typo = subprocess.run([*cmd, "--reservation-affinityy=any"], capture_output=True,
                           text=True, env=env, timeout=120)  # fmt: skip
     assert typo.returncode == 2 and "unrecognized arguments" in typo.stderr
+
+
+@pytest.mark.skipif(shutil.which("gcloud") is None, reason="needs the gcloud CLI (offline)")
+def test_a_spot_pool_with_a_120_s_grace_is_one_paste_gcloud_parses(tmp_path):
+    """The printed here-document and command, run by bash with the real gcloud offline:
+    the file is written and the flags parse (gcloud stops at "no active account")."""
+    out = subprocess.run(
+        [sys.executable, "-m", "spottrain.pipelines", "nodepool", "--cluster", "c", "--zone",
+         "us-central1-a", "--pool", "spot", "--spot-grace", "120"],
+        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    env = {**os.environ, "CLOUDSDK_CONFIG": str(tmp_path), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
+    done = subprocess.run(["bash", "-e"], input=out.stdout, capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 1 and "active account" in done.stderr, done.stderr
+    config = yaml.safe_load((tmp_path / placement.SYSTEM_CONFIG_FILE).read_text())
+    assert config == placement.spot_node_system_config(120)
+    assert "--spot" in out.stdout and "--system-config-from-file=" in out.stdout
+    # gcloud's own loader of that file: a gcloud that knows the fields sets them; an older
+    # one (528 here) refuses exactly these two, so the rest of the file is what it expects.
+    sdk = subprocess.run(["gcloud", "info", "--format=value(installation.sdk_root)"],
+                         capture_output=True, text=True, env=env).stdout.strip()  # fmt: skip
+    probe = (
+        "import sys\n"
+        "from googlecloudsdk.api_lib.container import util\n"
+        "from googlecloudsdk.api_lib.util import apis\n"
+        "m = apis.GetMessagesModule('container', 'v1'); nc = m.NodeConfig()\n"
+        "try:\n"
+        "    util.LoadSystemConfigFromYAML(nc, sys.stdin.read(), None, m)\n"
+        "    k = nc.kubeletConfig; print(k.shutdownGracePeriodSeconds, "
+        "k.shutdownGracePeriodCriticalPodsSeconds)\n"
+        "except util.NodeConfigError as e: print(e)\n"
+    )
+    python = os.path.join(sdk, "platform", "bundledpythonunix", "bin", "python3")
+    loaded = subprocess.run(
+        [python if os.path.exists(python) else sys.executable, "-c", probe],
+        input=(tmp_path / placement.SYSTEM_CONFIG_FILE).read_text(), capture_output=True,
+        text=True, env={**env, "PYTHONPATH": f"{sdk}/lib:{sdk}/lib/third_party"},
+    )  # fmt: skip
+    assert loaded.stdout.strip() in (
+        "120 15",
+        "Invalid node config: unknown fields: ['shutdownGracePeriodCriticalPodsSeconds', "
+        "'shutdownGracePeriodSeconds'] in \"kubeletConfig\"",
+    ), loaded.stdout + loaded.stderr
+
+
+def test_a_longer_grace_off_spot_or_an_unknown_one_is_refused():
+    for pool in ("preemptible", "on-demand"):
+        with pytest.raises(placement.PlacementError, match="Spot node pools only"):
+            placement.nodepool_command(
+                placement.Placement(pool=pool), cluster="c", zone="z", spot_grace_seconds=120
+            )
+    with pytest.raises(placement.PlacementError, match="spot grace 60 s: GKE accepts 30 or 120"):
+        placement.nodepool_command(
+            placement.Placement(pool="spot"), cluster="c", zone="z", spot_grace_seconds=60
+        )
+    plain = placement.nodepool_command(placement.Placement(pool="spot"), cluster="c", zone="z")
+    assert not any(f.startswith("--system-config-from-file") for f in plain)
 
 
 def make(*args):
