@@ -102,7 +102,7 @@ run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= [FALLBA
 	$(call require,BUCKET,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
 	$(PY) -m spottrain.pipelines run-vertex --project "$(PROJECT)" --region "$(REGION)" --bucket "$(BUCKET)" $(if $(FALLBACK),--fallback) $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
 
-gke-nodepool: venv ## Print the gcloud command for the GPU node pool: CLUSTER= ZONE= [POOL=preemptible|spot|on-demand GPU_TYPE= GPUS= MAX_NODES= RESERVATION= RESERVATION_PROJECT= SPOT_GRACE=30|120 EXECUTE=1]
+gke-nodepool: venv ## Print the gcloud command for the GPU node pool: CLUSTER= ZONE= [POOL=preemptible|spot|flex-start|on-demand GPU_TYPE= GPUS= MAX_NODES= RESERVATION= RESERVATION_PROJECT= SPOT_GRACE=30|120 EXECUTE=1]
 	$(call require,CLUSTER,CLUSTER=my-cluster ZONE=us-central1-a)
 	$(call require,ZONE,CLUSTER=my-cluster ZONE=us-central1-a)
 	$(PY) -m spottrain.pipelines nodepool --cluster "$(CLUSTER)" --zone "$(ZONE)" $(if $(POOL),--pool "$(POOL)") $(if $(GPU_TYPE),--gpu-type "$(GPU_TYPE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(MACHINE_TYPE),--machine-type "$(MACHINE_TYPE)") $(if $(MAX_NODES),--max-nodes "$(MAX_NODES)") $(if $(RESERVATION),--reservation "$(RESERVATION)") $(if $(RESERVATION_PROJECT),--reservation-project "$(RESERVATION_PROJECT)") $(if $(SPOT_GRACE),--spot-grace "$(SPOT_GRACE)") $(if $(EXECUTE),--execute)

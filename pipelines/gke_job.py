@@ -35,7 +35,7 @@ DESCRIPTION = (
     "Copy data and an initial checkpoint, then train as a Kubernetes Indexed Job of "
     "`workers` pods on a {pool} GPU node pool (the trainer is each pod's main process); "
     "pod disruptions never use up retries, and the training moves to the on-demand "
-    "pool when spot capacity does not come."
+    "pool when its capacity does not come."
 )
 # What the pipeline passes on to train_job by name.
 JOB_INPUTS = (

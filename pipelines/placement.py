@@ -125,6 +125,10 @@ def nodepool_command(
     ]  # fmt: skip
     if placement.pool in GCLOUD_POOL_FLAGS:
         cmd.append(GCLOUD_POOL_FLAGS[placement.pool])
+    if placement.pool == "flex-start":
+        # What GKE's flex-start page creates its pool with: any zone with capacity,
+        # no reservation, no auto-repair (a repaired node would be a new request).
+        cmd += ["--location-policy=ANY", "--reservation-affinity=none", "--no-enable-autorepair"]
     taint = placement.effective_taint
     if taint is not None:
         cmd.append(f"--node-taints={taint}")
@@ -137,9 +141,9 @@ def nodepool_command(
     if reservation:
         if placement.pool != "on-demand":
             raise PlacementError(
-                f"reservation {reservation!r} on a {placement.pool} pool: Spot and preemptible "
-                "VMs cannot consume reservations; use POOL=on-demand (or a ComputeClass with "
-                "the reservation first: make gke-computeclass)"
+                f"reservation {reservation!r} on a {placement.pool} pool: Spot, preemptible "
+                "and flex-start VMs cannot consume reservations; use POOL=on-demand (or a "
+                "ComputeClass with the reservation first: make gke-computeclass)"
             )
         if reservation_project:
             reservation = f"projects/{reservation_project}/reservations/{reservation}"

@@ -13,7 +13,10 @@ import difflib
 import re
 from dataclasses import dataclass, field, replace
 
-POOLS = ("preemptible", "spot", "on-demand")
+# flex-start: GKE's Dynamic Workload Scheduler VMs ("Run a small batch workload with
+# GPUs and Flex-start VMs"): queued for capacity, discounted (up to 53 %), run at most
+# 7 days, not preempted before that; the pool needs GKE 1.32.2-gke.1652000+ for GPUs.
+POOLS = ("preemptible", "spot", "flex-start", "on-demand")
 # The pools the GKE pipeline is compiled for (one YAML each): the ones that preempt.
 SPOT_POOLS = ("preemptible", "spot")
 
@@ -24,10 +27,11 @@ GPU_NODE_LABEL = "cloud.google.com/gke-accelerator"
 POOL_NODE_LABELS = {
     "preemptible": ("cloud.google.com/gke-preemptible", "true"),
     "spot": ("cloud.google.com/gke-spot", "true"),
+    "flex-start": ("cloud.google.com/gke-flex-start", "true"),
 }
 # ... of pools created with these gcloud flags (nodepool_command), so the selector a
 # compiled task carries and the pool our command creates come from one table.
-GCLOUD_POOL_FLAGS = {"preemptible": "--preemptible", "spot": "--spot"}
+GCLOUD_POOL_FLAGS = {"preemptible": "--preemptible", "spot": "--spot", "flex-start": "--flex-start"}
 GPU_RESOURCE = "nvidia.com/gpu"
 # A custom ComputeClass's node label and taint key ("About custom ComputeClasses").
 COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
@@ -170,7 +174,14 @@ class Taint:
 # preemption land there), and GKE's documented one for spot pools.
 PREEMPTIBLE_TAINT = Taint("preemptible", "true")
 SPOT_TAINT = Taint("cloud.google.com/gke-spot", "true")
-DEFAULT_TAINTS = {"preemptible": PREEMPTIBLE_TAINT, "spot": SPOT_TAINT}
+# Our flex-start pools are tainted like the spot ones, with their label's key, so that
+# only tasks placed there use the GPUs (GKE's page shows no taint of its own).
+FLEX_START_TAINT = Taint("cloud.google.com/gke-flex-start", "true")
+DEFAULT_TAINTS = {
+    "preemptible": PREEMPTIBLE_TAINT,
+    "spot": SPOT_TAINT,
+    "flex-start": FLEX_START_TAINT,
+}
 
 
 class PlacementError(ValueError):

@@ -288,7 +288,7 @@ def test_a_reservation_goes_on_an_on_demand_pool_only():
 
 
 @pytest.mark.skipif(shutil.which("gcloud") is None, reason="needs the gcloud CLI (offline)")
-@pytest.mark.parametrize("pool", ["preemptible", "spot", "on-demand"])
+@pytest.mark.parametrize("pool", ["preemptible", "spot", "flex-start", "on-demand"])
 def test_gcloud_itself_parses_the_nodepool_command(pool, tmp_path):
     """The real gcloud, offline: with no account it stops after parsing the flags
     (exit 1, "no active account"), while a flag it does not know is exit 2."""

@@ -157,6 +157,51 @@ def test_the_job_engine_with_a_class_has_no_fall_back_gang_and_valid_pods():
             "effect": "NoSchedule"} in pod["tolerations"]  # fmt: skip
 
 
+def test_a_flex_start_pool_and_the_job_pods_placed_on_it_match(tmp_path):
+    """Outside a class: ``make gke-nodepool POOL=flex-start`` and ``compile --target
+    gke-job --pool flex-start``. The pods select GKE's flex-start label (what GKE's
+    flex-start page's pods select) and tolerate the taint our pool command sets; the
+    launcher's on-demand gang stays for capacity that does not come."""
+    from spottrain.pipelines import placement as pl
+
+    flex = Placement(pool="flex-start")
+    cmd = pl.nodepool_command(flex, cluster="c", zone="z")
+    assert "--flex-start" in cmd and "--reservation-affinity=none" in cmd
+    taint = next(f.split("=", 1)[1] for f in cmd if f.startswith("--node-taints="))
+    spot_gang, on_demand = _gangs(flex)
+    job = manifests.job(spot_gang)
+    validate_k8s(job)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-flex-start": "true",
+        "cloud.google.com/gke-accelerator": "nvidia-tesla-t4",
+    }
+    key, rest = taint.split("=")
+    value, effect = rest.split(":")
+    assert {"key": key, "operator": "Equal", "value": value, "effect": effect} in pod[
+        "tolerations"
+    ]  # fmt: skip
+    assert "cloud.google.com/gke-flex-start" not in json.dumps(manifests.job(on_demand))
+    assert status_node_kind({"cloud.google.com/gke-flex-start": "true"}) == "flex-start"
+    out = tmp_path / "fs.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "spottrain.pipelines", "compile", "--target", "gke-job",
+         "--pool", "flex-start", "--out", str(out)], capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    spec = next(d for d in yaml.safe_load_all(out.read_text()) if d)
+    train = spec["root"]["dag"]["tasks"]["train-job"]["inputs"]["parameters"]
+    assert train["pool"]["runtimeValue"]["constant"] == "flex-start"
+    with pytest.raises(PlacementError, match="flex-start VMs cannot consume reservations"):
+        pl.nodepool_command(flex, cluster="c", zone="z", reservation="r1")
+
+
+def status_node_kind(labels: dict) -> str:
+    from spottrain.runtime.gke_job import status
+
+    return status.node_kind({"metadata": {"labels": labels}})
+
+
 def test_a_pod_moved_back_to_spot_by_active_migration_is_a_free_disruption():
     """Active migration drains the node (GKE: cordon, then evictions that respect
     PodDisruptionBudgets and the grace period); an eviction through the Eviction API

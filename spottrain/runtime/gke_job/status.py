@@ -135,12 +135,9 @@ def is_done(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-# GKE's node labels for capacity that is neither spot nor preemptible: flex-start
-# nodes (``cloud.google.com/gke-flex-start=true``, as the DWS flex-start pods select
-# them) and nodes consuming a reservation (``cloud.google.com/reservation-name``, the
-# system label behind a ComputeClass's ``reservations.specific.name``, "About custom
-# ComputeClasses").
-FLEX_START_LABEL = ("cloud.google.com/gke-flex-start", "true")
+# GKE's node label for nodes consuming a reservation (``cloud.google.com/reservation-name``,
+# the system label behind a ComputeClass's ``reservations.specific.name``, "About custom
+# ComputeClasses"); spot, preemptible and flex-start nodes are told by POOL_NODE_LABELS.
 RESERVATION_LABEL = "cloud.google.com/reservation-name"
 
 
@@ -157,8 +154,6 @@ def node_kind(node: dict | None) -> str:
     for kind, (key, value) in POOL_NODE_LABELS.items():
         if labels.get(key) == value:
             return kind
-    if labels.get(FLEX_START_LABEL[0]) == FLEX_START_LABEL[1]:
-        return "flex-start"
     if labels.get(RESERVATION_LABEL):
         return "reservation"
     return "on-demand"
