@@ -254,3 +254,20 @@ def test_run_vertex_fallback_submits_the_fallback_pipeline(capsys):
         code, _, err = run_cli(*argv, *flags, capsys=capsys)
         # Refused before any request (the placeholder image), naming the template it picked.
         assert code == cli.ERROR_EXIT and f"compiled/{name} runs the placeholder image" in err, err
+
+
+@pytest.mark.parametrize(("kind", "price"), [("spot", 0.35), ("standard", 1.2), ("on-demand", 1.2)])
+def test_a_fallback_attempt_is_costed_at_the_on_demand_price(tmp_path, monkeypatch, kind, price):
+    """The spot and standard jobs run the same flags (one --price-per-hour); the
+    ledger prices each attempt by the capacity it ran on."""
+    from spottrain.trainer import ledger
+
+    monkeypatch.setenv(ledger.CAPACITY_ENV, kind)
+    book = ledger.Ledger(str(tmp_path), True, price_per_hour=0.35, on_demand_price_per_hour=1.2)
+    book.begin(0)
+    an_hour_later = time.time() + 3600
+    monkeypatch.setattr(ledger.time, "time", lambda: an_hour_later)
+    (rec,) = book.end(preemption.OK) and ledger.read(str(tmp_path))
+    assert rec["capacity"] == kind and rec["seconds"] == pytest.approx(3600, abs=5)
+    assert rec["cost"] == pytest.approx(price, rel=0.01)
+    assert rec["on_demand_cost"] == pytest.approx(1.2, rel=0.01)

@@ -27,6 +27,8 @@ LEDGER = "attempts.json"
 # Vertex job's strategy or reservation, a GKE task's pool): each record names it.
 # Job-engine records get the node's own kind instead (annotate: node_kind).
 CAPACITY_ENV = "SPOTTRAIN_CAPACITY"
+# Capacity kinds billed at the on-demand price.
+FULL_PRICE_KINDS = ("on-demand", "standard")
 PREEMPTED_OUTCOMES = ("preempted", "preempted_unsaved")
 INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 
@@ -328,7 +330,12 @@ class Ledger:
         rec["seconds"] = round(ended - rec["started"], 2)
         if self.price or self.on_demand_price:
             hours = rec["seconds"] / 3600 * rec.get("workers", 1)
-            rec["cost"] = round(hours * self.price, 6)
+            price = self.price
+            if rec.get("capacity") in FULL_PRICE_KINDS and self.on_demand_price:
+                # A fall-back attempt (the on-demand pool, a Vertex STANDARD job) runs
+                # the same flags as the spot ones: it paid the on-demand price.
+                price = self.on_demand_price
+            rec["cost"] = round(hours * price, 6)
             rec["on_demand_cost"] = round(hours * self.on_demand_price, 6)
 
     def _versioned(self):
