@@ -199,6 +199,18 @@ def test_a_job_vertex_refuses_is_one_line_and_fatal(digits_dir, tmp_path):
     assert "Traceback" not in out and time.monotonic() - start < 30
 
 
+@pytest.mark.parametrize("answer", ["quota", "unreachable"])
+def test_a_quota_or_an_unreachable_api_is_retryable(digits_dir, tmp_path, answer):
+    with JobService([answer]) as svc:
+        if answer == "unreachable":
+            svc.server.stop(0)
+        proc = _launch(svc, tmp_path, _payload(digits_dir, tmp_path))
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == preemption.UNAVAILABLE, out
+    assert preemption.is_retryable(proc.returncode) and "Traceback" not in out
+    assert not svc.jobs
+
+
 @pytest.mark.slow
 def test_cancelling_the_task_cancels_its_job_and_the_trainer_saves(digits_dir, tmp_path):
     payload = _payload(digits_dir, tmp_path, steps=100_000)

@@ -202,8 +202,9 @@ class Launcher:
         """Runs jobs until an ending; ``attach`` follows an existing job first."""
         strategy = self.plan.first
         if attach:
-            job = self.client.get_custom_job(name=attach)
+            job = self._get(attach)
             strategy = job.job_spec.scheduling.strategy.name
+            strategy = strategy if strategy in STRATEGIES else self.plan.first
             self.attempts.append(Attempt(strategy, attach, step_before=self.newest_step()))
         while True:
             if not self.attempts or self.attempts[-1].state:
@@ -239,9 +240,15 @@ class Launcher:
         self.record(job.name)
         return Attempt(strategy, job.name, step_before=step)
 
+    def _get(self, name: str):
+        # GCPC's get_custom_job_with_client: the client's retry for up to 10 minutes.
+        from google.api_core import retry as retries
+
+        return self.client.get_custom_job(name=name, retry=retries.Retry(timeout=600))
+
     def _wait(self, name: str):
         while True:
-            job = self.client.get_custom_job(name=name)
+            job = self._get(name)
             if job.state.name in ENDED:
                 return job
             time.sleep(self.poll_seconds)
@@ -347,10 +354,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
         decision = launcher.run(attach=attached_job(args.gcp_resources, args.location))
+    except exceptions.TooManyRequests as err:
+        # RESOURCE_EXHAUSTED: a quota; a retry of the task re-attaches and goes on.
+        log.error("Vertex quota: %s", err)
+        return preemption.UNAVAILABLE
     except exceptions.ClientError as err:
         # Refused as sent (INVALID_ARGUMENT, PERMISSION_DENIED, ...): no retry helps.
         log.error("Vertex refused the custom job: %s", err)
         return preemption.FATAL_CONFIG
+    except exceptions.GoogleAPIError as err:
+        log.error("Vertex AI unreachable: %s", err)
+        return preemption.UNAVAILABLE
     if decision == DONE:
         return preemption.OK
     if decision == GIVE_UP:

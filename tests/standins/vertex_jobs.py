@@ -14,6 +14,7 @@ and returns the real ``aiplatform_v1`` messages on the service's real method pat
   143) → ``JOB_STATE_FAILED``. The pool's command must be the trainer's.
 - ``"stockout"``: ``JOB_STATE_FAILED`` at once, nothing run (no capacity).
 - ``"refuse"``: ``CreateCustomJob`` answers ``INVALID_ARGUMENT``.
+- ``"quota"``: ``CreateCustomJob`` answers ``RESOURCE_EXHAUSTED``.
 
 The error of a failed job is code 3 with a worker's exit in the message, our reading
 of what the Vertex console shows; the launcher under test does not decide on it.
@@ -88,6 +89,8 @@ class JobService:
         behaviour = self.script.pop(0) if self.script else "run"
         if behaviour == "refuse":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "worker_pool_specs[0]: bad spec")
+        if behaviour == "quota":
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "Quota exceeded for custom jobs")
         with self._lock:
             job = aiplatform_v1.CustomJob(request.custom_job)
             job.name = f"{request.parent}/customJobs/{len(self.jobs) + 1}"
