@@ -85,6 +85,7 @@ class LocalResult:
     summary: dict[str, Any] = field(default_factory=dict)
     attempts: list[dict[str, Any]] = field(default_factory=list)
     profile_report: Path | None = None
+    attempts_page: Path | None = None
     profile_findings: list[str] = field(default_factory=list)
     error: str = ""
 
@@ -121,6 +122,8 @@ class LocalResult:
         lines.append(f"checkpoints:    {self.params.get('checkpoint_dir')}")
         if self.model_dir:
             lines.append(f"model:          {self.model_dir}")
+        if self.attempts_page:
+            lines.append(f"attempts page:  {self.attempts_page} (open it in a browser)")
         if self.profile_report:
             lines.append(f"profile:        {self.profile_report}")
             lines += [f"                {finding}" for finding in self.profile_findings]
@@ -280,6 +283,8 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
     summary_path = result.model_dir / "training_summary.json" if result.model_dir else None
     if summary_path and summary_path.is_file():
         result.summary = json.loads(summary_path.read_text())
+    pages = sorted(root.glob("*/train*/report"), key=_mtime)  # the train tasks' pages
+    result.attempts_page = pages[-1] if pages else None
     reports = sorted(root.glob("*/profile/report"), key=_mtime)
     if reports:
         result.profile_report = reports[-1]

@@ -26,8 +26,13 @@ def test_preempted_train_task_is_retried_by_kfp_and_resumes_to_the_exact_step(tm
     outcomes = [(a["outcome"], a["exit_code"]) for a in result.attempts]
     assert outcomes == [("preempted", 143), ("success", 0)]
     assert result.attempts[1]["start_step"] == summary["start_step"]
+    # The attempts page the KFP UI shows: both attempts, the preempted one's notice.
+    page = result.attempts_page.read_text()
+    assert page.count('<g class="attempt"') == 2 and page.count('class="notice"') == 1
+    assert 'data-scalar="loss"' in page
     report = result.report()
     assert "SUCCEEDED" in report and "train failed 1x and was retried by KFP" in report
+    assert f"attempts page:  {result.attempts_page}" in report
 
 
 def test_on_demand_fallback_resumes_when_spot_retries_run_out(tmp_path):

@@ -1,7 +1,7 @@
 """The ``train`` component: one checkpointed, resumable training attempt."""
 
 from kfp import dsl
-from kfp.dsl import Dataset, Input, Markdown, Metrics, Model, Output
+from kfp.dsl import HTML, Dataset, Input, Markdown, Metrics, Model, Output
 
 from spottrain.version import IMAGE
 
@@ -13,6 +13,7 @@ def train(
     model: Output[Model],
     metrics: Output[Metrics],
     attempts: Output[Markdown],
+    report: Output[HTML],
     backbone: str = "resnet50",
     weights: str = "imagenet",
     image_size: int = 224,
@@ -40,6 +41,8 @@ def train(
             the attempt ledger's totals (ledger_attempts, ledger_preemptions, ledger_interruptions,
             ledger_steps_lost, ledger_cost, ledger_saving).
         attempts: The attempt ledger (checkpoint_dir/attempts.json) as a Markdown table.
+        report: The attempts on a time axis (capacity, notice, steps saved and lost,
+            cost) and the loss curve, as an HTML page the KFP UI shows.
         backbone: resnet50, mobilenet_v2 or small_cnn.
         weights: imagenet or none.
         image_size: Square input size in pixels.

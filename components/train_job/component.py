@@ -1,7 +1,7 @@
 """The ``train_job`` component: training as a Kubernetes Indexed Job, followed by a launcher."""
 
 from kfp import dsl
-from kfp.dsl import Dataset, Input, Markdown, Metrics, Model, Output
+from kfp.dsl import HTML, Dataset, Input, Markdown, Metrics, Model, Output
 
 from spottrain.version import IMAGE
 
@@ -15,6 +15,7 @@ def train_job(
     model: Output[Model],
     metrics: Output[Metrics],
     attempts: Output[Markdown],
+    report: Output[HTML],
     backbone: str = "resnet50",
     weights: str = "imagenet",
     image_size: int = 224,
@@ -54,6 +55,8 @@ def train_job(
         metrics: Final step, validation accuracy and loss, and the attempt ledger's totals.
         attempts: The attempt ledger as a Markdown table, with each attempt's node,
             node kind, disruption reason and pod exit codes.
+        report: The attempts on a time axis (capacity, notice, steps saved and lost,
+            cost) and the loss curve, as an HTML page the KFP UI shows.
         backbone: resnet50, mobilenet_v2 or small_cnn.
         weights: imagenet or none.
         image_size: Square input size in pixels.

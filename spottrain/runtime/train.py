@@ -324,7 +324,21 @@ def write_ledger(checkpoint_dir: str, metrics, attempts) -> dict[str, Any]:
     return totals
 
 
-def run_component(*, data, model, metrics, attempts=None, **kwargs: Any) -> None:
+def write_report_safely(checkpoint_dir: str, tensorboard_dir: str, report) -> None:
+    """Writes the attempts page; a page that cannot be drawn never fails the training."""
+    import html
+
+    from spottrain.runtime.report import write_report
+
+    try:
+        write_report(checkpoint_dir, tensorboard_dir, report.path)
+    except Exception as err:  # noqa: BLE001 - the trained model matters more
+        log.warning("could not draw the attempts page: %s", err)
+        with open(report.path, "w") as f:
+            f.write(f"<p>The attempts page could not be drawn: {html.escape(str(err))}</p>")
+
+
+def run_component(*, data, model, metrics, attempts=None, report=None, **kwargs: Any) -> None:
     """The ``train`` component body: trains and records the KFP outputs.
 
     Args:
@@ -333,6 +347,7 @@ def run_component(*, data, model, metrics, attempts=None, **kwargs: Any) -> None
         metrics: The ``Output[Metrics]`` filled from ``training_summary.json`` and
             the attempt ledger's totals (``ledger_*``).
         attempts: The ``Output[Markdown]`` for the attempt ledger table.
+        report: The ``Output[HTML]`` for the attempts page (:mod:`spottrain.runtime.report`).
         **kwargs: The remaining component inputs, passed to :func:`train`.
     """
     from spottrain.trainer import distribution
@@ -363,6 +378,8 @@ def run_component(*, data, model, metrics, attempts=None, **kwargs: Any) -> None
     if attempts is not None:
         totals = write_ledger(kwargs["checkpoint_dir"], metrics, attempts)
         log.info("attempt ledger: %s", json.dumps(totals, sort_keys=True))
+    if report is not None:
+        write_report_safely(kwargs["checkpoint_dir"], kwargs.get("tensorboard_dir", ""), report)
     model.metadata.update(
         framework="tensorflow",
         backbone=kwargs.get("backbone", ""),

@@ -246,7 +246,9 @@ def launch(
     return outcome
 
 
-def run_component(*, data, model, metrics, attempts, k: kube.Kube | None = None, **kwargs) -> None:
+def run_component(
+    *, data, model, metrics, attempts, report=None, k: kube.Kube | None = None, **kwargs
+) -> None:
     """The ``train_job`` component body.
 
     Args:
@@ -254,6 +256,7 @@ def run_component(*, data, model, metrics, attempts, k: kube.Kube | None = None,
         model: ``Output[Model]``: the chief's model, copied from the checkpoint dir.
         metrics: ``Output[Metrics]``: the training summary and ledger totals.
         attempts: ``Output[Markdown]``: the attempt ledger, with the pods' nodes.
+        report: ``Output[HTML]``: the attempts page (:mod:`spottrain.runtime.report`).
         k: The API (default: this pod's service account, in its namespace).
         **kwargs: The component's other inputs (see :func:`launch`).
     """
@@ -286,6 +289,8 @@ def run_component(*, data, model, metrics, attempts, k: kube.Kube | None = None,
         metrics.log_metric(name, value)
     totals = in_pod.write_ledger(checkpoint_dir, metrics, attempts)
     log.info("attempt ledger: %s", json.dumps(totals, sort_keys=True))
+    if report is not None:
+        in_pod.write_report_safely(checkpoint_dir, kwargs.get("tensorboard_dir", ""), report)
     model.metadata.update(
         framework="tensorflow",
         backbone=kwargs.get("backbone", ""),

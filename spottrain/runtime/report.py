@@ -1,0 +1,207 @@
+"""The attempts page the KFP UI draws: an HTML artifact with inline SVG.
+
+The ledger's attempts on a time axis (capacity kind, notice, saved step, steps lost,
+cost against on-demand) and the loss curve from the run's own TensorBoard scalars.
+Inline SVG and no plotting library: the image stays as it is, and the KFP UI shows an
+``HTML`` artifact as is. Every number drawn is also an attribute of its element
+(``data-*``), which the tests compare with the ledger.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# One colour per capacity kind (the ledger's ``capacity`` or a Job pod's ``node_kind``).
+COLORS = {
+    "spot": "#2e7d32",
+    "preemptible": "#00897b",
+    "flex-start": "#6a1b9a",
+    "reservation": "#1565c0",
+    "on-demand": "#ef6c00",
+    "standard": "#ef6c00",
+    "compute-class": "#546e7a",
+}
+UNKNOWN = "#9e9e9e"
+# Outcomes that ended on a notice (drawn with a marker at the bar's end).
+NOTICE_OUTCOMES = ("preempted", "preempted_unsaved")
+WIDTH = 900
+ROW = 34
+LEFT = 10
+
+
+def capacity(rec: Mapping[str, Any]) -> str:
+    """What an attempt ran on, as the ledger knows it."""
+    return str(rec.get("node_kind") or rec.get("capacity") or "unknown")
+
+
+def _attrs(**values: Any) -> str:
+    return " ".join(
+        f'data-{k.replace("_", "-")}="{html.escape(str(v))}"' for k, v in values.items()
+    )
+
+
+def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
+    """The attempts as bars on one time axis, one row each."""
+    timed = [r for r in records if r.get("started") is not None]
+    if not timed:
+        return '<p class="empty">No attempt has been recorded yet.</p>'
+    t0 = min(float(r["started"]) for r in timed)
+    t1 = max(float(r.get("ended") or r["started"]) for r in timed)
+    span = max(t1 - t0, 1e-9)
+    scale = (WIDTH - 2 * LEFT) / span
+    height = ROW * len(timed) + 30
+    parts = [
+        f'<svg class="timeline" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="attempts over time">'
+    ]
+    for i, r in enumerate(timed):
+        start = float(r["started"])
+        end = float(r.get("ended") or start)
+        x, w = LEFT + (start - t0) * scale, max((end - start) * scale, 2)
+        y = 5 + i * ROW
+        kind = capacity(r)
+        lost = r.get("steps_lost", 0)
+        cost = r.get("cost")
+        label = (
+            f"#{r.get('attempt')} {kind}: steps {r.get('start_step')}→{r.get('saved_step')} "
+            f"saved, {r.get('outcome')}, lost {lost}"
+            + (f", ${cost:.4f}" if isinstance(cost, (int, float)) else "")
+        )
+        data = _attrs(
+            attempt=r.get("attempt"), capacity=kind, outcome=r.get("outcome"),
+            start_step=r.get("start_step"), saved_step=r.get("saved_step"), steps_lost=lost,
+            seconds=r.get("seconds", ""),
+        )  # fmt: skip
+        parts.append(
+            f'<g class="attempt" {data}><title>{html.escape(label)}</title>'
+            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{ROW - 12}" '
+            f'fill="{COLORS.get(kind, UNKNOWN)}"/>'
+        )
+        if r.get("outcome") in NOTICE_OUTCOMES:
+            parts.append(
+                f'<polygon class="notice" points="{x + w:.1f},{y} {x + w + 7:.1f},{y - 4} '
+                f'{x + w + 7:.1f},{y + 4}" fill="#c62828"/>'
+            )
+        parts.append(
+            f'<text x="{LEFT + 4}" y="{y + ROW - 16}" font-size="12" fill="#000">'
+            f"{html.escape(label)}</text></g>"
+        )
+    parts.append(
+        f'<text x="{LEFT}" y="{height - 4}" font-size="11" fill="#555">0 s</text>'
+        f'<text x="{WIDTH - LEFT}" y="{height - 4}" font-size="11" fill="#555" '
+        f'text-anchor="end">{span:.0f} s</text></svg>'
+    )
+    return "".join(parts)
+
+
+def curve_svg(name: str, points: Sequence[tuple[int, float]], height: int = 200) -> str:
+    """One scalar over the steps as a polyline with its range labelled."""
+    if not points:
+        return ""
+    steps = [s for s, _ in points]
+    values = [v for _, v in points]
+    s0, s1 = min(steps), max(steps)
+    v0, v1 = min(values), max(values)
+    sx = (WIDTH - 2 * LEFT - 60) / max(s1 - s0, 1)
+    sy = (height - 40) / (v1 - v0 if v1 > v0 else 1.0)
+    coords = " ".join(
+        f"{LEFT + 60 + (s - s0) * sx:.1f},{height - 20 - (v - v0) * sy:.1f}" for s, v in points
+    )
+    data = _attrs(scalar=name, points=len(points), first_step=s0, last_step=s1,
+                  min=f"{v0:.4g}", max=f"{v1:.4g}", last=f"{values[-1]:.4g}")  # fmt: skip
+    return (
+        f'<svg class="curve" {data} width="{WIDTH}" height="{height}" role="img" '
+        f'aria-label="{html.escape(name)}"><text x="{LEFT}" y="14" font-size="13">'
+        f"{html.escape(name)} (last {values[-1]:.4g})</text>"
+        f'<text x="{LEFT}" y="34" font-size="11" fill="#555">{v1:.4g}</text>'
+        f'<text x="{LEFT}" y="{height - 20}" font-size="11" fill="#555">{v0:.4g}</text>'
+        f'<polyline fill="none" stroke="#1565c0" stroke-width="1.5" points="{coords}"/>'
+        f'<text x="{LEFT + 60}" y="{height - 4}" font-size="11" fill="#555">step {s0}</text>'
+        f'<text x="{WIDTH - LEFT}" y="{height - 4}" font-size="11" fill="#555" '
+        f'text-anchor="end">step {s1}</text></svg>'
+    )
+
+
+def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar of the run's TensorBoard event files, by tag, in step order.
+
+    A resumed run writes the steps it repeats again: the last value of a step wins.
+    """
+    import tensorflow as tf
+
+    found: dict[str, dict[int, float]] = {}
+    if not logdir or not tf.io.gfile.exists(logdir):
+        return {}
+    for path in sorted(tf.io.gfile.glob(f"{logdir.rstrip('/')}/**/events.out.tfevents.*")) + sorted(
+        tf.io.gfile.glob(f"{logdir.rstrip('/')}/events.out.tfevents.*")
+    ):
+        try:
+            for event in tf.compat.v1.train.summary_iterator(path):
+                for value in event.summary.value:
+                    number = (
+                        float(tf.make_ndarray(value.tensor))
+                        if value.HasField("tensor")
+                        else value.simple_value
+                    )
+                    found.setdefault(value.tag, {})[int(event.step)] = number
+        except tf.errors.DataLossError:
+            continue  # a file cut by a preemption: its complete events are read
+    return {tag: sorted(steps.items()) for tag, steps in found.items()}
+
+
+def page(
+    records: Sequence[Mapping[str, Any]],
+    totals: Mapping[str, Any],
+    scalars: Mapping[str, Sequence[tuple[int, float]]],
+) -> str:
+    """The whole HTML page."""
+    summary = (
+        f"{totals.get('attempts', 0)} attempt(s), {totals.get('preemptions', 0)} "
+        f"preemption(s), {totals.get('steps_lost', 0)} step(s) lost"
+    )
+    if "cost" in totals:
+        summary += (
+            f"; ${totals['cost']:.4f} against ${totals['on_demand_cost']:.4f} on demand "
+            f"(saving ${totals['saving']:.4f})"
+        )
+    legend = "".join(
+        f'<span style="color:{color}">■</span> {kind} '
+        for kind, color in COLORS.items()
+        if any(capacity(r) == kind for r in records)
+    )
+    curves = "".join(
+        curve_svg(tag, pts) for tag, pts in sorted(scalars.items()) if tag != "steps_per_second"
+    )
+    totals_attrs = _attrs(**{k: totals[k] for k in ("attempts", "preemptions", "steps_lost")
+                             if k in totals})  # fmt: skip
+    return (
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>Training attempts</title>'
+        "<style>body{font-family:sans-serif;margin:16px}svg{display:block;margin:8px 0}"
+        "</style></head><body>"
+        f'<h2>Training attempts</h2><p class="totals" {totals_attrs}>{html.escape(summary)}</p>'
+        f"<p>{legend}</p>{timeline_svg(records)}"
+        + (f"<h3>Curves</h3>{curves}" if curves else "<p>No scalars were written.</p>")
+        + "</body></html>"
+    )
+
+
+def write_report(checkpoint_dir: str, tensorboard_dir: str, path: str) -> None:
+    """Writes the page for the ledger in ``checkpoint_dir`` to ``path``.
+
+    ``tensorboard_dir`` as the trainer resolves it: the flag, else Vertex's
+    ``AIP_TENSORBOARD_LOG_DIR``, else beside the checkpoints.
+    """
+    import os
+
+    from spottrain.trainer import checkpointing, ledger
+
+    tensorboard_dir = (
+        tensorboard_dir
+        or os.environ.get("AIP_TENSORBOARD_LOG_DIR", "")
+        or checkpointing.default_tensorboard_dir(checkpoint_dir)
+    )
+    records = ledger.read(checkpoint_dir)
+    with open(path, "w") as f:
+        f.write(page(records, ledger.totals(records), read_scalars(tensorboard_dir)))

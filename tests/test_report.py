@@ -1,0 +1,121 @@
+"""The attempts page (spottrain.runtime.report): drawn from a real preempted and
+resumed run, every number on it compared with the ledger and the event files."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from trainer_helpers import ledger as read_ledger
+from trainer_helpers import run_module, tiny_args
+
+from spottrain.runtime import report
+from spottrain.trainer import ledger
+
+
+class _Elements(HTMLParser):
+    """The page's elements with a class, their attributes, and its visible text."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[tuple[str, str, dict]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("class"):
+            self.found.append((tag, attrs["class"], attrs))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    def of(self, cls: str) -> list[dict]:
+        return [a for _, c, a in self.found if c == cls]
+
+
+def _parse(page: str) -> _Elements:
+    parsed = _Elements()
+    parsed.feed(page)
+    return parsed
+
+
+@pytest.mark.slow
+def test_the_page_of_a_preempted_and_resumed_run_shows_the_ledger_and_the_loss(
+    digits_dir, tmp_path
+):
+    args = tiny_args(digits_dir, tmp_path, train_steps=60, price_per_hour=0.35,
+                     on_demand_price_per_hour=1.2)  # fmt: skip
+    first, _ = run_module(
+        "spottrain.trainer.launch",
+        ["--workers", "1", "--preempt-at-step", "25", "--signal", "TERM", "--", *args],
+        extra_env={ledger.CAPACITY_ENV: "spot"},
+    )
+    assert first.returncode == 143, first.stdout + first.stderr
+    second, _ = run_module(
+        "spottrain.trainer.task", args, extra_env={ledger.CAPACITY_ENV: "standard"}
+    )
+    assert second.returncode == 0, second.stderr
+    out = tmp_path / "attempts.html"
+    report.write_report(str(tmp_path / "checkpoints"), "", str(out))
+    page = _parse(out.read_text())
+
+    records = read_ledger(tmp_path)
+    drawn = page.of("attempt")
+    assert len(drawn) == len(records) == 2
+    for bar, rec in zip(drawn, records, strict=True):
+        assert bar["data-attempt"] == str(rec["attempt"])
+        assert bar["data-capacity"] == rec["capacity"]
+        assert bar["data-outcome"] == rec["outcome"]
+        assert bar["data-saved-step"] == str(rec["saved_step"])
+        assert bar["data-steps-lost"] == str(rec["steps_lost"])
+    assert [b["data-capacity"] for b in drawn] == ["spot", "standard"]
+    assert len(page.of("notice")) == 1  # the preempted attempt ends on a notice
+    totals = ledger.totals(records)
+    (shown,) = page.of("totals")
+    assert shown["data-attempts"] == "2" and shown["data-preemptions"] == "1"
+    text = "".join(page.text)
+    assert f"${totals['cost']:.4f} against ${totals['on_demand_cost']:.4f}" in text
+
+    scalars = report.read_scalars(str(tmp_path / "checkpoints" / "tensorboard"))
+    (loss,) = [c for c in page.of("curve") if c["data-scalar"] == "loss"]
+    assert int(loss["data-points"]) == len(scalars["loss"]) >= 10
+    assert loss["data-last-step"] == "60"
+    # The last loss the trainer printed is the curve's last value.
+    printed = [ln for ln in second.stdout.splitlines() if ln.startswith("step 60/60")]
+    assert printed and f"loss={float(loss['data-last']):.4f}" in printed[0]
+    assert "steps_per_second" not in [c["data-scalar"] for c in page.of("curve")]
+
+
+def test_a_run_without_attempts_says_so_rather_than_drawing_nothing(tmp_path):
+    out = tmp_path / "a.html"
+    report.write_report(str(tmp_path / "no-checkpoints"), "", str(out))
+    text = out.read_text()
+    assert "No attempt has been recorded yet." in text and "No scalars were written." in text
+    assert _parse(text).of("totals")[0]["data-attempts"] == "0"
+
+
+def test_each_capacity_kind_has_its_colour_and_the_legend_names_only_those_drawn():
+    records = [
+        {"attempt": i + 1, "started": 100.0 * i, "ended": 100.0 * i + 90, "capacity": kind,
+         "outcome": "preempted" if i < 2 else "success", "start_step": 10 * i,
+         "saved_step": 10 * i + 10, "steps_lost": 0}
+        for i, kind in enumerate(["spot", "flex-start", "standard"])
+    ]  # fmt: skip
+    page = report.page(records, ledger.totals(records), {})
+    for kind in ("spot", "flex-start", "standard"):
+        assert f'fill="{report.COLORS[kind]}"' in page and f"■</span> {kind}" in page
+    assert "preemptible" not in page
+    assert len(_parse(page).of("notice")) == 2
+
+
+def test_a_report_that_cannot_be_drawn_never_fails_the_training(tmp_path, monkeypatch):
+    from spottrain.runtime import train
+
+    def broken(*a, **k):
+        raise ValueError("bad <event> file")
+
+    monkeypatch.setattr(report, "write_report", broken)
+    out = type("Artifact", (), {"path": str(tmp_path / "r.html")})()
+    train.write_report_safely(str(tmp_path), "", out)
+    assert "bad &lt;event&gt; file" in Path(out.path).read_text()
