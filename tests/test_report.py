@@ -3,6 +3,7 @@ resumed run, every number on it compared with the ledger and the event files."""
 
 from __future__ import annotations
 
+import json
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -85,6 +86,35 @@ def test_the_page_of_a_preempted_and_resumed_run_shows_the_ledger_and_the_loss(
     printed = [ln for ln in second.stdout.splitlines() if ln.startswith("step 60/60")]
     assert printed and f"loss={float(loss['data-last']):.4f}" in printed[0]
     assert "steps_per_second" not in [c["data-scalar"] for c in page.of("curve")]
+
+    # The image task's confusion matrix, logged as the ClassificationMetrics the KFP UI
+    # draws: it counts every validation example, and its diagonal is the accuracy.
+    from kfp.dsl import ClassificationMetrics
+
+    from spottrain.runtime.train import write_classification
+
+    summary = json.loads((tmp_path / "model" / "training_summary.json").read_text())
+    matrix = summary["confusion_matrix"]
+    assert len(matrix) == len(summary["class_names"]) == 10
+    assert sum(map(sum, matrix)) == summary["val_examples"]
+    diagonal = sum(matrix[i][i] for i in range(10))
+    assert diagonal / summary["val_examples"] == pytest.approx(summary["val_accuracy"])
+    artifact = ClassificationMetrics(name="classification", uri=str(tmp_path / "c"))
+    write_classification(summary, artifact)
+    logged = artifact.metadata["confusionMatrix"]
+    assert [c["displayName"] for c in logged["annotationSpecs"]] == summary["class_names"]
+    assert [r["row"] for r in logged["rows"]] == matrix
+
+
+def test_a_task_without_a_confusion_matrix_logs_none_and_a_wrong_shape_is_refused():
+    from kfp.dsl import ClassificationMetrics
+
+    from spottrain.runtime.train import write_classification
+
+    artifact = ClassificationMetrics(name="c", uri="/tmp/c")
+    write_classification({"val_loss": 0.1}, artifact)
+    write_classification({"class_names": ["a", "b"], "confusion_matrix": [[1, 2]]}, artifact)
+    assert "confusionMatrix" not in artifact.metadata
 
 
 def test_a_run_without_attempts_says_so_rather_than_drawing_nothing(tmp_path):

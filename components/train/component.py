@@ -1,7 +1,7 @@
 """The ``train`` component: one checkpointed, resumable training attempt."""
 
 from kfp import dsl
-from kfp.dsl import HTML, Dataset, Input, Markdown, Metrics, Model, Output
+from kfp.dsl import HTML, ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
 
 from spottrain.version import IMAGE
 
@@ -14,6 +14,7 @@ def train(
     metrics: Output[Metrics],
     attempts: Output[Markdown],
     report: Output[HTML],
+    classification: Output[ClassificationMetrics],
     backbone: str = "resnet50",
     weights: str = "imagenet",
     image_size: int = 224,
@@ -43,6 +44,8 @@ def train(
         attempts: The attempt ledger (checkpoint_dir/attempts.json) as a Markdown table.
         report: The attempts on a time axis (capacity, notice, steps saved and lost,
             cost) and the loss curve, as an HTML page the KFP UI shows.
+        classification: The task's confusion matrix on the validation split, which the
+            KFP UI draws (the image classifier gives one).
         backbone: resnet50, mobilenet_v2 or small_cnn.
         weights: imagenet or none.
         image_size: Square input size in pixels.

@@ -1,7 +1,7 @@
 """The ``train_job`` component: training as a Kubernetes Indexed Job, followed by a launcher."""
 
 from kfp import dsl
-from kfp.dsl import HTML, Dataset, Input, Markdown, Metrics, Model, Output
+from kfp.dsl import HTML, ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
 
 from spottrain.version import IMAGE
 
@@ -16,6 +16,7 @@ def train_job(
     metrics: Output[Metrics],
     attempts: Output[Markdown],
     report: Output[HTML],
+    classification: Output[ClassificationMetrics],
     backbone: str = "resnet50",
     weights: str = "imagenet",
     image_size: int = 224,
@@ -57,6 +58,8 @@ def train_job(
             node kind, disruption reason and pod exit codes.
         report: The attempts on a time axis (capacity, notice, steps saved and lost,
             cost) and the loss curve, as an HTML page the KFP UI shows.
+        classification: The task's confusion matrix on the validation split, which the
+            KFP UI draws (the image classifier gives one).
         backbone: resnet50, mobilenet_v2 or small_cnn.
         weights: imagenet or none.
         image_size: Square input size in pixels.

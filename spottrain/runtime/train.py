@@ -324,6 +324,23 @@ def write_ledger(checkpoint_dir: str, metrics, attempts) -> dict[str, Any]:
     return totals
 
 
+def write_classification(summary: Mapping[str, Any], classification) -> None:
+    """Logs a task's confusion matrix as KFP ``ClassificationMetrics`` (the UI draws it).
+
+    A summary without ``confusion_matrix`` and ``class_names`` (a regression task)
+    leaves the artifact empty.
+    """
+    matrix, names = summary.get("confusion_matrix"), summary.get("class_names")
+    if classification is None or not matrix or not names:
+        return
+    if len(matrix) != len(names) or any(len(row) != len(names) for row in matrix):
+        log.warning("confusion_matrix is not %d x %d (class_names): not logged", *[len(names)] * 2)
+        return
+    classification.log_confusion_matrix(
+        [str(n) for n in names], [[int(c) for c in row] for row in matrix]
+    )
+
+
 def write_report_safely(checkpoint_dir: str, tensorboard_dir: str, report) -> None:
     """Writes the attempts page; a page that cannot be drawn never fails the training."""
     import html
@@ -338,7 +355,9 @@ def write_report_safely(checkpoint_dir: str, tensorboard_dir: str, report) -> No
             f.write(f"<p>The attempts page could not be drawn: {html.escape(str(err))}</p>")
 
 
-def run_component(*, data, model, metrics, attempts=None, report=None, **kwargs: Any) -> None:
+def run_component(
+    *, data, model, metrics, attempts=None, report=None, classification=None, **kwargs: Any
+) -> None:
     """The ``train`` component body: trains and records the KFP outputs.
 
     Args:
@@ -348,6 +367,8 @@ def run_component(*, data, model, metrics, attempts=None, report=None, **kwargs:
             the attempt ledger's totals (``ledger_*``).
         attempts: The ``Output[Markdown]`` for the attempt ledger table.
         report: The ``Output[HTML]`` for the attempts page (:mod:`spottrain.runtime.report`).
+        classification: The ``Output[ClassificationMetrics]`` for the task's confusion
+            matrix, when it gives one.
         **kwargs: The remaining component inputs, passed to :func:`train`.
     """
     from spottrain.trainer import distribution
@@ -375,6 +396,7 @@ def run_component(*, data, model, metrics, attempts=None, report=None, **kwargs:
         return
     for name, value in numeric_metrics(summary).items():
         metrics.log_metric(name, value)
+    write_classification(summary, classification)
     if attempts is not None:
         totals = write_ledger(kwargs["checkpoint_dir"], metrics, attempts)
         log.info("attempt ledger: %s", json.dumps(totals, sort_keys=True))

@@ -83,8 +83,13 @@ class ImageClassificationTask(Task):
             items, self.settings.image_size, f"in --image-dir (needed by step {step})"
         )
 
-    def evaluate(self, model, batch_size: int) -> dict[str, float]:
-        """Validation loss and accuracy, computed by each worker on the whole split."""
+    def evaluate(self, model, batch_size: int) -> dict[str, Any]:
+        """Validation loss, accuracy and confusion matrix, by each worker on the whole split.
+
+        The matrix (rows: true labels, columns: predictions, in ``class_names`` order)
+        is what the train components log as ``ClassificationMetrics``.
+        """
+        import numpy as np
         import tensorflow as tf
 
         ds = self.pipelines.val_dataset(batch_size)
@@ -95,18 +100,21 @@ class ImageClassificationTask(Task):
         def eval_batch(images, labels):
             logits = model(images, training=False)
             losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
-            correct = tf.cast(
-                tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32
-            )
-            return tf.reduce_sum(losses), tf.reduce_sum(correct)
+            predicted = tf.argmax(logits, -1, output_type=tf.int32)
+            correct = tf.cast(tf.equal(predicted, labels), tf.float32)
+            confusion = tf.math.confusion_matrix(labels, predicted, num_classes=classes)
+            return tf.reduce_sum(losses), tf.reduce_sum(correct), confusion
 
+        classes = len(self.index.class_names)
         total_loss = total_correct = count = 0.0
+        matrix = np.zeros((classes, classes), dtype=np.int64)
         try:
             for images, labels in ds:
-                batch_loss, correct = eval_batch(images, labels)
+                batch_loss, correct, confusion = eval_batch(images, labels)
                 total_loss += float(batch_loss)
                 total_correct += float(correct)
                 count += int(labels.shape[0])
+                matrix += confusion.numpy()
         except tf.errors.InvalidArgumentError:
             if self.pipelines.from_files:
                 error = data.undecodable_error(
@@ -119,6 +127,7 @@ class ImageClassificationTask(Task):
             "val_loss": total_loss / count,
             "val_accuracy": total_correct / count,
             "val_examples": int(count),
+            "confusion_matrix": matrix.tolist(),
         }
 
     def summary(self) -> dict[str, Any]:

@@ -156,8 +156,14 @@ class Task:
         return cls.train_step is not Task.train_step
 
     # -- optional -----------------------------------------------------------------
-    def evaluate(self, model, batch_size: int) -> dict[str, float]:
-        """Validation metrics after training (each worker, whole split); ``{}``: none."""
+    def evaluate(self, model, batch_size: int) -> dict[str, Any]:
+        """Validation metrics after training (each worker, whole split); ``{}``: none.
+
+        Numbers become the run's KFP ``Metrics``. A classifier may add
+        ``"confusion_matrix"`` (a list of rows: true label, then predicted, counts) with
+        ``"class_names"`` in :meth:`summary`: the components log it as
+        ``ClassificationMetrics``, which the KFP UI draws.
+        """
         return {}
 
     def explain(self, error: Exception, step: int, global_batch: int) -> ConfigError | None:

@@ -247,7 +247,15 @@ def launch(
 
 
 def run_component(
-    *, data, model, metrics, attempts, report=None, k: kube.Kube | None = None, **kwargs
+    *,
+    data,
+    model,
+    metrics,
+    attempts,
+    report=None,
+    classification=None,
+    k: kube.Kube | None = None,
+    **kwargs,
 ) -> None:
     """The ``train_job`` component body.
 
@@ -257,6 +265,7 @@ def run_component(
         metrics: ``Output[Metrics]``: the training summary and ledger totals.
         attempts: ``Output[Markdown]``: the attempt ledger, with the pods' nodes.
         report: ``Output[HTML]``: the attempts page (:mod:`spottrain.runtime.report`).
+        classification: ``Output[ClassificationMetrics]``: the task's confusion matrix.
         k: The API (default: this pod's service account, in its namespace).
         **kwargs: The component's other inputs (see :func:`launch`).
     """
@@ -287,6 +296,7 @@ def run_component(
     summary = in_pod.read_summary(model.path)
     for name, value in in_pod.numeric_metrics(summary).items():
         metrics.log_metric(name, value)
+    in_pod.write_classification(summary, classification)
     totals = in_pod.write_ledger(checkpoint_dir, metrics, attempts)
     log.info("attempt ledger: %s", json.dumps(totals, sort_keys=True))
     if report is not None:
