@@ -30,6 +30,9 @@ def test_preempted_train_task_is_retried_by_kfp_and_resumes_to_the_exact_step(tm
     page = result.attempts_page.read_text()
     assert page.count('<g class="attempt"') == 2 and page.count('class="notice"') == 1
     assert 'data-scalar="loss"' in page
+    # The profile page: the step chart under its title, the note on the training after.
+    profile = (result.profile_report.parent / "report_html").read_text()
+    assert '<svg class="steps"' in profile and "The training it describes" in profile
     report = result.report()
     assert "SUCCEEDED" in report and "train failed 1x and was retried by KFP" in report
     assert f"attempts page:  {result.attempts_page}" in report

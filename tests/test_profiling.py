@@ -1,6 +1,7 @@
 """The profile: real profiled digits runs (healthy vs input-bound), trace analysis, component."""
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -324,6 +325,19 @@ def test_analysis_of_a_gpu_trace_reports_device_share_placement_precision_allred
     assert "<table>" in profiling.render_html(md)
 
 
+def test_the_step_chart_draws_each_step_and_its_input_wait_to_scale():
+    steps = [(0.001, 0.010), (0.030, 0.040), (0.0, 0.020)]
+    svg = profiling.report.steps_svg(steps)
+    bars = re.findall(r'class="step" data-step-ms="([\d.]+)" data-input-ms="([\d.]+)"', svg)
+    assert [(float(a), float(b)) for a, b in bars] == [(10.0, 1.0), (40.0, 30.0), (20.0, 0.0)]
+    heights = [float(h) for h in re.findall(r'<rect class="step"[^>]* height="([\d.]+)"', svg)]
+    assert heights[1] == max(heights) and heights[0] == pytest.approx(heights[1] / 4, rel=0.01)
+    assert 'data-median-step-ms="20.00"' in svg and 'data-median-input-ms="1.00"' in svg
+    page = profiling.render_html("# Training profile", steps)
+    assert page.index("<h1>Training profile") < page.index("Step time and input wait")
+    assert profiling.render_html("# Training profile").count("<svg") == 0
+
+
 def test_analysis_flags_work_between_steps_and_uneven_steps():
     steps = [(0.0, 0.010)] * 8 + [(0.0, 0.050)] * 2  # 180 ms of steps in a 300 ms window
     run = profiling.RunInfo(steps=steps, window_seconds=0.3, global_batch=8)
@@ -363,9 +377,17 @@ def test_profile_component_yaml_runs_locally_and_fills_its_outputs(tmp_path, dig
     [task_dir] = (tmp_path / "root").glob("*/profile")
     report = (task_dir / "report").read_text()
     assert report.startswith("# Training profile") and "No accelerator" in report
-    assert "<table>" in (task_dir / "report_html").read_text()
+    page = (task_dir / "report_html").read_text()
+    assert "<table>" in page
     metrics = json.loads(next((tmp_path / "root").rglob("executor_output.json")).read_text())
     found = json.dumps(metrics)
+    # The step chart: one bar per profiled step, its median the report's.
+    chart = re.search(r'<svg class="steps" data-steps="(\d+)" data-median-step-ms="([\d.]+)"', page)
+    assert chart and int(chart[1]) == 4 == page.count('<rect class="step"'), page[:2000]
+    median = re.search(r'"step_time_median_ms": \{"doubleValue": ([\d.e-]+)', found) or re.search(
+        r'"step_time_median_ms": ([\d.e-]+)', found
+    )
+    assert median and float(chart[2]) == pytest.approx(float(median[1]), abs=0.01), found
     assert "step_time_mean_ms" in found and "input_wait_share" in found
     assert list((task_dir / "trace").glob("plugins/profile/*/*.xplane.pb"))
     assert list((tmp_path / "tb").glob("plugins/profile/*/*.xplane.pb"))  # beside training's

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from spottrain.profiling.analysis import Analysis
+from collections.abc import Sequence
+
+from spottrain.profiling.analysis import Analysis, percentile
 from spottrain.profiling.findings import BYTES_PER_PARAMETER, fraction, percent, slowest_stages
 from spottrain.profiling.trace import DTYPE_NAMES, OpTime
 
@@ -153,11 +155,56 @@ def _short(name: str, limit: int = 70) -> str:
     return name if len(name) <= limit else "…" + name[-(limit - 1) :]
 
 
-def render_html(markdown_text: str) -> str:
-    """The Markdown report as a standalone HTML page (KFP ``HTML`` artifact)."""
+def steps_svg(steps: Sequence[tuple[float, float]], width: int = 900, height: int = 220) -> str:
+    """The profiled steps as bars: each step's time, its input wait in orange below.
+
+    Inline SVG (no plotting library in the image); the numbers drawn are also the
+    element's ``data-*`` attributes.
+    """
+    if not steps:
+        return ""
+    top = max(s for _, s in steps) or 1e-9
+    bar = (width - 70) / len(steps)
+    scale = (height - 40) / top
+    parts = []
+    for i, (wait, step) in enumerate(steps):
+        x = 60 + i * bar
+        h, w = step * scale, min(wait, step) * scale
+        parts.append(
+            f'<rect class="step" data-step-ms="{1000 * step:.2f}" '
+            f'data-input-ms="{1000 * wait:.2f}" '
+            f'x="{x:.1f}" y="{height - 20 - h:.1f}" width="{max(bar - 1, 1):.1f}" height="{h:.1f}" '
+            f'fill="#1565c0"/><rect x="{x:.1f}" y="{height - 20 - w:.1f}" '
+            f'width="{max(bar - 1, 1):.1f}" height="{w:.1f}" fill="#ef6c00"/>'
+        )
+    median = percentile([1000 * s for _, s in steps], 50)  # the report's own median
+    wait_median = percentile([1000 * w for w, _ in steps], 50)
+    return (
+        f'<svg class="steps" data-steps="{len(steps)}" data-median-step-ms="{median:.2f}" '
+        f'data-median-input-ms="{wait_median:.2f}" width="{width}" height="{height}" '
+        'role="img" aria-label="step time and input wait">'
+        f'<text x="4" y="14" font-size="11" fill="#555">{1000 * top:.1f} ms</text>'
+        f'<text x="4" y="{height - 20}" font-size="11" fill="#555">0 ms</text>'
+        + "".join(parts)
+        + f'<text x="60" y="{height - 4}" font-size="11" fill="#555">{len(steps)} profiled '
+        f"steps: median {median:.1f} ms, of which input {wait_median:.1f} ms "
+        '(<tspan fill="#1565c0">■</tspan> step, <tspan fill="#ef6c00">■</tspan> input '
+        "wait)</text></svg>"
+    )
+
+
+def render_html(markdown_text: str, steps: Sequence[tuple[float, float]] = ()) -> str:
+    """The Markdown report as a standalone HTML page (KFP ``HTML`` artifact).
+
+    With the profiled ``steps`` ((input seconds, step seconds) each), their chart
+    comes under the title.
+    """
     import markdown  # a TensorBoard dependency
 
     body = markdown.markdown(markdown_text, extensions=["tables"])
+    if steps:
+        chart = f"<h2>Step time and input wait</h2>{steps_svg(steps)}"
+        body = body.replace("</h1>", "</h1>" + chart, 1) if "</h1>" in body else chart + body
     style = (
         "body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}"
@@ -166,4 +213,13 @@ def render_html(markdown_text: str) -> str:
     return (
         f'<!doctype html><html><head><meta charset="utf-8"><title>Training profile</title>'
         f"<style>{style}</style></head><body>{body}</body></html>\n"
+    )
+
+
+def append_markdown(page: str, markdown_text: str) -> str:
+    """``page`` (from :func:`render_html`) with more Markdown rendered at its end."""
+    import markdown
+
+    return page.replace(
+        "</body>", markdown.markdown(markdown_text, extensions=["tables"]) + "</body>", 1
     )

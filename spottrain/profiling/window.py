@@ -257,7 +257,7 @@ def profile(
             is_chief=True,
             trace_dir=run_dir,
             markdown=text,
-            html=render_html(text),
+            html=render_html(text, run.steps),
             metrics=dict(analysis.metrics),
             analysis=analysis,
         )

@@ -314,9 +314,9 @@ def run_component(
     if summary_path is not None and summary_path.is_file():
         note = training_note(json.loads(summary_path.read_text()), out.metrics)
         out.markdown += "\n" + note
-        from spottrain.profiling import render_html
+        from spottrain.profiling.report import append_markdown
 
-        out.html = render_html(out.markdown)
+        out.html = append_markdown(out.html, note)
     Path(report.path).parent.mkdir(parents=True, exist_ok=True)
     Path(report.path).write_text(out.markdown)
     Path(report_html.path).parent.mkdir(parents=True, exist_ok=True)
