@@ -94,6 +94,10 @@ def test_the_page_of_a_preempted_and_resumed_run_shows_the_ledger_and_the_loss(
     from spottrain.runtime.train import write_classification
 
     summary = json.loads((tmp_path / "model" / "training_summary.json").read_text())
+    # The validation, written once, is shown as its number, not as a one-point curve.
+    finals = {f["data-scalar"]: float(f["data-value"]) for f in page.of("final")}
+    assert finals["val_accuracy"] == pytest.approx(summary["val_accuracy"], rel=1e-3)
+    assert "val_accuracy" not in [c["data-scalar"] for c in page.of("curve")]
     matrix = summary["confusion_matrix"]
     assert len(matrix) == len(summary["class_names"]) == 10
     assert sum(map(sum, matrix)) == summary["val_examples"]

@@ -29,6 +29,7 @@ NOTICE_OUTCOMES = ("preempted", "preempted_unsaved")
 WIDTH = 900
 ROW = 34
 LEFT = 10
+CHAR_PX = 6.6  # a generous width of one 12 px sans-serif character
 
 
 def capacity(rec: Mapping[str, Any]) -> str:
@@ -84,9 +85,18 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
                 f'<polygon class="notice" points="{x + w:.1f},{y} {x + w + 7:.1f},{y - 4} '
                 f'{x + w + 7:.1f},{y + 4}" fill="#c62828"/>'
             )
+        # Beside the bar where it fits (right, else left), never on it: dark on colour
+        # does not read.
+        room = len(label) * CHAR_PX
+        if x + w + 12 + room <= WIDTH:
+            tx, anchor = x + w + 12, "start"
+        elif x - 6 - room >= 0:
+            tx, anchor = x - 6, "end"
+        else:
+            tx, anchor = LEFT, "start"
         parts.append(
-            f'<text x="{LEFT + 4}" y="{y + ROW - 16}" font-size="12" fill="#000">'
-            f"{html.escape(label)}</text></g>"
+            f'<text x="{tx:.1f}" y="{y + ROW - 18}" font-size="12" fill="#000" '
+            f'text-anchor="{anchor}">{html.escape(label)}</text></g>'
         )
     parts.append(
         f'<text x="{LEFT}" y="{height - 4}" font-size="11" fill="#555">0 s</text>'
@@ -171,9 +181,17 @@ def page(
         for kind, color in COLORS.items()
         if any(capacity(r) == kind for r in records)
     )
-    curves = "".join(
-        curve_svg(tag, pts) for tag, pts in sorted(scalars.items()) if tag != "steps_per_second"
+    shown = {t: p for t, p in sorted(scalars.items()) if t != "steps_per_second"}
+    curves = "".join(curve_svg(tag, pts) for tag, pts in shown.items() if len(pts) > 1)
+    # A scalar written once (the validation after training) is a number, not a curve.
+    finals = ", ".join(
+        f'<span class="final" data-scalar="{html.escape(t)}" data-value="{p[0][1]:.4g}">'
+        f"{html.escape(t)} {p[0][1]:.4g} at step {p[0][0]}</span>"
+        for t, p in shown.items()
+        if len(p) == 1
     )
+    if finals:
+        curves += f"<p>{finals}</p>"
     totals_attrs = _attrs(**{k: totals[k] for k in ("attempts", "preemptions", "steps_lost")
                              if k in totals})  # fmt: skip
     return (
