@@ -20,10 +20,12 @@ RUN apt-get update \
 WORKDIR /opt/spottrain
 
 COPY . .
-# The local package with its `vertex` extra (the profile's Vertex TensorBoard upload);
-# its versions are pinned in setup.py, which hadolint does not read.
+# The local package with its `trainer` extra (TensorFlow, the engine's and profiler's
+# dependencies) and its `vertex` extra (the profile's Vertex TensorBoard upload, the
+# Vertex fall-back launcher); its versions are pinned in setup.py, which hadolint does
+# not read.
 # hadolint ignore=DL3013
-RUN pip install ".[vertex]" \
+RUN pip install ".[trainer,vertex]" \
     && tini --version \
     && python -c "import tensorflow as tf; assert tf.test.is_built_with_cuda()" \
     && python -c "import spottrain.trainer.task, spottrain.trainer.forward, spottrain.components, spottrain.runtime.fallback, spottrain.runtime.gcs_copy, spottrain.runtime.gke_job.component, spottrain.runtime.profile, spottrain.runtime.train, spottrain.runtime.vertex_job"

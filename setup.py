@@ -28,6 +28,14 @@ TF_RANGE = ">=2.21,<2.22"
 # official client; kfp 2.17 itself requires kubernetes<31 (its METADATA), so this range
 # is what pip can resolve beside it.
 KUBERNETES_CLIENT = "kubernetes>=30.1,<31"
+TRAINER_REQUIRES = [
+    f"tensorflow{TF_RANGE}",
+    "tensorflow-datasets>=4.9,<5",
+    # TF 2.21 no longer pulls TensorBoard in; tf.summary needs it.
+    "tensorboard>=2.20,<3",
+    "markdown>=3.4,<4",  # the profile report's HTML variant
+    "py-spy>=0.4,<0.5",  # stack dumps of a hung worker
+]
 PIPELINE_REQUIRES = [
     KUBERNETES_CLIENT,
     "kfp-kubernetes>=2.17,<3",
@@ -71,27 +79,27 @@ setup(
         "spottrain.components": ["*/component.yaml"],
         "spottrain.pipelines": ["compiled/*.yaml"],
     },
+    # What every use needs: the components' runtime outside training (the copy, the
+    # Job-engine launcher, kfp's executor) and an author's compile and submit.
     install_requires=[
-        f"tensorflow{TF_RANGE}",
-        "tensorflow-datasets>=4.9,<5",
-        # TF 2.21 no longer pulls TensorBoard in; tf.summary needs it.
-        "tensorboard>=2.20,<3",
-        "markdown>=3.4,<4",  # the profile report's HTML variant
         # The image runs the components' bodies through kfp.dsl.executor_main
         # (they are compiled with install_kfp_package=False).
         "kfp>=2.17,<3",
         "google-cloud-storage>=3.0,<4",
         "google-crc32c>=1.5,<2",
-        "py-spy>=0.4,<0.5",
         "tqdm>=4.60,<5",  # the copy's progress bar (tensorflow-datasets needs it too)
-        KUBERNETES_CLIENT,  # the Job-engine train component's launcher runs in this image
+        KUBERNETES_CLIENT,  # the Job-engine train component's launcher
     ],
     extras_require={
+        # The training engine, profiler and their TensorFlow: the image's (Dockerfile),
+        # not a pipeline author's (about 3 GB).
+        "trainer": TRAINER_REQUIRES,
         # Authoring, compiling and submitting pipelines: not needed in the GPU image.
         "pipelines": PIPELINE_REQUIRES,
         # In the image: the profile task uploads its trace to a Vertex TensorBoard.
         "vertex": ["google-cloud-aiplatform>=1.165,<2"],
         "test": [
+            *TRAINER_REQUIRES,
             *PIPELINE_REQUIRES,
             "pytest>=8,<10",
             # Reads the screenshots of the pages the KFP UI shows (tests/test_pages_in_chromium.py).

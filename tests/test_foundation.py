@@ -47,12 +47,19 @@ def test_wheel_installs_only_trainer_and_spottrain(tmp_path):
         if ln.startswith("Requires-Dist:")
     ]
     base = {r.split(";")[0].split("<")[0].split(">")[0].strip() for r in requires if ";" not in r}
-    assert {"tensorflow", "kfp", "google-cloud-storage"} <= base
+    assert {"kfp", "google-cloud-storage"} <= base
+    # Neither TensorFlow (the image's, an extra) nor the authoring tools are for everyone.
     assert not base & {
+        "tensorflow",
+        "tensorflow-datasets",
         "google-cloud-pipeline-components",
         "google-cloud-aiplatform",
         "kfp-kubernetes",
     }
+    assert any(
+        r.split(";")[0].rstrip("<>=.,0123456789 ") == "tensorflow" and 'extra == "trainer"' in r
+        for r in requires
+    ), requires
     assert any(
         r.startswith("google-cloud-pipeline-components") and 'extra == "pipelines"' in r
         for r in requires
