@@ -124,7 +124,9 @@ class VertexTraining:
     @property
     def capacity(self) -> str:
         """The capacity kind the replicas run on, for the ledger."""
-        return "reservation" if self.reservation else self.strategy.lower().replace("_", "-")
+        from spottrain.runtime.vertex_job import capacity_kind
+
+        return capacity_kind(self.strategy, bool(self.reservation))
 
     @property
     def gpus(self) -> int:

@@ -124,14 +124,18 @@ def decide(plan: Plan, attempts: Sequence[Attempt], progress: str) -> str:
     return GIVE_UP
 
 
+def capacity_kind(strategy: str, reserved: bool) -> str:
+    """The ledger's capacity kind (``CAPACITY_ENV``) of a Vertex job's replicas."""
+    return "reservation" if reserved else strategy.lower().replace("_", "-")
+
+
 def capacity(strategy: str, job: dict) -> str:
-    """The ledger's capacity kind of a job (``CAPACITY_ENV``)."""
-    if strategy == "STANDARD" and any(
+    """The capacity kind of one attempt's job (its pools may consume a reservation)."""
+    reserved = strategy == "STANDARD" and any(
         (p.get("machine_spec") or {}).get("reservation_affinity")
         for p in job["job_spec"]["worker_pool_specs"]
-    ):
-        return "reservation"
-    return strategy.lower().replace("_", "-")
+    )
+    return capacity_kind(strategy, reserved)
 
 
 def remove_empty(value):
