@@ -59,14 +59,20 @@ def _exec_of_pid1(proc: subprocess.Popen, program: str) -> int:
 
 
 def _blocks_sigterm(pid: int) -> None:
-    """Waits until ``pid`` blocks SIGTERM (tini's first instructions, ``SigBlk``)."""
+    """Waits until tini (``pid``) is past its start: SIGTERM blocked (``SigBlk``), or
+    its child spawned, which tini does only after blocking (tini.c ``main``:
+    ``configure_signals`` before ``spawn``). ``SigBlk`` alone is not enough: tini then
+    waits in ``sigtimedwait``, which takes the awaited signals out of the blocked mask
+    while it waits (kernel/signal.c ``do_sigtimedwait``), so the bit shows only between
+    its 1 s waits and a poll could first see it as tini exited after its child."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline or pytest.fail(f"PID 1 never blocked SIGTERM: {pid}"):
         status = Path(f"/proc/{pid}/status").read_text()
         blocked = int(
             next(ln for ln in status.splitlines() if ln.startswith("SigBlk:")).split()[1], 16
         )
-        if blocked & (1 << (signal.SIGTERM - 1)):
+        if blocked & (1 << (signal.SIGTERM - 1)) or children.read_text().strip():
             return
 
 
