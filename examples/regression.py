@@ -9,7 +9,7 @@ an interrupted run ends with the same weights. Train it with::
         --task examples.regression:Regression --task-args '{"features": 8}' \\
         --train-steps 300 --batch-size-per-replica 32
 
-In a real task, ``train_dataset`` reads your files instead (see the README).
+In a real task, ``train_dataset`` reads your files instead (see docs/task-api.md).
 """
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ def preflight_warning(namespace: str = ARGO_NAMESPACE) -> str:
 
     Read through the local kubeconfig when there is one and it may read the
     configmap; silent otherwise (many KFP users reach only the dashboard), which the
-    README's retry section covers.
+    retry section of docs/gke.md covers.
     """
     try:
         value = read_live(namespace)

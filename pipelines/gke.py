@@ -48,7 +48,7 @@ DESCRIPTION = (
 #   `state := model.RuntimeState(string(execStatus.Condition())).ToV2()`.
 FALLBACK_DESCRIPTION = (
     " If the spot training fails for good, an exit handler resumes it on the on-demand "
-    "pool (the run still shows Failed: see the README)."
+    "pool (the run still shows Failed: see docs/gke.md)."
 )
 
 
@@ -324,7 +324,7 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
     pkg/apis/workflow/v1alpha1/workflow_types.go:577-585) and gives exit pods no
     workflow deadline (workflow/controller/workflowpod.go:668
     `if woc.workflowDeadline != nil && !opts.onExitPod {`). So a terminated or
-    timed-out spot run falls back too; the README says how to stop both.
+    timed-out spot run falls back too; docs/gke.md says how to stop both.
 
     Args:
         placement: Where the resumed training runs (the on-demand GPU pool).

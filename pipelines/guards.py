@@ -358,7 +358,7 @@ def check_published_image(template: str | Path) -> None:
         raise GuardError(
             f"{template} runs the placeholder image {found[0]!r}: push your own with "
             "`make image IMAGE=<region>-docker.pkg.dev/<project>/<repo>/trainer:<tag>` and "
-            "compile against it with `make compile IMAGE=...` (README: Deploy)"
+            "compile against it with `make compile IMAGE=...` (docs/deploy.md)"
         )
 
 

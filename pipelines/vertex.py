@@ -416,7 +416,7 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
         retries = min(vertex.retries, 1) if vertex.fallback else vertex.retries
         if retries:
             # The SDK's default window is 3600 s, which on KFP OSS ends retries one
-            # hour after the first attempt (README "Retries"). How Vertex Pipelines
+            # hour after the first attempt (docs/gke.md, "Retries"). How Vertex Pipelines
             # reads it is not open source, so give it the same window as GKE rather
             # than rely on it meaning something else there.
             job.set_retry(

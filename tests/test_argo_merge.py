@@ -83,7 +83,7 @@ def test_the_model_merges_template_defaults_as_argo_does(tmp_path, defaults):
         assert merged is None
     else:
         assert (policy, merged["limit"], "backoff" in merged) == (model.policy, model.limit, False)
-    # What the README says, from Argo's own code: KFP's shipped value keeps set_retry's
+    # What docs/gke.md says, from Argo's own code: KFP's shipped value keeps set_retry's
     # limit and backoff, and OnError; the patch gives Always.
     train = _compiled_strategy(tasks["pod:train"])
     merged, policy = argo(tmp_path, value, train)

@@ -1,9 +1,11 @@
-"""The README's deploy section, checked where it can be without a cloud account.
+"""The README and docs/, checked where they can be without a cloud account.
 
-Every ``make`` command in it names a real target and only variables the Makefile
-reads (upper case) or parameters of the pipeline it runs (lower case), and ``make -n``
-expands it into a ``python -m spottrain.pipelines`` command the CLI parses; the
-Python compiles; the names it ties together (image, registry, identities) agree.
+Every ``make`` command they name (in a shell block or inline) names a real target and
+only variables the Makefile reads (upper case) or parameters of the pipeline it runs
+(lower case); the shell blocks' ``make`` commands expand under ``make -n`` into a
+``python -m spottrain.pipelines`` command the CLI parses, and their ``python -m
+spottrain.…`` commands parse; the Python compiles; the deploy page's names (image,
+registry, identities) agree; every link to a page of docs/ resolves.
 """
 
 from __future__ import annotations
@@ -19,22 +21,25 @@ import yaml
 from spottrain.pipelines import __main__ as cli
 from spottrain.pipelines import compile as comp
 from spottrain.pipelines import templates
+from spottrain.trainer import config, launch
 from spottrain.version import IMAGE
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
+PAGES = {p.relative_to(REPO).as_posix(): p.read_text()
+         for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]}  # fmt: skip
 MAKEFILE = (REPO / "Makefile").read_text()
-SECTION = README.split("## Deploy: from zero to a run on Google Cloud", 1)[1].split("\n## ", 1)[0]
+SECTION = PAGES["docs/deploy.md"]  # the deploy guide, step by step
 
 
-def blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", SECTION, re.S)
+def blocks(lang: str, text: str | None = None) -> list[str]:
+    texts = [text] if text is not None else list(PAGES.values())
+    return [b for t in texts for b in re.findall(rf"```{lang}\n(.*?)```", t, re.S)]
 
 
-def commands() -> list[list[str]]:
-    """The shell commands of the section's sh blocks, continuation lines joined."""
+def commands(text: str | None = None) -> list[list[str]]:
+    """The shell commands of the sh blocks (of ``text``, else of every page)."""
     found = []
-    for block in blocks("sh"):
+    for block in blocks("sh", text):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split("  #", 1)[0].strip()
             if line:
@@ -42,32 +47,47 @@ def commands() -> list[list[str]]:
     return found
 
 
+def inline_make_commands() -> list[list[str]]:
+    """``make …`` named in the prose (outside code blocks), placeholders and all."""
+    found = []
+    for text in PAGES.values():
+        prose = re.sub(r"```.*?```", "", text, flags=re.S)
+        for span in re.findall(r"`make ([^`]+)`", prose):
+            found.append(span.replace("[", " ").replace("]", " ").split())
+    return found
+
+
 MAKE_COMMANDS = [c[1:] for c in commands() if c[0] == "make"]
 TEMPLATES = {
-    "run-gke": comp.gke_yaml("spot"),
+    "run-gke": comp.gke_yaml("spot", engine="job"),  # the default engine
     "run-vertex": comp.VERTEX_YAML,
 }
 
 
-def test_the_section_has_the_commands_it_promises():
-    targets = {c[0] for c in MAKE_COMMANDS}
+def check_make_names(target: str, assignments: list[str]) -> None:
+    """``target`` is a Makefile target; every NAME= is read by it or is a parameter."""
+    assert re.search(rf"^(\S+ )*{re.escape(target)}( \S+)*:", MAKEFILE, re.M), target
+    for name in [a.split("=", 1)[0] for a in assignments]:
+        if name.isupper():
+            assert f"$({name})" in MAKEFILE, f"make {target}: the Makefile never reads {name}"
+        else:
+            assert target in TEMPLATES, f"make {target} takes no pipeline parameter {name}"
+            spec, _ = templates.load_template(comp.COMPILED_DIR / TEMPLATES[target])
+            assert name in templates.parameter_types(spec), f"{name} is no parameter of {target}"
+
+
+def test_the_deploy_guide_has_the_commands_it_promises():
+    targets = {c[1] for c in commands(SECTION) if c[0] == "make"}
     assert {"image", "compile", "gke-nodepool", "upload", "run-gke", "run-vertex"} <= targets
-    tools = {c[0] for c in commands()}
+    tools = {c[0] for c in commands(SECTION)}
     assert {"gcloud", "kubectl", "make"} <= tools
 
 
 @pytest.mark.parametrize("argv", MAKE_COMMANDS, ids=[" ".join(c)[:50] for c in MAKE_COMMANDS])
 def test_make_commands_name_real_targets_and_variables(argv):
     target, *assignments = argv
-    assert re.search(rf"^(\S+ )*{re.escape(target)}( \S+)*:", MAKEFILE, re.M), target
-    names = [a.split("=", 1)[0] for a in assignments]
     assert all("=" in a for a in assignments), assignments
-    for name in names:
-        if name.isupper():
-            assert f"$({name})" in MAKEFILE, f"make {target}: the Makefile never reads {name}"
-        else:
-            spec, _ = templates.load_template(comp.COMPILED_DIR / TEMPLATES[target])
-            assert name in templates.parameter_types(spec), f"{name} is no parameter of {target}"
+    check_make_names(target, assignments)
     # What make would run: a CLI command that parses (dry run; no request is made).
     result = subprocess.run(
         ["make", "--no-print-directory", "-n", *argv], cwd=REPO, capture_output=True, text=True
@@ -79,35 +99,74 @@ def test_make_commands_name_real_targets_and_variables(argv):
             cli.parser().parse_args(words[3:])  # SystemExit(2) on a bad argument
 
 
+def test_make_commands_named_in_the_prose_name_real_targets_and_variables():
+    spans = inline_make_commands()
+    assert len(spans) > 50, len(spans)
+    for target, *words in spans:
+        check_make_names(target, [w for w in words if re.match(r"[A-Za-z_]+=", w)])
+
+
+def test_python_commands_in_the_docs_parse():
+    """``python -m spottrain.…`` lines: the pipelines CLI, the trainer and its launcher."""
+    seen = set()
+    for words in commands():
+        if "-m" not in words[:3] or not words[0].endswith("python"):
+            continue
+        module, args = words[2], words[3:]
+        seen.add(module)
+        if module == "spottrain.pipelines":
+            cli.parser().parse_args(args)
+        elif module == "spottrain.trainer.task":
+            config.parse_args(args, {})  # ConfigError on an unknown flag or bad value
+        elif module == "spottrain.trainer.launch":
+            trainer_args = launch.build_parser().parse_args(args).trainer_args
+            config.parse_args(trainer_args[trainer_args[:1] == ["--"] :], {})
+    assert {"spottrain.trainer.task", "spottrain.trainer.launch"} <= seen, seen
+
+
+def test_links_between_pages_resolve():
+    for name, text in PAGES.items():
+        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", text):
+            assert (REPO / name).parent.joinpath(target).resolve().is_file(), (name, target)
+    readme_links = set(re.findall(r"\]\((docs/[^)#]+\.md)", PAGES["README.md"]))
+    assert readme_links == {n for n in PAGES if n.startswith("docs/")}, "a page the map misses"
+
+
+def test_the_readme_is_a_guide():
+    assert len(PAGES["README.md"].splitlines()) <= 200
+
+
 def test_python_snippets_compile():
-    snippets = blocks("python")
-    assert snippets
-    for snippet in snippets:
-        compile(snippet, "README.md", "exec", dont_inherit=True)
-    assert re.search(r'COMMIT = "[0-9a-f]{40}"', snippets[0]), "the URL must be pinned to a commit"
-    assert "load_component_from_url" in snippets[0] and "{COMMIT}" in snippets[0]
+    for name, text in PAGES.items():
+        for snippet in blocks("python", text):
+            compile(snippet, name, "exec", dont_inherit=True)
+    (pinned,) = [b for b in blocks("python") if "load_component_from_url" in b]
+    assert re.search(r'COMMIT = "[0-9a-f]{40}"', pinned), "the URL must be pinned to a commit"
+    assert "{COMMIT}" in pinned
 
 
 def test_image_registry_and_repository_agree():
-    image = next(a.split("=", 1)[1] for c in MAKE_COMMANDS if c[0] == "image" for a in c[1:])
+    deploy = [c[1:] for c in commands(SECTION) if c[0] == "make"]
+    image = next(a.split("=", 1)[1] for c in deploy if c[0] == "image" for a in c[1:])
     host, project, repo, _ = re.fullmatch(
         r"([a-z0-9-]+-docker\.pkg\.dev)/([^/]+)/([^/]+)/(.+)", image
     ).groups()  # noqa: E501
     create = next(
-        c for c in commands() if c[:4] == ["gcloud", "artifacts", "repositories", "create"]
+        c for c in commands(SECTION) if c[:4] == ["gcloud", "artifacts", "repositories", "create"]
     )
     assert create[4] == repo and f"--location={host.removesuffix('-docker.pkg.dev')}" in create
-    assert ["gcloud", "auth", "configure-docker", host] in [c[:4] for c in commands()]
-    compiled = next(c for c in MAKE_COMMANDS if c[0] == "compile")
+    assert ["gcloud", "auth", "configure-docker", host] in [c[:4] for c in commands(SECTION)]
+    compiled = next(c for c in deploy if c[0] == "compile")
     assert compiled[1:] == [f"IMAGE={image}"]
     assert project in image
 
 
 def test_the_placeholder_it_names_is_the_committed_image():
-    assert f"`{IMAGE}`" in SECTION and "`spottrain.version.IMAGE`" in SECTION
+    pinned = PAGES["docs/own-pipeline.md"]
+    assert f"`{IMAGE}`" in SECTION and "`spottrain.version.IMAGE`" in SECTION + pinned
     spec = yaml.safe_load((comp.COMPONENTS_DIR / "train" / "component.yaml").read_text())
     assert spec["deploymentSpec"]["executors"]["exec-train"]["container"]["image"] == IMAGE
-    assert "deploymentSpec.executors.exec-train.container.image" in SECTION
+    assert "deploymentSpec.executors.exec-train.container.image" in pinned
 
 
 def test_workload_identity_commands_name_the_same_accounts():
@@ -132,7 +191,7 @@ def test_workload_identity_commands_name_the_same_accounts():
 def test_the_rbac_the_identities_part_describes_is_what_make_gke_rbac_grants():
     from spottrain.runtime.gke_job import rbac
 
-    identities = SECTION.split("### 2. Identities", 1)[1].split("### 3.", 1)[0]
+    identities = SECTION.split("## 2. Identities", 1)[1].split("## 3.", 1)[0]
     assert "make gke-rbac NAMESPACE=kubeflow SERVICE_ACCOUNT=pipeline-runner EXECUTE=1" in (
         identities
     )

@@ -110,18 +110,49 @@ def test_make_help_lists_the_targets_users_expect():
         assert re.search(rf"^\s+{target}\s", out, re.M), f"make help lacks {target}:\n{out}"
 
 
-def test_readme_pipeline_snippet_compiles(tmp_path, monkeypatch):
-    """The README's "components in your own pipeline" example works as written."""
+def _own_pipeline_snippet(name: str) -> str:
+    text = (REPO / "docs" / "own-pipeline.md").read_text()
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if f"def {name}(" in b]
+    return snippet
+
+
+def test_docs_pipeline_snippet_compiles(tmp_path, monkeypatch):
+    """docs/own-pipeline.md's in-pod example works as written."""
     from kfp import compiler
 
-    text = (REPO / "README.md").read_text()
-    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "my_pipeline" in b]
+    text = _own_pipeline_snippet("my_pipeline")
+    snippet = text
     monkeypatch.chdir(REPO)  # it loads components/train/component.yaml relatively
     scope: dict = {}
-    exec(compile(snippet, "README.md", "exec", dont_inherit=True), scope)
+    exec(compile(snippet, "own-pipeline.md", "exec", dont_inherit=True), scope)
     out = tmp_path / "p.yaml"
     compiler.Compiler().compile(scope["my_pipeline"], str(out))
     compiled = out.read_text()
     assert "comp-train" in compiled and "comp-gcs-copy" in compiled
     assert "maxRetryCount: 5" in compiled
     assert "backoffMaxDuration: 604800s" in compiled  # a week, not the SDK's hour
+
+
+def test_docs_job_engine_snippet_places_its_tasks_as_it_says(tmp_path):
+    """docs/own-pipeline.md's Job-engine example: spot GPUs for the pods, on-demand CPU
+    for the launcher, the copy tolerating spot; read from the compiled platform spec."""
+    import yaml
+    from kfp import compiler
+
+    scope: dict = {}
+    snippet = _own_pipeline_snippet("my_job_pipeline")
+    exec(compile(snippet, "own-pipeline.md", "exec", dont_inherit=True), scope)
+    out = tmp_path / "p.yaml"
+    compiler.Compiler().compile(scope["my_job_pipeline"], str(out))
+    pipeline_spec, platform = yaml.safe_load_all(out.read_text())
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    spot = {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true",
+            "effect": "NoSchedule"}  # fmt: skip
+    assert spot in executors["exec-gcs-copy"]["tolerations"]
+    assert not executors.get("exec-train-job", {}).get("tolerations"), "launcher on spot"
+    inputs = pipeline_spec["root"]["dag"]["tasks"]["train-job"]["inputs"]["parameters"]
+    placed = {k: inputs[k]["runtimeValue"]["constant"] for k in ("pool", "gpu_type", "gpus")}
+    assert placed == {"pool": "spot", "gpu_type": "nvidia-l4", "gpus": 1}
+    launcher = pipeline_spec["deploymentSpec"]["executors"]["exec-train-job"]["container"]
+    assert "accelerator" not in launcher.get("resources", {}), "the launcher asks for a GPU"
+    assert pipeline_spec["root"]["dag"]["tasks"]["train-job"]["retryPolicy"]["maxRetryCount"] == 5

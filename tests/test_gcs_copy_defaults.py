@@ -12,7 +12,7 @@ from spottrain.gcs_copy import DEFAULT_WORKERS
 def test_component_and_cli_use_the_library_default():
     from spottrain.components.gcs_copy.component import gcs_copy
 
-    assert DEFAULT_WORKERS == 32  # chosen from bench/copy.py (README "Benchmarks")
+    assert DEFAULT_WORKERS == 32  # chosen from bench/copy.py (docs/benchmarks.md)
     assert gcs_copy.component_spec.inputs["workers"].default == DEFAULT_WORKERS
     help_text = subprocess.run(
         [sys.executable, "-m", "spottrain.gcs_copy", "--help"], capture_output=True, text=True

@@ -43,7 +43,7 @@ def _exec_of_pid1(proc: subprocess.Popen, program: str) -> int:
 
     Until then it is still ``unshare`` mounting /proc, which a container runtime does
     before the container starts; a notice sent then is lost whatever the image runs
-    (the README's 0 ms row). Timing the delay from the fork let a loaded machine put
+    (the 0 ms row of docs/verification.md). Timing the delay from the fork let a loaded machine put
     the 1 ms notice there. Returns PID 1's pid as seen from here.
     """
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")

@@ -7,7 +7,7 @@ lines each stand-in mirrors). On SIGTERM the emissary forwards it to the
 launcher's process group, the launcher dies at once, the emissary reaps it
 within about a second and exits 143, and the kernel kills the rest of the
 namespace. The trainer cannot count on the notice period here; what this file
-checks is what we promise instead (README): it never dies of its dead log
+checks is what we promise instead (docs/gke.md): it never dies of its dead log
 pipe, it saves on notice when the time allows, and otherwise the loss is
 bounded by the time-based asynchronous saves.
 

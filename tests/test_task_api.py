@@ -1,9 +1,13 @@
-"""The Task API: a task from the README's example trains under the engine's whole contract."""
+"""The Task API: the docs' example task (docs/task-api.md) gets the engine's whole contract."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import keras
@@ -85,9 +89,9 @@ def test_deterministic_refuses_batches_a_resume_would_not_reproduce(tmp_path, ta
 
 
 @pytest.mark.slow
-def test_the_readme_task_trains_through_a_preemption_from_the_readme_alone(tmp_path, monkeypatch):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    code = re.search(r"```python\n(# my_tasks\.py.*?)```", readme, re.S).group(1)
+def test_the_docs_task_trains_through_a_preemption_from_the_docs_alone(tmp_path, monkeypatch):
+    page = (Path(__file__).resolve().parents[1] / "docs" / "task-api.md").read_text()
+    code = re.search(r"```python\n(# my_tasks\.py.*?)```", page, re.S).group(1)
     (tmp_path / "my_tasks.py").write_text(code)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     out = tmp_path / "run"
@@ -275,3 +279,26 @@ def test_the_pre_flight_skips_a_task_it_cannot_import_and_says_so():
     assert task_check.check_task({"task": ""}) is None  # the built-in task: nothing to do
     ok = {"task": REGRESSION[1], "task_args": REGRESSION[3], "batch_size_per_replica": 8}
     assert task_check.check_task(ok) is None
+
+
+def test_the_readme_task_passes_the_readme_check_command(tmp_path):
+    """The README's KerasTask and its ``--check`` line, as a user pastes them."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "KerasTask" in b)
+    line = next(
+        ln.split("  #", 1)[0]
+        for b in re.findall(r"```sh\n(.*?)```", readme, re.S)
+        for ln in b.splitlines()
+        if ln.startswith("python -m spottrain.trainer.task --check")
+    )
+    (tmp_path / "my_tasks.py").write_text(code)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    argv = [sys.executable, *shlex.split(line)[1:]]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "check ok: task my_tasks:Classifier" in proc.stdout, proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my_tasks.py"], "it wrote something"
+    broken = code.replace("keras.Input((2,))", "keras.Input((3,))")  # the model no longer fits
+    (tmp_path / "my_tasks.py").write_text(broken)
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""The fault-tolerance contract (README), each line with real processes.
+"""The fault-tolerance contract (docs/preemption.md), each line with real processes.
 
 1. Resume from the latest checkpoint; exactly the requested steps.
 2. SIGTERM: every worker saves at the next step boundary, exits 143, 0 steps lost.

@@ -80,7 +80,7 @@ def _read_environment_once(client: storage.Client) -> None:
     With ``trust_env`` on, requests walks all of ``os.environ`` for proxy settings
     and looks for ~/.netrc on every request: bench/copy.py --down-only measured the
     download of 200 x 100 KB 1.15x [0.93-1.19] faster at 20 ms RTT with it off
-    (1.08x at 0 ms, 1.10x at 50 ms; 7 runs, README "Downloads after issue 13")
+    (1.08x at 0 ms, 1.10x at 50 ms; 7 runs, docs/benchmarks.md, "Downloads after issue 13")
     (a pod's environment, with a variable per Kubernetes service, is often longer
     than the bench's). Turned off only when no proxy, CA bundle or netrc variable
     is set and no netrc file exists, so no setting is ignored, and only on a client

@@ -32,7 +32,7 @@ log = logging.getLogger(__package__)
 summary_log = logging.getLogger(__package__ + ".summary")
 
 # Parallel transfers. Against real GCS a many-file copy is bound by round trips
-# (tens of ms each), not bandwidth; bench/copy.py (README "Benchmarks") measured
+# (tens of ms each), not bandwidth; bench/copy.py (docs/benchmarks.md) measured
 # 200 x 100 KB through a 20 and 50 ms RTT proxy at 8/16/32/64 workers: at 50 ms
 # 32 was 2.1-2.6x faster than 8, and 64 only 6-9 % faster than 32 for twice the
 # threads and connections (at 20 ms within the spread).

@@ -11,7 +11,7 @@ it the run) ends Succeeded once the training is done.
 Why one task and not an exit handler, as on GKE: an exit task runs once the handler's
 group has ended and gets its ``PipelineTaskFinalStatus`` (``SUCCEEDED``, ``FAILED`` or
 ``CANCELLED``: kfp ``dsl/task_final_status.py``), but the failed spot task stays
-failed. On KFP OSS the run then reads Failed (README "Retries"); how Vertex Pipelines
+failed. On KFP OSS the run then reads Failed (docs/gke.md, "Retries"); how Vertex Pipelines
 states a run whose task failed and whose exit task succeeded is not public (its
 "Configure failure policy" page says only that a run goes on after a failed task).
 Inside one task nothing fails unless the training does, whichever reading is right.

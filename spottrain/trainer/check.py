@@ -6,7 +6,8 @@ takes one replica's batch of step 0 from its input pipeline (a single-worker inp
 context) and computes the loss on it, and probes whether a resume would reproduce the
 batches (:mod:`spottrain.trainer.resume_probe`; a failed probe fails the check only
 with ``--deterministic``). Nothing is trained and nothing is written:
-no checkpoint, ledger record, run config or ``FATAL.json``. It prints one line and
+no checkpoint, ledger record, run config or ``FATAL.json`` (so the output dirs
+may be left out). It prints one line and
 exits 0, or names the problem in one line and exits 64.
 """
 
@@ -37,7 +38,7 @@ def run(argv: list[str]) -> int:
 def _check(cfg: config.TrainConfig) -> str:
     from spottrain.trainer import attempt
 
-    config.validate(cfg)
+    config.validate(cfg, outputs=False)
     task = attempt.load_and_prepare(cfg)
     import numpy as np
     import tensorflow as tf

@@ -4,7 +4,7 @@ Periodic saves are asynchronous (TF's ``experimental_enable_async_checkpoint``):
 the step loop only waits for the variables to be copied to host memory, and the
 files are written in a background thread. That is what makes frequent time-based
 saves cheap, and frequent saves are what bound the loss where a preemption
-notice cannot be acted on in time (a KFP pod on GKE: see README). Saves on a
+notice cannot be acted on in time (a KFP pod on GKE: see docs/preemption.md). Saves on a
 preemption notice and at the last step wait until the files are complete. Only
 saves whose files are complete count as saved (:attr:`CheckpointStore.complete_step`);
 a failed save's files, and what cut saves of earlier attempts left, are removed.

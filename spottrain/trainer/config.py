@@ -370,8 +370,14 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def validate(cfg: TrainConfig) -> None:
-    """Checks every value that does not need data or TensorFlow; raises ConfigError."""
+def validate(cfg: TrainConfig, outputs: bool = True) -> None:
+    """Checks every value that does not need data or TensorFlow; raises ConfigError.
+
+    Args:
+        cfg: The parsed flags.
+        outputs: Require the checkpoint and model dirs (``--check`` writes nothing,
+            so it checks them only when given).
+    """
     from spottrain.trainer import task_api  # no TensorFlow: the task's module is not imported here
 
     module, cls, args = task_api.check_spec(cfg.task, cfg.task_args)
@@ -448,10 +454,12 @@ def validate(cfg: TrainConfig) -> None:
     ):
         _require(math.isfinite(price) and price >= 0, f"{flag} {price} must be >= 0")
     _require(
-        bool(cfg.checkpoint_dir),
+        bool(cfg.checkpoint_dir) or not outputs,
         "no checkpoint dir: pass --checkpoint-dir or set AIP_CHECKPOINT_DIR",
     )
-    _require(bool(cfg.model_dir), "no model dir: pass --model-dir or set AIP_MODEL_DIR")
+    _require(
+        bool(cfg.model_dir) or not outputs, "no model dir: pass --model-dir or set AIP_MODEL_DIR"
+    )
     for flag, path in (
         ("--checkpoint-dir", cfg.checkpoint_dir),
         ("--model-dir", cfg.model_dir),

@@ -199,7 +199,7 @@ class Ledger:
                 prev["last_step"] = max(prev.get("last_step", start_step), dumped[1])
         elif "notice_step" in prev:
             # The notice came and the save began, but the platform killed the
-            # attempt before the files were complete (KFP pod on GKE: README).
+            # attempt before the files were complete (KFP pod on GKE: docs/preemption.md).
             prev["outcome"] = "preempted_unsaved"
         else:
             prev["outcome"] = "killed"

@@ -54,7 +54,7 @@ class ExitCode:
 
 
 # The one table: the trainer's exits, the components' messages and the ledger's
-# outcomes all read it (README "Exit codes" is its prose).
+# outcomes all read it (docs/preemption.md "Exit codes" is its prose).
 EXIT_CODES = {
     row.code: row
     for row in (

@@ -5,7 +5,7 @@ loss, validation metrics); everything else is here.
 
 The loop is a custom ``strategy.run`` loop rather than ``model.fit``: Keras 3's
 fit fails under MultiWorkerMirroredStrategy and its BackupAndRestore has no
-multi-worker logic (see README). Every step all-reduces a small vector
+multi-worker logic (see docs/preemption.md). Every step all-reduces a small vector
 ``[loss, stop, save]`` so that every worker agrees, at the same step, on
 NaN-ness, on stopping for a preemption and on time-based saves.
 """
@@ -345,7 +345,7 @@ class Trainer:
                         tf.summary.scalar("loss", loss)
                         tf.summary.scalar("steps_per_second", rate)
             # One process need not wait for the next step's vote: the notice period
-            # is short, and on some platforms much shorter than the ~30 s (README).
+            # is short, and on some platforms much shorter than the ~30 s (docs/preemption.md).
             if stop_votes > 0 or (not self.cluster.multi_worker and self.stop.is_set()):
                 self._save(step, "preemption", wait=True, notice=True)
                 # Only the chief writes the checkpoint and knows it is complete (the
