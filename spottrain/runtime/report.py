@@ -208,18 +208,12 @@ def page(
 def write_report(checkpoint_dir: str, tensorboard_dir: str, path: str) -> None:
     """Writes the page for the ledger in ``checkpoint_dir`` to ``path``.
 
-    ``tensorboard_dir`` as the trainer resolves it: the flag, else Vertex's
-    ``AIP_TENSORBOARD_LOG_DIR``, else beside the checkpoints.
+    ``tensorboard_dir`` is resolved as the trainer resolves it
+    (:func:`spottrain.trainer.checkpointing.tensorboard_dir`).
     """
-    import os
-
     from spottrain.trainer import checkpointing, ledger
 
-    tensorboard_dir = (
-        tensorboard_dir
-        or os.environ.get("AIP_TENSORBOARD_LOG_DIR", "")
-        or checkpointing.default_tensorboard_dir(checkpoint_dir)
-    )
+    tensorboard_dir = checkpointing.tensorboard_dir(tensorboard_dir, checkpoint_dir)
     records = ledger.read(checkpoint_dir)
     with open(path, "w") as f:
         f.write(page(records, ledger.totals(records), read_scalars(tensorboard_dir)))

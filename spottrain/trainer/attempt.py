@@ -31,8 +31,9 @@ def prepare(argv: list[str], environ: dict | None = None):
     except ValueError as e:
         raise ConfigError(str(e)) from e
     cfg = config.parse_args(argv, distribution.default_dirs(environ))
-    if not cfg.tensorboard_dir:
-        cfg.tensorboard_dir = checkpointing.default_tensorboard_dir(cfg.checkpoint_dir)
+    cfg.tensorboard_dir = checkpointing.tensorboard_dir(
+        cfg.tensorboard_dir, cfg.checkpoint_dir, environ
+    )
     return cfg, cluster
 
 

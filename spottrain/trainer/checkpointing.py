@@ -30,7 +30,7 @@ import time
 
 from spottrain.trainer import fileio
 from spottrain.trainer.config import TrainConfig
-from spottrain.trainer.distribution import Cluster
+from spottrain.trainer.distribution import Cluster, default_dirs
 from spottrain.trainer.preemption import (
     FATAL_CONFIG,
     UNAVAILABLE,
@@ -60,6 +60,17 @@ def default_tensorboard_dir(checkpoint_dir: str) -> str:
     continue in one place.
     """
     return fileio.join(checkpoint_dir, TENSORBOARD) if checkpoint_dir else ""
+
+
+def tensorboard_dir(flag: str, checkpoint_dir: str, environ: dict | None = None) -> str:
+    """The run's TensorBoard dir, for the trainer that writes it and the report that reads it.
+
+    ``--tensorboard-dir``, else Vertex's ``AIP_TENSORBOARD_LOG_DIR``, else
+    :func:`default_tensorboard_dir`.
+    """
+    return (
+        flag or default_dirs(environ)["tensorboard_dir"] or default_tensorboard_dir(checkpoint_dir)
+    )
 
 
 def job_model_dir(checkpoint_dir: str) -> str:
