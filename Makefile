@@ -91,7 +91,7 @@ GKE_PIPELINE = $(if $(POOL),--pool "$(POOL)") $(if $(ENGINE),--engine "$(ENGINE)
 PIPELINE_PARAMS = $(filter $(addsuffix %,a b c d e f g h i j k l m n o p q r s t u v w x y z),$(MAKEOVERRIDES))
 # The other command-line variables, minus this Makefile's own: the CLI refuses one
 # named like a pipeline parameter (TRAIN_STEPS=5 would otherwise be dropped silently).
-MAKE_OWN_VARIABLES := HOST NAMESPACE POOL ENGINE FALLBACK NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON ARGO_NAMESPACE POLICY BASE TASKS TASK
+MAKE_OWN_VARIABLES := HOST NAMESPACE POOL ENGINE FALLBACK NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON ARGO_NAMESPACE POLICY BASE TASKS TASK REGISTRY DIST
 OTHER_VARIABLES = $(sort $(filter-out $(MAKE_OWN_VARIABLES) $(foreach p,$(PIPELINE_PARAMS),$(firstword $(subst =, ,$(p)))),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 MAKE_VARIABLES_FLAG = $(if $(OTHER_VARIABLES),--make-variables "$(OTHER_VARIABLES)")
 IMAGE ?= $(shell $(PY) -c 'from spottrain.version import IMAGE; print(IMAGE)')
@@ -141,7 +141,35 @@ image-task: ## Build and push an image of your tasks FROM ours: BASE=<our image>
 	docker build -f examples/Dockerfile --build-arg BASE="$(BASE)" --build-arg TASK="$(TASK)" -t "$(IMAGE)" "$(TASKS)"
 	docker push "$(IMAGE)"
 
-.PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool gke-computeclass gke-rbac kfp-retry-policy image image-task
+# -- Release: the wheel, the YAML and the image of spottrain/version.py's version --------
+# (VERSION is upload's pipeline version name.) The image is $(REGISTRY)/trainer:<version>.
+RELEASE_VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' spottrain/version.py)
+DIST ?= dist
+RELEASE_DIR = $(DIST)/$(RELEASE_VERSION)
+RELEASE_IMAGE = $(REGISTRY)/trainer:$(RELEASE_VERSION)
+
+# The YAML first: compile checks the image name before anything is written. pip builds
+# in the tree, and a build/ left by an earlier build puts files deleted since into the
+# wheel, so build/ and *.egg-info go before and after (also when the build fails).
+release-files: venv ## Build the wheel and the YAML of this version for REGISTRY=<registry path> into $(DIST)/<version>/ [DIST=dist]
+	$(call require,REGISTRY,REGISTRY=us-central1-docker.pkg.dev/my-project/spottrain)
+	$(call require,DIST,DIST=dist)
+	@test -n "$(RELEASE_VERSION)" || { echo "make $@: spottrain/version.py has no __version__ = \"...\" line" >&2; exit 2; }
+	$(PY) -m spottrain.pipelines compile --image "$(RELEASE_IMAGE)" --out-dir "$(RELEASE_DIR)/yaml"
+	rm -rf build *.egg-info
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w "$(RELEASE_DIR)" . ; built=$$?; rm -rf build *.egg-info; exit $$built
+	@echo "release $(RELEASE_VERSION): $(RELEASE_DIR)/spottrain-$(RELEASE_VERSION)-py3-none-any.whl, $(RELEASE_DIR)/yaml/, image $(RELEASE_IMAGE)"
+
+# REGISTRY and docker are checked before anything is built, the venv included (hence no
+# venv prerequisite here; release-files has it): without docker `make release` would
+# otherwise leave the files of a release whose image was never pushed.
+release: ## Build the wheel and YAML (release-files) and build and push their image: REGISTRY=<registry path> [DIST=dist]
+	$(call require,REGISTRY,REGISTRY=us-central1-docker.pkg.dev/my-project/spottrain)
+	@command -v docker >/dev/null || { echo "make release: docker is not installed; make release-files REGISTRY=$(REGISTRY) builds the wheel and YAML without it" >&2; exit 2; }
+	$(MAKE) --no-print-directory release-files REGISTRY="$(REGISTRY)"
+	$(MAKE) --no-print-directory image IMAGE="$(RELEASE_IMAGE)"
+
+.PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool gke-computeclass gke-rbac kfp-retry-policy image image-task release-files release
 
 bench: venv ## Benchmarks (ratios measured side by side)
 	$(PY) bench/trainer_overhead.py

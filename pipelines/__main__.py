@@ -36,6 +36,20 @@ def _check_out(out: str) -> None:
         raise _guard_error(f"--out {out!r}: {what}; pass a file path in an existing folder")
 
 
+def _check_out_dir(args: argparse.Namespace) -> None:
+    """``--out-dir`` (the committed set, written elsewhere) before compiling."""
+    from spottrain.pipelines import compile as comp
+
+    if args.check or args.target:
+        flag = "--check" if args.check else "--target"
+        raise _guard_error(
+            f"--out-dir {args.out_dir!r} writes every committed file elsewhere: not with {flag} "
+            "(one --target build goes to --out FILE)"
+        )
+    if problem := comp.out_dir_problem(args.out_dir):
+        raise _guard_error(f"--out-dir {args.out_dir!r}: {problem}")
+
+
 def _guard_error(message: str):
     from spottrain.pipelines.guards import GuardError
 
@@ -74,13 +88,15 @@ def _gke_template(args: argparse.Namespace) -> Path:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    """Writes the committed YAML, checks drift, or compiles one custom build."""
+    """Writes the committed YAML (or a copy under --out-dir), checks drift, or one custom build."""
     from spottrain.pipelines import compile as comp
     from spottrain.pipelines import guards, placement
     from spottrain.pipelines.guards import GuardError
 
     guards.check_image_reference(args.image)
     placement.check_gpu_type(args.gpu_type)
+    if args.out_dir is not None:
+        _check_out_dir(args)
     if args.out and not args.target:
         raise GuardError(
             f"--out {args.out!r} is only used with --target (without it, compile writes the "
@@ -91,7 +107,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         # would be silently ignored.
         defaults = vars(parser().parse_args(["compile"]))
         for key, value in vars(args).items():
-            if key not in ("image", "check", "target", "out", "func", "command"):
+            if key not in ("image", "check", "target", "out", "out_dir", "func", "command"):
                 if value != defaults.get(key):
                     flag = "--" + key.replace("_", "-")
                     raise GuardError(
@@ -118,6 +134,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}")
         return 0
     guards.check_image_gpu(args.image, placement.Placement().gpu_count)
+    if args.out_dir is not None:
+        try:
+            written = comp.write_all_to(args.out_dir, args.image)
+        except OSError as e:
+            raise GuardError(
+                f"--out-dir {args.out_dir!r} cannot be written: {e.strerror}"
+            ) from None
+        print(f"wrote {len(written)} file(s) for {args.image} under {args.out_dir}")
+        return 0
     changed = comp.write_all(args.image)
     for path in changed:
         print(f"wrote {path}")
@@ -319,6 +344,11 @@ def parser() -> argparse.ArgumentParser:
         "--target", choices=["gke", "gke-job", "gke-fallback", "vertex"], help="one custom build"
     )
     c.add_argument("--out", help="where --target writes")
+    c.add_argument(
+        "--out-dir",
+        help="write every committed file under this folder instead, at its repository path "
+        "(the committed YAML is left as it is)",
+    )
     c.add_argument("--pool", default="preemptible", help="GKE pool: preemptible|spot|on-demand")
     c.add_argument(
         "--compute-class",

@@ -2,6 +2,7 @@
 
 ``make compile`` rewrites them; ``tests/test_pipelines.py`` fails when a
 committed file differs from what this module renders (the drift check).
+``make release-files`` writes the same set for a release's image under ``dist/``.
 """
 
 from __future__ import annotations
@@ -160,6 +161,53 @@ def write_all(image: str = IMAGE) -> list[Path]:
             path.write_text(text)
             changed.append(path)
     return changed
+
+
+def repo_path(path: Path) -> Path:
+    """A rendered file's path relative to the repository root.
+
+    ``components/<name>/component.yaml`` or ``pipelines/compiled/<file>.yaml``, also
+    from an installed wheel, where setup.py's ``package_dir`` puts both under
+    ``spottrain/``.
+    """
+    if path.is_relative_to(COMPILED_DIR):
+        return Path("pipelines", "compiled", path.relative_to(COMPILED_DIR))
+    return Path("components", path.relative_to(COMPONENTS_DIR))
+
+
+def out_dir_problem(out_dir: str) -> str | None:
+    """Why ``write_all_to`` must not write under ``out_dir``, or ``None``."""
+    from spottrain.trainer.fileio import folder_problem
+
+    if not out_dir:
+        return "is empty"
+    if blocked := folder_problem(out_dir):
+        return blocked
+    # There, the copies would overwrite the committed files they are made from.
+    sources = {COMPONENTS_DIR.resolve().parent, COMPILED_DIR.resolve().parents[1]}
+    if Path(out_dir).resolve() in sources:
+        return "holds the committed YAML (compile without --out-dir rewrites it)"
+    return None
+
+
+def write_all_to(out_dir: Path | str, image: str = IMAGE) -> list[Path]:
+    """Writes every committed YAML file, compiled for ``image``, under ``out_dir``.
+
+    Each file goes to its repository path (see ``repo_path``) under ``out_dir``,
+    which is created if missing; the committed files are not touched. Everything is
+    compiled before the first file is written.
+
+    Returns:
+        The paths written.
+    """
+    rendered = render_all(image)
+    written = []
+    for path, text in rendered.items():
+        target = Path(out_dir) / repo_path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        written.append(target)
+    return written
 
 
 def drift(image: str = IMAGE) -> list[Path]:
