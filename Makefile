@@ -62,6 +62,21 @@ $(TOOLS)/bin/argo-merge: tools/argo-merge/main.go tools/argo-merge/go.mod tools/
 	  || echo "tools: could not build argo-merge; its test will skip" >&2; \
 	else echo "tools: no Go toolchain here; the argo-merge test will skip" >&2; fi
 
+# KFP 2.17.0's own backend compiler, then Argo v4.0.5's validation, on the committed
+# pipelines (tools/kfp-compile; tests/test_kfp_compiler.py). The Go module proxy refuses
+# KFP's module, so this needs a checkout of kubeflow/pipelines at tag 2.17.0 (commit
+# 4a3592cb2dd0a91a4652ab93893ec8beda1f3158); it is linked to .tools/kfp-src, where
+# tools/kfp-compile/go.mod points. Not part of `make tools`: without it that test skips.
+kfp-compile: ## Build KFP 2.17.0's compiler + Argo's validation into .tools/: KFP_SRC=<kubeflow/pipelines checkout at tag 2.17.0>
+	$(call require,KFP_SRC,KFP_SRC=<a kubeflow/pipelines checkout at tag 2.17.0>)
+	@test "$$(cat "$(KFP_SRC)/VERSION" 2>/dev/null)" = 2.17.0 \
+	  || { echo "make kfp-compile: $(KFP_SRC) is not kubeflow/pipelines 2.17.0 (its VERSION file)" >&2; exit 2; }
+	@mkdir -p $(TOOLS)/bin && ln -sfn "$(abspath $(KFP_SRC))" $(TOOLS)/kfp-src
+	cd tools/kfp-compile && go build -trimpath -o ../../$(TOOLS)/bin/kfp-compile .
+	@echo "tools: built kfp-compile (KFP 2.17.0's compiler, Argo v4.0.5's validation)"
+
+.PHONY: kfp-compile
+
 lint: venv ## ruff (lint + format check) and hadolint on the Dockerfile
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

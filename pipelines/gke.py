@@ -302,8 +302,9 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
       in the DAG, and common.go:131-132 hangs it on the upstream task as
       `task.Hooks = wfapi.LifecycleHooks{ wfapi.ExitLifecycleEvent: ...`.
     So a ``dsl.If`` on such a task's output depends on a task Argo never sees
-    ("dependency ... not defined", argoproj/argo-workflows
-    workflow/validate/validate.go:1414, v4.0.5), which is what the old
+    ("sorting failed: invalid dependency ...", argoproj/argo-workflows
+    workflow/validate/validate.go:1366-1368 and util/sorting/topological_sorting.go:26,
+    v4.0.5; seen with KFP's own compiler and Argo's validation), which is what the old
     ``ignore_upstream_failure()`` shape did. Here nothing depends on the exit task.
 
     Why a graph (a CPU decision, then a GPU task only on "resume"): an exit task is

@@ -281,7 +281,7 @@ def _upstream(task: Mapping) -> set[str]:
     """A task's upstream tasks as the KFP backend sees them.
 
     Its ``dependentTasks`` plus the producers of its inputs, which the backend adds
-    itself: kubeflow/pipelines backend/src/v2/compiler/argocompiler/dag.go:659-705
+    itself: kubeflow/pipelines backend/src/v2/compiler/argocompiler/dag.go:659-706
     (2.17.0) addImplicitDependencies, e.g. :686 `case
     *pipelinespec.TaskInputsSpec_InputParameterSpec_TaskOutputParameter:`. A
     ``dsl.If`` condition or a ``dsl.ParallelFor`` iterator reads the producer's
@@ -301,7 +301,7 @@ def _upstream(task: Mapping) -> set[str]:
 
 
 def check_exit_tasks(spec: Mapping) -> None:
-    """Refuses a graph KFP OSS cannot run because of an exit task.
+    """Refuses a graph KFP OSS cannot run, or runs otherwise, because of an exit task.
 
     The backend compiles each task with trigger strategy ALL_UPSTREAM_TASKS_COMPLETED
     (a ``dsl.ExitHandler`` exit task, or ``ignore_upstream_failure()``) into an Argo
@@ -311,10 +311,18 @@ def check_exit_tasks(spec: Mapping) -> None:
       :90-91 `for _, dep := range deps {` / `taskToExitTemplate[dep] = name`
       :124-126 skips it when building the DAG's tasks, and :142-143 refuses a DAG of
       exit tasks only, "must contain one or more non-exit tasks".
-    So a task that depends on it names a task the Argo DAG does not have, which Argo
-    rejects: argoproj/argo-workflows workflow/validate/validate.go:1414 (v4.0.5)
-    `"templates.%s.tasks.%s dependency '%s' not defined"`. And an exit task with
-    several upstream tasks is hooked on (run after) each of them.
+    So:
+    - a task that depends on it names a task the Argo DAG does not have, which Argo
+      rejects: argoproj/argo-workflows workflow/validate/validate.go:1366-1368
+      `"templates.%s sorting failed: %s"` with util/sorting/topological_sorting.go:26
+      `"invalid dependency %s"` (v4.0.5);
+    - an exit task with several upstream tasks is hooked on (runs after) each of
+      them, and one with none is never hooked, so it never runs;
+    - two exit tasks on one upstream task: the map at :91 keeps one (the tasks are
+      visited in name order, :58 `sort.Strings(keys)`), and the other compiles, is
+      validated and never runs.
+    All of it shown with KFP 2.17.0's compiler and Argo v4.0.5's validation
+    (docs/verification.md).
     """
     for dag_name, dag in templates.dags(spec):
         tasks = dag.get("tasks") or {}
@@ -331,9 +339,10 @@ def check_exit_tasks(spec: Mapping) -> None:
             if bad:
                 raise GuardError(
                     f"in {where}, task {name!r} depends on {bad[0]!r}, which KFP OSS runs as an "
-                    f"Argo exit hook, not a DAG task: Argo rejects the run (dependency "
-                    f"'{bad[0]}' not defined); nothing may consume an exit task's outputs"
+                    f"Argo exit hook, not a DAG task: Argo rejects the run (sorting failed: "
+                    f"invalid dependency {bad[0]}); nothing may consume an exit task's outputs"
                 )
+        hooked: dict[str, str] = {}
         for name in sorted(exits):
             upstream = sorted(_upstream(tasks[name]))
             if len(upstream) != 1:
@@ -341,6 +350,14 @@ def check_exit_tasks(spec: Mapping) -> None:
                     f"in {where}, exit task {name!r} has upstream tasks {upstream}: KFP OSS "
                     "hooks it on each of them (runs it once per task, or never for none)"
                 )
+            if upstream[0] in hooked:
+                first = hooked[upstream[0]]
+                raise GuardError(
+                    f"in {where}, exit tasks {first!r} and {name!r} both follow "
+                    f"{upstream[0]!r}: KFP OSS keeps one exit hook per task, so {first!r} "
+                    "would never run; make one exit task (a graph component) that does both"
+                )
+            hooked[upstream[0]] = name
         if exits == set(tasks):
             raise GuardError(f"in {where}, every task is an exit task: KFP OSS refuses the DAG")
 

@@ -243,7 +243,7 @@ def run(
         if workflow_deadline is not None and now > workflow_deadline:
             return Outcome(phase, "retry exceeded workflow deadline", attempts)
         # KFP always sets Backoff (container.go:669); template defaults alone do not,
-        # and then Argo retries at once (operator.go:1027 `if retryStrategy.Backoff != nil {`).
+        # and then Argo retries at once (operator.go:1025 `if retryStrategy.Backoff != nil {`).
         waiting_deadline = now
         if strategy.backoff:
             if strategy.max_duration != "":

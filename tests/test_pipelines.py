@@ -241,6 +241,33 @@ def test_an_exit_task_hooked_on_two_tasks_is_refused():
         guards.check_exit_tasks(spec)
 
 
+def test_two_exit_tasks_on_one_task_are_refused():
+    """KFP 2.17.0's compiler keeps one exit hook per task (dag.go:90-91): with two
+    ignore_upstream_failure() tasks after one task, the one first in name order
+    compiled, passed Argo's validation and was never hooked (run with KFP's own
+    compiler here: docs/verification.md)."""
+    from kfp import dsl
+
+    from spottrain.components.training_status.component import training_status
+
+    @dsl.pipeline(name="two-exits")
+    def two_exits(checkpoint_dir: str):
+        work = training_status(checkpoint_dir=checkpoint_dir, train_steps=10)
+        training_status(checkpoint_dir=checkpoint_dir, train_steps=1).after(
+            work
+        ).ignore_upstream_failure()
+        training_status(checkpoint_dir=checkpoint_dir, train_steps=2).after(
+            work
+        ).ignore_upstream_failure()
+
+    docs, _, _ = compiled(two_exits)
+    with pytest.raises(guards.GuardError) as err:
+        guards.check_exit_tasks(docs[0])
+    message = str(err.value)
+    assert "exit tasks 'training-status-2' and 'training-status-3' both follow" in message
+    assert "'training-status-2' would never run" in message and "\n" not in message
+
+
 # -- Argo's retries, modelled (tests/argo_retry_model.py) -----------------------------
 
 
