@@ -1,0 +1,389 @@
+"""The Job-engine launcher against a real Kubernetes control plane (v1.34.3).
+
+``tests/real_kube.py`` starts ``.tools/bin/kube-cp`` (etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler from upstream source, in one process) and
+plays the kubelets of three fake GKE nodes. The launcher is the real one
+(``spottrain.runtime.gke_job.control.Launcher`` over ``kube.Kube``, as
+``tests/test_gke_job_control.py`` drives it against the stand-in) with the official
+``kubernetes`` client, authenticated as a service account that has exactly the
+RBAC of ``spottrain.runtime.gke_job.rbac`` (a TokenRequest token). Pods are placed
+by the real scheduler and created, counted and replaced by the real Job
+controller; only the kubelet's status writes are played (``real_kube.Kubelet``).
+Skips without the binary (``make kube-cp``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+
+import pytest
+from real_kube import ControlPlane, real_kube_fixture, wait_for  # noqa: F401 - the fixture
+
+from spottrain.pipelines.placement import Placement
+from spottrain.runtime.gke_job import control, kube, manifests, names, rbac
+from spottrain.trainer import preemption
+
+pytestmark = pytest.mark.slow
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+def gangs(ns, run, gpu="nvidia-tesla-t4", workers=2, retries=2, on_demand=True):
+    spot = Placement(pool="spot", gpu_type=gpu, gpu_count=1, retries=retries)
+    common = dict(
+        namespace=ns, image="trainer:test", args=("--train-steps", "10"), workers=workers,
+        deadline_seconds=3600,
+    )  # fmt: skip
+    out = [manifests.Gang(name=names.job_name(run, "train"), placement=spot, **common)]
+    if on_demand:
+        out.append(
+            manifests.Gang(
+                name=names.job_name(run, "train", on_demand=True),
+                placement=spot.with_(pool="on-demand", taint=None),
+                **common,
+            )
+        )
+    return out
+
+
+def launcher(client, ns, gs, lines=None, **kwargs):
+    from kubernetes import client as k8s
+
+    kwargs.setdefault("unschedulable_seconds", 300)
+    return control.Launcher(
+        kube.Kube(k8s.BatchV1Api(client), k8s.CoreV1Api(client), ns),
+        gs,
+        poll_seconds=0.5,
+        sink=(lines.append if lines is not None else lambda line: None),
+        **kwargs,
+    )
+
+
+class Background:
+    """``Launcher.run`` in a thread."""
+
+    def __init__(self, launch: control.Launcher):
+        self.launcher = launch
+        self.outcome = None
+        self.error = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            self.outcome = self.launcher.run()
+        except BaseException as err:  # noqa: BLE001 - re-raised in result()
+            self.error = err
+
+    def result(self, timeout=120.0) -> control.Outcome:
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            self.launcher.stop.set()
+            raise AssertionError(f"the launcher did not end in {timeout:.0f} s")
+        if self.error is not None:
+            raise self.error
+        return self.outcome
+
+
+def pods(cp: ControlPlane, ns, job):
+    return cp.core().list_namespaced_pod(ns, label_selector=f"{JOB_NAME_LABEL}={job}").items
+
+
+def running(cp, ns, job, count, timeout=60.0):
+    """Waits for ``count`` live Running pods of ``job``; returns them by index."""
+
+    def live():
+        found = [
+            p
+            for p in pods(cp, ns, job)
+            if p.status.phase == "Running" and p.metadata.deletion_timestamp is None
+        ]
+        return found if len(found) == count else None
+
+    found = wait_for(f"{count} running pods of {job}", live, timeout)
+    return sorted(found, key=lambda p: int(p.metadata.annotations[names.INDEX_ANNOTATION]))
+
+
+def job_gone(cp, ns, job):
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        cp.batch().read_namespaced_job(job, ns)
+    except ApiException as err:
+        return err.status == 404
+    return False
+
+
+def service_gone(cp, ns, name):
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        cp.core().read_namespaced_service(name, ns)
+    except ApiException as err:
+        return err.status == 404
+    return False
+
+
+def condition_types(job) -> list[str]:
+    return [c.type for c in (job.status.conditions or []) if c.status == "True"]
+
+
+class JobWatcher:
+    """Polls a Job (as admin) and records when each condition first appeared."""
+
+    def __init__(self, cp, ns, name):
+        self.cp, self.ns, self.name = cp, ns, name
+        self.first: dict[str, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        from kubernetes.client.exceptions import ApiException
+
+        while not self.stop.is_set():
+            try:
+                job = self.cp.batch().read_namespaced_job(self.name, self.ns)
+                for kind in condition_types(job):
+                    self.first.setdefault(kind, time.monotonic())
+            except ApiException:
+                pass
+            self.stop.wait(0.1)
+
+    def done(self):
+        self.stop.set()
+        self.thread.join(5)
+        return self.first
+
+
+# -- (a) ---------------------------------------------------------------------------------
+def test_a_pods_land_on_the_spot_node_all_succeed_exit_0(real_kube):
+    cp, ns = real_kube, "real-a"
+    client = cp.namespace_with_launcher_account(ns)
+    gs = gangs(ns, "run-a")
+    job = gs[0].name
+    lines = []
+    run = Background(launcher(client, ns, gs, lines))
+    live = running(cp, ns, job, 2)
+    # The real scheduler: nodeSelector gke-spot + gke-accelerator, the spot taint tolerated.
+    assert {p.spec.node_name for p in live} == {"gke-spot-t4-1"}
+    assert [p.spec.hostname for p in live] == [f"{job}-0", f"{job}-1"]
+    assert {p.spec.subdomain for p in live} == {job}
+    for p in live:
+        cp.kubelet.exit(p, 0)
+    out = run.result(60)
+    assert out.code == 0 and not out.failed_over, out.message
+    assert [a.exit_code for a in out.attempts] == [0, 0]
+    assert {a.node_kind for a in out.attempts} == {"spot"}  # nodes get via the ClusterRole
+    done = cp.batch().read_namespaced_job(job, ns)
+    # The real controller adds SuccessCriteriaMet before Complete (v1.31+).
+    assert condition_types(done) == ["SuccessCriteriaMet", "Complete"], condition_types(done)
+    assert wait_for("the Service deleted", lambda: service_gone(cp, ns, job), 10)
+
+
+# -- (b) ---------------------------------------------------------------------------------
+def test_b_exit_64_fails_the_job_at_once_failure_target_then_failed(real_kube):
+    cp, ns = real_kube, "real-b"
+    client = cp.namespace_with_launcher_account(ns)
+    gs = gangs(ns, "run-b")
+    job = gs[0].name
+    run = Background(launcher(client, ns, gs))
+    chief, worker = running(cp, ns, job, 2)
+    watch = JobWatcher(cp, ns, job)
+    # The worker's kubelet does not answer for now: it keeps the pod Terminating.
+    cp.kubelet.frozen.add(worker.metadata.uid)
+    cp.kubelet.exit(chief, preemption.FATAL_CONFIG)
+    wait_for("FailureTarget", lambda: "FailureTarget" in watch.first, 30)
+    deleting = wait_for(
+        "the Job controller deleting the worker",
+        lambda: cp.core().read_namespaced_pod(worker.metadata.name, ns).metadata.deletion_timestamp,
+        30,
+    )
+    assert deleting
+    time.sleep(3)
+    # FailureTarget, not Failed, while a pod of the Job may still run.
+    held = cp.batch().read_namespaced_job(job, ns)
+    assert "FailureTarget" in condition_types(held) and "Failed" not in condition_types(held)
+    assert run.thread.is_alive()  # the launcher waits for Failed
+    cp.kubelet.frozen.discard(worker.metadata.uid)  # the kubelet answers: 143, deleted
+    out = run.result(60)
+    first = watch.done()
+    assert out.code == preemption.FATAL_CONFIG and "exit 64" in out.message, out.message
+    assert not out.failed_over
+    assert first["Failed"] - first["FailureTarget"] >= 3
+    assert wait_for("Job deleted", lambda: job_gone(cp, ns, job), 30)
+    assert wait_for("Service deleted", lambda: service_gone(cp, ns, job), 30)
+    assert job_gone(cp, ns, gs[1].name)  # no fall-back
+
+
+# -- (c) and settle (1) ----------------------------------------------------------------------
+def test_c_disruptions_are_free_but_each_replacement_waits_the_pod_failure_backoff(
+    real_kube, capsys
+):
+    cp, ns = real_kube, "real-c"
+    client = cp.namespace_with_launcher_account(ns)
+    gs = gangs(ns, "run-c", workers=1, retries=1)  # backoffLimit 1
+    job = gs[0].name
+    run = Background(launcher(client, ns, gs))
+    delays = []
+    for n in range(1, 5):
+        (pod,) = running(cp, ns, job, 1, timeout=300)
+        old = pod.metadata.uid
+        failed_at = time.time()
+        cp.kubelet.shut_down(pod)
+
+        def replacement(old=old):
+            return [
+                p for p in pods(cp, ns, job) if p.metadata.uid != old and p.status.phase != "Failed"
+            ]
+
+        (new,) = wait_for(f"replacement {n}", replacement, timeout=300, every=0.1)
+        seen = time.time() - failed_at
+        created = new.metadata.creation_timestamp.timestamp() - failed_at
+        delays.append((n, round(seen, 1), round(created, 1)))
+    (pod,) = running(cp, ns, job, 1, timeout=300)
+    cp.kubelet.exit(pod, 0)
+    out = run.result(60)
+    done = cp.batch().read_namespaced_job(job, ns)
+    with capsys.disabled():
+        print(f"\nreplacements after a DisruptionTarget failure (n, seen s, created s): {delays}")
+        print(f"job status: failed={done.status.failed} succeeded={done.status.succeeded}")
+    assert out.code == 0, out.message
+    assert [a.disruption for a in out.attempts] == ["TerminationByKubelet"] * 4 + [""]
+    assert not done.status.failed  # four disruptions, none counted (backoffLimit 1)
+    # backoff_utils.go: 10 s x 2^(n-1) after the n-th failure since the last success,
+    # ignored failures included.
+    for (n, seen, _), want in zip(delays, (10, 20, 40, 80), strict=True):
+        assert want - 1.5 <= seen <= want + 6, (n, seen, want)
+
+
+# -- (d) ---------------------------------------------------------------------------------
+def test_d_unschedulable_spot_gang_moves_to_the_on_demand_pool(real_kube):
+    cp, ns = real_kube, "real-d"
+    client = cp.namespace_with_launcher_account(ns)
+    gs = gangs(ns, "run-d", gpu="nvidia-l4")  # no spot L4 node
+    spot, od = gs[0].name, gs[1].name
+    run = Background(launcher(client, ns, gs, unschedulable_seconds=5))
+
+    def unschedulable():
+        found = []
+        for p in pods(cp, ns, spot):
+            for c in p.status.conditions or []:
+                if c.type == "PodScheduled" and c.status == "False":
+                    found.append((c.reason, c.message))
+        return found if len(found) == 2 else None
+
+    seen = wait_for("the scheduler's Unschedulable", unschedulable, 30, every=0.1)
+    assert {reason for reason, _ in seen} == {"Unschedulable"}, seen
+    live = running(cp, ns, od, 2, timeout=90)
+    assert {p.spec.node_name for p in live} == {"gke-std-l4-1"}
+    assert job_gone(cp, ns, spot) and service_gone(cp, ns, spot)
+    for p in live:
+        cp.kubelet.exit(p, 0)
+    out = run.result(60)
+    assert out.code == 0 and out.failed_over and out.job == od, out.message
+    assert {a.node_kind for a in out.attempts} == {"on-demand"}
+    print("scheduler message:", seen[0][1])
+
+
+# -- (e) ---------------------------------------------------------------------------------
+def test_e_a_restarted_launcher_reattaches_to_its_job(real_kube):
+    cp, ns = real_kube, "real-e"
+    client = cp.namespace_with_launcher_account(ns)
+    gs = gangs(ns, "run-e")
+    job = gs[0].name
+    first = Background(launcher(client, ns, gs, keep_on_cancel=lambda: True))
+    live = running(cp, ns, job, 2)
+    uid = cp.batch().read_namespaced_job(job, ns).metadata.uid
+    first.launcher.stop.set()  # its pod is disrupted: the Job runs on
+    assert first.result(30).code == preemption.PREEMPTED
+    assert not job_gone(cp, ns, job) and not service_gone(cp, ns, job)
+    second = Background(launcher(client, ns, gs))
+    time.sleep(2)
+    for p in live:
+        cp.kubelet.exit(p, 0)
+    out = second.result(60)
+    assert out.code == 0, out.message
+    assert cp.batch().read_namespaced_job(job, ns).metadata.uid == uid  # no second Job
+    assert {p.metadata.uid for p in pods(cp, ns, job)} == {p.metadata.uid for p in live}
+
+
+# -- (f) ---------------------------------------------------------------------------------
+def test_f_sigterm_cancels_and_deletes_the_job_and_service(real_kube):
+    cp, ns = real_kube, "real-f"
+    client = cp.namespace_with_launcher_account(ns)
+    gs = gangs(ns, "run-f")
+    job = gs[0].name
+    launch = launcher(client, ns, gs)
+
+    def cancel():
+        running(cp, ns, job, 2)
+        os.kill(os.getpid(), signal.SIGTERM)  # KFP terminates the run
+
+    killer = threading.Thread(target=cancel, daemon=True)
+    previous = control.install_sigterm(launch)
+    try:
+        killer.start()
+        out = launch.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert out.code == preemption.PREEMPTED and out.message.startswith("cancelled"), out.message
+    assert wait_for("Job deleted", lambda: job_gone(cp, ns, job), 30)
+    assert wait_for("Service deleted", lambda: service_gone(cp, ns, job), 30)
+    assert wait_for("pods deleted", lambda: not pods(cp, ns, job), 30)
+
+
+# -- (g) ---------------------------------------------------------------------------------
+def test_g_a_missing_verb_is_a_403_and_a_one_line_fatal(real_kube):
+    cp, ns = real_kube, "real-g"
+    rules = [dict(r) for r in rbac.RULES]
+    rules[0] = {**rules[0], "verbs": ["get", "delete"]}  # jobs: no create
+    client = cp.namespace_with_launcher_account(ns, rules=rules)
+    gs = gangs(ns, "run-g")
+    with pytest.raises(kube.KubeError) as caught:
+        launcher(client, ns, gs).run()
+    assert caught.value.code == preemption.FATAL_CONFIG
+    assert "403 Forbidden" in str(caught.value) and f"Job {gs[0].name}" in str(caught.value)
+
+
+def test_g_without_the_node_cluster_role_node_kinds_are_unknown(real_kube):
+    cp, ns = real_kube, "real-g2"
+    client = cp.namespace_with_launcher_account(ns, cluster_rules=[])
+    gs = gangs(ns, "run-g2", workers=1)
+    run = Background(launcher(client, ns, gs))
+    (pod,) = running(cp, ns, gs[0].name, 1)
+    cp.kubelet.exit(pod, 0)
+    out = run.result(60)
+    assert out.code == 0 and [a.node_kind for a in out.attempts] == ["unknown"]
+
+
+# -- settle (3) --------------------------------------------------------------------------
+def test_reattach_while_the_job_is_being_deleted_with_foreground_propagation(real_kube, caplog):
+    cp, ns = real_kube, "real-h"
+    client = cp.namespace_with_launcher_account(ns)
+    gs = gangs(ns, "run-h", on_demand=False)
+    job = gs[0].name
+    first = Background(launcher(client, ns, gs, keep_on_cancel=lambda: True))
+    chief, worker = running(cp, ns, job, 2)
+    first.launcher.stop.set()
+    assert first.result(30).code == preemption.PREEMPTED
+    cp.kubelet.frozen.add(worker.metadata.uid)  # keeps the deletion waiting
+    cp.batch().delete_namespaced_job(job, ns, propagation_policy="Foreground")
+    held = wait_for(
+        "the Job readable with a deletionTimestamp",
+        lambda: (j := cp.batch().read_namespaced_job(job, ns)).metadata.deletion_timestamp and j,
+        10,
+    )
+    assert "foregroundDeletion" in (held.metadata.finalizers or [])
+    caplog.set_level(logging.INFO, logger="spottrain.runtime.gke_job.control")
+    second = Background(launcher(client, ns, gs))
+    time.sleep(4)
+    assert second.thread.is_alive()  # following a Job that is going away
+    cp.kubelet.frozen.discard(worker.metadata.uid)
+    out = second.result(60)
+    print("re-attached during foreground deletion:", out.code, out.message)
+    assert "re-attaching to Job" in caplog.text
+    assert out.code == preemption.FATAL_CONFIG and "deleted by someone else" in out.message
