@@ -96,6 +96,7 @@ class ControlPlane:
         )
         ready = self._read_ready()
         self.start_seconds = time.monotonic() - started
+        self.started_at = started
         fields = dict(part.split("=", 1) for part in ready.split()[1:])
         self.kubeconfig = fields["kubeconfig"]
         self.server = fields["server"]

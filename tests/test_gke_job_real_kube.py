@@ -387,3 +387,15 @@ def test_reattach_while_the_job_is_being_deleted_with_foreground_propagation(rea
     print("re-attached during foreground deletion:", out.code, out.message)
     assert "re-attaching to Job" in caplog.text
     assert out.code == preemption.FATAL_CONFIG and "deleted by someone else" in out.message
+
+
+# -- last: the fake nodes ------------------------------------------------------------------
+def test_z_nodes_stay_ready_without_the_node_lifecycle_controller(real_kube):
+    """No heartbeat is ever sent; kube-cp runs no node-lifecycle controller, so nothing
+    marks the nodes NotReady or taints them unreachable (its grace period is 50 s)."""
+    for node in real_kube.core().list_node().items:
+        ready = [c for c in node.status.conditions if c.type == "Ready"]
+        assert [c.status for c in ready] == ["True"], node.metadata.name
+        keys = {t.key for t in node.spec.taints or []}
+        assert not keys & {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+    print(f"kube-cp up {time.monotonic() - real_kube.started_at:.0f} s; nodes still Ready")
