@@ -1,7 +1,12 @@
 """A small in-process stand-in for the Kubernetes API calls the Job-engine launcher makes.
 
-No API server can run on these machines, so the launcher's control loop
-(``spottrain.runtime.gke_job``) is tested against this: the methods of
+The launcher's control loop (``spottrain.runtime.gke_job``) is tested against this,
+fast and with a clock of its own; ``tests/test_gke_job_real_kube.py`` runs it against a
+real control plane too (``make kube-cp``), where the real Job controller differs from
+this one: replacements wait 10 s x 2^(n-1) after the n-th pod failure (ignored ones
+included), a failing Job has ``FailureTarget`` until its other pods have stopped, a
+complete one ``SuccessCriteriaMet`` before ``Complete``, and pods are deleted after
+their Job, not with it. Here: the methods of
 ``kubernetes.client.BatchV1Api`` and ``CoreV1Api`` it calls, with the same names and
 arguments, raising the client's own ``ApiException``, and returning objects in the
 API's JSON shape (camelCase dicts, as ``kubectl get -o json`` shows them). A tiny Job
