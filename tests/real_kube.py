@@ -24,11 +24,11 @@ writes cites the kubelet code (k8s.io/kubernetes v1.34.3) that writes it:
   imminent node shutdown." and the condition ``DisruptionTarget`` ``True`` reason
   ``TerminationByKubelet`` (:153-166). ``pkg/kubelet/status/status_manager.go``
   ``mergePodStatus`` sends that condition only together with the terminal phase,
-  once no container can run (:1222-1240, :1256-1260), so one patch carries the
+  once no container can run (:1222-1240, :1263-1266), so one patch carries the
   phase, the condition and the containers' ``terminated`` states.
 * A deleted pod: the kubelet kills its containers (a trainer's SIGTERM handler
   saves and exits 143), reports the terminal status, then deletes the object with
-  grace period 0 and a UID precondition (``status_manager.go`` ``syncPod``,
+  grace period 0 and a UID precondition (``status_manager.go:1064-1071``,
   ``canBeDeleted`` then ``Delete``). Pods of a node without a kubelet would stay
   ``Terminating`` for ever, so :class:`Kubelet` does this in a loop.
 
@@ -419,7 +419,7 @@ class Kubelet:
                 self.exit(pod, 143)
             else:
                 self._patch(pod, {"phase": "Failed"})
-        # status_manager.go: once terminal, Delete with grace 0 and a UID precondition.
+        # status_manager.go:1064-1071: once terminal, Delete, grace 0, UID precondition.
         self.core.delete_namespaced_pod(
             pod.metadata.name,
             pod.metadata.namespace,
