@@ -62,6 +62,35 @@ $(TOOLS)/bin/argo-merge: tools/argo-merge/main.go tools/argo-merge/go.mod tools/
 	  || echo "tools: could not build argo-merge; its test will skip" >&2; \
 	else echo "tools: no Go toolchain here; the argo-merge test will skip" >&2; fi
 
+# Argo v4.0.5's own executor, `argoexec` (tools/argoexec/go.mod pins it), PID 1 of the
+# KFP-pod reproduction (tests/test_platform_kfp_argo.py) instead of the stand-in. Argo's
+# workflow/executor/osspecific/signal_linux.go is a symlink to signal_darwin.go and module
+# zips drop symlinks, so the proxy's copy does not build on Linux; the module is copied
+# to .tools/argo-src with that link put back, and a workspace (.tools/argoexec.work)
+# replaces the module with it. Not part of `make tools`: a cold build took 6 min 23 s on
+# 2 cores (2.3 GB of modules, 1.9 GB of build cache; a rebuild 6-20 s), 150 MB stripped;
+# without it those tests use tests/standins/argo_emissary.py and say so.
+argoexec: $(TOOLS)/bin/argoexec ## Build Argo v4.0.5's argoexec into .tools/ (the KFP-pod tests' real PID 1)
+
+.PHONY: argoexec
+
+$(TOOLS)/bin/argoexec: tools/argoexec/go.mod tools/argoexec/go.sum
+	@mkdir -p $(TOOLS)/bin
+	@if command -v go >/dev/null; then \
+	  cd tools/argoexec && go mod download github.com/argoproj/argo-workflows/v4 \
+	  && src=$$(go list -m -f '{{.Dir}}' github.com/argoproj/argo-workflows/v4) \
+	  && rm -rf ../../$(TOOLS)/argo-src && cp -r "$$src" ../../$(TOOLS)/argo-src \
+	  && chmod -R u+w ../../$(TOOLS)/argo-src \
+	  && ln -s signal_darwin.go ../../$(TOOLS)/argo-src/workflow/executor/osspecific/signal_linux.go \
+	  && printf 'go 1.25.7\n\nuse ../tools/argoexec\n\nreplace github.com/argoproj/argo-workflows/v4 v4.0.5 => ./argo-src\n' \
+	    > ../../$(TOOLS)/argoexec.work \
+	  && GOWORK=$(abspath $(TOOLS))/argoexec.work go build -trimpath -o ../../$(TOOLS)/bin/argoexec \
+	    -ldflags '-s -w -X github.com/argoproj/argo-workflows/v4.version=v4.0.5' \
+	    github.com/argoproj/argo-workflows/v4/cmd/argoexec \
+	  && echo "tools: built argoexec (Argo v4.0.5)" \
+	  || echo "tools: could not build argoexec; the KFP-pod tests use the emissary stand-in" >&2; \
+	else echo "tools: no Go toolchain here; the KFP-pod tests use the emissary stand-in" >&2; fi
+
 # KFP 2.17.0's own backend compiler, then Argo v4.0.5's validation, on the committed
 # pipelines (tools/kfp-compile; tests/test_kfp_compiler.py). The Go module proxy refuses
 # KFP's module, so this needs a checkout of kubeflow/pipelines at tag 2.17.0 (commit
