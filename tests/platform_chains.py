@@ -7,7 +7,8 @@
 * :func:`start_as_pid1` runs a command as PID 1 of a new PID namespace
   (``unshare --pid --fork --mount-proc``), as a container runtime does; when
   PID 1 exits, the kernel kills everything left in the namespace, as in a pod.
-* ``tests/standins/`` holds the Argo emissary and KFP launcher stand-ins.
+* ``tests/standins/`` holds the Argo emissary and KFP launcher stand-ins; the real
+  ``argoexec emissary`` (Argo v4.0.5, `make argoexec`) replaces the former when built.
 
 Only the processes are real here; GCS, Vertex and Kubernetes are not involved.
 """
@@ -32,6 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = str(Path(sys.executable).parent)
 # The image's OS-level tools (tini), fetched by `make tools` (the Makefile says how).
 TOOLS_BIN = str(REPO / ".tools" / "bin")
+# Argo v4.0.5's real executor, built by `make argoexec` (the Makefile says how).
+ARGOEXEC = Path(TOOLS_BIN) / "argoexec"
 
 
 def have_tini() -> bool:
@@ -182,16 +185,50 @@ class Chain:
         return self.output.decode(errors="replace")
 
 
-def start_as_pid1(cmd: list[str], env: dict, cwd: Path) -> Chain:
-    """Starts ``cmd`` as PID 1 of a new PID namespace, output captured."""
+def start_as_pid1(cmd: list[str], env: dict, cwd: Path, var_run_argo: Path | None = None) -> Chain:
+    """Starts ``cmd`` as PID 1 of a new PID namespace, output captured.
+
+    Its stdin is ``/dev/null``, as a container's without ``stdin: true`` (argoexec
+    gives a child a pty when its own stdin is a terminal). With ``var_run_argo``,
+    that directory is bind-mounted at ``/var/run/argo`` in a private mount namespace
+    (``--mount-proc`` makes one), as the pod's shared emptyDir is; only an empty
+    mount point is left in the host's ``/var/run``. ``sh`` execs ``cmd``, which is
+    PID 1.
+    """
+    if var_run_argo is not None:
+        mount = 'mkdir -p /var/run/argo && mount --bind "$0" /var/run/argo && exec "$@"'
+        cmd = ["sh", "-c", mount, str(var_run_argo), *cmd]
     proc = subprocess.Popen(
         ["unshare", "--pid", "--fork", "--mount-proc", *cmd],
         env=env,
         cwd=cwd,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
     return Chain(proc)
+
+
+def namespace_processes(pid1: int) -> list[int]:
+    """Host PIDs of the live (not zombie) processes in ``pid1``'s PID namespace, PID 1 too."""
+    try:
+        ns = os.readlink(f"/proc/{pid1}/ns/pid")
+    except OSError:
+        return []
+    live = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/pid") != ns:
+                continue
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            live.append(int(entry))
+    return live
 
 
 def ledger_records(checkpoint_dir: Path) -> list[dict]:
