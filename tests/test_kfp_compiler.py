@@ -15,11 +15,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import exit_shapes
 import pytest
 import yaml
 from kfp import compiler, dsl
 
-from spottrain.components.training_status.component import training_status
 from spottrain.pipelines import argo_retry, guards, templates
 from spottrain.pipelines import compile as comp
 
@@ -91,24 +91,7 @@ def test_each_task_gets_its_retries_from_kfp_and_onerror_from_kfps_defaults(tmp_
     assert args["retry-max-count"] == "5" and args["retry-backoff-duration"] == "30"
 
 
-def _two_exits(checkpoint_dir: str):
-    work = training_status(checkpoint_dir=checkpoint_dir, train_steps=10)
-    training_status(checkpoint_dir=checkpoint_dir, train_steps=1).after(
-        work
-    ).ignore_upstream_failure()
-    training_status(checkpoint_dir=checkpoint_dir, train_steps=2).after(
-        work
-    ).ignore_upstream_failure()
-
-
-def _task_after_exit(checkpoint_dir: str):
-    work = training_status(checkpoint_dir=checkpoint_dir, train_steps=10)
-    done = training_status(checkpoint_dir=checkpoint_dir, train_steps=1).after(work)
-    done.ignore_upstream_failure()
-    training_status(checkpoint_dir=checkpoint_dir, train_steps=2).after(done)
-
-
-@pytest.mark.parametrize("build", [_two_exits, _task_after_exit])
+@pytest.mark.parametrize("build", [exit_shapes.two_exits, exit_shapes.task_after_exit])
 def test_what_the_exit_task_guard_refuses_the_real_compiler_mishandles(tmp_path, build):
     path = tmp_path / f"{build.__name__}.yaml"
     compiler.Compiler().compile(dsl.pipeline(name="exits")(build), str(path))
@@ -117,7 +100,7 @@ def test_what_the_exit_task_guard_refuses_the_real_compiler_mishandles(tmp_path,
         guards.check_exit_tasks(spec)
     (r,) = kfp_compile(tmp_path, path, params={"checkpoint_dir": "gs://b/c"})
     assert r["compile"] == {"ok": True}
-    if build is _two_exits:
+    if build is exit_shapes.two_exits:
         # Compiled and valid, but one exit task is never hooked: it would never run.
         assert r["validate"] == {"ok": True}
         hooked = [

@@ -246,21 +246,10 @@ def test_two_exit_tasks_on_one_task_are_refused():
     ignore_upstream_failure() tasks after one task, the one first in name order
     compiled, passed Argo's validation and was never hooked (run with KFP's own
     compiler here: docs/verification.md)."""
+    from exit_shapes import two_exits
     from kfp import dsl
 
-    from spottrain.components.training_status.component import training_status
-
-    @dsl.pipeline(name="two-exits")
-    def two_exits(checkpoint_dir: str):
-        work = training_status(checkpoint_dir=checkpoint_dir, train_steps=10)
-        training_status(checkpoint_dir=checkpoint_dir, train_steps=1).after(
-            work
-        ).ignore_upstream_failure()
-        training_status(checkpoint_dir=checkpoint_dir, train_steps=2).after(
-            work
-        ).ignore_upstream_failure()
-
-    docs, _, _ = compiled(two_exits)
+    docs, _, _ = compiled(dsl.pipeline(name="two-exits")(two_exits))
     with pytest.raises(guards.GuardError) as err:
         guards.check_exit_tasks(docs[0])
     message = str(err.value)
