@@ -273,9 +273,16 @@ class CheckpointStore:
             except Exception as e:  # noqa: BLE001 - the save's own error matters more
                 log.warning("could not remove the files of the failed save %d: %s", s, e)
 
+    def finish(self) -> None:
+        """Lets a background save finish writing, without raising its error.
+
+        Not :meth:`wait`: for an attempt that is ending, an error here would replace
+        the one it is ending with.
+        """
+        self.checkpoint.sync()
+
     def close(self) -> None:
         """Finishes a background save; removes a worker's temporary directory."""
-        # Not wait(): an error here would replace the one the attempt is ending with.
-        self.checkpoint.sync()
+        self.finish()
         if not self.cluster.is_chief and fileio.gfile().exists(self.write_dir):
             fileio.gfile().rmtree(self.write_dir)

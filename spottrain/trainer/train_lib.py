@@ -330,9 +330,9 @@ class Trainer:
                 log.info("first step done %.1f s after start", self.first_step_seconds)
             if not math.isfinite(loss):
                 # No save: the newest checkpoint stays the last good one. A background
-                # save of an earlier step may still be writing: let it finish (sync, not
-                # wait: a write error must not replace this one) so the ledger names it.
-                self.store.checkpoint.sync()
+                # save of an earlier step may still be writing: let it finish so the
+                # ledger names it.
+                self.store.finish()
                 self.ledger.progress(step, saved_step=self.store.newly_complete())
                 raise TrainerExit(
                     preemption.FATAL_NAN, f"loss is {loss} at step {step}; {advice.nan_advice(cfg)}"
