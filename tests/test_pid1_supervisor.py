@@ -152,3 +152,34 @@ def test_trainer_task_as_pid1_takes_sigterm_from_its_first_lines(digits_dir, tmp
     assert proc.returncode == preemption.PREEMPTED, out
     assert "SIGTERM before the trainer started: exiting 143" in out, out
     assert not (tmp_path / "ck" / "attempts.json").exists()  # no trainer ran
+
+
+# The supervisor as spottrain.trainer.task runs it (relay installed first, exit_process
+# last), with a notice that lands after the trainer ended and before this process exits:
+# the local launcher stops the rest of a gang at once when one worker fails.
+_LATE_NOTICE = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from spottrain.trainer import preemption, watchdog
+    relay = watchdog.NoticeRelay().install()
+    code = watchdog.Supervisor([sys.executable, "-c", "raise SystemExit(64)"], 60, 60).run(relay)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.3)  # any handler has run by now
+    preemption.exit_process(code)
+    """
+)
+
+
+def test_a_notice_after_the_trainer_ended_keeps_the_trainers_exit_code():
+    """A fatal 64 must not turn into 143 (retried by KFP and Vertex) because a stop
+    signal came between the trainer's exit and the supervisor's: CI saw a gang's
+    170 reported as 143 this way, with the handlers already restored to the default."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _LATE_NOTICE],
+        cwd=REPO,
+        env=chain_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == preemption.FATAL_CONFIG, proc.stdout + proc.stderr

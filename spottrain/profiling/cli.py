@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print)
         # (retryable) and a stack dump instead of holding a GPU node forever.
         own_argv = sys.argv[1:] if argv is None else argv
         cmd = [sys.executable, "-m", "spottrain.profiling", *own_argv]
-        return watchdog.supervise(cmd, trainer_args, name="profile")
+        relay = watchdog.NoticeRelay().install()  # kept until exit (see Supervisor.run)
+        return watchdog.supervise(cmd, trainer_args, name="profile", relay=relay)
     try:
         result = profile(
             trainer_args,

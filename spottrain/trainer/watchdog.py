@@ -198,8 +198,13 @@ class Supervisor:
 
         Args:
             relay: The notice handler already installed by the caller (see
-                :class:`NoticeRelay`); one is installed here when None.
+                :class:`NoticeRelay`); one is installed here when None, and
+                restored on return. A caller's relay stays installed: the
+                caller exits right after, and a notice in between (a launcher
+                stopping the gang) must not kill this process by the default
+                action and turn the trainer's 64 into a retryable 143.
         """
+        own = relay is None
         relay = relay or NoticeRelay().install()
         if relay.held is not None:
             # The notice came before the trainer existed: nothing to save, and
@@ -210,7 +215,8 @@ class Supervisor:
                 signal.Signals(relay.held).name,
                 code,
             )
-            relay.restore()
+            if own:
+                relay.restore()
             return code
         read_fd, write_fd = os.pipe()
         fault_file = tempfile.NamedTemporaryFile(
@@ -229,7 +235,8 @@ class Supervisor:
         try:
             return self._watch(child, read_fd, fault_file.name)
         finally:
-            relay.restore()
+            if own:
+                relay.restore()
             if child.poll() is None:
                 child.kill()
                 child.wait()
