@@ -458,7 +458,9 @@ def test_make_gke_rbac_prints_only_the_verbs_the_launcher_uses():
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}
     ]
     verbs = {v for rule in kinds["Role"]["rules"] for v in rule["verbs"]}
-    assert verbs == {"create", "get", "delete", "list"}  # no watch, update, patch, *
+    assert verbs == {"create", "get", "patch", "delete", "list"}  # no watch, update, *
+    jobs = next(r for r in kinds["Role"]["rules"] if r["resources"] == ["jobs"])
+    assert jobs["verbs"] == ["create", "get", "patch", "delete"]  # patch: jobs only
 
 
 def test_rbac_execute_without_kubectl_is_one_line(monkeypatch, capsys):

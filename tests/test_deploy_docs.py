@@ -198,7 +198,7 @@ def test_the_rbac_the_identities_part_describes_is_what_make_gke_rbac_grants():
         identities
     )
     described = {
-        "jobs": {"create", "get", "delete"},
+        "jobs": {"create", "get", "patch", "delete"},
         "services": {"create", "get", "delete"},
         "pods": {"get", "list", "delete"},
         "pods/log": {"get"},
@@ -207,7 +207,8 @@ def test_the_rbac_the_identities_part_describes_is_what_make_gke_rbac_grants():
     granted = {r: set(rule["verbs"]) for rule in rbac.RULES + rbac.CLUSTER_RULES
                for r in rule["resources"]}  # fmt: skip
     assert granted == described
-    assert "jobs and services: create/get/delete; pods: get/list/delete, the\nlast" in identities
+    assert "jobs: create/get/patch/delete" in identities
+    assert "services: create/get/delete; pods: get/list/delete, the\nlast" in identities
     assert "for `nodes get`" in identities
 
 

@@ -14,6 +14,7 @@ Skips without the binary (``make kube-cp``).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -24,7 +25,7 @@ import pytest
 from real_kube import ControlPlane, real_kube_fixture, wait_for  # noqa: F401 - the fixture
 
 from spottrain.pipelines.placement import Placement
-from spottrain.runtime.gke_job import control, kube, manifests, names, rbac
+from spottrain.runtime.gke_job import control, kube, manifests, names, rbac, recreate
 from spottrain.trainer import preemption
 
 pytestmark = pytest.mark.slow
@@ -220,20 +221,28 @@ def test_b_exit_64_fails_the_job_at_once_failure_target_then_failed(real_kube):
 
 
 # -- (c) and settle (1) ----------------------------------------------------------------------
-def test_c_disruptions_are_free_but_each_replacement_waits_the_pod_failure_backoff(
-    real_kube, capsys
-):
+def test_c_disruptions_are_free_and_a_long_replacement_back_off_is_skipped(real_kube, capsys):
+    """The real Job controller delays replacements 10 s x 2^(n-1) after the n-th failed
+    pod, ignored disruptions included (the 2nd disruption waits 20 s, not 10). From a
+    wait of 40 s on, the launcher recreates the Job instead, carrying over the counted
+    failures (backoffLimit 1 - 1) and the time left (spottrain.runtime.gke_job.recreate)."""
     cp, ns = real_kube, "real-c"
     client = cp.namespace_with_launcher_account(ns)
     gs = gangs(ns, "run-c", workers=1, retries=1)  # backoffLimit 1
     job = gs[0].name
+    first_uid = None
     run = Background(launcher(client, ns, gs))
     delays = []
-    for n in range(1, 5):
+    # two disruptions, a counted failure (exit 170: the 3rd failed pod, 40 s), one more disruption
+    for n, end in enumerate(("shut_down", "shut_down", 170, "shut_down"), start=1):
         (pod,) = running(cp, ns, job, 1, timeout=300)
+        first_uid = first_uid or cp.batch().read_namespaced_job(job, ns).metadata.uid
         old = pod.metadata.uid
         failed_at = time.time()
-        cp.kubelet.shut_down(pod)
+        if end == "shut_down":
+            cp.kubelet.shut_down(pod)
+        else:
+            cp.kubelet.exit(pod, end)
 
         def replacement(old=old):
             return [
@@ -241,23 +250,97 @@ def test_c_disruptions_are_free_but_each_replacement_waits_the_pod_failure_backo
             ]
 
         (new,) = wait_for(f"replacement {n}", replacement, timeout=300, every=0.1)
-        seen = time.time() - failed_at
-        created = new.metadata.creation_timestamp.timestamp() - failed_at
-        delays.append((n, round(seen, 1), round(created, 1)))
+        delays.append((n, round(time.time() - failed_at, 1)))
     (pod,) = running(cp, ns, job, 1, timeout=300)
     cp.kubelet.exit(pod, 0)
     out = run.result(60)
     done = cp.batch().read_namespaced_job(job, ns)
     with capsys.disabled():
-        print(f"\nreplacements after a DisruptionTarget failure (n, seen s, created s): {delays}")
-        print(f"job status: failed={done.status.failed} succeeded={done.status.succeeded}")
+        print(f"\nreplacements (n, s after the failure): {delays}; recreations {out.recreations}")
+        print(
+            f"new Job: backoffLimit={done.spec.backoff_limit} "
+            f"activeDeadlineSeconds={done.spec.active_deadline_seconds} failed={done.status.failed}"
+        )
     assert out.code == 0, out.message
-    assert [a.disruption for a in out.attempts] == ["TerminationByKubelet"] * 4 + [""]
-    assert not done.status.failed  # four disruptions, none counted (backoffLimit 1)
-    # backoff_utils.go: 10 s x 2^(n-1) after the n-th failure since the last success,
-    # ignored failures included.
-    for (n, seen, _), want in zip(delays, (10, 20, 40, 80), strict=True):
-        assert want - 1.5 <= seen <= want + 6, (n, seen, want)
+    shutdown = "TerminationByKubelet"
+    assert [a.disruption for a in out.attempts] == [shutdown, shutdown, "", shutdown, ""]
+    assert [a.exit_code for a in out.attempts] == [143, 143, 170, 143, 0]
+    assert out.recreations == 1 and done.metadata.uid != first_uid
+    assert done.metadata.annotations[recreate.COUNT_ANNOTATION] == "1"
+    # What the first Job used: its one counted failure and the time it ran.
+    assert done.spec.backoff_limit == 0 and not done.status.failed
+    assert 3600 - 120 < done.spec.active_deadline_seconds < 3600
+    # backoff_utils.go: 10 s x 2^(n-1) after the n-th failed pod, ignored ones included
+    # (the 2nd waits 20 s); the 3rd would wait 40 s: the recreated Job starts at once; the
+    # 4th is the new Job's first failure (10 s).
+    (_, one), (_, two), (_, three), (_, four) = delays
+    assert 8.5 <= one <= 16 and 18.5 <= two <= 26, delays
+    assert three <= 10, delays
+    assert 8.5 <= four <= 16, delays
+
+
+def test_c_a_gang_preempted_three_times_restarts_without_the_long_waits(real_kube, capsys):
+    """A 2-pod gang counts two failed pods per preemption (the preempted pod and its
+    peer's 170): without the recreation its 2nd restart waits 80 s, its 3rd 320 s."""
+    cp, ns = real_kube, "real-c3"
+    client = cp.namespace_with_launcher_account(ns)
+    gs = gangs(ns, "run-c3", workers=2, retries=2)  # backoffLimit 4
+    job = gs[0].name
+    run = Background(launcher(client, ns, gs))
+    restarts = []
+    for n in range(1, 4):
+        chief, worker = running(cp, ns, job, 2, timeout=300)
+        failed_at = time.time()
+        cp.kubelet.shut_down(worker)
+        cp.kubelet.exit(chief, preemption.PEER_LOST)
+        running(cp, ns, job, 2, timeout=300)
+        restarts.append((n, round(time.time() - failed_at, 1)))
+    for p in running(cp, ns, job, 2):
+        cp.kubelet.exit(p, 0)
+    out = run.result(60)
+    done = cp.batch().read_namespaced_job(job, ns)
+    with capsys.disabled():
+        print(
+            f"\ngang restarts (n, s after the preemption): {restarts}; "
+            f"recreations {out.recreations}; new Job backoffLimit {done.spec.backoff_limit}"
+        )
+    assert out.code == 0, out.message
+    (_, one), (_, two), (_, three) = restarts
+    assert 18.5 <= one <= 27 and two <= 10 and 18.5 <= three <= 27, restarts
+    assert out.recreations == 1
+    assert done.spec.backoff_limit == 2  # 4, less the two peers' 170 of the first Job
+
+
+def test_c2_a_restarted_launcher_finishes_a_recreation_and_leaves_others_deletes(real_kube):
+    """The launcher marks the Job before deleting it to recreate it: a launcher started
+    while that Job is still being deleted creates it again with the carried budget."""
+    cp, ns = real_kube, "real-c2"
+    client = cp.namespace_with_launcher_account(ns)
+    gs = gangs(ns, "run-c2", workers=1, on_demand=False)
+    job = gs[0].name
+    first = Background(launcher(client, ns, gs, keep_on_cancel=lambda: True))
+    (pod,) = running(cp, ns, job, 1)
+    first.launcher.stop.set()  # the launcher's own pod goes away mid-recreation
+    assert first.result(30).code == preemption.PREEMPTED
+    budget = {"backoffLimit": 2, "activeDeadlineSeconds": 1800, "recreations": 3}
+    cp.batch().patch_namespaced_job(
+        job, ns, {"metadata": {"annotations": {recreate.ANNOTATION: json.dumps(budget)}}}
+    )
+    cp.kubelet.frozen.add(pod.metadata.uid)  # keeps the deletion waiting
+    cp.batch().delete_namespaced_job(job, ns, propagation_policy="Foreground")
+    wait_for("the Job being deleted", lambda: cp.batch().read_namespaced_job(job, ns)
+             .metadata.deletion_timestamp, 10)  # fmt: skip
+    second = Background(launcher(client, ns, gs))
+    time.sleep(2)
+    cp.kubelet.frozen.discard(pod.metadata.uid)
+    (new,) = running(cp, ns, job, 1, timeout=60)
+    cp.kubelet.exit(new, 0)
+    out = second.result(60)
+    assert out.code == 0, out.message
+    done = cp.batch().read_namespaced_job(job, ns)
+    assert (done.spec.backoff_limit, done.spec.active_deadline_seconds) == (2, 1800)
+    assert done.metadata.annotations[recreate.COUNT_ANNOTATION] == "3"
+    assert recreate.ANNOTATION not in (done.metadata.annotations or {})
 
 
 # -- (d) ---------------------------------------------------------------------------------

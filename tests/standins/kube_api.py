@@ -6,7 +6,9 @@ real control plane too (``make kube-cp``), where the real Job controller differs
 this one: replacements wait 10 s x 2^(n-1) after the n-th pod failure (ignored ones
 included), a failing Job has ``FailureTarget`` until its other pods have stopped, a
 complete one ``SuccessCriteriaMet`` before ``Complete``, and pods are deleted after
-their Job, not with it. Here: the methods of
+their Job, not with it; failed pods stay listed there, here they go once counted, so
+the launcher's recreation of a Job to skip that back-off (``gke_job.recreate``) runs
+only against the real one. Here: the methods of
 ``kubernetes.client.BatchV1Api`` and ``CoreV1Api`` it calls, with the same names and
 arguments, raising the client's own ``ApiException``, and returning objects in the
 API's JSON shape (camelCase dicts, as ``kubectl get -o json`` shows them). A tiny Job

@@ -289,7 +289,13 @@ def run_component(
     if outcome.code != 0:
         log.error("%s", outcome.message)
         raise SystemExit(outcome.code)
-    log.info("%s%s", outcome.message, " (after falling back to on-demand)" * outcome.failed_over)
+    log.info(
+        "%s%s%s",
+        outcome.message,
+        " (after falling back to on-demand)" * outcome.failed_over,
+        f"; its Job was recreated {outcome.recreations} time(s) to skip the Job "
+        "controller's replacement back-off" * bool(outcome.recreations),
+    )
     checkpoint_dir = kwargs["checkpoint_dir"]
     os.makedirs(model.path, exist_ok=True)
     copy(checkpointing.job_model_dir(checkpoint_dir), model.path)

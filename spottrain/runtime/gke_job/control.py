@@ -8,6 +8,7 @@ the run is cancelled or it gives up.
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
@@ -16,8 +17,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 from spottrain.runtime.gke_job import kube as kube_mod
-from spottrain.runtime.gke_job import manifests, names, status
+from spottrain.runtime.gke_job import manifests, names, recreate, status
 from spottrain.runtime.gke_job.logs import ChiefLog
+from spottrain.runtime.gke_job.starting import START_FAILURE_SECONDS, StartWatch
 from spottrain.runtime.gke_job.stuck import StuckPods
 from spottrain.trainer import preemption
 
@@ -26,12 +28,6 @@ log = logging.getLogger(__name__)
 # Consecutive failed polls (API unreachable) tolerated before the launcher exits
 # UNAVAILABLE; its KFP retry re-attaches to the Job, which runs on meanwhile.
 API_FAILURES_TOLERATED = 30
-
-# How long a pod may wait with a start failure (an image that does not pull, a
-# missing Secret), or a Job may have no pod at all (a missing service account or a
-# webhook refusing them), before the run stops: long enough for a registry or
-# API hiccup to pass, far shorter than the run deadline the Job would otherwise wait for.
-START_FAILURE_SECONDS = 180.0
 
 
 @dataclass
@@ -58,6 +54,7 @@ class Outcome:
     job: str = ""
     failed_over: bool = False
     attempts: list[PodAttempt] = field(default_factory=list)
+    recreations: int = 0
 
 
 class Cancelled(Exception):
@@ -116,12 +113,10 @@ class Launcher:
         self.attempts: dict[str, PodAttempt] = {}
         self._node_kinds: dict[str, str] = {}
         self._nodes_readable = True
-        self._pending_since: dict[str, datetime] = {}
-        self.start_failure_seconds = start_failure_seconds
-        # When each pod's start failure (and each Job's want of pods) was first seen.
-        self._failing_since: dict[str, datetime] = {}
-        self._had_pods: set[str] = set()
+        self.starts = StartWatch(start_failure_seconds)
         self.stuck = StuckPods(kube)
+        self.recreations = 0
+        self._may_recreate = True
 
     # -- the whole run -------------------------------------------------------------
     def run(self) -> Outcome:
@@ -180,6 +175,7 @@ class Launcher:
             job=gang.name,
             failed_over=failed_over,
             attempts=sorted(self.attempts.values(), key=lambda a: (a.started or 0, a.index or 0)),
+            recreations=self.recreations,
         )
 
     def _reattach_point(self) -> int:
@@ -231,6 +227,12 @@ class Launcher:
             gang, self.kube.read_service, self.kube.create_service,
             manifests.service(gang), "Service",
         )  # fmt: skip
+        budget = recreate.marked(self.kube.read_job(gang.name))
+        if budget is not None:
+            # An earlier attempt of this launcher was recreating the Job: finish it.
+            log.warning("Job %s is being recreated by an earlier attempt: finishing", gang.name)
+            self._replace(gang, budget)
+            return
         self._create(gang, self.kube.read_job, self.kube.create_job, manifests.job(gang), "Job")
 
     # -- follow ------------------------------------------------------------------------
@@ -262,11 +264,16 @@ class Launcher:
             finished = status.job_finished(job)
             if finished is not None:
                 return self._ended(gang, *finished)
-            stuck = self._cannot_start(gang, pods)
-            if stuck is not None:
-                return stuck
+            cannot = self.starts.cannot_start(gang.name, pods, self.now())
+            if cannot is not None:
+                return _Ended("fatal", preemption.FATAL_CONFIG, cannot)
             self.stuck.sweep(pods, self.now())
-            waiting = self._unschedulable_for(pods) if may_move else None
+            wait = recreate.idle_wait(job, pods, self.now())
+            if recreate.should_recreate(wait, self.poll_seconds) and self._recreate(
+                gang, job, wait
+            ):
+                continue
+            waiting = self.starts.unschedulable_for(pods, self.now()) if may_move else None
             if waiting is not None and waiting >= self.unschedulable_seconds:
                 return _Ended(
                     "unschedulable",
@@ -307,67 +314,6 @@ class Launcher:
         return _Ended("failed", code if codes else preemption.FATAL_CONFIG,
                       f"Job {gang.name} failed ({reason or 'no reason given'})")  # fmt: skip
 
-    def _cannot_start(self, gang: manifests.Gang, pods: list[dict]) -> _Ended | None:
-        """A fatal end when the gang's pods cannot start, past the bound.
-
-        Neither is ``Unschedulable``, so without this the launcher would wait for
-        the run deadline (days) while the GPU node it got is held.
-        """
-        now = self.now()
-        fix = "fix it and run again (the checkpoints are kept)"
-        for pod in pods:
-            failure = status.start_failure(pod)
-            uid = pod["metadata"].get("uid") or pod["metadata"]["name"]
-            if failure is None:
-                self._failing_since.pop(uid, None)
-                continue
-            reason, message, final = failure
-            since = self._failing_since.setdefault(uid, now)
-            waited = (now - since).total_seconds()
-            if final or waited >= self.start_failure_seconds:
-                detail = " ".join(message.split())[:300]
-                return _Ended(
-                    "fatal",
-                    preemption.FATAL_CONFIG,
-                    f"Job {gang.name}: pod {pod['metadata']['name']} cannot start: {reason}"
-                    + (f" ({detail})" if detail else "")
-                    + ("" if final else f" for {waited:.0f} s")
-                    + f"; {fix}",
-                )
-        if pods or gang.name in self._had_pods:
-            # Once pods came, none for a while is a replacement's back-off (pods of a
-            # lost node are garbage-collected), not a refusal.
-            self._had_pods.add(gang.name)
-            return None
-        since = self._failing_since.setdefault(gang.name, now)
-        waited = (now - since).total_seconds()
-        if waited < self.start_failure_seconds:
-            return None
-        return _Ended(
-            "fatal",
-            preemption.FATAL_CONFIG,
-            f"Job {gang.name} created no pod in {waited:.0f} s: its pods are refused (a "
-            "missing service account, a quota, an admission webhook); `kubectl describe "
-            f"job {gang.name}` shows why; {fix}",
-        )
-
-    def _unschedulable_for(self, pods: list[dict]) -> float | None:
-        """Seconds the longest-waiting unplaced pod has waited (``None``: none waits)."""
-        now = self.now()
-        waits = []
-        for pod in pods:
-            if status.is_done(pod):
-                continue
-            since = status.unschedulable_since(pod)
-            uid = pod["metadata"].get("uid") or pod["metadata"]["name"]
-            if since is None:
-                self._pending_since.pop(uid, None)
-                continue
-            # Without lastTransitionTime, count from when the launcher first saw it.
-            first = self._pending_since.setdefault(uid, since or now)
-            waits.append((now - first).total_seconds())
-        return max(waits) if waits else None
-
     def _note(self, gang: manifests.Gang, pods: list[dict]) -> None:
         for pod in pods:
             if not status.is_done(pod):
@@ -405,6 +351,53 @@ class Launcher:
                 self._nodes_readable = False
                 return "unknown"
         return self._node_kinds[node]
+
+    # -- skip the replacement back-off (see ``recreate``) ------------------------------------
+    def _recreate(self, gang: manifests.Gang, job: dict, wait: tuple[int, float, float]) -> bool:
+        """Deletes and recreates the Job of a gang whose pods all ended; False: left alone."""
+        budget = recreate.carried(job, self.now())
+        if budget is None or not self._may_recreate:
+            return False  # nothing left over: the controller ends the Job as it would
+        try:
+            # The mark first: a launcher restarted mid-way finishes the recreation.
+            self.kube.annotate_job(gang.name, {recreate.ANNOTATION: json.dumps(budget)})
+        except kube_mod.KubeError as err:
+            if err.code == preemption.UNAVAILABLE:
+                return False  # the next poll tries again
+            # A role from before `patch` was granted: the back-off stays (make gke-rbac).
+            log.warning("not recreating Job %s to skip its back-off: %s", gang.name, err)
+            self._may_recreate = False
+            return False
+        failures, delay, left = wait
+        log.warning(
+            "Job %s: all pods ended and the Job controller would wait %.0f s more before "
+            "starting new ones (%.0f s after %d failed pods, preemptions included); "
+            "recreating it with what it left: backoffLimit %d, activeDeadlineSeconds %s",
+            gang.name, left, delay, failures, budget["backoffLimit"],
+            budget.get("activeDeadlineSeconds", "none"),
+        )  # fmt: skip
+        self.kube.delete_job(gang.name, propagation="Foreground")
+        self._replace(gang, budget)
+        return True
+
+    def _replace(self, gang: manifests.Gang, budget: dict) -> None:
+        """Waits until the Job being deleted is gone, then creates it with ``budget``."""
+        start, warned = self.now(), False
+        while (job := self.kube.read_job(gang.name)) is not None:
+            if not (job.get("metadata") or {}).get("deletionTimestamp"):
+                self.kube.delete_job(gang.name, propagation="Foreground")
+            self._note(gang, self.kube.list_pods(gang.selector))
+            if self.stop.is_set():
+                raise Cancelled
+            waited = (self.now() - start).total_seconds()
+            if not warned and waited > gang.placement.grace_seconds * 4:
+                warned = True
+                log.warning("Job %s still being deleted after %.0f s; waiting", gang.name, waited)
+            self.stop.wait(min(self.poll_seconds, 1.0))
+        self._create(
+            gang, self.kube.read_job, self.kube.create_job, manifests.job(gang, budget), "Job"
+        )
+        self.recreations += 1
 
     # -- clean up ------------------------------------------------------------------------
     def _remove(self, gang: manifests.Gang, wait: bool = False) -> None:

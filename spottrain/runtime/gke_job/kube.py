@@ -94,6 +94,13 @@ class Kube:
             missing_ok=True,
         )  # fmt: skip
 
+    def annotate_job(self, name: str, annotations: dict[str, str]) -> dict | None:
+        """Merges ``annotations`` into the Job's (a strategic merge patch); ``None``: no Job."""
+        return self._call(
+            "patch", f"Job {name}", self.batch.patch_namespaced_job, name, self.namespace,
+            {"metadata": {"annotations": annotations}}, missing_ok=True,
+        )  # fmt: skip
+
     def delete_job(self, name: str, propagation: str = "Background") -> None:
         """Deletes a Job and (``propagation``) its pods; a missing Job is fine."""
         self._call(

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spottrain.placement import Placement
-from spottrain.runtime.gke_job import names
+from spottrain.runtime.gke_job import names, recreate
 from spottrain.trainer import gang_env, preemption
 
 # tini (the image's init, its ENTRYPOINT too) as PID 1: the kernel drops a SIGTERM sent
@@ -144,8 +144,14 @@ def container(gang: Gang) -> dict:
     return spec
 
 
-def job(gang: Gang) -> dict:
-    """The ``batch/v1`` Indexed Job manifest."""
+def job(gang: Gang, carried: Mapping | None = None) -> dict:
+    """The ``batch/v1`` Indexed Job manifest.
+
+    Args:
+        gang: The gang.
+        carried: For a Job recreated by the launcher (``recreate.carried``): the
+            retries and the time the Job it replaces left over.
+    """
     pod_spec = {
         "restartPolicy": "Never",  # podFailurePolicy requires it
         "subdomain": gang.name,  # the headless Service: <job>-<i>.<service> resolves
@@ -159,18 +165,24 @@ def job(gang: Gang) -> dict:
         pod_spec["tolerations"] = tolerations
     if gang.service_account:
         pod_spec["serviceAccountName"] = gang.service_account
+    carried = carried or {}
+    meta = {"name": gang.name, "namespace": gang.namespace, "labels": gang.all_labels()}
+    if carried.get("recreations"):
+        meta["annotations"] = {recreate.COUNT_ANNOTATION: str(carried["recreations"])}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": gang.name, "namespace": gang.namespace, "labels": gang.all_labels()},
+        "metadata": meta,
         "spec": {
             "completionMode": "Indexed",
             "completions": gang.workers,
             "parallelism": gang.workers,
-            "backoffLimit": gang.placement.job_backoff_limit(gang.workers),
+            "backoffLimit": carried.get(
+                "backoffLimit", gang.placement.job_backoff_limit(gang.workers)
+            ),
             "podReplacementPolicy": "Failed",
             "podFailurePolicy": pod_failure_policy(),
-            "activeDeadlineSeconds": gang.deadline_seconds,
+            "activeDeadlineSeconds": carried.get("activeDeadlineSeconds", gang.deadline_seconds),
             "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
             "template": {"metadata": {"labels": gang.all_labels()}, "spec": pod_spec},
         },

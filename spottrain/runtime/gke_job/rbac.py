@@ -1,7 +1,8 @@
 """The least-privilege RBAC the Job-engine launcher's service account needs.
 
 Only the verbs ``kube.Kube`` uses (https://kubernetes.io/docs/reference/access-authn-authz/rbac/):
-jobs create/get/delete; services create/get/delete; pods list (its gang), get
+jobs create/get/patch/delete (patch: the mark on a Job it recreates, see
+``recreate``); services create/get/delete; pods list (its gang), get
 (its own pod: image, service account, disruption) and delete (a broken gang's pod
 that stays running, frozen or hung, and holds its index's hostname); pods/log get
 (following a log is a get); and, cluster-wide because nodes are not namespaced, nodes get (the node
@@ -21,7 +22,7 @@ NAME = "spottrain-job-launcher"
 DEFAULT_SERVICE_ACCOUNT = "pipeline-runner"
 
 RULES = [
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "delete"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "get", "delete"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
