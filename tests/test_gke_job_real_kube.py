@@ -311,7 +311,7 @@ def test_c_a_gang_preempted_three_times_restarts_without_the_long_waits(real_kub
     assert done.spec.backoff_limit == 2  # 4, less the two peers' 170 of the first Job
 
 
-def test_c2_a_restarted_launcher_finishes_a_recreation_and_leaves_others_deletes(real_kube):
+def test_c2_a_restarted_launcher_finishes_a_recreation_it_finds_half_done(real_kube):
     """The launcher marks the Job before deleting it to recreate it: a launcher started
     while that Job is still being deleted creates it again with the carried budget."""
     cp, ns = real_kube, "real-c2"
@@ -372,6 +372,30 @@ def test_d_unschedulable_spot_gang_moves_to_the_on_demand_pool(real_kube):
     print("scheduler message:", seen[0][1])
 
 
+def test_d_a_spot_job_that_uses_up_its_retries_moves_to_on_demand(real_kube):
+    """Two counted failures (171, hung) against backoffLimit 1: the real controller
+    fails the Job with BackoffLimitExceeded and the gang goes on on-demand."""
+    cp, ns = real_kube, "real-d2"
+    client = cp.namespace_with_launcher_account(ns)
+    gs = gangs(ns, "run-d2", workers=1, retries=1)
+    spot, od = gs[0].name, gs[1].name
+    watch = JobWatcher(cp, ns, spot)
+    run = Background(launcher(client, ns, gs))
+    for _ in range(2):
+        (pod,) = running(cp, ns, spot, 1, timeout=60)
+        cp.kubelet.exit(pod, preemption.HUNG)
+    (pod,) = running(cp, ns, od, 1, timeout=90)
+    assert pod.spec.node_name == "gke-std-t4-1"
+    cp.kubelet.exit(pod, 0)
+    out = run.result(60)
+    first = watch.done()
+    assert out.code == 0 and out.failed_over and out.job == od, out.message
+    assert [a.exit_code for a in out.attempts] == [171, 171, 0]
+    assert [a.node_kind for a in out.attempts] == ["spot", "spot", "on-demand"]
+    assert "Failed" in first and out.recreations == 0
+    assert job_gone(cp, ns, spot) and service_gone(cp, ns, spot)
+
+
 # -- (e) ---------------------------------------------------------------------------------
 def test_e_a_restarted_launcher_reattaches_to_its_job(real_kube):
     cp, ns = real_kube, "real-e"
@@ -429,7 +453,9 @@ def test_g_a_missing_verb_is_a_403_and_a_one_line_fatal(real_kube):
     with pytest.raises(kube.KubeError) as caught:
         launcher(client, ns, gs).run()
     assert caught.value.code == preemption.FATAL_CONFIG
-    assert "403 Forbidden" in str(caught.value) and f"Job {gs[0].name}" in str(caught.value)
+    text = str(caught.value)
+    assert "403 Forbidden" in text and f"Job {gs[0].name}" in text
+    assert "\n" not in text and "make gke-rbac" in text
 
 
 def test_g_without_the_node_cluster_role_node_kinds_are_unknown(real_kube):
