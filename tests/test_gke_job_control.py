@@ -216,6 +216,20 @@ def test_a_foreign_object_of_the_same_name_is_a_conflict():
     assert err.value.code == preemption.FATAL_CONFIG
     assert "not created for this task" in str(err.value) and "\n" not in str(err.value)
     assert cluster.created("Job") == []
+    assert cluster.services[gs[0].name]["metadata"]["labels"] == {"app": "someone-else"}
+
+
+def test_a_foreign_job_leaves_neither_it_touched_nor_our_new_service_behind():
+    gs = gangs()
+    cluster = FakeCluster([spot_node()])
+    foreign = manifests.job(gs[0])
+    foreign["metadata"]["labels"] = {"app": "someone-else"}
+    cluster.create_namespaced_job("kubeflow", foreign)
+    with pytest.raises(kube.KubeError) as err:
+        launcher(cluster, gs).run()
+    assert err.value.code == preemption.FATAL_CONFIG and "Job " in str(err.value)
+    assert cluster.created("Service") == [gs[0].name] and gs[0].name not in cluster.services
+    assert cluster.jobs[gs[0].name]["metadata"]["labels"] == {"app": "someone-else"}
 
 
 def test_a_409_race_with_our_own_earlier_attempt_attaches():

@@ -456,6 +456,7 @@ def test_g_a_missing_verb_is_a_403_and_a_one_line_fatal(real_kube):
     text = str(caught.value)
     assert "403 Forbidden" in text and f"Job {gs[0].name}" in text
     assert "\n" not in text and "make gke-rbac" in text
+    assert service_gone(cp, ns, gs[0].name)  # created first, then removed: nothing left
 
 
 def test_g_without_the_node_cluster_role_node_kinds_are_unknown(real_kube):

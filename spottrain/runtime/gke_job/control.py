@@ -233,7 +233,19 @@ class Launcher:
             log.warning("Job %s is being recreated by an earlier attempt: finishing", gang.name)
             self._replace(gang, budget)
             return
-        self._create(gang, self.kube.read_job, self.kube.create_job, manifests.job(gang), "Job")
+        try:
+            self._create(gang, self.kube.read_job, self.kube.create_job, manifests.job(gang), "Job")
+        except kube_mod.KubeError as err:
+            if err.code in preemption.FATAL:
+                # The run ends here; a Service needs no Job to exist, so ours would stay.
+                self._delete_service_quietly(gang.name)
+            raise
+
+    def _delete_service_quietly(self, name: str) -> None:
+        try:
+            self.kube.delete_service(name)
+        except kube_mod.KubeError as err:
+            log.warning("Service %s left behind: %s", name, err)
 
     # -- follow ------------------------------------------------------------------------
     def _follow(self, gang: manifests.Gang, may_move: bool) -> _Ended:
