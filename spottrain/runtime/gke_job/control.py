@@ -372,7 +372,8 @@ class Launcher:
             return False  # nothing left over: the controller ends the Job as it would
         try:
             # The mark first: a launcher restarted mid-way finishes the recreation.
-            self.kube.annotate_job(gang.name, {recreate.ANNOTATION: json.dumps(budget)})
+            if self.kube.annotate_job(gang.name, {recreate.ANNOTATION: json.dumps(budget)}) is None:
+                return False  # gone meanwhile: the next poll says by whom
         except kube_mod.KubeError as err:
             if err.code == preemption.UNAVAILABLE:
                 return False  # the next poll tries again
