@@ -205,31 +205,27 @@ def test_without_on_demand_an_unschedulable_job_waits_and_used_up_budget_fails()
     assert job not in cluster.jobs and job not in cluster.services  # gave up: cleaned up
 
 
-def test_a_foreign_object_of_the_same_name_is_a_conflict():
+@pytest.mark.parametrize("kind", ["Service", "Job"])
+def test_a_foreign_object_of_the_same_name_is_a_conflict_and_left_untouched(kind):
+    """A foreign Job found after our Service was created: that Service goes too."""
     gs = gangs()
+    name = gs[0].name
     cluster = FakeCluster([spot_node()])
-    foreign = manifests.service(gs[0])
+    make = {"Service": manifests.service, "Job": manifests.job}[kind]
+    create = {"Service": cluster.create_namespaced_service, "Job": cluster.create_namespaced_job}
+    foreign = make(gs[0])
     foreign["metadata"]["labels"] = {"app": "someone-else"}
-    cluster.create_namespaced_service("kubeflow", foreign)
+    create[kind]("kubeflow", foreign)
     with pytest.raises(kube.KubeError) as err:
         launcher(cluster, gs).run()
     assert err.value.code == preemption.FATAL_CONFIG
     assert "not created for this task" in str(err.value) and "\n" not in str(err.value)
-    assert cluster.created("Job") == []
-    assert cluster.services[gs[0].name]["metadata"]["labels"] == {"app": "someone-else"}
-
-
-def test_a_foreign_job_leaves_neither_it_touched_nor_our_new_service_behind():
-    gs = gangs()
-    cluster = FakeCluster([spot_node()])
-    foreign = manifests.job(gs[0])
-    foreign["metadata"]["labels"] = {"app": "someone-else"}
-    cluster.create_namespaced_job("kubeflow", foreign)
-    with pytest.raises(kube.KubeError) as err:
-        launcher(cluster, gs).run()
-    assert err.value.code == preemption.FATAL_CONFIG and "Job " in str(err.value)
-    assert cluster.created("Service") == [gs[0].name] and gs[0].name not in cluster.services
-    assert cluster.jobs[gs[0].name]["metadata"]["labels"] == {"app": "someone-else"}
+    assert f"{kind} {name}" in str(err.value)
+    kept = cluster.services if kind == "Service" else cluster.jobs
+    assert kept[name]["metadata"]["labels"] == {"app": "someone-else"}
+    assert cluster.created("Job") == ([name] if kind == "Job" else [])  # the foreign one
+    if kind == "Job":
+        assert cluster.created("Service") == [name] and name not in cluster.services
 
 
 def test_a_409_race_with_our_own_earlier_attempt_attaches():
