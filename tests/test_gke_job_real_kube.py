@@ -471,7 +471,9 @@ def test_g_without_the_node_cluster_role_node_kinds_are_unknown(real_kube):
 
 
 # -- settle (3) --------------------------------------------------------------------------
-def test_reattach_while_the_job_is_being_deleted_with_foreground_propagation(real_kube, caplog):
+def test_h_a_restarted_launcher_never_reattaches_to_a_job_someone_else_is_deleting(
+    real_kube, caplog
+):
     cp, ns = real_kube, "real-h"
     client = cp.namespace_with_launcher_account(ns)
     gs = gangs(ns, "run-h", on_demand=False)
@@ -489,14 +491,16 @@ def test_reattach_while_the_job_is_being_deleted_with_foreground_propagation(rea
     )
     assert "foregroundDeletion" in (held.metadata.finalizers or [])
     caplog.set_level(logging.INFO, logger="spottrain.runtime.gke_job.control")
-    second = Background(launcher(client, ns, gs))
-    time.sleep(4)
-    assert second.thread.is_alive()  # following a Job that is going away
+    with pytest.raises(kube.KubeError) as caught:
+        launcher(client, ns, gs).run()  # a retry of the launcher, meanwhile
+    text = str(caught.value)
+    print("a restarted launcher, during someone else's foreground deletion:", text)
+    assert caught.value.code == preemption.FATAL_CONFIG and "\n" not in text
+    assert f"Job {job} is being deleted, not by this launcher" in text
+    assert "re-attaching to Job" not in caplog.text
+    assert service_gone(cp, ns, job)  # nothing left behind by the run that ends here
     cp.kubelet.frozen.discard(worker.metadata.uid)
-    out = second.result(60)
-    print("re-attached during foreground deletion:", out.code, out.message)
-    assert "re-attaching to Job" in caplog.text
-    assert out.code == preemption.FATAL_CONFIG and "deleted by someone else" in out.message
+    assert wait_for("the Job gone", lambda: job_gone(cp, ns, job), 60)
 
 
 # -- last: the fake nodes ------------------------------------------------------------------

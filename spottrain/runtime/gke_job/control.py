@@ -227,13 +227,22 @@ class Launcher:
             gang, self.kube.read_service, self.kube.create_service,
             manifests.service(gang), "Service",
         )  # fmt: skip
-        budget = recreate.marked(self.kube.read_job(gang.name))
+        existing = self.kube.read_job(gang.name)
+        budget = recreate.marked(existing)
         if budget is not None:
             # An earlier attempt of this launcher was recreating the Job: finish it.
             log.warning("Job %s is being recreated by an earlier attempt: finishing", gang.name)
             self._replace(gang, budget)
             return
         try:
+            if existing and (existing.get("metadata") or {}).get("deletionTimestamp"):
+                # Its pods are going: following it would only end when it vanishes.
+                raise kube_mod.KubeError(
+                    preemption.FATAL_CONFIG,
+                    f"Job {gang.name} is being deleted, not by this launcher (it marks "
+                    "its own): not re-attaching; run the pipeline again to train on from "
+                    "the checkpoints",
+                )
             self._create(gang, self.kube.read_job, self.kube.create_job, manifests.job(gang), "Job")
         except kube_mod.KubeError as err:
             if err.code in preemption.FATAL:
