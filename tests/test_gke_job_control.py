@@ -93,32 +93,6 @@ def test_reattach_to_the_on_demand_job_after_a_fail_over():
     assert cluster.created("Job") == [] and gs[0].name not in cluster.jobs
 
 
-def test_three_disruptions_are_free_and_a_fatal_exit_ends_the_job_at_once():
-    gs = gangs(spot=SPOT.with_(retries=2))  # backoffLimit 4: room for 3 counted, not 6
-    job = gs[0].name
-    reasons = ["TerminationByKubelet", "PreemptionByScheduler", "DeletionByTaintManager"]
-
-    def script(cluster, poll):
-        if 2 <= poll <= 4:
-            # One worker's node goes; MWMS makes the survivor exit 170 (peer lost).
-            cluster.terminate(job, 1, preemption.PREEMPTED, disruption=reasons[poll - 2])
-            cluster.terminate(job, 0, preemption.PEER_LOST)
-        if poll == 6:
-            cluster.terminate(job, 0, preemption.FATAL_CONFIG)
-
-    cluster = FakeCluster([spot_node()], script=script)
-    out = launcher(cluster, gs).run()
-    assert out.code == preemption.FATAL_CONFIG, out.message
-    assert "exit 64" in out.message
-    # The disruptions were ignored; only the three peer-lost exits counted (<= 4).
-    disrupted = [a.disruption for a in out.attempts if a.disruption]
-    assert disrupted == reasons
-    assert [a.exit_code for a in out.attempts if a.index == 0][:3] == [170] * 3
-    # Fatal: no fall-back to on-demand, and the launcher cleaned up.
-    assert cluster.created("Job") == [job]
-    assert job not in cluster.jobs and job not in cluster.services
-
-
 def test_unschedulable_for_the_limit_moves_to_on_demand_and_succeeds():
     gs = gangs()
     spot, od = gs[0].name, gs[1].name

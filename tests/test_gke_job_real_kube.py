@@ -22,7 +22,16 @@ import threading
 import time
 
 import pytest
-from real_kube import ControlPlane, real_kube_fixture, wait_for  # noqa: F401 - the fixture
+from real_kube import (  # noqa: F401 - the fixture
+    ACCELERATOR_LABEL,
+    GPU,
+    NODEPOOL_LABEL,
+    SPOT_LABEL,
+    SPOT_TAINT,
+    ControlPlane,
+    real_kube_fixture,
+    wait_for,
+)
 
 from spottrain.pipelines.placement import Placement
 from spottrain.runtime.gke_job import control, kube, manifests, names, rbac, recreate
@@ -309,6 +318,90 @@ def test_c_a_gang_preempted_three_times_restarts_without_the_long_waits(real_kub
     assert 18.5 <= one <= 27 and two <= 10 and 18.5 <= three <= 27, restarts
     assert out.recreations == 1
     assert done.spec.backoff_limit == 2  # 4, less the two peers' 170 of the first Job
+
+
+def test_c_disruptions_the_real_control_plane_marks_are_never_counted(real_kube, capsys):
+    """Three more ways GKE takes a pod away, each marked ``DisruptionTarget`` by the
+    upstream code itself (not by our kubelet): a NoExecute taint (the taint-eviction
+    controller, DeletionByTaintManager), a drain (the apiserver's eviction subresource,
+    EvictionByEvictionAPI) and a higher-priority pod (the scheduler, PreemptionByScheduler).
+    With backoffLimit 0 one counted failure would fail the Job."""
+    from kubernetes import client as k8s
+
+    cp, ns = real_kube, "real-c4"
+    client = cp.namespace_with_launcher_account(ns)
+    node, accelerator = "gke-spot-a100-1", "nvidia-tesla-a100"  # its own node: one GPU
+    labels = {SPOT_LABEL: "true", ACCELERATOR_LABEL: accelerator, NODEPOOL_LABEL: "spot-a100"}
+    cp.add_node(node, labels, [SPOT_TAINT], gpus=1)
+    cp.kubelet.nodes.add(node)
+    gs = gangs(ns, "run-c4", gpu=accelerator, workers=1, retries=0, on_demand=False)
+    job = gs[0].name
+    reasons = {}
+
+    def disrupted(uid):
+        for p in pods(cp, ns, job):
+            for c in p.status.conditions or []:
+                if p.metadata.uid == uid and c.type == "DisruptionTarget" and c.status == "True":
+                    reasons[uid] = c.reason
+        return reasons.get(uid)
+
+    run = Background(launcher(client, ns, gs))
+    # 1. a NoExecute taint the pod does not tolerate
+    (pod,) = running(cp, ns, job, 1)
+    evict = {"key": "spottrain.dev/test-maintenance", "value": "true", "effect": "NoExecute"}
+    cp.core().patch_node(node, {"spec": {"taints": [SPOT_TAINT, evict]}})
+    wait_for("the taint manager's DisruptionTarget", lambda: disrupted(pod.metadata.uid), 30, 0.05)
+    wait_for("the pod gone", lambda: pod.metadata.uid not in
+             {p.metadata.uid for p in pods(cp, ns, job)} or None, 30)  # fmt: skip
+    cp.core().patch_node(node, {"spec": {"taints": [SPOT_TAINT]}})
+    # 2. a drain: the Eviction API
+    (pod,) = running(cp, ns, job, 1, timeout=60)
+    cp.core().create_namespaced_pod_eviction(
+        pod.metadata.name, ns,
+        k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=pod.metadata.name, namespace=ns)),
+    )  # fmt: skip
+    wait_for("the eviction's DisruptionTarget", lambda: disrupted(pod.metadata.uid), 30, 0.05)
+    # 3. preemption by a pod of a higher priority that needs the node's only GPU
+    (pod,) = running(cp, ns, job, 1, timeout=60)
+    k8s.SchedulingV1Api(cp.admin).create_priority_class(
+        k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name="test-high"), value=1000000)
+    )
+    cp.core().create_namespaced_pod(ns, {
+        "metadata": {"name": "urgent"},
+        "spec": {
+            "priorityClassName": "test-high", "nodeSelector": {ACCELERATOR_LABEL: accelerator},
+            "tolerations": [{"key": SPOT_LABEL, "operator": "Equal", "value": "true",
+                             "effect": "NoSchedule"}],
+            "containers": [{"name": "c", "image": "urgent:1", "resources": {"limits": {GPU: "1"}}}],
+        },
+    })  # fmt: skip
+    wait_for("the scheduler's DisruptionTarget", lambda: disrupted(pod.metadata.uid), 30, 0.05)
+    wait_for("the urgent pod placed", lambda: cp.core().read_namespaced_pod("urgent", ns)
+             .spec.node_name, 30)  # fmt: skip
+    cp.core().delete_namespaced_pod("urgent", ns)
+    (pod,) = running(cp, ns, job, 1, timeout=120)
+    cp.kubelet.exit(pod, 0)
+    out = run.result(60)
+    done = cp.batch().read_namespaced_job(job, ns)
+    seen = [a.disruption for a in out.attempts]
+    with capsys.disabled():
+        print(
+            f"\ndisruptions set by the control plane: {list(reasons.values())}; "
+            f"the launcher recorded {seen}; recreations {out.recreations}"
+        )
+    assert list(reasons.values()) == [
+        "DeletionByTaintManager", "EvictionByEvictionAPI", "PreemptionByScheduler",
+    ]  # fmt: skip
+    assert out.code == 0, out.message
+    # What the launcher's ledger names: each pod it saw end (a deleted pod can leave the
+    # API between two of its looks, within a second of ending).
+    assert seen[-1] == "" and set(seen[:-1]) <= set(reasons.values()), seen
+    assert done.spec.backoff_limit == 0 and not done.status.failed  # none counted
+    # The 3rd one's 40 s wait was skipped, whether the launcher counted the three
+    # failures or found no pod running for 30 s.
+    assert out.recreations == 1
+    cp.core().delete_node(node)
+    cp.kubelet.nodes.discard(node)
 
 
 def test_c2_a_restarted_launcher_finishes_a_recreation_it_finds_half_done(real_kube):

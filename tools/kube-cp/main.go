@@ -38,9 +38,15 @@ import (
 )
 
 // Controllers kube-cp runs. node-lifecycle-controller is left out on
-// purpose: nothing then marks the API-created nodes NotReady.
+// purpose: nothing then marks the API-created nodes NotReady. The
+// taint-eviction controller looks pods up by the informer index
+// "spec.nodeName" but does not add it; the node-lifecycle and daemonset
+// controllers do (pkg/controller/nodelifecycle/node_lifecycle_controller.go:390,
+// pkg/controller/daemon/daemon_controller.go:219). Without either it evicts
+// nothing ("Index with name spec.nodeName does not exist",
+// taint_eviction.go:569), so the daemonset controller runs too (no DaemonSets).
 const controllers = "job-controller,garbage-collector-controller," +
-	"ttl-after-finished-controller,taint-eviction-controller," +
+	"ttl-after-finished-controller,taint-eviction-controller,daemonset-controller," +
 	"serviceaccount-token-controller,serviceaccount-controller"
 
 func main() {

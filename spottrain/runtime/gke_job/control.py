@@ -117,6 +117,7 @@ class Launcher:
         self.stuck = StuckPods(kube)
         self.recreations = 0
         self._may_recreate = True
+        self.idle = recreate.IdleGangs()
 
     # -- the whole run -------------------------------------------------------------
     def run(self) -> Outcome:
@@ -289,10 +290,8 @@ class Launcher:
             if cannot is not None:
                 return _Ended("fatal", preemption.FATAL_CONFIG, cannot)
             self.stuck.sweep(pods, self.now())
-            wait = recreate.idle_wait(job, pods, self.now())
-            if recreate.should_recreate(wait, self.poll_seconds) and self._recreate(
-                gang, job, wait
-            ):
+            why = self.idle.look(job, pods, self.now(), self.poll_seconds)
+            if why and self._recreate(gang, job, why):
                 continue
             waiting = self.starts.unschedulable_for(pods, self.now()) if may_move else None
             if waiting is not None and waiting >= self.unschedulable_seconds:
@@ -374,7 +373,7 @@ class Launcher:
         return self._node_kinds[node]
 
     # -- skip the replacement back-off (see ``recreate``) ------------------------------------
-    def _recreate(self, gang: manifests.Gang, job: dict, wait: tuple[int, float, float]) -> bool:
+    def _recreate(self, gang: manifests.Gang, job: dict, why: str) -> bool:
         """Deletes and recreates the Job of a gang whose pods all ended; False: left alone."""
         budget = recreate.carried(job, self.now())
         if budget is None or not self._may_recreate:
@@ -390,13 +389,10 @@ class Launcher:
             log.warning("not recreating Job %s to skip its back-off: %s", gang.name, err)
             self._may_recreate = False
             return False
-        failures, delay, left = wait
         log.warning(
-            "Job %s: all pods ended and the Job controller would wait %.0f s more before "
-            "starting new ones (%.0f s after %d failed pods, preemptions included); "
-            "recreating it with what it left: backoffLimit %d, activeDeadlineSeconds %s",
-            gang.name, left, delay, failures, budget["backoffLimit"],
-            budget.get("activeDeadlineSeconds", "none"),
+            "Job %s: all its pods ended and %s; recreating it with what it left: "
+            "backoffLimit %d, activeDeadlineSeconds %s",
+            gang.name, why, budget["backoffLimit"], budget.get("activeDeadlineSeconds", "none"),
         )  # fmt: skip
         self.kube.delete_job(gang.name, propagation="Foreground")
         self._replace(gang, budget)

@@ -15,7 +15,10 @@ kept per Job *name* until the Job is deleted (``job_controller.go:557``).
 
 So once every pod of the gang has ended (nothing trains, nothing can write the
 checkpoint dir) and the controller's wait is long, the launcher deletes the Job and
-creates it again under the same name: the new Job starts its pods at once. What the
+creates it again under the same name: the new Job starts its pods at once. It knows
+the wait is long from the failed pods it saw (40 s or more), or, since a pod the API
+deleted (eviction, taint eviction, preemption) can leave the API between two of its
+looks, from 30 s without any running pod (``IdleGangs``). What the
 old Job had used up is carried over, so a recreation never buys more retries or
 more time: ``backoffLimit`` minus the failures it counted, and ``activeDeadlineSeconds``
 minus the time it ran. Before deleting, the launcher writes those into an annotation
@@ -52,7 +55,7 @@ def controller_delay(failures: int) -> float:
     return min(BACKOFF_SECONDS * 2 ** (failures - 1), BACKOFF_CAP_SECONDS)
 
 
-def _finished(pod: dict) -> datetime | None:
+def finished(pod: dict) -> datetime | None:
     """When a pod ended, as ``getFinishedTime`` reads it (backoff_utils.go:174-186)."""
     term = status.terminated(pod) or {}
     moment = status.parse_time(term.get("finishedAt"))
@@ -76,33 +79,80 @@ def counted(job: dict, pods: list[dict]) -> bool:
     return not any(TRACKING_FINALIZER in (p["metadata"].get("finalizers") or []) for p in pods)
 
 
-def idle_wait(job: dict, pods: list[dict], now: datetime) -> tuple[int, float, float] | None:
-    """``(failures, delay, left)`` while the whole gang waits for the controller.
+def _owner(pod: dict) -> str:
+    """The uid of the Job that owns ``pod`` (``""`` when it names none)."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "Job":
+            return ref.get("uid") or ""
+    return ""
 
-    ``None`` while any pod of the Job has not ended (it may still be writing), until
-    the controller has counted them (``counted``), or when none failed. Pods
-    garbage-collected meanwhile are not counted, so the figure can only be short of
-    the controller's, never above it.
+
+class IdleGangs:
+    """What the launcher's looks show of each Job (by uid).
+
+    Its ended pods, whether a pod of it ran, and since when none runs.
+
+    A pod the API deleted (a drain's eviction, the taint-eviction controller, the
+    scheduler's preemption) vanishes within a second of being counted, often between
+    two looks, yet its failure stays in the controller's back-off. So the count of
+    failed pods seen can fall short; a gang whose Job had running pods and has none
+    for ``RECREATE_FROM_SECONDS`` is then idle in that back-off all the same (the
+    controller's 10 s and 20 s waits end sooner; pods waiting for a node are live).
     """
-    if not pods or not all(status.is_done(p) for p in pods) or not counted(job, pods):
-        return None
-    succeeded = [t for p in pods if p["status"]["phase"] == "Succeeded" if (t := _finished(p))]
-    last_success = max(succeeded, default=None)
-    failed = [
-        t
-        for p in pods
-        if p["status"]["phase"] == "Failed"
-        if (t := _finished(p)) and (last_success is None or t > last_success)
-    ]
-    if not failed:
-        return None
-    delay = controller_delay(len(failed))
-    return len(failed), delay, delay - (now - max(failed)).total_seconds()
 
+    def __init__(self) -> None:
+        self._ended: dict[str, dict[str, tuple[str, datetime]]] = {}
+        self._ran: set[str] = set()
+        self._idle_since: dict[str, datetime] = {}
 
-def should_recreate(wait: tuple[int, float, float] | None, poll_seconds: float) -> bool:
-    """Whether recreating beats waiting: a long delay with more than a poll of it left."""
-    return wait is not None and wait[1] >= RECREATE_FROM_SECONDS and wait[2] > poll_seconds
+    def _failed(self, uid: str) -> list[datetime]:
+        ended = self._ended.get(uid, {}).values()
+        last_success = max((t for phase, t in ended if phase == "Succeeded"), default=None)
+        return [
+            t for phase, t in ended
+            if phase == "Failed" and (last_success is None or t > last_success)
+        ]  # fmt: skip
+
+    def look(self, job: dict, pods: list[dict], now: datetime, poll_seconds: float) -> str | None:
+        """Records this look; returns why recreating the Job now beats waiting, or None.
+
+        None while a pod of the Job has not ended (it may still write checkpoints) or
+        until the controller has counted the ended ones (``counted``).
+        """
+        uid = (job.get("metadata") or {}).get("uid") or ""
+        for pod in pods:
+            moment = finished(pod) if status.is_done(pod) else None
+            if moment is not None:
+                key = pod["metadata"].get("uid") or pod["metadata"]["name"]
+                self._ended.setdefault(_owner(pod), {})[key] = (pod["status"]["phase"], moment)
+        if status.condition(job, "FailureTarget") or status.condition(job, "SuccessCriteriaMet"):
+            return None  # ending (a fatal exit, or done): the controller finishes it
+        if any(not status.is_done(p) for p in pods):
+            self._ran.add(uid)
+            self._idle_since.pop(uid, None)
+            return None
+        if uid not in self._ran or not counted(job, pods):
+            return None
+        idle = (now - self._idle_since.setdefault(uid, now)).total_seconds()
+        failed = self._failed(uid)
+        if failed:
+            delay = controller_delay(len(failed))
+            left = delay - (now - max(failed)).total_seconds()
+            if left <= poll_seconds:
+                return None  # about to start them: let it
+            if delay >= RECREATE_FROM_SECONDS:
+                return (
+                    f"the Job controller would wait {left:.0f} s more before starting new "
+                    f"pods ({delay:.0f} s after {len(failed)} failed pods, preemptions "
+                    "included)"
+                )
+        if idle >= RECREATE_FROM_SECONDS:
+            return (
+                f"no pod of it has run for {idle:.0f} s: the Job controller's replacement "
+                "back-off (pods deleted by an eviction or a preemption leave the API "
+                "before the launcher can count them)"
+            )
+        return None
 
 
 def carried(job: dict, now: datetime) -> dict | None:
