@@ -90,6 +90,10 @@ def test_a_gang_idle_for_30_s_is_recreated_even_when_its_failures_were_not_seen(
     assert looks(job(), *views, at=(0, 10, 30, 39)) is None  # idle 29 s
     assert "no pod of it has run for 30 s" in looks(job(), *views, at=(0, 10, 30, 40))
     assert looks(job(), [], [], at=(0, 60)) is None  # a new Job: no pod of it ran yet
+    # Two of its three failures seen (20 s): past those 20 s the gang still waits.
+    two = [RUNNING, [pod("Failed", -1), pod("Failed", -2)], [], [], []]
+    assert looks(job(), *two, at=(0, 3, 10, 25, 32)) is None  # idle 29 s
+    assert "no pod of it has run for 30 s" in looks(job(), *two, at=(0, 3, 10, 25, 33))
     # Pods waiting for a node are live: no recreation (the unschedulable rule applies).
     assert looks(job(), RUNNING, [pod("Pending")], [pod("Pending")], at=(0, 10, 60)) is None
 

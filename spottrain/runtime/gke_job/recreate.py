@@ -138,9 +138,8 @@ class IdleGangs:
         if failed:
             delay = controller_delay(len(failed))
             left = delay - (now - max(failed)).total_seconds()
-            if left <= poll_seconds:
-                return None  # about to start them: let it
-            if delay >= RECREATE_FROM_SECONDS:
+            # Within a poll of its end the controller starts them first: let it.
+            if delay >= RECREATE_FROM_SECONDS and left > poll_seconds:
                 return (
                     f"the Job controller would wait {left:.0f} s more before starting new "
                     f"pods ({delay:.0f} s after {len(failed)} failed pods, preemptions "
