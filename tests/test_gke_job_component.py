@@ -270,7 +270,7 @@ def test_rbac_grants_exactly_the_calls_the_launcher_makes(monkeypatch):
         for verb in rule["verbs"]
     }
     # A recreation (the Job's patch) needs the real controller's back-off, which the
-    # stand-in does not have: tests/test_gke_job_real_kube.py test_c recreates a Job as
+    # stand-in does not have: tests/test_gke_job_backoff_real_kube.py recreates a Job as
     # a service account holding exactly these rules.
     assert ("batch", "jobs", "patch") not in used
     used.add(("batch", "jobs", "patch"))

@@ -2,7 +2,7 @@
 
 Verified here: against ``tests/standins/kube_api.py`` (the client's method names and
 exceptions, objects shaped as the Kubernetes docs show them), not a live cluster.
-Only what the real control plane of tests/test_gke_job_real_kube.py cannot show stays
+Only what the real control plane of tests/test_gke_job_*real_kube.py cannot show stays
 here: pod logs (no kubelet there), frozen pods and unreachable nodes, waits of
 production length on a fake clock (unschedulable 300 s, start failures 180 s, a run
 deadline), API errors injected at will (500s, 409 races, foreign objects), and the

@@ -1,6 +1,6 @@
 """The recreation rule's edges (``spottrain.runtime.gke_job.recreate``), on Job and pod
 objects in the API's JSON shape. The recreation itself, against the real Job
-controller's back-off, is in tests/test_gke_job_real_kube.py (test_c*)."""
+controller's back-off, is in tests/test_gke_job_backoff_real_kube.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A small in-process stand-in for the Kubernetes API calls the Job-engine launcher makes.
 
 The launcher's control loop (``spottrain.runtime.gke_job``) is tested against this,
-fast and with a clock of its own; ``tests/test_gke_job_real_kube.py`` runs it against a
+fast and with a clock of its own; ``tests/test_gke_job_*real_kube.py`` run it against a
 real control plane too (``make kube-cp``), where the real Job controller differs from
 this one: replacements wait 10 s x 2^(n-1) after the n-th pod failure (ignored ones
 included), a failing Job has ``FailureTarget`` until its other pods have stopped, a

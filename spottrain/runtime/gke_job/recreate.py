@@ -8,7 +8,7 @@ its ``podFailurePolicy`` ignores included (k8s.io/kubernetes v1.34.3
 and 10 min; ``:927`` builds the record from all new failed pods, ``:1722`` applies it).
 A training gang has no successful pod before its end, so on a spot pool preempted
 often every gang restart waits longer, up to 10 minutes of idle GPUs each time
-(``tests/test_gke_job_real_kube.py`` measured 10, 20, 40 and 80 s). The controller
+(``tests/test_gke_job_backoff_real_kube.py``; 10, 20, 40 and 80 s measured). The controller
 has no knob for it: ``backoffLimitPerIndex`` counts ignored failures too
 (``indexed_job_utils.go:424-426`` ``getIndexAbsoluteFailureCount``), and the record is
 kept per Job *name* until the Job is deleted (``job_controller.go:557``).
