@@ -236,7 +236,7 @@ class Launcher:
             self._replace(gang, budget)
             return
         try:
-            if existing and (existing.get("metadata") or {}).get("deletionTimestamp"):
+            if status.being_deleted(existing):
                 # Its pods are going: following it would only end when it vanishes.
                 raise kube_mod.KubeError(
                     preemption.FATAL_CONFIG,
@@ -399,11 +399,9 @@ class Launcher:
         return True
 
     def _replace(self, gang: manifests.Gang, budget: dict) -> None:
-        """Waits until the Job being deleted is gone, then creates it with ``budget``."""
+        """Waits until the Job being deleted (by us) is gone, then creates it with ``budget``."""
         start, warned = self.now(), False
-        while (job := self.kube.read_job(gang.name)) is not None:
-            if not (job.get("metadata") or {}).get("deletionTimestamp"):
-                self.kube.delete_job(gang.name, propagation="Foreground")
+        while self.kube.read_job(gang.name) is not None:
             self._note(gang, self.kube.list_pods(gang.selector))
             if self.stop.is_set():
                 raise Cancelled

@@ -181,7 +181,7 @@ def carried(job: dict, now: datetime) -> dict | None:
 
 def marked(job: dict | None) -> dict | None:
     """The carried budget of a Job the launcher is deleting to recreate, else ``None``."""
-    if not job or not (job.get("metadata") or {}).get("deletionTimestamp"):
+    if not status.being_deleted(job):
         return None
     text = ((job["metadata"].get("annotations")) or {}).get(ANNOTATION)
     try:

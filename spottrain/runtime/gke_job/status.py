@@ -130,6 +130,11 @@ def parse_time(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
+def being_deleted(obj: dict | None) -> bool:
+    """Whether the object has a ``deletionTimestamp`` (a Foreground delete keeps it readable)."""
+    return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
+
+
 def is_done(pod: dict) -> bool:
     """Whether the pod has ended (its phase is final)."""
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
