@@ -92,24 +92,22 @@ def running(cp, ns, job, count, timeout=60.0):
     return sorted(found, key=lambda p: int(p.metadata.annotations[names.INDEX_ANNOTATION]))
 
 
-def job_gone(cp, ns, job):
+def _gone(read, name, ns) -> bool:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        cp.batch().read_namespaced_job(job, ns)
+        read(name, ns)
     except ApiException as err:
         return err.status == 404
     return False
+
+
+def job_gone(cp, ns, job):
+    return _gone(cp.batch().read_namespaced_job, job, ns)
 
 
 def service_gone(cp, ns, name):
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        cp.core().read_namespaced_service(name, ns)
-    except ApiException as err:
-        return err.status == 404
-    return False
+    return _gone(cp.core().read_namespaced_service, name, ns)
 
 
 def condition_types(job) -> list[str]:
