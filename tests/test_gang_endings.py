@@ -17,7 +17,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_workers_exit_within_seconds_of_their_last_save(digits_dir, tmp_path):
     """After the last save a worker evaluates, exports and exits: seconds, not the
     ~15 s (2 workers, 150 steps) to ~40 s (3 workers, 300 steps) that interpreter
-    shutdown spent freeing the training iterator behind tf.data's autotuning thread."""
+    shutdown spent freeing the training iterator behind tf.data's autotuning thread.
+
+    The bound is the run's own pace, not an idle machine's seconds: that stall took
+    longer than the whole run up to its last save (start-up, gang, 150 steps), while
+    evaluation and export take a small part of it (~1.3 s of ~10 s here), and a busy
+    machine slows both alike."""
     cmd = [
         sys.executable, "-m", "spottrain.trainer.launch", "--workers", "2", "--",
         "--image-dir", digits_dir, "--backbone", "small_cnn", "--weights", "none",
@@ -26,6 +31,7 @@ def test_workers_exit_within_seconds_of_their_last_save(digits_dir, tmp_path):
         "--checkpoint-dir", str(tmp_path / "ckpt"), "--model-dir", str(tmp_path / "model"),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": REPO, "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env)  # fmt: skip
     saved, lines = {}, []
@@ -37,8 +43,9 @@ def test_workers_exit_within_seconds_of_their_last_save(digits_dir, tmp_path):
     assert proc.wait(timeout=300) == 0, "".join(lines[-40:])
     ended = time.monotonic()  # the launcher ends once both workers have
     assert set(saved) == {"chief-0", "worker-0"}, "".join(lines[-40:])
-    gaps = {name: ended - at for name, at in saved.items()}
-    assert max(gaps.values()) < 8, gaps  # evaluation and export included (~1.3 s here)
+    gaps = {name: round(ended - at, 2) for name, at in saved.items()}
+    run_s = max(saved.values()) - started
+    assert max(gaps.values()) < 0.5 * run_s, (gaps, f"{run_s:.1f} s to the last save")
 
 
 @pytest.mark.slow
