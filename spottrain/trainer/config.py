@@ -447,6 +447,7 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
             math.isfinite(seconds) and seconds > 0,
             f"{flag} {seconds} must be a finite number of seconds > 0",
         )
+    _check_watch_bounds(cfg)
     _require(0 <= cfg.threads <= 1024, f"--threads {cfg.threads} must be in 0..1024")
     for flag, price in (
         ("--price-per-hour", cfg.price_per_hour),
@@ -468,6 +469,27 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
     ):
         problem = fileio.url_problem(path)
         _require(problem is None, f"{flag} {path!r}: {problem}")
+
+
+# The hang watchdog also watches the final save (a step ends with it), which takes
+# seconds even for a small model: a shorter timeout kills a run that has finished.
+MIN_HANG_SECONDS = 10.0
+
+
+def _check_watch_bounds(cfg: TrainConfig) -> None:
+    """Bounds of the watchdog's and the lease's times that a run could not survive."""
+    from spottrain.trainer.lease import MAX_SECONDS
+
+    _require(
+        cfg.hang_timeout >= MIN_HANG_SECONDS,
+        f"--hang-timeout {cfg.hang_timeout:g} is shorter than a checkpoint save can take: "
+        f"give at least {MIN_HANG_SECONDS:.0f} seconds",
+    )
+    _require(
+        cfg.lease_seconds <= MAX_SECONDS,
+        f"--lease-seconds {cfg.lease_seconds:g} must be at most {MAX_SECONDS:.0f} (a day): a "
+        "holder that died keeps the checkpoint dir that long",
+    )
 
 
 def global_batch(cfg: TrainConfig, num_replicas: int) -> int:
