@@ -10,6 +10,7 @@ trainer image imports (the Job-engine launcher); this module needs kfp-kubernete
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from kfp import dsl, kubernetes
@@ -44,6 +45,9 @@ from spottrain.placement import (  # noqa: F401 - re-exported for pipeline code
     spot_node_system_config,
 )
 from spottrain.trainer.ledger import CAPACITY_ENV
+
+# A zone is its region and a letter (us-central1-a); a region alone names no zone.
+_ZONE = re.compile(r"[a-z]+(-[a-z]+)+[0-9]+-[a-z]")
 
 
 def apply_placement(placement: Placement, task: dsl.PipelineTask) -> dsl.PipelineTask:
@@ -113,6 +117,11 @@ def nodepool_command(
     if not 0 <= min_nodes <= max_nodes or max_nodes < 1:
         raise PlacementError(
             f"min_nodes={min_nodes}, max_nodes={max_nodes}: need 0 <= min <= max and max >= 1"
+        )
+    if not _ZONE.fullmatch(zone):
+        raise PlacementError(
+            f"zone={zone!r} is not a Compute Engine zone: expected a region and a letter, "
+            "e.g. us-central1-a (the cluster's zone)"
         )
     gpu = f"-{placement.gpu_count}gpu" if placement.gpu_count else ""
     name = name or f"{placement.pool}{gpu}-pool"
