@@ -33,11 +33,15 @@ def check_namespace(flag: str, value: str) -> None:
 
 
 def _check_cluster(execute: bool) -> None:
-    """``--execute`` needs a cluster: refuse in one line before kubectl's many."""
+    """``--execute`` needs kubectl and a cluster: refuse in one line before kubectl's many."""
+    import shutil
+
     from spottrain.pipelines import argo_retry
 
     if not execute:
         return
+    if shutil.which("kubectl") is None:
+        raise _guard_error("--execute needs kubectl on PATH")
     try:
         with argo_retry.check_kubeconfig():
             pass
@@ -121,6 +125,7 @@ def cmd_nodepool(args: argparse.Namespace) -> int:
         spot_grace_seconds=args.spot_grace,
     )
     cmd = placement.nodepool_command(pool, **kwargs)
+    placement.check_zone(args.zone)
     config = ""
     if args.spot_grace != DEFAULT_SPOT_GRACE_SECONDS:
         config = yaml.safe_dump(placement.spot_node_system_config(args.spot_grace))

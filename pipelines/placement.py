@@ -80,6 +80,15 @@ def apply_placement(placement: Placement, task: dsl.PipelineTask) -> dsl.Pipelin
 SYSTEM_CONFIG_FILE = "spot-node-system-config.yaml"
 
 
+def check_zone(zone: str) -> None:
+    """A zone as Compute Engine names them: a region alone (us-central1) is refused."""
+    if not _ZONE.fullmatch(zone):
+        raise PlacementError(
+            f"zone={zone!r} is not a Compute Engine zone: expected a region and a letter, "
+            "e.g. us-central1-a (the cluster's zone)"
+        )
+
+
 def nodepool_command(
     placement: Placement,
     *,
@@ -117,11 +126,6 @@ def nodepool_command(
     if not 0 <= min_nodes <= max_nodes or max_nodes < 1:
         raise PlacementError(
             f"min_nodes={min_nodes}, max_nodes={max_nodes}: need 0 <= min <= max and max >= 1"
-        )
-    if not _ZONE.fullmatch(zone):
-        raise PlacementError(
-            f"zone={zone!r} is not a Compute Engine zone: expected a region and a letter, "
-            "e.g. us-central1-a (the cluster's zone)"
         )
     gpu = f"-{placement.gpu_count}gpu" if placement.gpu_count else ""
     name = name or f"{placement.pool}{gpu}-pool"
