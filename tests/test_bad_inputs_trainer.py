@@ -56,8 +56,8 @@ CASES = [
     (["--learning-rate", "nan"], "--learning-rate nan"),
     (["--learning-rate", "-1"], "--learning-rate -1"),
     (["--hang-timeout", "inf"], "--hang-timeout inf"),
-    # Shorter than a save: a finished run was killed as hung in its final save.
-    (["--hang-timeout", "0.05"], "--hang-timeout 0.05 is shorter than a checkpoint save"),
+    # Accepted (floored to 1 s), it killed a finished run as hung in its final save.
+    (["--hang-timeout", "0.05"], "--hang-timeout 0.05 is shorter than a step that saves"),
     # The renewal thread's wait overflowed: a traceback, and the lease expired.
     (["--lease-seconds", "1e12"], "--lease-seconds 1e+12 must be at most 86400"),
     (["--collective-timeout", "-1"], "--collective-timeout -1"),
@@ -432,3 +432,38 @@ def test_a_batch_that_cannot_fit_in_memory_is_one_fatal_line(digits_dir, tmp_pat
             os.kill(int(pid), 9)
         time.sleep(0.2)
         os.rmdir(cg)
+
+
+# A trainer stand-in speaking the heartbeat protocol (watchdog.Heartbeat): one step,
+# then a save it waits for that lasts longer than the step timeout, then (optionally)
+# a step that hangs as long.
+_SAVES_SLOWLY = """
+import sys, time
+from spottrain.trainer import watchdog
+beat = watchdog.Heartbeat()
+beat.beat(1)
+beat.saving()
+time.sleep(float(sys.argv[1]))
+beat.beat(2)
+if sys.argv[2] == "hang":
+    time.sleep(float(sys.argv[1]))
+beat.done()
+"""
+
+
+@pytest.mark.parametrize("then", ["done", "hang"])
+def test_a_save_longer_than_the_step_timeout_is_not_a_hang(then):
+    """--hang-timeout watched the final save too: a run that had trained was killed as
+    hung (171) while saving. A save is watched with the start-up timeout; a step after
+    it is watched with the step timeout again."""
+    from spottrain.trainer import watchdog
+
+    hang_timeout = 1.0
+    cmd = [sys.executable, "-c", _SAVES_SLOWLY, str(4 * hang_timeout), then]
+    supervisor = watchdog.Supervisor(cmd, hang_timeout, startup_timeout_s=60)
+    code = supervisor.run()
+    if then == "done":
+        assert code == 0 and supervisor.fired_after is None
+    else:
+        assert code == preemption.HUNG and supervisor.step == 2
+        assert hang_timeout <= supervisor.fired_after < 4 * hang_timeout

@@ -471,8 +471,9 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
         _require(problem is None, f"{flag} {path!r}: {problem}")
 
 
-# The hang watchdog also watches the final save (a step ends with it), which takes
-# seconds even for a small model: a shorter timeout kills a run that has finished.
+# The shortest step timeout: the watchdog looks twice a second, and a step that starts
+# a background save or restores takes seconds even for a small model. (A save a step
+# waits for, the final one, is watched with --startup-timeout: watchdog.Heartbeat.saving.)
 MIN_HANG_SECONDS = 10.0
 
 
@@ -482,7 +483,7 @@ def _check_watch_bounds(cfg: TrainConfig) -> None:
 
     _require(
         cfg.hang_timeout >= MIN_HANG_SECONDS,
-        f"--hang-timeout {cfg.hang_timeout:g} is shorter than a checkpoint save can take: "
+        f"--hang-timeout {cfg.hang_timeout:g} is shorter than a step that saves can take: "
         f"give at least {MIN_HANG_SECONDS:.0f} seconds",
     )
     _require(

@@ -196,6 +196,8 @@ class Trainer:
     # -- the loop -----------------------------------------------------------
     def _save(self, step: int, why: str, *, wait: bool, notice: bool = False) -> None:
         """Saves at ``step``; with ``notice``, the ledger records the notice meanwhile."""
+        if wait:
+            self.heartbeat.saving()
         self.step_var.assign(step)
         noting = None
         if notice:
