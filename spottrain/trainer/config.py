@@ -236,7 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--hang-timeout",
         type=float,
         default=d.hang_timeout,
-        help="Dump stacks and exit 171 (retryable) when no step finishes for this long.",
+        help="Dump stacks and exit 171 (retryable) when no step finishes for this long "
+        "(at least 10 s; a save the step waits for gets --startup-timeout).",
     )
     ft.add_argument(
         "--startup-timeout",
@@ -255,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=d.lease_seconds,
         help="The checkpoint dir's writer lease: one run writes it at a time; a holder "
-        "that died is taken over after this; a second run waits 1.25x this, then exits.",
+        "that died is taken over after this; a second run waits 1.25x this, then exits "
+        "(at most 86400).",
     )
     ft.add_argument(
         "--deterministic",
