@@ -142,7 +142,7 @@ class Lease:
         self._thread: threading.Thread | None = None
 
     def _mine(self, record: dict | None) -> bool:
-        return isinstance(record, dict) and record.get("token") == self.record["token"]
+        return bool(record) and record.get("token") == self.record["token"]
 
     def acquire(self, wait_seconds: float) -> dict | None:
         """Takes the lease, waiting up to ``wait_seconds`` for a live holder to let go.
@@ -205,7 +205,7 @@ class Lease:
 
     def _lose(self, current: dict | None) -> bool:
         if not self.lost.is_set():
-            who = describe(current) if isinstance(current, dict) else "nobody (it was removed)"
+            who = describe(current) if current else "nobody (it was removed)"
             log.error("lost the lease on %s: it is now held by %s", self.directory, who)
         self.held = False
         self.lost.set()
