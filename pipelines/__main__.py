@@ -64,6 +64,7 @@ def cmd_upload(args: argparse.Namespace) -> int:
     from spottrain.pipelines import guards, submit
 
     submit.check_host(args.host)
+    _check_namespaces(args)
     template = _gke_template(args)
     _check_gke_template(template)
     guards.check_published_image(template)
@@ -84,6 +85,8 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
 
     params = submit.parse_params(args.params)
     submit.check_host(args.host)
+    _check_namespaces(args)
+    submit.check_gke_params(params)
     template = _gke_template(args)
     from spottrain.pipelines import guards
 
@@ -115,6 +118,8 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
     submit.check_vertex_params(params, args.service_account)
     template = _template(args, comp.VERTEX_FALLBACK_YAML if args.fallback else comp.VERTEX_YAML)
     spec = submit.check_vertex_template(template)
+    if args.fallback:
+        submit.check_vertex_fallback(spec, template)
     from spottrain.pipelines import vertex
 
     vertex.check_key_region(spec, args.region)
@@ -163,6 +168,15 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     )
     print(result.report())
     return 0 if result.ok else 1
+
+
+def _check_namespaces(args: argparse.Namespace) -> None:
+    """``--namespace`` and ``--argo-namespace`` as Kubernetes names (no request)."""
+    from spottrain.pipelines.cluster_setup import check_namespace
+
+    check_namespace("--namespace", args.namespace)
+    if hasattr(args, "argo_namespace"):
+        check_namespace("--argo-namespace", args.argo_namespace)
 
 
 def _check_gke_template(template: Path) -> None:

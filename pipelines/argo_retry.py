@@ -143,6 +143,21 @@ def current_context() -> str:
     return f"context {active['name']!r}" if active else "the kubeconfig's cluster"
 
 
+def check_kubeconfig():
+    """A client of the kubeconfig's current cluster (no request is made).
+
+    Raises:
+        RetryPolicyError: no kubeconfig, or one without a usable current context.
+    """
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        return config.new_client_from_config(_kubeconfig())
+    except (ConfigException, OSError, TypeError) as err:
+        raise RetryPolicyError(f"no usable kubeconfig ({str(err).splitlines()[0]})") from None
+
+
 def read_live(namespace: str = ARGO_NAMESPACE, timeout: float = 5.0) -> str | None:
     """The ``workflowDefaults`` value of the kubeconfig's current cluster.
 
@@ -151,14 +166,10 @@ def read_live(namespace: str = ARGO_NAMESPACE, timeout: float = 5.0) -> str | No
     :class:`RetryPolicyError` naming why it cannot be read (no kubeconfig, no
     permission, unreachable).
     """
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
-    from kubernetes.config.config_exception import ConfigException
 
-    try:
-        api_client = config.new_client_from_config(_kubeconfig())
-    except (ConfigException, OSError, TypeError) as err:
-        raise RetryPolicyError(f"no usable kubeconfig ({str(err).splitlines()[0]})") from None
+    api_client = check_kubeconfig()
     try:
         with api_client:
             cm = client.CoreV1Api(api_client).read_namespaced_config_map(

@@ -24,8 +24,34 @@ def _guard_error(message: str) -> GuardError:
     return GuardError(message)
 
 
+def check_namespace(flag: str, value: str) -> None:
+    """A namespace flag's value as Kubernetes accepts it (a DNS-1123 label)."""
+    from spottrain.runtime.gke_job import rbac
+
+    if problem := rbac.name_problem("--namespace", value):
+        raise _guard_error(problem.replace("--namespace", flag, 1))
+
+
+def _check_cluster(execute: bool) -> None:
+    """``--execute`` needs kubectl and a cluster: refuse in one line before kubectl's many."""
+    import shutil
+
+    from spottrain.pipelines import argo_retry
+
+    if not execute:
+        return
+    if shutil.which("kubectl") is None:
+        raise _guard_error("--execute needs kubectl on PATH")
+    try:
+        with argo_retry.check_kubeconfig():
+            pass
+    except argo_retry.RetryPolicyError as err:
+        raise _guard_error(f"--execute needs a cluster: {err}") from None
+
+
 def _print_or_apply(text: str, execute: bool) -> int:
     """Prints manifests; with ``execute`` also applies them with ``kubectl apply -f -``."""
+    _check_cluster(execute)
     print(text, end="")
     if not execute:
         return 0
@@ -39,6 +65,7 @@ def cmd_retry_policy(args: argparse.Namespace) -> int:
     """Prints (or ``--execute``: runs) the kubectl patch of Argo's template retry policy."""
     from spottrain.pipelines import argo_retry
 
+    check_namespace("--argo-namespace", args.argo_namespace)
     try:
         current = argo_retry.read_live(args.argo_namespace)
         source = (
@@ -98,6 +125,7 @@ def cmd_nodepool(args: argparse.Namespace) -> int:
         spot_grace_seconds=args.spot_grace,
     )
     cmd = placement.nodepool_command(pool, **kwargs)
+    placement.check_zone(args.zone)
     config = ""
     if args.spot_grace != DEFAULT_SPOT_GRACE_SECONDS:
         config = yaml.safe_dump(placement.spot_node_system_config(args.spot_grace))

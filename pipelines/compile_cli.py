@@ -157,6 +157,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if not args.out:
             raise GuardError("--target needs --out FILE")
         _check_out(args.out)
+        _check_build_flags(args)
         with comp.component_images(args.image):
             func = _custom_pipeline(args, placement, guards)
             text = comp.compile_text(func, args.image)
@@ -181,6 +182,32 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     print(f"{len(changed)} file(s) changed" if changed else "compiled YAML is up to date")
     return 0
+
+
+def _check_build_flags(args: argparse.Namespace) -> None:
+    """Flags of one build that it would ignore, or that contradict each other."""
+    from spottrain.pipelines import placement
+    from spottrain.pipelines.guards import GuardError
+
+    defaults = _defaults()
+    if args.gpus == 0 and args.target != "vertex" and args.gpu_type != defaults.gpu_type:
+        raise GuardError(
+            f"--gpu-type {args.gpu_type!r} with --gpus 0: a CPU build has no accelerator; "
+            "give --gpus 1 or more, or leave out --gpu-type"
+        )
+    if args.spot_attempts != defaults.spot_attempts and not args.fallback_strategy:
+        raise GuardError(
+            f"--spot-attempts {args.spot_attempts} is only used with --fallback-strategy "
+            "STANDARD (--target vertex)"
+        )
+    if args.retry_window and args.target != "vertex":
+        window, timeout = placement.seconds(args.retry_window), placement.seconds(args.run_timeout)
+        if window > timeout:
+            raise GuardError(
+                f"--retry-window {args.retry_window!r} is longer than --run-timeout "
+                f"{args.run_timeout!r}: the run ends at its timeout, so no retry comes after "
+                "it; leave out --retry-window (it defaults to the run timeout)"
+            )
 
 
 def _custom_pipeline(args, placement, guards):

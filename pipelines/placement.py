@@ -10,6 +10,7 @@ trainer image imports (the Job-engine launcher); this module needs kfp-kubernete
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from kfp import dsl, kubernetes
@@ -45,6 +46,9 @@ from spottrain.placement import (  # noqa: F401 - re-exported for pipeline code
 )
 from spottrain.trainer.ledger import CAPACITY_ENV
 
+# A zone is its region and a letter (us-central1-a); a region alone names no zone.
+_ZONE = re.compile(r"[a-z]+(-[a-z]+)+[0-9]+-[a-z]")
+
 
 def apply_placement(placement: Placement, task: dsl.PipelineTask) -> dsl.PipelineTask:
     """Sets a placement on a task (GPU, selectors, toleration, limits, retries)."""
@@ -74,6 +78,15 @@ def apply_placement(placement: Placement, task: dsl.PipelineTask) -> dsl.Pipelin
 
 # Where ``make gke-nodepool SPOT_GRACE=120`` has the node system config written.
 SYSTEM_CONFIG_FILE = "spot-node-system-config.yaml"
+
+
+def check_zone(zone: str) -> None:
+    """A zone as Compute Engine names them: a region alone (us-central1) is refused."""
+    if not _ZONE.fullmatch(zone):
+        raise PlacementError(
+            f"zone={zone!r} is not a Compute Engine zone: expected a region and a letter, "
+            "e.g. us-central1-a (the cluster's zone)"
+        )
 
 
 def nodepool_command(

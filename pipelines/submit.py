@@ -21,6 +21,7 @@ from typing import Any
 
 from spottrain.pipelines import guards, templates
 from spottrain.placement import PlacementError
+from spottrain.runtime import vertex_regions
 from spottrain.version import __version__
 
 log = logging.getLogger(__name__)
@@ -215,6 +216,8 @@ def check_vertex_args(project: str, region: str, bucket: str) -> None:
         raise SubmitError(
             f"REGION={region!r} is not a Google Cloud region: expected e.g. us-central1"
         )
+    if problem := vertex_regions.region_problem(region):
+        raise SubmitError(f"REGION={region!r} {problem}")
     name = bucket.removeprefix("gs://").split("/", 1)[0]
     problem = bucket_name_problem(name)
     if problem:
@@ -246,6 +249,7 @@ def check_vertex_params(params: dict, service_account: str) -> None:
             "Cloud and cannot read this machine; upload it first "
             "(python -m spottrain.gcs_copy SRC gs://…)"
         )
+    _check_data_bucket(src)
 
 
 def bucket_name_problem(name: str) -> str:
@@ -278,6 +282,11 @@ def parse_params(pairs: Sequence[str]) -> dict[str, str]:
         name, sep, value = pair.partition("=")
         if not sep or not name:
             raise SubmitError(f"pipeline parameter {pair!r} is not name=value")
+        if name in params and params[name] != value:
+            raise SubmitError(
+                f"pipeline parameter {name} is given twice ({name}={params[name]} and "
+                f"{pair}): pass it once"
+            )
         params[name] = value
     return params
 
@@ -376,6 +385,47 @@ def check_vertex_template(template: str | Path) -> dict:
             "submit the Vertex variant (spottrain_vertex.yaml)"
         )
     return spec
+
+
+def check_vertex_fallback(spec: Mapping, template: str | Path) -> None:
+    """``--fallback`` asks for the variant whose SPOT jobs fall back: refuse one without.
+
+    That variant runs its train job through :mod:`spottrain.runtime.vertex_job`.
+    """
+    executors = spec.get("deploymentSpec", {}).get("executors", {}).values()
+    for executor in executors:
+        container = executor.get("container", {})
+        if "spottrain.runtime.vertex_job" in [*container.get("command", []),
+                                              *container.get("args", [])]:  # fmt: skip
+            return
+    raise SubmitError(
+        f"--fallback: {str(template)!r} has no fall-back (compile one with --target vertex "
+        "--fallback-strategy STANDARD, or leave out --fallback)"
+    )
+
+
+def check_gke_params(params: Mapping[str, Any]) -> None:
+    """What a GKE cluster's copy step cannot read, before any request.
+
+    Raises:
+        SubmitError: a ``data_src`` on this machine (the copy step runs in a pod of
+            the cluster: gs:// only), or a malformed bucket name.
+    """
+    src = str(params.get("data_src", ""))
+    if src and not src.startswith("gs://"):
+        raise SubmitError(
+            f"data_src={src!r} is not on Cloud Storage: the copy step runs in a pod of the "
+            "cluster and cannot read this machine; upload it first "
+            "(python -m spottrain.gcs_copy SRC gs://…)"
+        )
+    _check_data_bucket(src)
+
+
+def _check_data_bucket(src: str) -> None:
+    if src.startswith("gs://"):
+        name = src[len("gs://") :].split("/", 1)[0]
+        if problem := bucket_name_problem(name):
+            raise SubmitError(f"data_src={src!r}: bucket name {name!r} {problem}")
 
 
 def vertex_job(

@@ -31,7 +31,10 @@ PUSHED = ["--pipeline", "{pushed}"]
 
 
 def run_gke(*params, host=UNREACHABLE):
-    return ["run-gke", "--host", host, *GOOD, *params]
+    """run-gke with GOOD's parameters, less those ``params`` give (twice is refused)."""
+    given = {p.partition("=")[0] for p in params if not p.startswith("-")}
+    return ["run-gke", "--host", host, *[g for g in GOOD if g.partition("=")[0] not in given],
+            *params]  # fmt: skip
 
 
 def files(tmp: Path) -> dict[str, str]:
@@ -174,6 +177,93 @@ CASES = [
     (["run-local", "--preempt-at-step", "-1"], 2, "--preempt-at-step -1 must be >= 0"),
     (["run-local", "--out", "/etc/hostname/x"], 2, "'/etc/hostname' is a file, not a folder"),
     (["no-such-command"], 2, "invalid choice: 'no-such-command'"),
+    # Once silently accepted (issue 29, item 7)
+    (
+        [
+            "compile",
+            "--target",
+            "gke",
+            "--out",
+            "{tmp}/x.yaml",
+            "--gpus",
+            "0",
+            "--gpu-type",
+            "nvidia-l4",
+        ],
+        2,
+        "--gpu-type 'nvidia-l4' with --gpus 0: a CPU build has no accelerator",
+    ),  # fmt: skip
+    (
+        ["compile", "--target", "vertex", "--out", "{tmp}/x.yaml", "--spot-attempts", "0"],
+        2,
+        "--spot-attempts 0 is only used with --fallback-strategy STANDARD",
+    ),
+    (
+        [
+            "compile",
+            "--target",
+            "gke",
+            "--out",
+            "{tmp}/x.yaml",
+            "--run-timeout",
+            "3600s",
+            "--retry-window",
+            "7200s",
+        ],
+        2,
+        "--retry-window '7200s' is longer than --run-timeout '3600s'",
+    ),  # fmt: skip
+    (run_gke("--namespace", "Bad_NS"), 2, "--namespace 'Bad_NS' is not a Kubernetes name"),
+    (
+        ["upload", "--host", "http://x", "--namespace", "Bad_NS"],
+        2,
+        "--namespace 'Bad_NS' is not a Kubernetes name",
+    ),
+    (run_gke("--argo-namespace", "a b"), 2, "--argo-namespace 'a b' is not a Kubernetes name"),
+    (["retry-policy", "--argo-namespace", "a b"], 2, "--argo-namespace 'a b' is not a Kubernetes"),
+    (
+        ["run-gke", "--host", UNREACHABLE, "data_src=/home/me/images", "checkpoint_dir=gs://b-1/c"],
+        2,
+        "data_src='/home/me/images' is not on Cloud Storage: the copy step runs in a pod",
+    ),
+    (
+        [
+            "run-gke",
+            "--host",
+            UNREACHABLE,
+            "data_src=gs://My_Bucket/x",
+            "checkpoint_dir=gs://b-1/c",
+        ],
+        2,
+        "data_src='gs://My_Bucket/x': bucket name 'My_Bucket' may only use",
+    ),
+    (
+        ["run-vertex", *VERTEX_OK, "data_src=gs://My_Bucket/x", "checkpoint_dir=gs://b-1/c"],
+        2,
+        "data_src='gs://My_Bucket/x': bucket name 'My_Bucket' may only use",
+    ),
+    (
+        run_gke("train_steps=5", "train_steps=7"),
+        2,
+        "pipeline parameter train_steps is given twice (train_steps=5 and train_steps=7)",
+    ),
+    (
+        ["nodepool", "--cluster", "c", "--zone", "us-central1"],
+        2,
+        "zone='us-central1' is not a Compute Engine zone",
+    ),
+    (
+        ["run-vertex", *VERTEX_OK, "--fallback", "--pipeline", "{pushed_vertex}", *GOOD],
+        2,
+        "has no fall-back (compile one with --target vertex --fallback-strategy STANDARD",
+    ),
+    # A region that matches the pattern but does not exist: its API host does not
+    # resolve, which read as "unreachable" (a retryable outage).
+    (
+        ["run-vertex", *VERTEX_OK, "--region", "us-central9", *GOOD],
+        2,
+        "REGION='us-central9' is not a Vertex AI region: did you mean 'us-central1'?",
+    ),
 ]
 
 
@@ -336,3 +426,48 @@ def test_an_endpoint_whose_name_does_not_resolve_is_named(monkeypatch):
         submit.check_reachable("https://kfp.example.invalid", "KFP at x")
     assert "KFP at x is unreachable: cannot resolve kfp.example.invalid" in str(e.value)
     assert e.value.exit_code == submit.UNAVAILABLE_EXIT
+
+
+def test_the_vertex_regions_include_every_one_the_sdk_knows():
+    """The list (spottrain/runtime/vertex_regions.py) is the SDK's, less ``global``: a
+    newer SDK that knows a new region fails this test until the list has it."""
+    from google.cloud.aiplatform.constants import base
+
+    from spottrain.runtime import vertex_regions
+
+    assert set(base.SUPPORTED_REGIONS) - {"global"} <= vertex_regions.REGIONS
+    assert "global" not in vertex_regions.REGIONS  # runs no custom job
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["rbac", "--execute"],
+        ["computeclass", "--execute"],
+        ["retry-policy", "--execute"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_execute_without_a_cluster_is_one_line_before_kubectl(argv, tmp_path, monkeypatch, capsys):
+    """kubectl's own complaint was 23-77 lines and exit 1; the check comes first, as
+    retry-policy's did, and prints no manifest either."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    got = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert (got, err.count("\n")) == (2, 1), err
+    assert "--execute needs" in err and "kubeconfig" in err, err
+    assert out == ""
+
+
+def test_make_gke_computeclass_execute_without_a_cluster_is_one_line(tmp_path):
+    result = subprocess.run(
+        ["make", "--no-print-directory", "gke-computeclass", "EXECUTE=1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(tmp_path / "none"), "HOME": str(tmp_path)},
+    )
+    assert result.returncode != 0
+    assert result.stderr.splitlines()[0].startswith("error: --execute needs a cluster: no usable")
+    assert "apiVersion" not in result.stdout

@@ -166,3 +166,23 @@ def test_copy_from_an_endpoint_that_stays_unreachable_is_69(tmp_path):
     assert proc.returncode == 69, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("error: giving up listing gs://bkt/x/")
     assert "Traceback" not in proc.stderr
+
+
+def test_the_vertex_fall_back_launcher_refuses_a_made_up_region(tmp_path):
+    """A region that does not exist has no API host: that read as "Vertex AI
+    unreachable", exit 172, retried by the pipeline for ever. It is a bad input."""
+    import json
+
+    from spottrain.trainer import preemption
+
+    proc = _run(
+        "spottrain.runtime.vertex_job",
+        "--project", "p", "--location", "us-central9",
+        "--payload", json.dumps({"job_spec": {"worker_pool_specs": []}}),
+        "--gcp_resources", str(tmp_path / "gcp_resources"),
+        "--checkpoint_dir", str(tmp_path / "ck"), "--train_steps", "5",
+    )  # fmt: skip
+    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1 and "--location 'us-central9' is not a Vertex AI region" in errors[0]
+    assert not (tmp_path / "gcp_resources").exists()

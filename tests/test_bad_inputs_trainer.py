@@ -56,6 +56,10 @@ CASES = [
     (["--learning-rate", "nan"], "--learning-rate nan"),
     (["--learning-rate", "-1"], "--learning-rate -1"),
     (["--hang-timeout", "inf"], "--hang-timeout inf"),
+    # Accepted (floored to 1 s), it killed a finished run as hung in its final save.
+    (["--hang-timeout", "0.05"], "--hang-timeout 0.05 is shorter than a step that saves"),
+    # The renewal thread's wait overflowed: a traceback, and the lease expired.
+    (["--lease-seconds", "1e12"], "--lease-seconds 1e+12 must be at most 86400"),
     (["--collective-timeout", "-1"], "--collective-timeout -1"),
     (["--save-every-seconds", "-1"], "--save-every-seconds -1"),
     (["--save-every-seconds", "nan"], "--save-every-seconds nan"),
@@ -361,3 +365,105 @@ def test_a_broken_validation_image_is_named_before_any_step(digits_dir, tmp_path
     (error,) = error_lines(proc)
     assert f"cannot decode image {str(victim)!r}" in error and "validation split" in error, error
     assert "step 10/" not in out and not list((tmp_path / "ck").glob("ckpt-*")), "it trained"
+
+
+def _memory_cgroup() -> tuple[str, str] | None:
+    """A writable memory cgroup of this process (v1 or v2) to limit a child in:
+    (folder, limit file), or None."""
+    import os
+
+    from spottrain.trainer import batch_memory
+
+    for (mount, limit_file, _), where in batch_memory._own_cgroups():
+        folder = os.path.join(mount, *[p for p in where.split("/") if p])
+        if (
+            limit_file == "memory.max"
+            and "memory" not in _read(os.path.join(folder, "cgroup.subtree_control")).split()
+        ):
+            continue
+        if os.path.isdir(folder) and os.access(folder, os.W_OK):
+            return folder, limit_file
+    return None
+
+
+def test_a_batch_that_cannot_fit_in_memory_is_one_fatal_line(digits_dir, tmp_path):
+    """--batch-size-per-replica 1000000 ran until the kernel's OOM killer (exit 137,
+    retried, no line). Here in a cgroup limited to 3 GiB, so that even without the
+    check nothing outside it runs short: one step's batch of 32x32x3 uint8 images (as
+    the built-in task decodes them) alone fills the limit, so the trainer must refuse
+    before the first step, naming the flag, instead of being killed."""
+    import os
+
+    found = _memory_cgroup()
+    if found is None:
+        pytest.skip("no writable memory cgroup here (needs root)")
+    parent, limit_file = found
+    limit = 3 * 2**30
+    batch = limit // (32 * 32 * 3)  # one batch alone would fill the whole limit
+    cg = os.path.join(parent, f"spottrain-test-batch-{os.getpid()}")
+    os.mkdir(cg)
+    try:
+        with open(os.path.join(cg, limit_file), "w") as f:
+            f.write(str(limit))
+        argv = [
+            sys.executable, "-m", "spottrain.trainer.task", *GOOD,
+            "--image-dir", str(digits_dir), "--image-size", "32",
+            "--batch-size-per-replica", str(batch),
+            "--checkpoint-dir", str(tmp_path / "ck"), "--model-dir", str(tmp_path / "m"),
+        ]  # fmt: skip
+        proc = subprocess.run(
+            ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh", *argv],
+            cwd=REPO,
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == preemption.FATAL_CONFIG, out[-3000:]
+        (line,) = error_lines(proc)
+        assert f"--batch-size-per-replica {batch}: a step's batch" in line, line
+        assert "do not fit in the" in line and "Traceback" not in out
+        assert "step 1/" not in out
+        (record,) = json.loads((tmp_path / "ck" / "attempts.json").read_text())["attempts"]
+        assert record["outcome"] == "fatal_config"
+    finally:
+        for pid in _read(os.path.join(cg, "cgroup.procs")).split():
+            os.kill(int(pid), 9)
+        time.sleep(0.2)
+        os.rmdir(cg)
+
+
+# A trainer stand-in speaking the heartbeat protocol (watchdog.Heartbeat): one step,
+# then a save it waits for that lasts longer than the step timeout, then (optionally)
+# a step that hangs as long.
+_SAVES_SLOWLY = """
+import sys, time
+from spottrain.trainer import watchdog
+beat = watchdog.Heartbeat()
+beat.beat(1)
+beat.saving()
+time.sleep(float(sys.argv[1]))
+beat.beat(2)
+if sys.argv[2] == "hang":
+    time.sleep(float(sys.argv[1]))
+beat.done()
+"""
+
+
+@pytest.mark.parametrize("then", ["done", "hang"])
+def test_a_save_longer_than_the_step_timeout_is_not_a_hang(then):
+    """--hang-timeout watched the final save too: a run that had trained was killed as
+    hung (171) while saving. A save is watched with the start-up timeout; a step after
+    it is watched with the step timeout again."""
+    from spottrain.trainer import watchdog
+
+    hang_timeout = 1.0
+    cmd = [sys.executable, "-c", _SAVES_SLOWLY, str(4 * hang_timeout), then]
+    supervisor = watchdog.Supervisor(cmd, hang_timeout, startup_timeout_s=60)
+    code = supervisor.run()
+    if then == "done":
+        assert code == 0 and supervisor.fired_after is None
+    else:
+        assert code == preemption.HUNG and supervisor.step == 2
+        assert hang_timeout <= supervisor.fired_after < 4 * hang_timeout

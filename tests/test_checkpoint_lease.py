@@ -247,3 +247,77 @@ def test_a_bad_config_beside_a_live_run_adds_its_record_and_leaves_the_others(tm
     running, fatal = ledger_lib.read(ckpt)
     assert running["outcome"] == "running" and running["last_step"] == 7
     assert fatal["exit_code"] == 64 and fatal["message"] == "--epochs inf"
+
+
+# -- records no holder wrote ------------------------------------------------------------
+
+
+def _put_raw(lease_dir: str, text: str) -> None:
+    """Writes ``lease.json`` as is, bypassing the store (a hand edit, another tool)."""
+    if lease_dir.startswith("gs://"):
+        from spottrain.gcs_copy.gcs_io import default_client
+
+        bucket, _, prefix = lease_dir[len("gs://") :].partition("/")
+        default_client().bucket(bucket).blob(f"{prefix}/lease.json").upload_from_string(text)
+        return
+    os.makedirs(lease_dir, exist_ok=True)
+    with open(os.path.join(lease_dir, "lease.json"), "w") as f:
+        f.write(text)
+
+
+INVALID_RECORDS = {
+    "a word for its expiry": '{"run": "x", "expires": "tomorrow"}',
+    "a list": "[1, 2]",
+    "an endless expiry": '{"run": "x", "host": "h", "pid": 1, "expires": 1e400}',
+    "a far expiry": '{"run": "x", "expires": 1e15}',
+    "no JSON": '{"run": ',
+}
+
+
+@pytest.mark.parametrize("text", INVALID_RECORDS.values(), ids=INVALID_RECORDS.keys())
+def test_an_invalid_record_is_replaced_in_one_named_line_not_retried(lease_dir, text, caplog):
+    """No holder wrote it, so nobody will let go, and a retry reads it again: the
+    chief takes the lease at once (no 172, no wait) and names the record it replaced."""
+    from spottrain.trainer import checkpointing, config, distribution
+
+    _put_raw(lease_dir, text)
+    cfg = config.TrainConfig(checkpoint_dir=lease_dir, lease_seconds=4)
+    chief = distribution.Cluster(task_type="", task_id=0, num_workers=1, is_chief=True)
+    started = time.monotonic()
+    lease = checkpointing.acquire_lease(cfg, chief)
+    waited = time.monotonic() - started
+    try:
+        assert waited < 1.25 * cfg.lease_seconds  # not the wait for a live holder
+        (line,) = [r.getMessage() for r in caplog.records if "invalid lease record" in r.message]
+        assert f"{lease_dir}/lease.json" in line, line
+        assert lease.store.read()[0]["token"] == lease.record["token"]
+    finally:
+        lease.release()
+
+
+def test_a_folder_in_the_records_place_is_named_and_fatal(tmp_path):
+    """The lease cannot be written there: one line naming lease.json (not the temporary
+    file beside it), fatal, not a retryable outage."""
+    from spottrain.trainer import checkpointing, config, distribution, fileio
+
+    (tmp_path / "ck" / "lease.json").mkdir(parents=True)
+    cfg = config.TrainConfig(checkpoint_dir=str(tmp_path / "ck"), lease_seconds=4)
+    chief = distribution.Cluster(task_type="", task_id=0, num_workers=1, is_chief=True)
+    with pytest.raises(OSError) as raised:
+        checkpointing.acquire_lease(cfg, chief)
+    ended = fileio.storage_failure(raised.value, {"--checkpoint-dir": cfg.checkpoint_dir})
+    assert isinstance(ended, preemption.Unwritable) and ended.code == preemption.FATAL_CONFIG
+    assert f"{tmp_path / 'ck' / 'lease.json'}' (--checkpoint-dir)" in str(ended), ended
+    assert ".tmp" not in str(ended)
+    assert (tmp_path / "ck" / "lease.json").is_dir()  # nothing of the user's was moved
+
+
+def test_a_lease_of_any_allowed_length_renews(tmp_path):
+    """The longest lease --lease-seconds allows still renews (1e12 s killed the
+    renewal thread with an OverflowError; test_bad_inputs_trainer refuses it)."""
+    longest = lease_lib.Lease(str(tmp_path / "ck"), "run-a", seconds=lease_lib.MAX_SECONDS)
+    longest.acquire(wait_seconds=0)
+    longest.start_renewing()
+    time.sleep(0.5)
+    assert longest._thread.is_alive()
+    longest.release()

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from spottrain.runtime import vertex_regions
 from spottrain.trainer import preemption
 from spottrain.trainer.ledger import CAPACITY_ENV
 
@@ -321,6 +322,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the plan; exits 0 when trained, 64 when a retry cannot help."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if problem := vertex_regions.region_problem(args.location):
+        # Its API host does not exist: read as unreachable, every retry would fail the same.
+        log.error("--location %r %s", args.location, problem)
+        return preemption.FATAL_CONFIG
     try:
         payload = json.loads(args.payload, strict=False)
         plan = Plan(

@@ -236,7 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--hang-timeout",
         type=float,
         default=d.hang_timeout,
-        help="Dump stacks and exit 171 (retryable) when no step finishes for this long.",
+        help="Dump stacks and exit 171 (retryable) when no step finishes for this long "
+        "(at least 10 s; a save the step waits for gets --startup-timeout).",
     )
     ft.add_argument(
         "--startup-timeout",
@@ -255,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=d.lease_seconds,
         help="The checkpoint dir's writer lease: one run writes it at a time; a holder "
-        "that died is taken over after this; a second run waits 1.25x this, then exits.",
+        "that died is taken over after this; a second run waits 1.25x this, then exits "
+        "(at most 86400).",
     )
     ft.add_argument(
         "--deterministic",
@@ -447,6 +449,7 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
             math.isfinite(seconds) and seconds > 0,
             f"{flag} {seconds} must be a finite number of seconds > 0",
         )
+    _check_watch_bounds(cfg)
     _require(0 <= cfg.threads <= 1024, f"--threads {cfg.threads} must be in 0..1024")
     for flag, price in (
         ("--price-per-hour", cfg.price_per_hour),
@@ -468,6 +471,28 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
     ):
         problem = fileio.url_problem(path)
         _require(problem is None, f"{flag} {path!r}: {problem}")
+
+
+# The shortest step timeout: the watchdog looks twice a second, and a step that starts
+# a background save or restores takes seconds even for a small model. (A save a step
+# waits for, the final one, is watched with --startup-timeout: watchdog.Heartbeat.saving.)
+MIN_HANG_SECONDS = 10.0
+
+
+def _check_watch_bounds(cfg: TrainConfig) -> None:
+    """Bounds of the watchdog's and the lease's times that a run could not survive."""
+    from spottrain.trainer.lease import MAX_SECONDS
+
+    _require(
+        cfg.hang_timeout >= MIN_HANG_SECONDS,
+        f"--hang-timeout {cfg.hang_timeout:g} is shorter than a step that saves can take: "
+        f"give at least {MIN_HANG_SECONDS:.0f} seconds",
+    )
+    _require(
+        cfg.lease_seconds <= MAX_SECONDS,
+        f"--lease-seconds {cfg.lease_seconds:g} must be at most {MAX_SECONDS:.0f} (a day): a "
+        "holder that died keeps the checkpoint dir that long",
+    )
 
 
 def global_batch(cfg: TrainConfig, num_replicas: int) -> int:

@@ -19,6 +19,7 @@ of skew only shorten or lengthen a takeover by as much.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -31,6 +32,9 @@ from spottrain.trainer import fileio, versioned
 log = logging.getLogger(__name__)
 
 LEASE = "lease.json"
+# The longest lease a holder may take (--lease-seconds is bounded by it): an expiry
+# further ahead than this plus a day of clock skew is no holder's, it is a bad record.
+MAX_SECONDS = 86400.0
 
 
 class LeaseHeld(Exception):
@@ -61,6 +65,25 @@ def refused(e: BaseException) -> bool:
     from google.api_core import exceptions as gexc
 
     return isinstance(e, (gexc.Forbidden, gexc.Unauthorized, gexc.NotFound))
+
+
+def problem(record: Any) -> str | None:
+    """What makes a lease record unusable (``None``: a holder's record, or none).
+
+    A holder writes a JSON object with a finite ``expires`` time. Anything else
+    (a list, ``"expires": "tomorrow"``, an expiry of 1e400 that would hold the dir
+    for ever) was not written by a holder: it names nobody who could let go.
+    """
+    if record is None:
+        return None
+    if not isinstance(record, dict) or not record:
+        return "it is not a lease record (a JSON object naming its holder)"
+    expires = record.get("expires")
+    if isinstance(expires, bool) or not isinstance(expires, (int, float)):
+        return f"its expiry {expires!r} is not a time"
+    if not math.isfinite(expires) or expires > time.time() + MAX_SECONDS + 86400:
+        return f"its expiry {expires!r} is not a time a holder could have set"
+    return None
 
 
 def _pid_namespace() -> int | None:
@@ -102,7 +125,8 @@ class Lease:
     def __init__(self, directory: str, run: str, seconds: float):
         self.directory = directory
         self.seconds = seconds
-        self.store = versioned.store(fileio.join(directory, LEASE))
+        self.path = fileio.join(directory, LEASE)
+        self.store = versioned.store(self.path)
         self.record = {
             "run": run,
             "host": socket.gethostname(),
@@ -134,7 +158,18 @@ class Lease:
         while True:
             current, version = self.store.read()
             now = time.time()
-            live = current and current.get("expires", 0) > now and not _dead_here(current)
+            bad = problem(current)
+            if bad is not None:
+                # Not a holder's: waiting or retrying cannot change it. Replace it (as
+                # its version, so a racing taker still wins or loses cleanly), quoted.
+                log.warning(
+                    "replacing the invalid lease record %s (%s): %.200r",
+                    self.path,
+                    bad,
+                    current,
+                )
+                current = None
+            live = current and current["expires"] > now and not _dead_here(current)
             if live and not self._mine(current):
                 if time.monotonic() >= deadline:
                     raise LeaseHeld(current)

@@ -196,6 +196,8 @@ class Trainer:
     # -- the loop -----------------------------------------------------------
     def _save(self, step: int, why: str, *, wait: bool, notice: bool = False) -> None:
         """Saves at ``step``; with ``notice``, the ledger records the notice meanwhile."""
+        if wait:
+            self.heartbeat.saving()
         self.step_var.assign(step)
         noting = None
         if notice:
@@ -248,9 +250,11 @@ class Trainer:
 
         def dataset_fn(context):
             contexts.append(context)
-            return self.task.train_dataset(
+            ds = self.task.train_dataset(
                 TrainInput(context, self.global_batch, cfg.seed, self.start_step, self.total_steps)
             )
+            self._check_batch_memory(ds, context)
+            return ds
 
         iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
         if cfg.deterministic and contexts:
@@ -380,6 +384,23 @@ class Trainer:
                 last_save = time.monotonic()
         self.heartbeat.done()  # evaluation and export are bounded and not steps
         return step
+
+    def _check_batch_memory(self, ds, context) -> None:
+        """A batch that cannot fit is one fatal line now, not the OOM killer's 137 later."""
+        from spottrain.trainer import batch_memory
+
+        spec = getattr(ds, "element_spec", None)
+        if spec is None:  # not a tf.data.Dataset: the first step names that
+            return
+        cfg = self.cfg
+        flag = (
+            f"--global-batch-size {cfg.global_batch_size}"
+            if cfg.global_batch_size
+            else f"--batch-size-per-replica {cfg.batch_size_per_replica}"
+        )
+        per_replica = context.get_per_replica_batch_size(self.global_batch)
+        local = max(1, context.num_replicas_in_sync // context.num_input_pipelines)
+        batch_memory.check_batch_fits(spec, per_replica, local, flag)
 
     # -- the end --------------------------------------------------------------
     def evaluate(self) -> dict:

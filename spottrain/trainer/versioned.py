@@ -49,8 +49,12 @@ class _LocalStore:
                 record = json.load(f)
         except FileNotFoundError:
             return None, None
-        except (OSError, ValueError):
-            return {}, -1  # unreadable: replaceable (callers decide whether to keep it)
+        except ValueError:
+            return {}, -1  # not JSON: replaceable (callers decide whether to keep it)
+        # (Any other OSError, e.g. a folder in its place, names this path: writing
+        # there would fail too, naming only the temporary file beside it.)
+        if not isinstance(record, dict):
+            return {}, -1  # JSON, but no object: unreadable the same way
         return record, record.get("version", 0)
 
     def read(self) -> tuple[dict | None, Any]:
@@ -105,9 +109,10 @@ class _GcsStore:
         except (self.conflict, self.gone):
             return self.read()  # replaced or removed between the two calls
         try:
-            return json.loads(data), blob.generation
+            record = json.loads(data)
         except ValueError:
             return {}, blob.generation
+        return (record if isinstance(record, dict) else {}), blob.generation
 
     def swap(self, record: dict | None, expected: Any) -> Any:
         blob = self.bucket.blob(self.blob_name)
@@ -139,7 +144,8 @@ def store(path: str):
     """The compare-and-swap store of the JSON file at ``path``.
 
     It has ``read() -> (data, version)`` (``(None, None)`` when absent, ``{}`` when
-    unreadable), ``swap(data_or_None, expected_version) -> new version or False``
+    unreadable: not JSON, or not a JSON object),
+    ``swap(data_or_None, expected_version) -> new version or False``
     and ``update(change) -> data``, which applies ``change(current)`` atomically.
     """
     if path.startswith("gs://"):

@@ -74,6 +74,14 @@ class Heartbeat:
         """Reports a finished step."""
         self._send(f"step {step}")
 
+    def saving(self) -> None:
+        """A save the step waits for begins (the final one, or on notice).
+
+        It is watched with the start-up timeout, not the step's: a model's save can
+        take longer than its steps.
+        """
+        self._send("save")
+
     def done(self) -> None:
         """Training steps are over; evaluation and export are not watched."""
         self._send("done")
@@ -245,7 +253,7 @@ class Supervisor:
 
     def _watch(self, child: subprocess.Popen, read_fd: int, fault_path: str) -> int:
         last_beat = time.monotonic()
-        watching, buf, eof = True, b"", False
+        watching, saving, buf, eof = True, False, b"", False
         while True:
             if not eof:
                 ready, _, _ = select.select([read_fd], [], [], 0.5)
@@ -259,6 +267,9 @@ class Supervisor:
                         kind, _, value = line.decode(errors="replace").partition(" ")
                         if kind == "step":
                             self.step, last_beat = int(value), time.monotonic()
+                            saving = False
+                        elif kind == "save":
+                            saving, last_beat = True, time.monotonic()
                         elif kind == "dump":
                             self.dump_path = value
                         elif kind == "done":
@@ -269,6 +280,8 @@ class Supervisor:
             if child.poll() is not None:
                 return exit_code(child.returncode)
             limit = self.startup_timeout_s if self.step is None else self.hang_timeout_s
+            if saving:
+                limit = max(limit, self.startup_timeout_s)
             idle = time.monotonic() - last_beat
             if watching and idle >= limit:
                 self.fired_after = idle
