@@ -144,13 +144,18 @@ def train_task_inputs(spec: Mapping, params: Mapping[str, Any]) -> dict[str, Any
     """
     for owner, name, task in _train_tasks_in_dags(spec):
         component = spec.get("components", {}).get(task["componentRef"]["name"], {})
-        values = _defaults(component.get("inputDefinitions", {}).get("parameters", {}))
+        inputs = component.get("inputDefinitions", {}).get("parameters", {})
+        values = _defaults(inputs)
         for key, binding in task.get("inputs", {}).get("parameters", {}).items():
             wired = _wired_value(spec, owner, binding, params, f"{name}.{key}")
             if wired is None:
                 values.pop(key, None)
-            else:
-                values[key] = wired[1]
+                continue
+            value = wired[1]  # a constant 5000 is stored as 5000.0: the input's type decides
+            if inputs.get(key, {}).get("parameterType") == "NUMBER_INTEGER":
+                if isinstance(value, float) and value.is_integer():
+                    value = int(value)
+            values[key] = value
         return values
     return {}
 

@@ -56,7 +56,7 @@ def test_load_gives_each_component_the_users_image(tmp_path):
 def _ckpt_in_root(src: str, ckpt: str, task: str = ""):
     train = ours.load("train", image=MINE)
     train(data=dsl.importer(artifact_uri=src, artifact_class=dsl.Dataset).output,
-          checkpoint_dir=ckpt, task=task).set_retry(num_retries=3)  # fmt: skip
+          checkpoint_dir=ckpt, task=task, train_steps=7).set_retry(num_retries=3)  # fmt: skip
 
 
 @dsl.pipeline
@@ -94,6 +94,9 @@ def test_the_checkpoint_dir_is_what_is_wired_into_the_train_task(
         (name,) = params
         checked = guards.preflight(out, {"src": "gs://my-bucket/d", name: "gs://my-bucket/c"})
         assert checked[name] == "gs://my-bucket/c"
+    if pipeline is _ckpt_in_root:  # the settings it checks are what the train task gets
+        spec, _ = templates.load_template(out)
+        assert templates.train_task_inputs(spec, {"ckpt": "gs://b/c"})["train_steps"] == 7
 
 
 def test_the_shipped_pipelines_read_the_same(tmp_path):
