@@ -283,7 +283,7 @@ def inspect(module: str, class_name: str) -> Found:
 
 
 def _missing(missing: list[str], methods: set[str], kind: str) -> str:
-    """ "does not define …", with the user's own method names where they look meant."""
+    """The "does not define …" clause, naming the user's own methods where they look meant."""
     text = f"does not define {', '.join(m + '()' for m in missing)}"
     other = TASK_REQUIRED if kind == "KerasTask" else KERAS_REQUIRED
     written = [m for m in other if m in methods and m not in missing]
