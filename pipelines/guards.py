@@ -213,13 +213,10 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
     if not settings:
         return  # not a training pipeline
     checkpoint_dirs = templates.checkpoint_dirs(spec, params)
+    ckpt = checkpoint_dirs[0][1] if checkpoint_dirs else ""
     try:
         # The flags the train component would pass, parsed and checked by the trainer.
-        flags = trainer_flags(
-            checkpoint_dir=checkpoint_dirs[0][1] if checkpoint_dirs else "",
-            **_PIPELINE_FILLED,
-            **settings,
-        )
+        flags = trainer_flags(checkpoint_dir=ckpt, **_PIPELINE_FILLED, **settings)
         config.validate(config.parse_args(flags, {}))
     except ConfigError as e:
         # The trainer's message names its flags: name the pipeline parameters instead.
