@@ -75,13 +75,16 @@ def authoring(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("authoring")
     commit = _git_copy(tmp / "fork")
     (install,) = [b for b in _blocks("sh") if "pip install" in b]
+    # pip's own cache (~/.cache/pip) is reused; byte-compiling the ~360 MB it installs is
+    # left to the first imports (the command is the page's; only pip's settings differ).
+    env = {**_env(tmp), "PIP_NO_COMPILE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     start = time.monotonic()
     for line in _commands(install):
         # A host in the URL: pip's requirement parser refuses git+file:/// (no netloc).
         line = line.replace(DOC_URL, f"file://localhost{tmp}/fork")
         line = re.sub(r"@[0-9a-f]{40}\b", f"@{commit}", line)
         done = subprocess.run(
-            ["bash", "-c", line], cwd=tmp, env=_env(tmp), capture_output=True, text=True,
+            ["bash", "-c", line], cwd=tmp, env=env, capture_output=True, text=True,
             timeout=1200,
         )  # fmt: skip
         assert done.returncode == 0, (line, done.stderr[-3000:])
