@@ -157,22 +157,27 @@ IMAGE ?= $(shell $(PY) -c 'from spottrain.version import IMAGE; print(IMAGE)')
 # $(call require,VAR,example): stop with a one-line message when VAR is empty.
 require = @if [ -z "$($(1))" ]; then echo "make $@: $(1) is required, e.g. make $@ $(2)" >&2; exit 2; fi
 
-compile: venv ## Compile components and pipelines (GKE: one YAML per pool kind) to the committed YAML [IMAGE=...]
-	$(PY) -m spottrain.pipelines compile $(if $(filter command line,$(origin IMAGE)),--image "$(IMAGE)")
+# `make compile IMAGE=<yours>` is your build: every YAML for your image under
+# $(YAML_DIR), which upload and run-* then send; the committed YAML (what `make compile`
+# alone rewrites, and `make test` drift-checks) keeps the placeholder.
+YAML_DIR = $(OUT)/yaml
+USER_YAML = $(if $(wildcard $(YAML_DIR)/pipelines/compiled/*.yaml),--yaml-dir "$(YAML_DIR)")
+compile: venv ## Compile components and pipelines: alone, the committed YAML; IMAGE=<yours>: your build into out/yaml/, which upload and run-* send
+	$(PY) -m spottrain.pipelines compile $(if $(filter command line,$(origin IMAGE)),--image "$(IMAGE)" --out-dir "$(YAML_DIR)")
 
 upload: venv ## Upload the GKE pipeline to KFP: HOST=<url> [POOL=preemptible|spot ENGINE=job|pod FALLBACK=1 NAME= VERSION= NAMESPACE=]
 	$(call require,HOST,HOST=https://<your-kfp-dashboard>)
-	$(PY) -m spottrain.pipelines upload --host "$(HOST)" $(GKE_PIPELINE) $(if $(NAME),--name "$(NAME)") $(if $(VERSION),--version "$(VERSION)")
+	$(PY) -m spottrain.pipelines upload --host "$(HOST)" $(GKE_PIPELINE) $(USER_YAML) $(if $(NAME),--name "$(NAME)") $(if $(VERSION),--version "$(VERSION)")
 
 run-gke run-preemptible: venv ## Create a KFP run on GKE (run-preemptible: the same): HOST=<url> [POOL=preemptible|spot ENGINE=job|pod FALLBACK=1 NAMESPACE=] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,HOST,HOST=https://<your-kfp-dashboard> data_src=gs://... checkpoint_dir=gs://...)
-	$(PY) -m spottrain.pipelines run-gke --host "$(HOST)" $(GKE_PIPELINE) $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
+	$(PY) -m spottrain.pipelines run-gke --host "$(HOST)" $(GKE_PIPELINE) $(USER_YAML) $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
 
 run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= [FALLBACK=1] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,PROJECT,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
 	$(call require,REGION,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
 	$(call require,BUCKET,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
-	$(PY) -m spottrain.pipelines run-vertex --project "$(PROJECT)" --region "$(REGION)" --bucket "$(BUCKET)" $(if $(FALLBACK),--fallback) $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
+	$(PY) -m spottrain.pipelines run-vertex --project "$(PROJECT)" --region "$(REGION)" --bucket "$(BUCKET)" $(USER_YAML) $(if $(FALLBACK),--fallback) $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
 
 gke-nodepool: venv ## Print the gcloud command for the GPU node pool: CLUSTER= ZONE= [POOL=preemptible|spot|flex-start|on-demand GPU_TYPE= GPUS= MAX_NODES= RESERVATION= RESERVATION_PROJECT= SPOT_GRACE=30|120 EXECUTE=1]
 	$(call require,CLUSTER,CLUSTER=my-cluster ZONE=us-central1-a)

@@ -37,9 +37,17 @@ def _check_positive(**flags: int | None) -> None:
 
 
 def _template(args: argparse.Namespace, default: str) -> Path:
-    from spottrain.pipelines.compile import COMPILED_DIR
+    """``--pipeline``, else ``default`` from ``--yaml-dir`` or the committed YAML.
 
-    return Path(args.pipeline) if args.pipeline else COMPILED_DIR / default
+    ``--yaml-dir`` is a ``compile --out-dir`` build, e.g. ``make compile IMAGE=…``'s.
+    """
+    from spottrain.pipelines.compile import COMPILED_DIR, repo_path
+
+    if args.pipeline:
+        return Path(args.pipeline)
+    if args.yaml_dir:
+        return Path(args.yaml_dir) / repo_path(COMPILED_DIR / default)
+    return COMPILED_DIR / default
 
 
 def _engine(args: argparse.Namespace) -> str:
@@ -191,6 +199,15 @@ def _check_gke_template(template: Path) -> None:
         )
 
 
+def _yaml_dir_arg(s: argparse.ArgumentParser) -> None:
+    s.add_argument(
+        "--yaml-dir",
+        default="",
+        help="take the default pipeline from this `compile --out-dir` folder (what "
+        "`make compile IMAGE=...` writes) instead of the committed YAML",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     from spottrain.pipelines import compile_cli
@@ -228,6 +245,7 @@ def parser() -> argparse.ArgumentParser:
             help="the in-pod variant with the exit-hook on-demand fall-back (implies --engine pod)",
         )
         s.add_argument("--pipeline", help="compiled YAML (default: the GKE pipeline for --pool)")
+        _yaml_dir_arg(s)
 
     u = sub.add_parser("upload", help="upload a pipeline (or a new version) to KFP")
     kfp_args(u)
@@ -250,6 +268,7 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--bucket", default="", help="gs bucket for the pipeline root (required)")
     v.add_argument("--service-account", default="", help="service account of the pipeline")
     v.add_argument("--pipeline", help="compiled Vertex YAML")
+    _yaml_dir_arg(v)
     v.add_argument(
         "--fallback", action="store_true", help="the pipeline whose SPOT jobs fall back to STANDARD"
     )

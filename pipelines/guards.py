@@ -110,11 +110,11 @@ def check_image_gpu(image: str, gpus: int) -> None:
         )
 
 
-def check_checkpoint_dir(checkpoint_dir: str, retries: int) -> None:
-    """Retries resume only from a checkpoint that outlives the pod."""
+def check_checkpoint_dir(checkpoint_dir: str, retries: int, name: str = "checkpoint_dir") -> None:
+    """Retries resume only from a checkpoint that outlives the pod (``name``: its parameter)."""
     if retries and not str(checkpoint_dir).startswith(PERSISTENT_PREFIXES):
         raise GuardError(
-            f"checkpoint_dir={checkpoint_dir!r} is not persistent but the train task retries "
+            f"{name}={checkpoint_dir!r} is not persistent but the train task retries "
             f"{retries} time(s): a new pod would restart from step 0; use gs://... or /gcs/..."
         )
 
@@ -207,19 +207,23 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
     from spottrain.trainer import config
     from spottrain.trainer.preemption import ConfigError
 
-    settings = {n: v for n, v in values.items() if n in config.PIPELINE_HYPERPARAMETERS}
+    # What the train task gets, whatever the pipeline calls its parameters (or constants).
+    received = {**values, **templates.train_task_inputs(spec, params)}
+    settings = {n: v for n, v in received.items() if n in config.PIPELINE_HYPERPARAMETERS}
     if not settings:
         return  # not a training pipeline
+    checkpoint_dirs = templates.checkpoint_dirs(spec, params)
+    ckpt = checkpoint_dirs[0][1] if checkpoint_dirs else ""
     try:
         # The flags the train component would pass, parsed and checked by the trainer.
-        flags = trainer_flags(
-            checkpoint_dir=str(values.get("checkpoint_dir", "")), **_PIPELINE_FILLED, **settings
-        )
+        flags = trainer_flags(checkpoint_dir=ckpt, **_PIPELINE_FILLED, **settings)
         config.validate(config.parse_args(flags, {}))
     except ConfigError as e:
         # The trainer's message names its flags: name the pipeline parameters instead.
         def param(m: re.Match) -> str:
             name = m.group(1).replace("-", "_")
+            if name == "checkpoint_dir" and checkpoint_dirs:
+                return checkpoint_dirs[0][0]  # whatever the pipeline calls it
             return name if name in values else m.group(0)
 
         raise GuardError(
@@ -406,9 +410,11 @@ def preflight(
     check_retry_windows(spec, platform)
     retries = templates.max_train_retries(spec)
     if not local:
-        check_checkpoint_dir(templates.checkpoint_dir_value(spec, params) or "", retries)
-        if templates.job_engine_tasks(spec):
-            check_job_engine_checkpoint_dir(templates.checkpoint_dir_value(spec, params) or "")
+        # Whatever the pipeline calls it: what is wired into the train task.
+        for name, checkpoint_dir in templates.checkpoint_dirs(spec, params):
+            check_checkpoint_dir(checkpoint_dir, retries, name)
+            if templates.job_engine_tasks(spec):
+                check_job_engine_checkpoint_dir(checkpoint_dir, name)
     check_values(spec, params)
     if note := task_check.check_task(params):
         print(note, file=sys.stderr)
@@ -421,11 +427,11 @@ def preflight(
     return params
 
 
-def check_job_engine_checkpoint_dir(checkpoint_dir: str) -> None:
+def check_job_engine_checkpoint_dir(checkpoint_dir: str, name: str = "checkpoint_dir") -> None:
     """The Job's pods run on other nodes: only a gs:// checkpoint dir reaches them all."""
     if not checkpoint_dir.startswith("gs://"):
         raise GuardError(
-            f"checkpoint_dir={checkpoint_dir!r}: the Job-engine train's pods need a gs:// "
+            f"{name}={checkpoint_dir!r}: the Job-engine train's pods need a gs:// "
             "folder (a /gcs/ mount exists only in Vertex pods)"
         )
 

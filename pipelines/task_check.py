@@ -2,11 +2,14 @@
 
 A pipeline that names a task (``task=<module>:<Class>``) runs the engine's own
 ``--check`` (:mod:`spottrain.trainer.check`: import, prepare, build, one batch of
-step 0, the loss; writes nothing) in a child process on this machine, when the
-task's module is importable here. When it is not (it lives only in the image), the
-check is skipped with one line saying so, and the image's ``--check`` (``docker run
-IMAGE --check …``, or the build-time import in ``examples/Dockerfile``) is the way to
-check it.
+step 0, the loss; writes nothing) in a child process on this machine, when
+TensorFlow and the task's module are importable here. Without TensorFlow (the
+authoring install, ``spottrain[pipelines]``) the task is read from its source
+instead (:mod:`task_source`: the class, its ``Task``/``KerasTask`` base, the methods
+the engine calls): only a certain mistake refuses the run, and one line says what was
+not checked. A module that is not here at all (it lives only in the image) is skipped
+with one line. Either way the image's ``--check`` (``docker run IMAGE --check …``, or
+the build-time import in ``examples/Dockerfile``) is the full check.
 """
 
 from __future__ import annotations
@@ -31,29 +34,67 @@ def _importable(module: str) -> bool:
         return False
 
 
+# A run is checked once per process: the CLI's pre-flight and submit's own both call
+# check_task, and the note is said once (the outcome by the run's parameters).
+_OUTCOMES: dict[str, tuple[str | None, str | None]] = {}
+
+
+def _has_tensorflow() -> bool:
+    return _importable("tensorflow") and _importable("keras")
+
+
 def check_task(params: Mapping[str, Any]) -> str | None:
-    """Runs ``--check`` on the run's task, when it names one that imports here.
+    """Checks the run's task, when it names one: ``--check``, or its source without TF.
 
     Args:
         params: The run's pipeline parameters (after conversion).
 
     Returns:
-        A note for the user when the check was skipped; None when there is no task
-        or it passed.
+        A note for the user on what was not checked (the first time for these
+        parameters); None when there is no task, it passed, or the note was given.
 
     Raises:
         GuardError: the check failed, with its one line.
     """
     from spottrain.pipelines.guards import GuardError
 
-    task = str(params.get("task") or "")
-    if not task:
+    if not str(params.get("task") or ""):
         return None
-    module = task.split(":", 1)[0]
+    key = repr(sorted((str(k), repr(v)) for k, v in params.items()))
+    if key in _OUTCOMES:
+        error = _OUTCOMES[key][1]
+        if error is not None:
+            raise GuardError(error)
+        return None
+    try:
+        note = _check(params)
+    except GuardError as e:
+        _OUTCOMES[key] = (None, str(e))
+        raise
+    _OUTCOMES[key] = (note, None)
+    return note
+
+
+def _in_image(task: str) -> str:
+    return f"docker run IMAGE --check --task {task} …"
+
+
+def _check(params: Mapping[str, Any]) -> str | None:
+    from spottrain.pipelines.guards import GuardError
+    from spottrain.trainer.preemption import ConfigError
+    from spottrain.trainer.task_api import check_spec
+
+    task = str(params["task"])
+    try:
+        module = check_spec(task, "{}")[0]
+    except ConfigError as e:
+        raise GuardError(f"pipeline parameter {e}".replace("--task ", "task=", 1)) from None
+    if not _has_tensorflow():
+        return _check_source(task)
     if not _importable(module):
         return (
             f"pre-flight: task {task!r} is not importable here, so it is not checked "
-            "before the run; check it in your image: docker run IMAGE --check --task …"
+            f"before the run; check it in your image: {_in_image(task)}"
         )
     from spottrain.runtime.train import trainer_flags
     from spottrain.trainer.config import PIPELINE_HYPERPARAMETERS
@@ -88,3 +129,30 @@ def check_task(params: Mapping[str, Any]) -> str | None:
     # "<time> ERROR <logger>: <message>": the message
     detail = lines[-1].split(" ERROR ", 1)[1].split(": ", 1)[-1] if lines else "?"
     raise GuardError(f"task {task!r} fails its pre-flight check (exit {proc.returncode}): {detail}")
+
+
+def _check_source(task: str) -> str:
+    """Without TensorFlow: what the task's source shows (see :mod:`task_source`)."""
+    from spottrain.pipelines import task_source
+    from spottrain.pipelines.guards import GuardError
+
+    module, _, class_name = task.partition(":")
+    try:
+        found = task_source.inspect(module, class_name)
+    except task_source.NotFound:
+        return (
+            f"pre-flight: task {task!r} is not importable here, so it is not checked "
+            f"before the run; check it in your image: {_in_image(task)}"
+        )
+    except task_source.Unknown as e:
+        return (
+            f"pre-flight: task {task!r} read from its source, not all checked ({e}); "
+            f"no TensorFlow here, so check it in your image: {_in_image(task)}"
+        )
+    except task_source.TaskSourceError as e:
+        raise GuardError(f"task {task!r} fails its pre-flight check: {e}") from None
+    return (
+        f"pre-flight: task {task!r} read from its source: a {found.kind} with the methods "
+        "the engine calls; its model, data and loss are not checked (no TensorFlow here): "
+        f"check them in your image: {_in_image(task)}"
+    )

@@ -56,12 +56,16 @@ def required_parameters(spec: Mapping) -> list[str]:
 
 
 def parameter_defaults(spec: Mapping) -> dict[str, Any]:
-    """The template's default parameter values, integers as ``int``.
+    """The template's default parameter values, integers as ``int``."""
+    return _defaults(spec["root"].get("inputDefinitions", {}).get("parameters", {}))
+
+
+def _defaults(params: Mapping[str, Mapping]) -> dict[str, Any]:
+    """Default values of input definitions, integers as ``int``.
 
     The spec stores defaults as protobuf ``Value`` numbers (doubles): an integer
     parameter's default of 32 reads back as 32.0.
     """
-    params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
     out = {}
     for name, p in params.items():
         if "defaultValue" in p:
@@ -98,14 +102,87 @@ def max_train_retries(spec: Mapping) -> int:
     )
 
 
+def _train_tasks_in_dags(spec: Mapping) -> Iterable[tuple[str, str, Mapping]]:
+    """``(DAG owner, task name, task)`` of each train task (see :func:`train_tasks`)."""
+    found = train_tasks(spec)
+    for owner, dag in dags(spec):
+        for name, task in dag.get("tasks", {}).items():
+            if (name, task) in found:
+                yield owner, name, task
+
+
+def checkpoint_dirs(spec: Mapping, params: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Each train task's checkpoint dir in this run: ``(parameter, value)``, deduplicated.
+
+    Read from what is wired into the task's ``checkpoint_dir`` input, through any
+    sub-DAGs, whatever the pipeline calls its parameter (``ckpt``): the parameter's
+    name and the run's value (given, or the template's default), or for a constant
+    ``("<task>.checkpoint_dir", constant)``. An input fed by another task's output is
+    known only at run time and left out.
+    """
+    found: list[tuple[str, str]] = []
+    for owner, name, task in _train_tasks_in_dags(spec):
+        binding = task["inputs"]["parameters"]["checkpoint_dir"]
+        wired = _wired_value(spec, owner, binding, params, f"{name}.checkpoint_dir")
+        if wired is not None and (wired[0], str(wired[1])) not in found:
+            found.append((wired[0], str(wired[1])))
+    return found
+
+
 def checkpoint_dir_value(spec: Mapping, params: Mapping[str, Any]) -> str | None:
-    """The run's ``checkpoint_dir`` (given, or the template's default)."""
-    if "checkpoint_dir" in params:
-        return str(params["checkpoint_dir"])
-    default = (
-        spec["root"].get("inputDefinitions", {}).get("parameters", {}).get("checkpoint_dir", {})
-    )
-    return default.get("defaultValue")
+    """The run's checkpoint dir (the first train task's; see :func:`checkpoint_dirs`)."""
+    found = checkpoint_dirs(spec, params)
+    return found[0][1] if found else None
+
+
+def train_task_inputs(spec: Mapping, params: Mapping[str, Any]) -> dict[str, Any]:
+    """What the (first) train task gets in this run, by its own input names.
+
+    Whatever the pipeline wires in (a constant, the run's value of a parameter of
+    any name, or that parameter's default), else the component's own default; an
+    input fed by another task's output is known only at run time and left out.
+    """
+    for owner, name, task in _train_tasks_in_dags(spec):
+        component = spec.get("components", {}).get(task["componentRef"]["name"], {})
+        inputs = component.get("inputDefinitions", {}).get("parameters", {})
+        values = _defaults(inputs)
+        for key, binding in task.get("inputs", {}).get("parameters", {}).items():
+            wired = _wired_value(spec, owner, binding, params, f"{name}.{key}")
+            if wired is None:
+                values.pop(key, None)
+                continue
+            value = wired[1]  # a constant 5000 is stored as 5000.0: the input's type decides
+            if inputs.get(key, {}).get("parameterType") == "NUMBER_INTEGER":
+                if isinstance(value, float) and value.is_integer():
+                    value = int(value)
+            values[key] = value
+        return values
+    return {}
+
+
+def _wired_value(
+    spec: Mapping, owner: str, binding: Mapping, params: Mapping[str, Any], label: str, depth=0
+) -> tuple[str, Any] | None:
+    """What feeds a task input in the DAG of ``owner`` ("root" or a component's name).
+
+    Returns:
+        ``(the root parameter's name, or label for a constant, value)``, or None.
+    """
+    if "runtimeValue" in binding:
+        constant = binding["runtimeValue"].get("constant")
+        return None if constant is None else (label, constant)
+    param = binding.get("componentInputParameter")
+    if param is None or depth > 20:  # another task's output: known at run time only
+        return None
+    if owner == "root":
+        return param, params[param] if param in params else parameter_defaults(spec).get(param, "")
+    for outer, dag in dags(spec):  # the tasks that run this sub-DAG feed its inputs
+        for task in dag.get("tasks", {}).values():
+            if task.get("componentRef", {}).get("name") == owner:
+                fed = task.get("inputs", {}).get("parameters", {}).get(param)
+                if fed is not None:
+                    return _wired_value(spec, outer, fed, params, label, depth + 1)
+    return None
 
 
 def custom_jobs(spec: Mapping) -> list[dict]:

@@ -122,7 +122,7 @@ def test_docs_pipeline_snippet_compiles(tmp_path, monkeypatch):
 
     text = _own_pipeline_snippet("my_pipeline")
     snippet = text
-    monkeypatch.chdir(REPO)  # it loads components/train/component.yaml relatively
+    monkeypatch.chdir(tmp_path)  # it writes my_pipeline.yaml where it runs
     scope: dict = {}
     exec(compile(snippet, "own-pipeline.md", "exec", dont_inherit=True), scope)
     out = tmp_path / "p.yaml"
@@ -131,6 +131,8 @@ def test_docs_pipeline_snippet_compiles(tmp_path, monkeypatch):
     assert "comp-train" in compiled and "comp-gcs-copy" in compiled
     assert "maxRetryCount: 5" in compiled
     assert "backoffMaxDuration: 604800s" in compiled  # a week, not the SDK's hour
+    assert (tmp_path / "my_pipeline.yaml").read_text() == compiled
+    assert f"image: {scope['IMAGE']}" in compiled and "us-docker.pkg.dev/spottrain" not in compiled
 
 
 def test_docs_job_engine_snippet_places_its_tasks_as_it_says(tmp_path):
