@@ -305,15 +305,22 @@ def test_bad_input_gets_one_line_and_its_exit_code(argv, code, needle, tmp_path,
 def test_real_process_stderr_is_one_line_and_fast(
     argv, code, no_credentials, tmp_path, pushed_compiled_dir
 ):
+    """Fast means as fast as the CLI's own start: the bound is ``--help``'s time, measured
+    beside it (both ~0.6 s alone; a busy machine slows both alike), not an idle machine's."""
     argv = fill(argv, tmp_path, pushed_compiled_dir)
-    started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "spottrain.pipelines", *argv], capture_output=True, text=True
-    )
-    seconds = time.monotonic() - started
+
+    def timed(args):
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "spottrain.pipelines", *args], capture_output=True, text=True
+        )
+        return done, time.monotonic() - started
+
+    _, start_up = timed(["--help"])
+    result, seconds = timed(argv)
     assert result.returncode == code and result.stderr.count("\n") == 1, result.stderr
     assert "Traceback" not in result.stderr
-    assert seconds < 10  # ~0.6 s alone; generous for a shared 2-core machine
+    assert seconds < 4 * start_up, (f"{seconds:.1f} s", f"--help: {start_up:.1f} s")
 
 
 @pytest.mark.parametrize(
