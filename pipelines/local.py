@@ -86,6 +86,7 @@ class LocalResult:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     profile_report: Path | None = None
     attempts_page: Path | None = None
+    profile_page: Path | None = None
     profile_findings: list[str] = field(default_factory=list)
     error: str = ""
 
@@ -123,9 +124,10 @@ class LocalResult:
         if self.model_dir:
             lines.append(f"model:          {self.model_dir}")
         if self.attempts_page:
-            lines.append(f"attempts page:  {self.attempts_page} (open it in a browser)")
-        if self.profile_report:
-            lines.append(f"profile:        {self.profile_report}")
+            lines.append(f"attempts page:  {self.attempts_page.as_uri()}")
+        if self.profile_page:
+            lines.append(f"profile page:   {self.profile_page.as_uri()}")
+        if self.profile_findings:
             lines += [f"                {finding}" for finding in self.profile_findings]
         lines.append(f"pipeline root:  {self.out / 'pipeline_root'}")
         return "\n".join(lines)
@@ -283,8 +285,7 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
     summary_path = result.model_dir / "training_summary.json" if result.model_dir else None
     if summary_path and summary_path.is_file():
         result.summary = json.loads(summary_path.read_text())
-    pages = sorted(root.glob("*/train*/report"), key=_mtime)  # the train tasks' pages
-    result.attempts_page = pages[-1] if pages else None
+    result.attempts_page, result.profile_page = browser_pages(root, result.out)
     reports = sorted(root.glob("*/profile/report"), key=_mtime)
     if reports:
         result.profile_report = reports[-1]
@@ -296,6 +297,26 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
     result.attempts = ledger.read(str(result.params["checkpoint_dir"]))
     done = result.summary.get("final_step", -1) >= result.params["train_steps"]
     result.ok = bool(result.summary) and done
+
+
+def browser_pages(root: Path, out: Path) -> tuple[Path | None, Path | None]:
+    """The newest attempts and profile pages under ``root``, copied into ``out`` as .html.
+
+    KFP stores an ``HTML`` artifact as a file without an extension; its UI renders it by
+    the artifact's type, but a browser opening that file shows its source as text.
+    Returns (attempts page, profile page); None for a page the run did not write.
+    """
+    copies = []
+    for pattern, name in (
+        ("*/train*/report", "attempts.html"),
+        ("*/profile/report_html", "profile.html"),
+    ):
+        found = sorted(root.glob(pattern), key=_mtime)  # the fall-back's task is newest
+        (out / name).unlink(missing_ok=True)  # an earlier run's
+        if found:
+            shutil.copyfile(found[-1], out / name)
+        copies.append(out / name if found else None)
+    return copies[0], copies[1]
 
 
 def _mtime(path: Path) -> float:

@@ -31,11 +31,13 @@ def test_preempted_train_task_is_retried_by_kfp_and_resumes_to_the_exact_step(tm
     assert page.count('<g class="attempt"') == 2 and page.count('class="notice"') == 1
     assert 'data-scalar="loss"' in page
     # The profile page: the step chart under its title, the note on the training after.
-    profile = (result.profile_report.parent / "report_html").read_text()
+    profile = result.profile_page.read_text()
     assert '<svg class="steps"' in profile and "The training it describes" in profile
     report = result.report()
     assert "SUCCEEDED" in report and "train failed 1x and was retried by KFP" in report
-    assert f"attempts page:  {result.attempts_page}" in report
+    # Pages a browser renders (tests/test_pages_in_chromium.py opens them): .html copies.
+    assert f"attempts page:  {(tmp_path / 'attempts.html').as_uri()}" in report
+    assert f"profile page:   {(tmp_path / 'profile.html').as_uri()}" in report
 
 
 def test_on_demand_fallback_resumes_when_spot_retries_run_out(tmp_path):

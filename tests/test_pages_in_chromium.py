@@ -5,6 +5,7 @@ profiled steps, and its text (Chromium's own DOM after layout) with their number
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from spottrain.pipelines import local
 from spottrain.profiling import render_html
 from spottrain.runtime import report
 from spottrain.trainer import ledger
@@ -30,9 +32,13 @@ SIZE = (1000, 900)
 def _chromium(tmp_path: Path, html: str, *how: str) -> subprocess.CompletedProcess:
     page = tmp_path / "page.html"
     page.write_text(html)
+    return _open(tmp_path, page.as_uri(), *how)
+
+
+def _open(tmp_path: Path, url: str, *how: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         f"--window-size={SIZE[0]},{SIZE[1]}", *how, page.as_uri()],
+         f"--window-size={SIZE[0]},{SIZE[1]}", *how, url],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip
 
@@ -139,3 +145,37 @@ def test_an_empty_page_is_caught_and_a_run_without_attempts_still_says_so(tmp_pa
     html = report.page([], ledger.totals([]), {})
     assert_page_drawn(screenshot(tmp_path, html))
     assert "No attempt has been recorded yet." in rendered_text(tmp_path, html)
+
+
+def test_the_pages_a_local_run_prints_open_in_a_browser_as_pages_not_as_source(tmp_path):
+    # What kfp.local leaves: HTML artifacts as files without an extension.
+    t0 = 1_700_000_000.0
+    records = [{"attempt": 1, "started": t0, "ended": t0 + 60, "seconds": 60,
+                "outcome": "success", "start_step": 0, "saved_step": 20, "steps_lost": 0,
+                "capacity": "spot"}]  # fmt: skip
+    root = tmp_path / "pipeline_root"
+    (root / "run" / "train").mkdir(parents=True)
+    (root / "run" / "profile").mkdir()
+    (root / "run" / "train" / "report").write_text(report.page(records, ledger.totals(records), {}))
+    (root / "run" / "profile" / "report_html").write_text(
+        render_html("# Training profile", [(0.005, 0.02)] * 5)
+    )
+    # As the artifact is, a browser shows the page's source as text: what this test tells apart.
+    source = _open(tmp_path, (root / "run" / "train" / "report").as_uri(), "--dump-dom").stdout
+    assert "&lt;svg" in source and "<svg" not in source
+    attempts, profile = local.browser_pages(root, tmp_path)
+    printed = local.LocalResult(
+        out=tmp_path, ok=True, seconds=1.0, params={}, attempts_page=attempts, profile_page=profile
+    ).report()
+    urls = dict(re.findall(r"^(attempts page|profile page): +(file://\S+)$", printed, flags=re.M))
+    assert set(urls) == {"attempts page", "profile page"}, printed
+    for name, element, colour in (
+        ("attempts page", '<svg class="timeline"', report.COLORS["spot"]),
+        ("profile page", '<svg class="steps"', "#1565c0"),
+    ):
+        dom = _open(tmp_path, urls[name], "--dump-dom").stdout
+        assert element in dom and "&lt;svg" not in dom, (name, dom[:300])
+        png = tmp_path / "shot.png"
+        _open(tmp_path, urls[name], f"--screenshot={png}")
+        im = Image.open(png).convert("RGB")
+        assert bands(im, colour), f"{name}: nothing drawn in {colour}"
