@@ -105,8 +105,14 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
     # The loss curve is drawn below the bars (its stroke colour, many pixels).
     blue = sum(1 for p in im.get_flattened_data() if p == rgb("#1565c0"))
     assert blue > 100
+    # Each restart (no attempt running) is drawn on the row of the attempt after it, from
+    # the previous attempt's end to its start (100 s each here), and labelled.
+    restarts = bands(im, report.RESTART)[-2:]
+    assert [w for _, w in restarts] == pytest.approx([100 * scale, 100 * scale], abs=2)
+    assert [t for t, _ in restarts] == [t + report.RESTART_DY for t in tops[1:]]
     text = rendered_text(tmp_path, html)
-    assert "3 attempt(s), 2 preemption(s), 0 step(s) lost" in text
+    assert "3 attempt(s), 2 preemption(s), 0 step(s) lost, 200 s in 2 restart(s)" in text
+    assert text.count("restart 100 s</text>") == 2
     assert "#2 spot: steps 30→45 saved, preempted, lost 0" in text
     assert f"${totals['cost']:.4f} against ${totals['on_demand_cost']:.4f}" in text
     assert f"loss (last {loss[-1][1]:.4g})" in text
