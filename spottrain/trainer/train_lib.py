@@ -446,9 +446,15 @@ class Trainer:
             return None
         import tensorflow as tf
 
-        try:
+        # In a tf.function: strategy.run called eagerly logs TensorFlow's "Using
+        # CollectiveAllReduceStrategy eagerly has significant overhead" warning.
+        @tf.function
+        def barrier():
             ones = self.strategy.run(lambda: tf.constant(1.0))
-            self.strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
+            return self.strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
+
+        try:
+            barrier()
         except Exception as e:  # noqa: BLE001 - a collective fails in many types
             return type(e).__name__
         return None
