@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_SAY = ">>> "  # the prefix of run-local's own lines in the log
 _CHIEF = r"\[chief-0\] "  # the launcher's prefix of the chief's lines (workers repeat them)
 
 
@@ -40,6 +41,7 @@ def _events() -> list[tuple[re.Pattern, Callable[[re.Match, Console], str | None
         return f"{task}: attempt {c.attempts.get(task, 1)} ended ({status.lower()})"
 
     table = [
+        ("^" + re.escape(_SAY) + "(?P<said>.*)", lambda m, c: m["said"]),
         (r"Executing task '(?P<task>[^']+)'", task_started),
         (r"Task '(?P<task>[^']+)' finished with status (?P<status>\w+)", finished),
         (
@@ -114,13 +116,12 @@ class Console:
         self._lock = threading.Lock()
 
     def say(self, message: str) -> None:
-        """Prints one line to the terminal (and, while logging, into the log too)."""
-        line = f"[{time.monotonic() - self._started:5.0f} s] {message}"
-        with self._lock:
-            out = self._out if self.log is not None else (self._stream or sys.stdout)
-            print(line, file=out, flush=True)
+        """Prints one line to the terminal; while logging, through the log (in its order)."""
         if self.log is not None:
-            print(f">>> {message}", flush=True)  # fd 1 is the log now
+            print(f"{_SAY}{message}", flush=True)  # fd 1 is the log now: the reader prints it
+        else:
+            print(f"[{time.monotonic() - self._started:5.0f} s] {message}",
+                  file=self._stream or sys.stdout, flush=True)  # fmt: skip
 
     def event(self, line: str) -> str | None:
         """The console line for one log line, or None when it is not an event."""
