@@ -9,7 +9,8 @@ OUT ?= out
 .DEFAULT_GOAL := help
 
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_ -]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_ -]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) \
+	  | sed -e 's|$$(OUT)|$(OUT)|g' -e 's|$$(DIST)|$(DIST)|g'  # the help texts' variables, as set
 
 venv: $(STAMP) ## Create .venv and install the package with pipeline-authoring and test extras
 
@@ -133,7 +134,7 @@ format: venv ## Format and auto-fix with ruff
 data: venv ## Write scikit-learn's digits as an image folder under $(OUT)/digits
 	$(PY) -m spottrain.datasets digits $(OUT)/digits
 
-run: venv ## The main job, locally end to end with one injected preemption
+run: venv ## The main job, locally end to end with one injected preemption (one line per event; all output in $(OUT)/pipeline/run.log)
 	$(PY) -m spottrain.pipelines run-local --out $(OUT)/pipeline
 
 run-trainer: venv ## The trainer alone: 2 local workers, one SIGTERM, restart, ledger

@@ -166,6 +166,9 @@ def cmd_run_local(args: argparse.Namespace) -> int:
             raise _guard_error(f"{flag} {value} must be >= 0")
     from spottrain.pipelines import local
 
+    log = None if args.verbose else Path(args.out).resolve() / "run.log"
+    if log is not None:
+        print(f"run-local: one line per event here; everything in {log} (--verbose: all here)")
     result = local.run_local(
         Path(args.out),
         workers=args.workers,
@@ -173,6 +176,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
         train_steps=args.train_steps,
         limit=args.limit,
         fallback=args.fallback,
+        log=log,
     )
     print(result.report())
     return 0 if result.ok else 1
@@ -283,6 +287,9 @@ def parser() -> argparse.ArgumentParser:
     lr.add_argument("--limit", type=int, default=None, help="images to use (0 = all)")
     lr.add_argument(
         "--fallback", action="store_true", help="no spot retries; the on-demand fall-back resumes"
+    )
+    lr.add_argument(
+        "--verbose", action="store_true", help="every task's whole output here, not in run.log"
     )
     lr.set_defaults(func=cmd_run_local)
     for s in (r, v):  # the Makefile names its upper-case command-line variables here

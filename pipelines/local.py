@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from spottrain.pipelines import placement
+from spottrain.pipelines.console import Console
 
 BUCKET = "spottrain-demo"
 # Small enough for 2 cores in well under 5 minutes, big enough to learn digits.
@@ -86,7 +87,9 @@ class LocalResult:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     profile_report: Path | None = None
     attempts_page: Path | None = None
+    profile_page: Path | None = None
     profile_findings: list[str] = field(default_factory=list)
+    log: Path | None = None
     error: str = ""
 
     def report(self) -> str:
@@ -123,16 +126,15 @@ class LocalResult:
         if self.model_dir:
             lines.append(f"model:          {self.model_dir}")
         if self.attempts_page:
-            lines.append(f"attempts page:  {self.attempts_page} (open it in a browser)")
-        if self.profile_report:
-            lines.append(f"profile:        {self.profile_report}")
+            lines.append(f"attempts page:  {self.attempts_page.as_uri()}")
+        if self.profile_page:
+            lines.append(f"profile page:   {self.profile_page.as_uri()}")
+        if self.profile_findings:
             lines += [f"                {finding}" for finding in self.profile_findings]
         lines.append(f"pipeline root:  {self.out / 'pipeline_root'}")
+        if self.log:
+            lines.append(f"full log:       {self.log}")
         return "\n".join(lines)
-
-
-def _stage(message: str) -> None:
-    print(f"\n>>> {message}", flush=True)
 
 
 def run_local(
@@ -145,6 +147,7 @@ def run_local(
     retries: int = 3,
     fallback: bool = False,
     data: Path | None = None,
+    log: Path | None = None,
     **overrides: Any,
 ) -> LocalResult:
     """Runs the preemptible pipeline locally and returns what it produced.
@@ -161,18 +164,16 @@ def run_local(
             injected preemption exhausts the spot task and the fall-back resumes.
         data: A local folder to upload as ``data_src`` instead of the digits images
             (e.g. a prepared tfds data_dir, with ``task_args`` naming its dataset).
+        log: Send all output (this process's and every task's) to this file and print
+            one line per event instead (:mod:`spottrain.pipelines.console`).
         **overrides: Other pipeline parameters.
     """
-    import kfp.local
-
-    from spottrain import datasets, gcs_copy
     from spottrain.pipelines import compile as comp
     from spottrain.pipelines import gke, guards
-    from spottrain.runtime import train as train_rt
     from spottrain.trainer.config import IMAGE_HYPERPARAMETERS
 
     try:
-        from spottrain.testing.gcs_emulator import FakeGcs
+        from spottrain.testing.gcs_emulator import FakeGcs  # noqa: F401 - checked before any work
     except ImportError as e:  # a wheel install: the demo helpers are not in it
         raise guards.GuardError(
             "run-local needs the development install (make venv; spottrain.testing is "
@@ -211,9 +212,37 @@ def run_local(
     template.write_text(comp.compile_text(pipeline))
     params = guards.preflight(template, params, local=True)
 
+    console = Console(log)
+    with console:
+        result = _run(console, pipeline, params, out, root, data, limit, preempt_at_step)
+    result.log = log
+    result.seconds = time.monotonic() - started
+    if not result.error and not result.ok:
+        where = log if log is not None else "the task logs above"
+        result.error = f"the pipeline failed: see {where}"
+    return result
+
+
+def _run(
+    console: Console,
+    pipeline: Any,
+    params: dict[str, Any],
+    out: Path,
+    root: Path,
+    data: Path | None,
+    limit: int | None,
+    preempt_at_step: int | None,
+) -> LocalResult:
+    """Uploads the data to fake GCS and runs the pipeline under kfp.local."""
+    import kfp.local
+
+    from spottrain import datasets, gcs_copy
+    from spottrain.runtime import train as train_rt
+    from spottrain.testing.gcs_emulator import FakeGcs
+
     if data is None:
         data = out / "digits"
-        _stage(f"writing the digits image folder to {data}")
+        console.say(f"writing the digits image folder to {data}")
         n = datasets.write_digits(str(data), DEFAULT_LIMIT if limit is None else limit)
         what = f"{n} images"
     else:
@@ -230,10 +259,10 @@ def run_local(
     os.environ[train_rt.CHAOS_PREEMPT_ENV] = str(chaos)
     try:
         with FakeGcs() as gcs:
-            _stage(f"fake-gcs-server at {gcs.host}: uploading {what} to {params['data_src']}")
+            console.say(f"fake-gcs-server at {gcs.host}: uploading {what} to {params['data_src']}")
             gcs.create_bucket(BUCKET)
             gcs_copy.copy(str(data), params["data_src"], progress="off")
-            _stage(
+            console.say(
                 "running the preemptible pipeline under kfp.local "
                 f"({params['local_workers']} workers, preemption at step "
                 f"{chaos or 'never'})"
@@ -261,9 +290,6 @@ def run_local(
             os.environ[train_rt.CHAOS_PREEMPT_ENV] = saved_env
     result.retries = counter.retries
     result.failed_tasks = sorted(counter.failed)
-    result.seconds = time.monotonic() - started
-    if not result.error and not result.ok:
-        result.error = "the pipeline failed: see the task logs above"
     return result
 
 
@@ -283,8 +309,7 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
     summary_path = result.model_dir / "training_summary.json" if result.model_dir else None
     if summary_path and summary_path.is_file():
         result.summary = json.loads(summary_path.read_text())
-    pages = sorted(root.glob("*/train*/report"), key=_mtime)  # the train tasks' pages
-    result.attempts_page = pages[-1] if pages else None
+    result.attempts_page, result.profile_page = browser_pages(root, result.out)
     reports = sorted(root.glob("*/profile/report"), key=_mtime)
     if reports:
         result.profile_report = reports[-1]
@@ -296,6 +321,26 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
     result.attempts = ledger.read(str(result.params["checkpoint_dir"]))
     done = result.summary.get("final_step", -1) >= result.params["train_steps"]
     result.ok = bool(result.summary) and done
+
+
+def browser_pages(root: Path, out: Path) -> tuple[Path | None, Path | None]:
+    """The newest attempts and profile pages under ``root``, copied into ``out`` as .html.
+
+    KFP stores an ``HTML`` artifact as a file without an extension; its UI renders it by
+    the artifact's type, but a browser opening that file shows its source as text.
+    Returns (attempts page, profile page); None for a page the run did not write.
+    """
+    copies = []
+    for pattern, name in (
+        ("*/train*/report", "attempts.html"),
+        ("*/profile/report_html", "profile.html"),
+    ):
+        found = sorted(root.glob(pattern), key=_mtime)  # the fall-back's task is newest
+        (out / name).unlink(missing_ok=True)  # an earlier run's
+        if found:
+            shutil.copyfile(found[-1], out / name)
+        copies.append(out / name if found else None)
+    return copies[0], copies[1]
 
 
 def _mtime(path: Path) -> float:

@@ -7,11 +7,30 @@ from spottrain.pipelines import local
 pytestmark = pytest.mark.slow
 
 
-def test_preempted_train_task_is_retried_by_kfp_and_resumes_to_the_exact_step(tmp_path):
+def test_preempted_train_task_is_retried_by_kfp_and_resumes_to_the_exact_step(tmp_path, capfd):
+    log = tmp_path / "run.log"
     result = local.run_local(
-        tmp_path, workers=2, preempt_at_step=30, train_steps=60, limit=300, retries=2
+        tmp_path, workers=2, preempt_at_step=30, train_steps=60, limit=300, retries=2, log=log
     )
-    assert result.ok, result.report()
+    console = capfd.readouterr().out
+    assert result.ok, result.report() + console
+    # The console: one line per event (make run printed ~950 lines before). Everything
+    # else is in the log, TensorFlow's start-up errors on a machine without a GPU too.
+    assert len(console.splitlines()) < 60, console
+    written = log.read_text()
+    for noise in ("cuInit", "Got executor_input", "[worker-0] step", "FAILURE"):
+        assert noise in written and noise not in console, noise
+    for event in ("upload: copied 300 files", "gcs-copy: copied 300 files", "train: started",
+                  "train: training from step 0 of 60", "train: step 30/60",
+                  "train: notice: SIGTERM to ", " at step 30 (the injected preemption)",
+                  "train: saved step 3",
+                  "train: exit 143: preempted", "train: KFP retries it", "train: attempt 2 started",
+                  "train: finished at step 60", "train: done", "profile: done",
+                  ": SUCCESS"):  # fmt: skip
+        assert event in console, (event, console)
+    # Ours, at the source: the gang's closing barrier no longer runs a collective eagerly.
+    assert "eagerly has significant overhead" not in written
+    assert "Connection pool is full" not in console
     # One SIGTERM at step 30 failed the task once (exit 143); KFP's retry finished it.
     assert result.retries == {"train": 1}
     assert result.failed_tasks == []
@@ -31,11 +50,14 @@ def test_preempted_train_task_is_retried_by_kfp_and_resumes_to_the_exact_step(tm
     assert page.count('<g class="attempt"') == 2 and page.count('class="notice"') == 1
     assert 'data-scalar="loss"' in page
     # The profile page: the step chart under its title, the note on the training after.
-    profile = (result.profile_report.parent / "report_html").read_text()
+    profile = result.profile_page.read_text()
     assert '<svg class="steps"' in profile and "The training it describes" in profile
     report = result.report()
     assert "SUCCEEDED" in report and "train failed 1x and was retried by KFP" in report
-    assert f"attempts page:  {result.attempts_page}" in report
+    # Pages a browser renders (tests/test_pages_in_chromium.py opens them): .html copies.
+    assert f"attempts page:  {(tmp_path / 'attempts.html').as_uri()}" in report
+    assert f"profile page:   {(tmp_path / 'profile.html').as_uri()}" in report
+    assert f"full log:       {log}" in report
 
 
 def test_on_demand_fallback_resumes_when_spot_retries_run_out(tmp_path):

@@ -5,6 +5,7 @@ profiled steps, and its text (Chromium's own DOM after layout) with their number
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from spottrain.pipelines import local
 from spottrain.profiling import render_html
 from spottrain.runtime import report
 from spottrain.trainer import ledger
@@ -30,9 +32,13 @@ SIZE = (1000, 900)
 def _chromium(tmp_path: Path, html: str, *how: str) -> subprocess.CompletedProcess:
     page = tmp_path / "page.html"
     page.write_text(html)
+    return _open(tmp_path, page.as_uri(), *how)
+
+
+def _open(tmp_path: Path, url: str, *how: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         f"--window-size={SIZE[0]},{SIZE[1]}", *how, page.as_uri()],
+         f"--window-size={SIZE[0]},{SIZE[1]}", *how, url],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip
 
@@ -99,8 +105,14 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
     # The loss curve is drawn below the bars (its stroke colour, many pixels).
     blue = sum(1 for p in im.get_flattened_data() if p == rgb("#1565c0"))
     assert blue > 100
+    # Each restart (no attempt running) is drawn on the row of the attempt after it, from
+    # the previous attempt's end to its start (100 s each here), and labelled.
+    restarts = bands(im, report.RESTART)[-2:]
+    assert [w for _, w in restarts] == pytest.approx([100 * scale, 100 * scale], abs=2)
+    assert [t for t, _ in restarts] == [t + report.RESTART_DY for t in tops[1:]]
     text = rendered_text(tmp_path, html)
-    assert "3 attempt(s), 2 preemption(s), 0 step(s) lost" in text
+    assert "3 attempt(s), 2 preemption(s), 0 step(s) lost, 200 s in 2 restart(s)" in text
+    assert text.count("restart 100 s</text>") == 2
     assert "#2 spot: steps 30→45 saved, preempted, lost 0" in text
     assert f"${totals['cost']:.4f} against ${totals['on_demand_cost']:.4f}" in text
     assert f"loss (last {loss[-1][1]:.4g})" in text
@@ -139,3 +151,37 @@ def test_an_empty_page_is_caught_and_a_run_without_attempts_still_says_so(tmp_pa
     html = report.page([], ledger.totals([]), {})
     assert_page_drawn(screenshot(tmp_path, html))
     assert "No attempt has been recorded yet." in rendered_text(tmp_path, html)
+
+
+def test_the_pages_a_local_run_prints_open_in_a_browser_as_pages_not_as_source(tmp_path):
+    # What kfp.local leaves: HTML artifacts as files without an extension.
+    t0 = 1_700_000_000.0
+    records = [{"attempt": 1, "started": t0, "ended": t0 + 60, "seconds": 60,
+                "outcome": "success", "start_step": 0, "saved_step": 20, "steps_lost": 0,
+                "capacity": "spot"}]  # fmt: skip
+    root = tmp_path / "pipeline_root"
+    (root / "run" / "train").mkdir(parents=True)
+    (root / "run" / "profile").mkdir()
+    (root / "run" / "train" / "report").write_text(report.page(records, ledger.totals(records), {}))
+    (root / "run" / "profile" / "report_html").write_text(
+        render_html("# Training profile", [(0.005, 0.02)] * 5)
+    )
+    # As the artifact is, a browser shows the page's source as text: what this test tells apart.
+    source = _open(tmp_path, (root / "run" / "train" / "report").as_uri(), "--dump-dom").stdout
+    assert "&lt;svg" in source and "<svg" not in source
+    attempts, profile = local.browser_pages(root, tmp_path)
+    printed = local.LocalResult(
+        out=tmp_path, ok=True, seconds=1.0, params={}, attempts_page=attempts, profile_page=profile
+    ).report()
+    urls = dict(re.findall(r"^(attempts page|profile page): +(file://\S+)$", printed, flags=re.M))
+    assert set(urls) == {"attempts page", "profile page"}, printed
+    for name, element, colour in (
+        ("attempts page", '<svg class="timeline"', report.COLORS["spot"]),
+        ("profile page", '<svg class="steps"', "#1565c0"),
+    ):
+        dom = _open(tmp_path, urls[name], "--dump-dom").stdout
+        assert element in dom and "&lt;svg" not in dom, (name, dom[:300])
+        png = tmp_path / "shot.png"
+        _open(tmp_path, urls[name], f"--screenshot={png}")
+        im = Image.open(png).convert("RGB")
+        assert bands(im, colour), f"{name}: nothing drawn in {colour}"

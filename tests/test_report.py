@@ -72,6 +72,10 @@ def test_the_page_of_a_preempted_and_resumed_run_shows_the_ledger_and_the_loss(
         assert bar["data-steps-lost"] == str(rec["steps_lost"])
     assert [b["data-capacity"] for b in drawn] == ["spot", "standard"]
     assert len(page.of("notice")) == 1  # the preempted attempt ends on a notice
+    # The restart between them (no attempt running) is drawn and labelled with its length.
+    (restart,) = page.of("restart")
+    gap = records[1]["started"] - records[0]["ended"]
+    assert gap > 0 and float(restart["data-seconds"]) == pytest.approx(gap, abs=0.1)
     totals = ledger.totals(records)
     (shown,) = page.of("totals")
     assert shown["data-attempts"] == "2" and shown["data-preemptions"] == "1"
@@ -153,3 +157,16 @@ def test_a_report_that_cannot_be_drawn_never_fails_the_training(tmp_path, monkey
     out = type("Artifact", (), {"path": str(tmp_path / "r.html")})()
     train.write_report_safely(str(tmp_path), "", out)
     assert "bad &lt;event&gt; file" in Path(out.path).read_text()
+
+
+def test_a_restart_is_the_time_no_attempt_ran_and_a_refused_run_beside_the_holder_is_none():
+    recs = [
+        {"attempt": 1, "started": 100.0, "ended": 160.0, "outcome": "preempted"},
+        {"attempt": 2, "started": 130.0, "ended": 131.0, "outcome": "refused"},  # beside #1
+        {"attempt": 3, "started": 178.5, "ended": 300.0, "outcome": "success"},
+        {"attempt": 4, "started": 300.0, "ended": 301.0, "outcome": "success"},  # no gap
+    ]
+    assert report.restart_gaps(recs) == [None, None, 18.5, None]
+    page = _parse(report.page(recs, ledger.totals(recs), {}))
+    assert [r["data-seconds"] for r in page.of("restart")] == ["18.5"]
+    assert "restart 18 s" in "".join(page.text)

@@ -24,6 +24,9 @@ COLORS = {
     "compute-class": "#546e7a",
 }
 UNKNOWN = "#9e9e9e"
+# The time between attempts, when nothing trains: the restart a preemption costs.
+RESTART = "#90a4ae"
+RESTART_DY = 20  # its line's top below its row's top: under the label text, in the bar
 # Outcomes that ended on a notice (drawn with a marker at the bar's end).
 NOTICE_OUTCOMES = ("preempted", "preempted_unsaved")
 WIDTH = 900
@@ -43,9 +46,32 @@ def _attrs(**values: Any) -> str:
     )
 
 
+def restart_gaps(records: Sequence[Mapping[str, Any]]) -> list[float | None]:
+    """Per record, the seconds since every attempt started before it had ended.
+
+    That is the restart: the notice's exit, the retry's scheduling, a new process's
+    start until it opens its record. None for the first record and for one that
+    started while another was still running (a refused run beside the holder).
+    """
+    gaps: list[float | None] = [None] * len(records)
+    order = sorted(
+        (i for i, r in enumerate(records) if r.get("started") is not None),
+        key=lambda i: float(records[i]["started"]),
+    )
+    last_end: float | None = None
+    for i in order:
+        start = float(records[i]["started"])
+        if last_end is not None and start > last_end:
+            gaps[i] = start - last_end
+        end = float(records[i].get("ended") or start)
+        last_end = end if last_end is None else max(last_end, end)
+    return gaps
+
+
 def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
     """The attempts as bars on one time axis, one row each."""
     timed = [r for r in records if r.get("started") is not None]
+    gaps = restart_gaps(timed)
     if not timed:
         return '<p class="empty">No attempt has been recorded yet.</p>'
     t0 = min(float(r["started"]) for r in timed)
@@ -65,6 +91,7 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
         kind = capacity(r)
         lost = r.get("steps_lost", 0)
         cost = r.get("cost")
+        gap = gaps[i]
         label = (
             f"#{r.get('attempt')} {kind}: steps {r.get('start_step')}→{r.get('saved_step')} "
             f"saved, {r.get('outcome')}, lost {lost}"
@@ -75,6 +102,17 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
             start_step=r.get("start_step"), saved_step=r.get("saved_step"), steps_lost=lost,
             seconds=r.get("seconds", ""),
         )  # fmt: skip
+        if gap is not None:
+            # The restart before it, on its row up to its bar: a line below the labels'
+            # text (which may stand left of the bar) and its length under the line.
+            gx, gw = x - gap * scale, gap * scale
+            parts.append(
+                f'<g class="restart" data-seconds="{gap:.1f}"><title>{gap:.0f} s restart: '
+                f'no attempt running</title><rect x="{gx:.1f}" y="{y + RESTART_DY}" '
+                f'width="{gw:.1f}" height="4" fill="{RESTART}"/><text x="{gx + gw / 2:.1f}" '
+                f'y="{y + ROW - 2}" font-size="10" fill="#455a64" text-anchor="middle">'
+                f"restart {gap:.0f} s</text></g>"
+            )
         parts.append(
             f'<g class="attempt" {data}><title>{html.escape(label)}</title>'
             f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{ROW - 12}" '
@@ -171,6 +209,9 @@ def page(
         f"{totals.get('attempts', 0)} attempt(s), {totals.get('preemptions', 0)} "
         f"preemption(s), {totals.get('steps_lost', 0)} step(s) lost"
     )
+    gaps = [g for g in restart_gaps(records) if g is not None]
+    if gaps:
+        summary += f", {sum(gaps):.0f} s in {len(gaps)} restart(s)"
     if "cost" in totals:
         summary += (
             f"; ${totals['cost']:.4f} against ${totals['on_demand_cost']:.4f} on demand "
@@ -180,7 +221,7 @@ def page(
         f'<span style="color:{color}">■</span> {kind} '
         for kind, color in COLORS.items()
         if any(capacity(r) == kind for r in records)
-    )
+    ) + (f'<span style="color:{RESTART}">■</span> restart (no attempt running)' if gaps else "")
     shown = {t: p for t, p in sorted(scalars.items()) if t != "steps_per_second"}
     curves = "".join(curve_svg(tag, pts) for tag, pts in shown.items() if len(pts) > 1)
     # A scalar written once (the validation after training) is a number, not a curve.

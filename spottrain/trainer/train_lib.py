@@ -37,6 +37,17 @@ from spottrain.trainer.task_api import Task, TrainInput, call_task
 log = logging.getLogger("trainer")
 
 
+class _DropMessage(logging.Filter):
+    """Drops the records whose message contains ``text``."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
 # Errors a collective raises when a peer died, froze or was torn down.
 _PEER_ERRORS = (
     "UnavailableError",
@@ -467,11 +478,18 @@ class Trainer:
             return None
         import tensorflow as tf
 
+        # One eager collective: TensorFlow's warning that strategy.run "eagerly has
+        # significant overhead" is about calling it every step, not once; it ended every
+        # run's log. Not a tf.function: that would trace a graph for this one call.
+        quiet = _DropMessage("eagerly has significant overhead")
+        tf.get_logger().addFilter(quiet)
         try:
             ones = self.strategy.run(lambda: tf.constant(1.0))
             self.strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
         except Exception as e:  # noqa: BLE001 - a collective fails in many types
             return type(e).__name__
+        finally:
+            tf.get_logger().removeFilter(quiet)
         return None
 
     def close(self) -> None:
