@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from spottrain.gcs_copy import DEFAULT_WORKERS
 
 
@@ -80,3 +82,24 @@ def test_own_client_reads_the_environment_once_unless_it_holds_settings(
     assert _trust_env(client) is True
     copy(str(tmp_path / "src"), f"gs://{gcs_bucket.name}", client=client, progress="off")
     assert _trust_env(client) is True
+
+
+def test_the_copys_own_client_keeps_a_connection_per_worker(fake_gcs, gcs_bucket, tmp_path, caplog):
+    """Called as a library (make run's upload, the trainer's), where no CLI quiets
+    urllib3: no worker's connection is thrown away, so urllib3 has nothing to warn of."""
+    import logging
+
+    from spottrain.gcs_copy import copy
+
+    for i in range(120):
+        (tmp_path / f"f{i:03d}").write_bytes(os.urandom(2000))
+    with pytest.MonkeyPatch.context() as m:
+        for name, value in fake_gcs.env.items():
+            m.setenv(name, value)
+        with caplog.at_level(logging.WARNING, logger="urllib3.connectionpool"):
+            summary = copy(
+                str(tmp_path), f"gs://{gcs_bucket.name}/many", workers=64, progress="off"
+            )
+    assert summary.files_copied == 120, summary
+    full = [r.getMessage() for r in caplog.records if "Connection pool is full" in r.getMessage()]
+    assert not full, full[:3]

@@ -41,8 +41,13 @@ _REQUESTS_ENV = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NETRC")
 _NETRC_FILES = ("~/.netrc", "~/_netrc")
 
 
-def default_client() -> storage.Client:
+def default_client(connections: int = 10) -> storage.Client:
     """A client for real GCS, or for ``STORAGE_EMULATOR_HOST`` with anonymous credentials.
+
+    Args:
+        connections: connections kept open per host: the copy's worker count, so that
+            no worker's connection is thrown away and reopened (requests keeps 10, and
+            urllib3 logs a "Connection pool is full" warning for each one it drops).
 
     Raises:
         CopyError: no Google Cloud credentials.
@@ -71,7 +76,26 @@ def default_client() -> storage.Client:
         except auth.DefaultCredentialsError as exc:
             raise CopyError(f"no Google Cloud credentials: {_one_line(exc)}") from exc
     _read_environment_once(client)
+    _pool_connections(client, connections)
     return client
+
+
+def _pool_connections(client: storage.Client, connections: int) -> None:
+    """Keeps ``connections`` open per host on this package's own client.
+
+    google-cloud-storage's session is a ``requests.Session`` (``Client._http``, as in
+    ``_read_environment_once``) with requests' default adapters of 10 connections a host;
+    the library has no option for it. Mounting an adapter of the same defaults with a
+    larger pool is what requests documents for many threads. Any other adapter (an
+    mTLS one google.auth mounts for client certificates) is left as it is.
+    """
+    if connections <= 10:
+        return
+    from requests.adapters import HTTPAdapter
+
+    for prefix in ("https://", "http://"):
+        if type(client._http.get_adapter(prefix + "x")) is HTTPAdapter:
+            client._http.mount(prefix, HTTPAdapter(pool_maxsize=connections))
 
 
 def _read_environment_once(client: storage.Client) -> None:

@@ -105,7 +105,7 @@ def copy(
     src_loc, dst_loc = _parse(src, "source"), _parse(dst, "destination")
     own_client = client is None and (src_loc.is_gcs or dst_loc.is_gcs)
     if own_client:
-        client = default_client()
+        client = default_client(connections=workers)
     job = _Copy(
         src_loc,
         dst_loc,

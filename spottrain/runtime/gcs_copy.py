@@ -82,8 +82,6 @@ def run_component(*, copied, src: str, dst: str, metrics=None, **kwargs: Any) ->
         **kwargs: ``no_clobber``, ``workers``, ``allow_empty``, ``dry_run``.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    # Harmless "connection pool is full" warnings with many workers (see gcs_copy.cli).
-    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     summary = copy_and_record(src, dst, copied.path, **kwargs)
     if not dst:
         # Downstream reads the artifact's own path; a recorded location would be the
