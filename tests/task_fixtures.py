@@ -104,3 +104,72 @@ class UnbuiltOptimizers(_two()):
         import keras
 
         return {"encoder": keras.optimizers.SGD(), "head": keras.optimizers.Adam()}
+
+
+# -- issue 29 item 4: each mistake in a task is one line naming the real error and the method
+
+
+class OptimizersList(_two()):
+    """build_optimizers() returns a list, not a dict by name."""
+
+    def build_optimizers(self, model):
+        return list(super().build_optimizers(model).values())
+
+
+class StepShapeBug(_two()):
+    """Its own train_step subtracts a [3, 3] tensor from the [16, 1] outputs."""
+
+    def train_step(self, model, optimizers, features, labels, global_batch):
+        import tensorflow as tf
+
+        return tf.reduce_mean(model(features) - tf.ones([3, 3]))
+
+
+class StepIndexBug(_two()):
+    """Its own train_step reads example 99 of a batch of 16: fails when run, not traced."""
+
+    def train_step(self, model, optimizers, features, labels, global_batch):
+        import tensorflow as tf
+
+        return tf.reduce_mean(tf.gather(model(features), [99]))
+
+
+class ModelNone(_regression()):
+    def build_model(self):
+        return None
+
+
+class LossPerClass(_regression()):
+    """Its loss is [batch, k]: one value per example and output, not per example."""
+
+    def loss(self, labels, outputs):
+        import tensorflow as tf
+
+        return tf.square(outputs - labels) * tf.ones([1, 3])
+
+
+class LossInt(_regression()):
+    def loss(self, labels, outputs):
+        import tensorflow as tf
+
+        return tf.cast(tf.square(outputs - labels)[:, 0], tf.int32)
+
+
+class StringFeatures(_regression()):
+    """Its features are strings (a CSV read but never parsed)."""
+
+    def train_dataset(self, spec):
+        import tensorflow as tf
+
+        ds = super().train_dataset(spec)
+        return ds.map(lambda x, y: (tf.strings.as_string(x), y))
+
+
+class DatasetList(_regression()):
+    def train_dataset(self, spec):
+        return [1, 2, 3]
+
+
+class FeaturesOnly(_regression()):
+    def train_dataset(self, spec):
+        return super().train_dataset(spec).map(lambda x, y: x)

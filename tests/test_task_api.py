@@ -188,9 +188,14 @@ def test_a_user_task_through_the_gke_pipeline_under_kfp_local(tmp_path, monkeypa
     [
         (REGRESSION, "task examples.regression:Regression builds a model of 321 parameters"),
         (KERAS, "task examples.keras_classifier:Classifier builds a model of 99 parameters"),
+        (
+            TWO,
+            "task examples.two_optimizers:TwoOptimizers builds a model of 321 parameters and 2 "
+            "optimizers",
+        ),
         (["--task", "tests.task_fixtures:WrongShapes"], None),
     ],
-    ids=["own-loss", "keras-adapter", "wrong-shapes"],
+    ids=["own-loss", "keras-adapter", "own-step", "wrong-shapes"],
 )
 def test_check_builds_one_batch_and_writes_nothing(tmp_path, task, ok):
     proc, seconds = run_module(
@@ -204,10 +209,17 @@ def test_check_builds_one_batch_and_writes_nothing(tmp_path, task, ok):
         assert proc.returncode == preemption.FATAL_CONFIG
         (line,) = error_lines(proc)
         assert (
-            "check failed: the task's batches do not fit its model at step 1 (ValueError: Input 0"
-            in line
+            "check failed: the task's batches do not fit its model at step 1 (the model from "
+            "build_model() raised ValueError: Input 0" in line
         )
     assert not list(tmp_path.iterdir()), "a check wrote something"
+
+
+def test_check_needs_no_train_steps(tmp_path):
+    """``--check`` runs one step: the run's length is no business of it."""
+    proc, _ = run_module("spottrain.trainer.task", ["--check", *TWO])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "check ok: task examples.two_optimizers:TwoOptimizers builds" in proc.stdout
 
 
 def test_check_of_the_built_in_image_task(tmp_path, digits_dir):
@@ -302,3 +314,143 @@ def test_the_readme_task_passes_the_readme_check_command(tmp_path):
     (tmp_path / "my_tasks.py").write_text(broken)
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
+
+
+# Issue 29, item 4: each mistake in a task's code, as --check and a run report it: one
+# line naming the task's method and the real error (not an engine source line), exit 64.
+MISTAKES = [
+    ("OptimizersList", "the task's build_optimizers() must return a dict of Keras optimizers "
+     "by name (e.g. {'encoder': sgd, 'head': adam}) or None, got list"),
+    ("StepShapeBug", "the task's train_step() failed at step 1 (ValueError: Dimensions must be "
+     "equal, but are 16 and 3"),
+    ("StepIndexBug", "the task's train_step() failed at step 1 (InvalidArgumentError: "
+     "indices[0] = 99 is not in [0, 16)"),
+    ("ModelNone", "the task's build_model() must return a keras.Model, got None"),
+    ("LossPerClass", "the task's loss() must return one value per example (shape [16]), "
+     "got shape [16, 3]"),
+    ("LossInt", "the task's loss() must return float losses (one per example), got int32"),
+    ("StringFeatures", "the task's batches do not fit its model at step 1 (the model from "
+     "build_model() raised UnimplementedError: Cast string to float is not supported)"),
+    ("DatasetList", "the task's train_dataset() must return a tf.data.Dataset of "
+     "(features, labels), got list"),
+    ("FeaturesOnly", "the task's train_dataset() must return a tf.data.Dataset of "
+     "(features, labels); its elements are single tensors (float32, shape [16, 8])"),
+    ("broken_import:Broken", "--task 'broken_import:Broken': importing 'broken_import' raised "
+     "KeyError: 'MY_TASK_SETTING' ({dir}/broken_import.py, line 4)"),
+]  # fmt: skip
+BROKEN_IMPORT = """import os
+
+# A setting the user's image has and this environment lacks:
+SETTING = os.environ["MY_TASK_SETTING"]
+"""
+
+
+@pytest.mark.parametrize("task, named", MISTAKES, ids=[m[0].split(":")[0] for m in MISTAKES])
+def test_each_mistake_in_a_task_is_one_line_naming_it_in_check_and_in_a_run(tmp_path, task, named):
+    """``--check`` (given no --train-steps: it needs none) runs what a run runs, so both
+    name the same mistake in the same line; the run records it in FATAL.json."""
+    (tmp_path / "broken_import.py").write_text(BROKEN_IMPORT)
+    user = {"PYTHONPATH": str(tmp_path)}
+    spec = task if ":" in task else f"tests.task_fixtures:{task}"
+    named = named.replace("{dir}", str(tmp_path))
+    flags = ["--task", spec, "--batch-size-per-replica", "16", "--threads", "1"]
+    out = tmp_path / "run"
+    dirs = ["--checkpoint-dir", str(out / "c"), "--model-dir", str(out / "m")]
+    for argv in (["--check", *flags], [*flags, "--train-steps", "10", *dirs]):
+        proc, _ = run_module("spottrain.trainer.task", argv, extra_env=user)
+        assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-3000:]
+        (line,) = error_lines(proc)
+        assert named in line, line
+        assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
+    fatal = json.loads((out / "c" / "FATAL.json").read_text())
+    assert named in fatal["error"] and fatal["exit_code"] == preemption.FATAL_CONFIG
+
+
+def _launch(argv, extra_env=None, timeout=600):
+    """``python -m spottrain.trainer.launch argv`` as a user runs it: (code, its output)."""
+    proc, _ = run_module("spottrain.trainer.launch", argv, timeout=timeout, extra_env=extra_env)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_a_task_error_under_the_launcher_is_the_same_line_on_every_worker(tmp_path):
+    """A runtime OpError of the task (string features) under 2 MWMS workers: each worker
+    names it (exit 64), the launcher exits 64, no traceback."""
+    flags = ["--task", "tests.task_fixtures:StringFeatures", "--train-steps", "10",
+             "--batch-size-per-replica", "16", "--threads", "1"]  # fmt: skip
+    code, log = _launch(["--workers", "2", "--output-dir", str(tmp_path), "--", *flags])
+    assert code == preemption.FATAL_CONFIG, log[-3000:]
+    named = (
+        "the task's batches do not fit its model at step 1 (the model from build_model() "
+        "raised UnimplementedError: Cast string to float is not supported)"
+    )
+    lines = [ln for ln in log.splitlines() if " ERROR trainer: " in ln]
+    assert lines and all(named in ln for ln in lines), lines
+    assert "Traceback" not in log
+    fatal = json.loads((tmp_path / "checkpoints" / "FATAL.json").read_text())
+    assert named in fatal["error"]
+
+
+SLOW_CHIEF_IMPORT = """import json
+import os
+import time
+
+if json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("type") == "chief":
+    time.sleep(60)  # the chief is behind: the other worker fails first
+raise RuntimeError("no settings file")
+"""
+
+
+def test_a_task_that_does_not_import_leaves_fatal_json_under_the_launcher(tmp_path):
+    """The worker that fails first is not the chief, and the launcher stops the chief
+    (SIGTERM) before it gets as far: the failed worker records FATAL.json itself, so the
+    retry stops at once with the same line."""
+    (tmp_path / "slow_chief.py").write_text(SLOW_CHIEF_IMPORT)
+    user = {"PYTHONPATH": str(tmp_path)}
+    argv = ["--workers", "2", "--output-dir", str(tmp_path / "out"), "--",
+            "--task", "slow_chief:Task", "--train-steps", "10"]  # fmt: skip
+    code, log = _launch(argv, extra_env=user)
+    assert code == preemption.FATAL_CONFIG, log[-3000:]
+    assert "first failure worker-0" in log and "SIGTERM chief-0" in log, log[-3000:]
+    named = (
+        "importing 'slow_chief' raised RuntimeError: no settings file "
+        f"({tmp_path}/slow_chief.py, line 7)"
+    )
+    fatal = json.loads((tmp_path / "out" / "checkpoints" / "FATAL.json").read_text())
+    assert named in fatal["error"] and fatal["exit_code"] == preemption.FATAL_CONFIG
+    code, log = _launch(argv, extra_env=user)  # the retry: both workers stop at the marker
+    assert code == preemption.FATAL_CONFIG, log[-3000:]
+    assert "a previous attempt of this config failed fatally" in log, log[-3000:]
+
+
+@pytest.mark.slow
+def test_the_two_optimizer_example_as_its_docs_run_it(tmp_path):
+    """The own-step example's own command (its docstring), checked first with --check,
+    then on 2 workers with a SIGTERM at step 40 and run again: it resumes the saved step
+    with 0 lost and ends at exactly --train-steps."""
+    doc = (Path(__file__).resolve().parents[1] / "examples" / "two_optimizers.py").read_text()
+    lines = doc.splitlines()
+    first = next(i for i, ln in enumerate(lines) if "python -m spottrain.trainer.launch" in ln)
+    text = ""
+    for ln in lines[first:]:  # the command and its continuation lines
+        text += " " + ln.strip().rstrip("\\")
+        if not ln.rstrip().endswith("\\"):
+            break
+    words = shlex.split(text)
+    launcher, trainer = words[3 : words.index("--")], words[words.index("--") + 1 :]
+    assert launcher[:2] == ["--workers", "2"], words
+    trainer += ["--threads", "1", "--log-every-steps", "50"]
+    proc, _ = run_module("spottrain.trainer.task", ["--check", *trainer])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "builds a model of 321 parameters and 2 optimizers" in proc.stdout, proc.stdout
+    launcher[launcher.index("--output-dir") + 1] = str(tmp_path / "two")
+    chaos = ["--preempt-at-step", "40", "--signal", "TERM", "--seed", "0"]
+    code, log = _launch([*launcher, *chaos, "--", *trainer])
+    assert code == preemption.PREEMPTED, log[-3000:]
+    out = tmp_path / "two"
+    rec = ledger(out)[0]
+    assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
+    code, log = _launch([*launcher, "--", *trainer])
+    assert code == 0, log[-3000:]
+    assert ledger(out)[1]["start_step"] == rec["saved_step"] >= 40
+    s = summary(out)
+    assert s["final_step"] == s["train_steps"] == int(trainer[trainer.index("--train-steps") + 1])

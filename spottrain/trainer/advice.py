@@ -22,19 +22,38 @@ def nan_advice(cfg: config.TrainConfig) -> str:
     return ", ".join(tips)
 
 
-# Lines of a traced-function or Keras error that frame the cause, not state it.
-_FRAMING = ("in user code", "File ", "Exception encountered", "Arguments received", "•")
+# Lines of a traced-function, Keras or TensorFlow runtime error that frame the cause,
+# not state it.
+_FRAMING = (
+    "in user code",
+    "File ",
+    "Exception encountered",
+    "Arguments received",
+    "•",
+    "Graph execution error",
+    "Detected at node",
+    "[[",
+)
+# The original error's own line at the end of a tf.function's "in user code:" message.
+_WRAPPED = re.compile(r"^\s*\w+(?:Error|Exception): (.+)$", re.M)
 
 
 def cause(error: Exception) -> str:
-    """The line of a tf.function/Keras error that says what is wrong (Keras bolds it)."""
-    text = str(error)
+    """The line of a tf.function/Keras/TensorFlow error that says what is wrong."""
+    text = getattr(error, "message", None) or str(error)  # an OpError's, without its node
     bold = re.search(r"\x1b\[1m(.+?)\x1b\[0m", text, re.S)
     if bold:
         return bold.group(1).strip()[:300]
+    if "in user code:" in text:
+        wrapped = _WRAPPED.findall(text)
+        if wrapped:
+            text = wrapped[-1]
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     lines = [ln for ln in lines if not ln.startswith(_FRAMING)] or lines or [""]
-    return re.sub(r"\x1b\[[0-9;]*m", "", lines[0])[:300]
+    line = re.sub(r"\x1b\[[0-9;]*m", "", lines[0])
+    # Graph-mode shape errors quote the whole node ("for '{{node ...}} = Sub[...](...)'").
+    line = re.sub(r" for '\{\{node .*?\}\}[^']*'", "", line)
+    return re.sub(r"\s*\[\[\{\{node [^]]*\]\]|\s*\[Op:[^]]*\]", "", line)[:300]
 
 
 def misfit_error(error: Exception, step: int) -> ConfigError:

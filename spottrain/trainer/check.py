@@ -1,9 +1,11 @@
 """``python -m spottrain.trainer.task --check …``: the task imports, builds and fits, on CPU, fast.
 
 Run it before paying for GPUs (in your image: ``docker run IMAGE --check --task …``):
-it loads the task with the run's flags, runs its ``prepare()``, builds its model,
-takes one replica's batch of step 0 from its input pipeline (a single-worker input
-context) and computes the loss on it, and probes whether a resume would reproduce the
+it loads the task with the run's flags, runs its ``prepare()``, builds its model and
+optimizers and runs the run's own compiled step (the engine's, or the task's own
+``train_step``) once on the batch of step 1 from its input pipeline (one replica, one
+worker; :mod:`spottrain.trainer.task_calls` checks each call as a run does), and
+probes whether a resume would reproduce the
 batches (:mod:`spottrain.trainer.resume_probe`; a failed probe fails the check only
 with ``--deterministic``). Nothing is trained and nothing is written:
 no checkpoint, ledger record, run config or ``FATAL.json`` (so the output dirs
@@ -36,46 +38,55 @@ def run(argv: list[str]) -> int:
 
 
 def _check(cfg: config.TrainConfig) -> str:
+    from types import SimpleNamespace
+
     from spottrain.trainer import attempt
 
     config.validate(cfg, outputs=False)
     task = attempt.load_and_prepare(cfg)
+    import keras
     import numpy as np
     import tensorflow as tf
 
-    from spottrain.trainer.advice import cause, misfit_error
-    from spottrain.trainer.train_lib import build_model
+    from spottrain.trainer import steps, task_calls
 
     batch = cfg.batch_size_per_replica
-    model = build_model(task)
+    # The run's horizon, at least long enough that the probe is not a short pipeline's
+    # (the pre-flight checks with --train-steps 1; --check needs no --train-steps).
+    total = max(cfg.train_steps, 100)
+    if cfg.mixed_precision:
+        keras.mixed_precision.set_global_policy("mixed_float16")
+    keras.utils.set_random_seed(cfg.seed)
+    strategy = tf.distribute.get_strategy()  # the default: this process, one replica
+    model = task_calls.build_model(task)
+    optimizer, optimizers = task_calls.build_optimizers(task, model, cfg)
     context = tf.distribute.InputContext(
         num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=1
     )
-    spec = task_api.TrainInput(context, batch, cfg.seed, 0, 1)
+    dataset = task_calls.dataset(task, task_api.TrainInput(context, batch, cfg.seed, 0, total))
+    engine = SimpleNamespace(
+        cfg=cfg, task=task, model=model, optimizer=optimizer, optimizers=optimizers,
+        strategy=strategy, global_batch=batch, replicas=1, blame=task_calls.Blame(),
+    )  # fmt: skip
+    _, make_train_next = steps.make_step_functions(engine)
+    zero = tf.constant(0.0)
     try:
-        features, labels = next(iter(task.train_dataset(spec)))
-    except StopIteration:
-        raise ConfigError("the task's train_dataset() is empty at step 0") from None
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"the task's train_dataset() failed: {cause(e)}") from e
-    try:
-        loss = task.loss(labels, model(features, training=False))
-    except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
-        raise misfit_error(e, 1) from e
-    loss = np.asarray(loss)
-    if loss.ndim != 1 or loss.shape[0] != batch:
-        raise ConfigError(
-            f"the task's loss() must return one value per example (shape [{batch}]), "
-            f"got shape {list(loss.shape)}"
-        )
-    if not np.all(np.isfinite(loss)):
-        raise ConfigError("the task's loss is not finite on the first batch")
+        loss = float(np.asarray(make_train_next(iter(dataset))(zero, zero))[0])
+    except (StopIteration, tf.errors.OutOfRangeError):
+        raise ConfigError("the task's train_dataset() is empty at step 1") from None
+    except TrainerExit:
+        raise
+    except Exception as e:
+        failure = task_calls.step_failure(e, 1, task, engine.blame, batch, False)
+        if failure is None:
+            raise
+        raise failure from e
+    if not np.isfinite(loss):
+        raise ConfigError(f"the task's loss is {loss} on the first batch (step 1)")
     params = model.count_params()
+    step = f" and {len(optimizers)} optimizers" if task.has_own_step() else ""
     from spottrain.trainer import resume_probe
 
-    # The run's horizon, at least long enough that the probe is not a short pipeline's
-    # (the pre-flight checks with --train-steps 1).
-    total = max(cfg.train_steps, 100)
     problem = task_api.call_task(
         "the task's train_dataset()", resume_probe.probe, task, context, batch, cfg.seed, total
     )
@@ -87,6 +98,7 @@ def _check(cfg: config.TrainConfig) -> str:
         else f"resumes are exact in steps but not bit-identical: {problem}"
     )
     return (
-        f"task {cfg.task or task_api.DEFAULT_TASK} builds a model of {params:,} parameters; "
-        f"a batch of {batch} fits it; mean loss {float(loss.mean()):.4g}; {resumes}"
+        f"task {cfg.task or task_api.DEFAULT_TASK} builds a model of {params:,} parameters"
+        f"{step}; "
+        f"a batch of {batch} fits it; mean loss {loss:.4g}; {resumes}"
     )

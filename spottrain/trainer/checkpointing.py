@@ -215,12 +215,20 @@ def check_fatal_marker(cfg: TrainConfig) -> None:
 
 
 def record_fatal(cfg: TrainConfig, cluster: Cluster, error: str, code: int) -> None:
-    """Writes FATAL.json (chief only) so retries of the same config stop at once."""
-    if not cluster.is_chief or not cfg.checkpoint_dir:
+    """Writes FATAL.json (the chief, or the deputy if none) so retries stop at once.
+
+    The deputy too: a fatal error every worker hits (a task that does not import)
+    may stop the deputy first, and the launcher or platform then stops the chief
+    before it writes anything.
+    """
+    if not (cluster.is_chief or cluster.deputy) or not cfg.checkpoint_dir:
         return
+    path = fileio.join(cfg.checkpoint_dir, FATAL_MARKER)
     try:
+        if not cluster.is_chief and fileio.read_json(path) is not None:
+            return  # the chief's (or an earlier) record stands
         fileio.write_json(
-            fileio.join(cfg.checkpoint_dir, FATAL_MARKER),
+            path,
             {
                 "fingerprint": cfg.fingerprint(),
                 "error": error,

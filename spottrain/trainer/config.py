@@ -377,8 +377,8 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
 
     Args:
         cfg: The parsed flags.
-        outputs: Require the checkpoint and model dirs (``--check`` writes nothing,
-            so it checks them only when given).
+        outputs: Require the checkpoint and model dirs and a length (``--check``
+            writes nothing and trains one step, so it checks them only when given).
     """
     from spottrain.trainer import task_api  # no TensorFlow: the task's module is not imported here
 
@@ -399,7 +399,8 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
         cfg.global_batch_size >= 0, f"--global-batch-size {cfg.global_batch_size} must be positive"
     )
     _require(
-        (cfg.train_steps > 0) != (cfg.epochs > 0),
+        (cfg.train_steps > 0) != (cfg.epochs > 0)
+        or not (outputs or cfg.train_steps or cfg.epochs),  # --check needs no length
         f"give exactly one of --train-steps ({cfg.train_steps}) or --epochs ({cfg.epochs}), "
         "positive",
     )

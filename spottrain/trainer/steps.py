@@ -17,6 +17,9 @@ def make_step_functions(trainer):
     """
     import tensorflow as tf
 
+    from spottrain.trainer import task_calls
+
+    blame = trainer.blame  # names the task's part a failure at trace or run time came from
     cfg, model, optimizer, task = trainer.cfg, trainer.model, trainer.optimizer, trainer.task
     strategy, gb, replicas = trainer.strategy, trainer.global_batch, trainer.replicas
     # Clipping and loss scaling must see the *global* gradient (and every
@@ -26,16 +29,20 @@ def make_step_functions(trainer):
     reduce_first = bool(cfg.clip_norm) or cfg.mixed_precision
 
     def own_step_fn(features, labels, stop_local, save_local):
-        loss = task.train_step(model, trainer.optimizers, features, labels, gb)
+        with blame("train_step"):
+            loss = task_calls.step_loss(
+                task.train_step(model, trainer.optimizers, features, labels, gb)
+            )
         return tf.distribute.get_replica_context().all_reduce(
-            tf.distribute.ReduceOp.SUM,
-            tf.stack([tf.cast(loss, tf.float32), stop_local, save_local]),
+            tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local])
         )
 
     def step_fn(features, labels, stop_local, save_local):
         with tf.GradientTape() as tape:
-            outputs = model(features, training=True)
-            per_example = tf.cast(task.loss(labels, outputs), tf.float32)
+            with blame("model"):
+                outputs = model(features, training=True)
+            with blame("loss"):
+                per_example = task_calls.per_example_loss(task.loss(labels, outputs), labels)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=gb)
             scaled = optimizer.scale_loss(loss) if cfg.mixed_precision else loss
         variables = model.trainable_variables
@@ -74,7 +81,9 @@ def make_step_functions(trainer):
 
         @tf.function
         def step(stop_local, save_local):
-            return run_step(next(iterator), stop_local, save_local)
+            with blame("train_dataset"):
+                batch = next(iterator)
+            return run_step(batch, stop_local, save_local)
 
         # Traced once for two float32 scalars and then called directly: the
         # polymorphic function's per-call dispatch (its cache lookup over the

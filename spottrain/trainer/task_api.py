@@ -129,7 +129,10 @@ class Task:
 
     # -- optional: a whole step of your own (several losses or optimizers) ---------
     def build_optimizers(self, model) -> dict[str, Any] | None:
-        """The optimizers a custom :meth:`train_step` uses, by name; ``None``: the engine's.
+        """A dict of the Keras optimizers a custom :meth:`train_step` uses, by name.
+
+        E.g. ``{"encoder": sgd, "head": adam}``; ``None`` (the default): the
+        engine's optimizer, as ``{"optimizer": …}``.
 
         Called in the strategy's scope after :meth:`build_model`. Build each on the
         variables it updates (``opt.build(variables)``): their slots are then part of
@@ -271,17 +274,47 @@ def check_spec(spec: str, args_json: str) -> tuple[str, str, dict[str, Any]]:
     return module_name, class_name, args
 
 
+def _user_line(error: BaseException) -> str:
+    """`` (<file>, line <n>)``: where in the user's code an import failed (``""``: nowhere).
+
+    The deepest frame outside the import machinery, the standard library and
+    installed packages (else the first outside the import machinery): the line
+    that raised, or the line a SyntaxError names.
+    """
+    import os
+    import sysconfig
+    import traceback
+
+    if isinstance(error, SyntaxError) and error.filename:
+        return f" ({error.filename}, line {error.lineno})"
+    library = tuple(
+        os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "purelib", "platlib")
+    )
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if not f.filename.startswith("<") and f.filename != __file__
+    ]
+    own = [f for f in frames if not f.filename.startswith(library)]
+    if isinstance(error, ImportError) and not own:
+        return ""  # the module itself is not found: no line of the user's to name
+    frame = (own or frames or [None])[-1 if own else 0]
+    return f" ({frame.filename}, line {frame.lineno})" if frame else ""
+
+
 def load_task(spec: str, args_json: str, cfg) -> Task:
     """Imports ``module:Class`` and builds it; one ``ConfigError`` line for each way it fails."""
     module_name, class_name, args = check_spec(spec, args_json)
     try:
         module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ConfigError(f"--task {spec!r}: cannot import {module_name!r}: {e}") from None
     except Exception as e:  # noqa: BLE001 - the user's module raised while importing
-        raise ConfigError(
-            f"--task {spec!r}: importing {module_name!r} raised {type(e).__name__}: {e}"
-        ) from None
+        where = _user_line(e)
+        if isinstance(e, ImportError):
+            what = f"cannot import {module_name!r}: {e}"
+        else:
+            text = e.msg if isinstance(e, SyntaxError) else e  # its str() repeats the line
+            what = f"importing {module_name!r} raised {type(e).__name__}: {text}"
+        raise ConfigError(f"--task {spec!r}: {what}{where}") from None
     cls = getattr(module, class_name, None)
     if cls is None:
         raise ConfigError(f"--task {spec!r}: {module_name!r} has no {class_name!r}")

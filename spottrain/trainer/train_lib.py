@@ -28,6 +28,7 @@ from spottrain.trainer import (
     fileio,
     preemption,
     steps,
+    task_calls,
 )
 from spottrain.trainer import ledger as ledger_lib
 from spottrain.trainer import watchdog as watchdog_lib
@@ -48,27 +49,11 @@ class _DropMessage(logging.Filter):
         return self.text not in record.getMessage()
 
 
-# Errors a collective raises when a peer died, froze or was torn down.
-_PEER_ERRORS = (
-    "UnavailableError",
-    "DeadlineExceededError",
-    "CancelledError",
-    "AbortedError",
-    "InternalError",
-    "UnknownError",
-)
-
-
 def _expected_replicas(cluster: distribution.Cluster) -> int:
     import tensorflow as tf
 
     # Listing devices does not initialise the runtime, so MWMS can still be created.
     return cluster.num_workers * max(1, len(tf.config.list_physical_devices("GPU")))
-
-
-def build_model(task: Task):
-    """The task's model; its own failure is one fatal line, not a traceback."""
-    return call_task("the task's build_model()", task.build_model)
 
 
 class Trainer:
@@ -137,28 +122,11 @@ class Trainer:
         keras.utils.set_random_seed(cfg.seed)
         from spottrain.trainer import optimizer as optimizer_lib  # Keras: imported only to train
 
-        own_step = self.task.has_own_step()
-        if own_step and (cfg.clip_norm or cfg.mixed_precision):
-            raise ConfigError(
-                "--clip-norm and --mixed-precision belong to the engine's step; the task's own "
-                "train_step does its own clipping and loss scaling"
-            )
         with self.strategy.scope():
-            self.model = build_model(self.task)
-            self.optimizers = self.task.build_optimizers(self.model) if own_step else None
-            if self.optimizers is None:
-                self.optimizer = optimizer_lib.build_optimizer(cfg)
-                # Build slots before restoring, or their saved values would be dropped.
-                self.optimizer.build(self.model.trainable_variables)
-                self.optimizers = {"optimizer": self.optimizer}
-            else:
-                self.optimizer = None
-                unbuilt = [n for n, o in self.optimizers.items() if not getattr(o, "built", True)]
-                if unbuilt:
-                    raise ConfigError(
-                        f"the task's build_optimizers(): build {', '.join(unbuilt)} on their "
-                        "variables (opt.build(variables)) so that checkpoints restore their slots"
-                    )
+            self.model = task_calls.build_model(self.task)
+            self.optimizer, self.optimizers = task_calls.build_optimizers(
+                self.task, self.model, cfg
+            )
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         trackables = (
             {"optimizer": self.optimizer}
@@ -187,6 +155,7 @@ class Trainer:
                 f"--train-steps {self.total_steps} is below the checkpointed step "
                 f"{self.start_step} in {cfg.checkpoint_dir!r}"
             )
+        self.blame = task_calls.Blame()
         self._train_step, self._make_train_next = steps.make_step_functions(self)
         self.writer = (
             tf.summary.create_file_writer(cfg.tensorboard_dir)
@@ -261,8 +230,9 @@ class Trainer:
 
         def dataset_fn(context):
             contexts.append(context)
-            ds = self.task.train_dataset(
-                TrainInput(context, self.global_batch, cfg.seed, self.start_step, self.total_steps)
+            ds = task_calls.dataset(
+                self.task,
+                TrainInput(context, self.global_batch, cfg.seed, self.start_step, self.total_steps),
             )
             self._check_batch_memory(ds, context)
             return ds
@@ -300,7 +270,8 @@ class Trainer:
                         out = train_next(*flags)
                         t1 = t0  # the input wait is inside the step
                     else:
-                        batch = next(iterator)
+                        with self.blame("train_dataset"):
+                            batch = next(iterator)
                         t1 = time.perf_counter()
                         out = self._train_step(batch, *flags)
                     loss, stop_votes, save_votes = (float(v) for v in np.asarray(out))
@@ -310,29 +281,22 @@ class Trainer:
                     f"{self.total_steps}: it must yield a batch for every step from "
                     "TrainInput.start_step to total_steps (repeat it)"
                 ) from None
-            except (ValueError, TypeError) as e:
-                if step != self.start_step:
-                    raise
-                # The step is traced on its first call: batches that do not fit the
-                # model (shape, dtype, structure) fail here, before any training.
-                raise advice.misfit_error(e, step + 1) from e
             except tf.errors.ResourceExhaustedError as e:
                 raise ConfigError(
                     f"out of memory at step {step + 1} with per-replica batch "
                     f"{self.global_batch // self.replicas}; lower --batch-size-per-replica "
                     "(or the task's input size, e.g. --image-size)"
                 ) from e
-            except tf.errors.OpError as e:
-                explained = self.task.explain(e, step + 1, self.global_batch)
-                if explained is not None:
-                    raise explained from None
-                if self.cluster.multi_worker and type(e).__name__ in _PEER_ERRORS:
-                    first = (str(e).strip().splitlines() or [""])[0][:200]
-                    raise TrainerExit(
-                        preemption.PEER_LOST,
-                        f"lost a peer worker at step {step + 1} ({type(e).__name__}: {first})",
-                    ) from e
-                raise
+            except Exception as e:
+                # The step is traced on its first call: what the task's own code raises
+                # then, or any OpError later, is one line naming the task's part.
+                failure = task_calls.step_failure(
+                    e, step + 1, self.task, self.blame, self.global_batch,
+                    self.cluster.multi_worker,
+                )  # fmt: skip
+                if failure is None:
+                    raise
+                raise failure from e
             step += 1
             t2 = time.perf_counter()
             self.heartbeat.beat(step)
