@@ -40,6 +40,9 @@ HEARTBEAT_FD_ENV = "SPOTTRAIN_HEARTBEAT_FD"
 PROGRESS_FD_ENV = "SPOTTRAIN_PROGRESS_FD"
 _RELAYED = (b"start", b"step", b"dump")
 FAULTHANDLER_FILE_ENV = "SPOTTRAIN_FAULTHANDLER_FILE"
+# When the supervisor started (epoch seconds): the attempt's machines are held from
+# then, not from when its trainer, after importing TensorFlow, opens its record.
+STARTED_ENV = "SPOTTRAIN_ATTEMPT_STARTED"
 
 
 class Heartbeat:
@@ -226,6 +229,7 @@ class Supervisor:
         env = dict(os.environ)
         env[HEARTBEAT_FD_ENV] = str(write_fd)
         env[FAULTHANDLER_FILE_ENV] = fault_file.name
+        env[STARTED_ENV] = repr(self.started)
         child = subprocess.Popen(
             self.cmd, env=env, pass_fds=(write_fd,), preexec_fn=die_with_parent
         )
