@@ -1,4 +1,4 @@
-"""A task whose checkpoints take long to write, to kill an attempt during a save.
+"""Tasks whose saves or steps take long, to cut an attempt off in the middle of one.
 
 examples.regression's MLP plus a non-trainable weight of ``BALLAST_MB`` that no
 step reads: steps stay fast, while each save copies and writes it (a large model's
@@ -25,3 +25,26 @@ class SlowToSave(Regression):
 
         model = super().build_model()
         return keras.Sequential([keras.Input((self.features,)), Ballast(), *model.layers])
+
+
+class SlowSteps(Regression):
+    """Each batch takes ``STEP_S`` to produce: the trainer's main thread spends its
+    steps waiting inside TensorFlow, where no Python signal handler runs."""
+
+    STEP_S = 10.0
+
+    def train_dataset(self, spec):
+        import time
+
+        import tensorflow as tf
+
+        def pause(x):
+            time.sleep(self.STEP_S)
+            return x
+
+        def slow(x, y):
+            out = tf.numpy_function(pause, [x], x.dtype, stateful=True)
+            out.set_shape(x.shape)
+            return out, y
+
+        return super().train_dataset(spec).map(slow)

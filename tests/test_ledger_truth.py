@@ -127,3 +127,50 @@ def test_a_gang_that_never_formed_is_charged_from_its_start(digits_dir, tmp_path
     assert hang["outcome"] == "hang", hang
     # The supervisor waited the whole start-up timeout before its kill (the dump).
     assert timeout <= hang["seconds"] <= seconds + 1, (hang, timeout, seconds)
+
+
+def test_a_notice_cut_off_mid_step_is_recorded_as_a_preemption(tmp_path):
+    """The platform kills the attempt a moment after its notice, before the step it
+    is in ends and its notice save can start: the notice was recorded when it came
+    (by the trainer's handler, and noted by its supervisor), so the next attempt
+    records a preemption that could not save, not an unexplained kill."""
+    from slow_save_task import SlowSteps
+
+    from spottrain.trainer import ledger as ledger_lib
+
+    out = tmp_path / "run"
+    args = _args(out, task="tests.slow_save_task:SlowSteps", train_steps=100)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spottrain.trainer.task", *args],
+        cwd=REPO,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        # Into the steady state, where each step waits STEP_S for its batch (long: this
+        # busy machine may hand us a line seconds after it was written).
+        last = None
+        for line in proc.stdout:
+            if line.startswith("step "):
+                now = time.monotonic()
+                if last is not None and now - last > SlowSteps.STEP_S / 2:
+                    break
+                last = now
+        os.kill(proc.pid, signal.SIGTERM)  # the supervisor, which passes it on
+        sent = time.monotonic()
+        time.sleep(0.05)  # a platform's short grace, far within the step
+        os.killpg(proc.pid, signal.SIGKILL)
+        cut = time.monotonic() - sent
+    finally:
+        proc.wait(timeout=60)
+    assert cut < SlowSteps.STEP_S / 2, cut  # well inside the step
+    # The trainer could not close its record (the kill): the next attempt does.
+    assert ledger(out)[-1]["outcome"] == "running"
+    # What the next attempt writes into the ledger about this one.
+    nxt = ledger_lib.Ledger(str(out / "checkpoints"), True)
+    nxt.begin(0)
+    closed = nxt.records[-2]
+    assert closed["outcome"] == "preempted_unsaved", closed

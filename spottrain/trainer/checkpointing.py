@@ -110,6 +110,12 @@ def last_hang_dump(checkpoint_dir: str, since: float) -> tuple[float, int | None
     return when, int(found.group(1)) if found else None
 
 
+def notice_between(checkpoint_dir: str, since: float, until: float) -> bool:
+    """Whether a supervisor noted a preemption notice (watchdog.write_notice) in that time."""
+    pattern = fileio.join(checkpoint_dir, "diagnostics/notice-*")
+    return any(since <= fileio.mtime(p) <= until for p in fileio.glob(pattern))
+
+
 def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:
     """Fails before any training when the chief cannot write its checkpoint, model or TB dir.
 

@@ -216,9 +216,12 @@ class Ledger:
             last_sign = max(last_sign, dumped[0])
             if dumped[1] is not None:
                 prev["last_step"] = max(prev.get("last_step", start_step), dumped[1])
-        elif "notice_step" in prev:
-            # The notice came and the save began, but the platform killed the
-            # attempt before the files were complete (KFP pod on GKE: docs/preemption.md).
+        elif "notice_step" in prev or checkpointing.notice_between(
+            self.dir, prev["started"], _attempt_started()
+        ):
+            # The notice came (a supervisor noted it if the trainer could not), but the
+            # platform killed the attempt before a save's files were complete (KFP pod
+            # on GKE: docs/preemption.md).
             prev["outcome"] = "preempted_unsaved"
         else:
             prev["outcome"] = "killed"
