@@ -85,3 +85,20 @@ def test_resume_from_step_goes_back_once_and_names_a_missing_step(digits_dir, tm
     proc, _ = run_module("spottrain.trainer.task", back)
     assert proc.returncode == preemption.OK, proc.stdout[-3000:]
     assert ledger(out)[-1]["start_step"] == 8
+
+
+def test_a_loss_rising_beyond_the_bound_marks_that_save_and_the_later_ones(tmp_path):
+    """Finite but diverging: the save whose next loss rose beyond RISE_FACTOR times
+    the lowest before it is the first diverged one; the saves after it are too."""
+    from spottrain.trainer import save_health
+
+    history = save_health.SaveHistory(str(tmp_path), True)
+    for step, next_loss in ((10, 1.0), (20, 0.8), (30, 0.8 * save_health.RISE_FACTOR + 1)):
+        history.saved(step, 1.0, keep=5)
+        history.step_loss(step + 1, next_loss)
+    history.saved(40, 20.0, keep=5)
+    history.step_loss(41, float("nan"))
+    healthy, diverged = history.diverged(41, present=[10, 20, 30, 40])
+    assert (healthy, diverged) == ([10, 20], [30, 40])
+    # Every worker reads the same marks from the file.
+    assert save_health.diverged_steps(save_health.read(str(tmp_path))) == {30, 40}

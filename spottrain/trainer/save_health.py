@@ -139,12 +139,9 @@ class SaveHistory:
 
 def nan_resume_line(healthy: list[int], diverged: list[int]) -> str:
     """What the NaN line says a retry with changed settings resumes from."""
-    start = healthy[-1] if healthy else 0
-    where = f"step {start}" if healthy else "step 0 (a fresh start: no healthy checkpoint)"
+    where = f"step {healthy[-1]}, the newest healthy save" if healthy else "step 0, afresh"
     parts = [f"healthy: {', '.join(map(str, healthy)) or 'none'}"]
     if diverged:
         parts.append(f"diverged: {', '.join(map(str, diverged))}")
-    return (
-        f"a retry with changed settings resumes from {where} ({'; '.join(parts)}; "
-        "another with --resume-from-step N)"
-    )
+    parts.append("another with --resume-from-step N")
+    return f"a retry with changed settings resumes from {where} ({'; '.join(parts)})"
