@@ -51,6 +51,9 @@ def test_the_advised_retry_resumes_from_the_newest_healthy_checkpoint(digits_dir
     rec = ledger(out)[-1]
     assert rec["outcome"] == "success" and rec["start_step"] < nan_step - 1, rec
     start = rec["start_step"]
+    # The NaN attempt's record counts the diverged saves it left as lost, too.
+    stopped = ledger(out)[-2]
+    assert stopped["outcome"] == "nan" and stopped["steps_lost"] == nan_step - start, stopped
     # The diverged checkpoints were moved aside, never deleted.
     moved = {p.name for p in (out / "checkpoints" / "quarantine").iterdir()}
     diverged = [s for s in before if s > start]

@@ -311,22 +311,21 @@ class Ledger:
         prev, corrected = self._previous, False
         if (
             prev is not None
-            and prev.get("outcome") in INTERRUPTED_OUTCOMES
-            and (prev.get("saved_step") or 0) < step
-            and (prev.get("start_step") or 0) < step
+            and prev.get("outcome") in (*INTERRUPTED_OUTCOMES, "nan")
+            # It trained (not a retry that FATAL.json stopped before any step).
+            and (prev.get("last_step") or 0) > (prev.get("start_step") or 0)
+            and (prev.get("start_step") or 0) <= step
+            and step != prev.get("saved_step")
         ):
-            prev["saved_step"] = step
+            if step > (prev.get("saved_step") or 0):
+                prev["saved_step"] = step
+                prev["saved_step_seen_by_next_attempt"] = True
             prev["last_step"] = max(prev.get("last_step") or 0, step)
+            # What is trained again: back to a diverged save's predecessor, too.
             prev["steps_lost"] = prev["last_step"] - step
-            prev["saved_step_seen_by_next_attempt"] = True
             self._mine[_key(prev)] = prev
             corrected = True
-            log.info(
-                "attempt %s's save at step %d completed: it lost %d step(s)",
-                prev.get("attempt"),
-                step,
-                prev["steps_lost"],
-            )
+            log.info("attempt %s lost %d step(s)", prev.get("attempt"), prev["steps_lost"])
         if self.current["start_step"] != step or corrected:
             self.current.update(start_step=step, last_step=step, saved_step=step)
             self._write(force=True)

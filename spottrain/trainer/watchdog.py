@@ -396,7 +396,9 @@ def supervise(
         except (ConfigError, ValueError):
             cfg = config.TrainConfig()  # the child reports the error itself
     sup = Supervisor(cmd, cfg.hang_timeout, cfg.startup_timeout, name)
-    if relay is not None and cfg.checkpoint_dir and not cfg.checkpoint_dir.startswith("gs://"):
+    from spottrain.trainer.fileio import is_local
+
+    if relay is not None and cfg.checkpoint_dir and is_local(cfg.checkpoint_dir):
         relay.on_forward = lambda reason: write_notice(cfg.checkpoint_dir, name, reason)
     code = sup.run(relay)
     if code == HUNG and sup.step is None:
