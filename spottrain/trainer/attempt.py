@@ -216,6 +216,8 @@ def run(argv: list[str], environ: dict | None = None) -> int:
         trainer.finish()
         return preemption.OK
     except TrainerExit as e:
+        if trainer is not None and not isinstance(e, preemption.NotTheWriter):
+            trainer.settle_saves()
         return _stop(e, cfg if _recordable(cfg) else None, cluster, ledger)
     except Exception as e:
         # Out of space, read-only, permissions, storage unreachable: one table.

@@ -21,6 +21,8 @@ from spottrain.trainer import fileio
 from spottrain.trainer.checkpointing import list_checkpoints, quarantine
 from spottrain.trainer.config import TrainConfig
 from spottrain.trainer.distribution import Cluster
+from spottrain.trainer.preemption import ConfigError
+from spottrain.trainer.save_health import SKIPPED_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -89,16 +91,43 @@ class CheckpointStore:
         self.complete_step: int | None = None
         self._writing: int | None = None
 
-    def restore_latest(self) -> int:
+    def restore_latest(self, skip: set[int] = frozenset(), limit: int | None = None) -> int:
         """Restores the newest readable checkpoint; returns its step (0: fresh start).
 
         An unreadable checkpoint (truncated by a kill, corrupted upload) is
         skipped with a warning and, by the chief, moved to ``quarantine/`` so
         that later attempts do not trip on it again.
+
+        Args:
+            skip: Steps not to resume from (diverged before a NaN stop).
+            limit: Resume from this step's checkpoint exactly (``--resume-from-step``;
+                0: afresh). The chief moves the skipped and newer checkpoints into
+                ``quarantine/`` (:attr:`skipped`): a later attempt must not resume
+                from them, and this run's new saves take their numbers.
+
+        Raises:
+            ConfigError: ``limit`` names a step without a checkpoint.
         """
         import tensorflow as tf
 
-        for step, prefix in list_checkpoints(self.real_dir):
+        found = list_checkpoints(self.real_dir)
+        if limit is not None and limit and limit not in {s for s, _ in found}:
+            steps = ", ".join(str(s) for s, _ in reversed(found)) or "none"
+            raise ConfigError(
+                f"--resume-from-step {limit}: no checkpoint of that step in "
+                f"{self.real_dir!r} (steps: {steps}; 0 starts afresh)"
+            )
+        self.skipped: list[int] = []
+        for step, prefix in found:
+            if step in skip or (limit is not None and step > limit):
+                self.skipped.append(step)
+                log.warning(
+                    "not resuming from %s (%s)",
+                    prefix,
+                    "diverged" if step in skip else f"newer than --resume-from-step {limit}",
+                )
+                self._quarantine(prefix, SKIPPED_SUFFIX)
+                continue
             try:
                 self.checkpoint.restore(prefix).assert_existing_objects_matched()
             except (tf.errors.OpError, AssertionError, ValueError, IndexError, OSError) as e:
@@ -170,12 +199,12 @@ class CheckpointStore:
         moved = quarantine(self.real_dir, state, f".{int(time.time())}")
         log.warning("the checkpoint state file is unreadable (%s); moved to %s", reason, moved)
 
-    def _quarantine(self, prefix: str) -> None:
+    def _quarantine(self, prefix: str, suffix: str = "") -> None:
         if not self.cluster.is_chief:
             return
         try:
             for path in fileio.glob(f"{prefix}.*"):
-                quarantine(self.real_dir, path)
+                quarantine(self.real_dir, path, suffix)
         except Exception as e:  # noqa: BLE001 - quarantine is an optimisation
             log.warning("could not move %s aside: %s", prefix, e)
 

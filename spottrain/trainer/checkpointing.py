@@ -6,9 +6,10 @@ Layout of ``--checkpoint-dir`` (written by the chief only)::
     checkpoint                     CheckpointManager's state file
     run_config.json                the config that created the checkpoints
     lease.json                     the writer lease: which run writes here now (lease.py)
+    saves.json                     the kept saves' losses, diverged ones marked (save_health)
     FATAL.json                     present after a fatal error (see record_fatal)
-    quarantine/                    unreadable checkpoints moved aside, never deleted
-    diagnostics/                   hang stack dumps (any worker; names are per worker)
+    quarantine/                    unreadable or skipped checkpoints moved aside, never deleted
+    diagnostics/                   hang stack dumps, noted notices (any worker; names per worker)
     tensorboard/                   TensorBoard logs when no other dir is given
 
 Why workers write elsewhere: under MultiWorkerMirroredStrategy saving runs
@@ -108,6 +109,12 @@ def last_hang_dump(checkpoint_dir: str, since: float) -> tuple[float, int | None
     except OSError:
         found = None
     return when, int(found.group(1)) if found else None
+
+
+def notice_between(checkpoint_dir: str, since: float, until: float) -> bool:
+    """Whether a supervisor noted a preemption notice (watchdog.write_notice) in that time."""
+    pattern = fileio.join(checkpoint_dir, "diagnostics/notice-*")
+    return any(since <= fileio.mtime(p) <= until for p in fileio.glob(pattern))
 
 
 def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:

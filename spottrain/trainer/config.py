@@ -58,6 +58,8 @@ class TrainConfig:
     # second), this bounds the loss; saves are asynchronous, so it costs little.
     save_every_seconds: float = 60.0
     keep_checkpoints: int = 3
+    # -1: the newest checkpoint not marked diverged at a NaN stop (save_health).
+    resume_from_step: int = -1
     log_every_steps: int = 10
     checkpoint_dir: str = ""
     model_dir: str = ""
@@ -212,6 +214,14 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     ft.add_argument("--keep-checkpoints", type=int, default=d.keep_checkpoints)
+    ft.add_argument(
+        "--resume-from-step",
+        type=int,
+        default=d.resume_from_step,
+        help="Resume from the checkpoint of this step (0: start afresh), moving newer ones "
+        "into quarantine/; once per setting (-1, the default: the newest checkpoint not "
+        "marked diverged at a NaN stop).",
+    )
     ft.add_argument("--log-every-steps", type=int, default=d.log_every_steps)
     ft.add_argument(
         "--checkpoint-dir",
@@ -434,6 +444,10 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
         cfg.keep_checkpoints >= 2,
         f"--keep-checkpoints {cfg.keep_checkpoints} must be >= 2 "
         "(a corrupt latest checkpoint needs a previous one to fall back to)",
+    )
+    _require(
+        -1 <= cfg.resume_from_step <= MAX_STEPS,
+        f"--resume-from-step {cfg.resume_from_step} must be a step >= 0 (or -1: the newest)",
     )
     _require(cfg.log_every_steps > 0, f"--log-every-steps {cfg.log_every_steps} must be positive")
     _require(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import uuid
 
@@ -37,6 +38,16 @@ def read(checkpoint_dir: str) -> list[dict]:
     """The records in ``checkpoint_dir`` (empty when there is no ledger)."""
     data, _ = versioned.store(fileio.join(checkpoint_dir, LEDGER)).read()
     return (data or {}).get("attempts", [])
+
+
+def _attempt_started() -> float:
+    """When this attempt began: its supervisor's start, else now (epoch seconds)."""
+    from spottrain.trainer.watchdog import STARTED_ENV
+
+    try:
+        return min(float(os.environ[STARTED_ENV]), time.time())
+    except (KeyError, ValueError):
+        return time.time()
 
 
 def _key(record: dict) -> str:
@@ -153,6 +164,10 @@ class Ledger:
         self._mine: dict[str, dict] = {}
         self._store = None
         self._last_write = 0.0
+        # The newest record before this attempt's with steps (a resume corrects it).
+        self._previous: dict | None = None
+        # A notice is recorded from a thread of its own, beside the step loop's writes.
+        self._lock = threading.RLock()
 
     def begin(self, start_step: int) -> dict | None:
         """Opens this attempt's record; closes previous attempts that died silently.
@@ -167,9 +182,13 @@ class Ledger:
         self.records = (data or {}).get("attempts", [])
         for prev in [r for r in self.records if r.get("outcome") == "running"]:
             self._close_silent(prev, start_step)
+        with_steps = [r for r in self.records if "saved_step" in r]
+        self._previous = with_steps[-1] if with_steps else None
         self.current = self._new_record(
             start_step=start_step, last_step=start_step, saved_step=start_step
         )
+        # Counted from the supervisor's start, as the deputy counts a gang that never formed.
+        self.current["started"] = _attempt_started()
         if quarantined:
             self.current["previous_ledger_quarantined"] = quarantined
         self.records.append(self.current)
@@ -197,9 +216,12 @@ class Ledger:
             last_sign = max(last_sign, dumped[0])
             if dumped[1] is not None:
                 prev["last_step"] = max(prev.get("last_step", start_step), dumped[1])
-        elif "notice_step" in prev:
-            # The notice came and the save began, but the platform killed the
-            # attempt before the files were complete (KFP pod on GKE: docs/preemption.md).
+        elif "notice_step" in prev or checkpointing.notice_between(
+            self.dir, prev["started"], _attempt_started()
+        ):
+            # The notice came (a supervisor noted it if the trainer could not), but the
+            # platform killed the attempt before a save's files were complete (KFP pod
+            # on GKE: docs/preemption.md).
             prev["outcome"] = "preempted_unsaved"
         else:
             prev["outcome"] = "killed"
@@ -278,32 +300,61 @@ class Ledger:
         return moved
 
     def set_start(self, step: int) -> None:
-        """Corrects this attempt's start step once the checkpoint is actually restored."""
-        if self.current and self.current["start_step"] != step:
-            self.current.update(start_step=step, last_step=step, saved_step=step)
-            self._write(force=True)
+        """Corrects this attempt's start step once the checkpoint is actually restored.
 
-    def progress(self, step: int, saved_step: int | None = None) -> None:
-        """Notes a finished step, and a save whose files are complete.
-
-        Written at most every ``min_interval_s``, at once for a save. Only complete
-        saves count: a background save still writing (or one that fails) is not
-        yet something a next attempt can resume from.
+        The restored step is also the truth about the attempt before: a save of its
+        that completed after its record's last write (a background save finishing as
+        a peer died or the platform killed it) is what this attempt resumed from.
         """
         if not self.current:
             return
-        self.current["last_step"] = step
-        if saved_step is not None:
-            self.current["saved_step"] = saved_step
-        self._write(force=saved_step is not None)
+        prev, corrected = self._previous, False
+        if (
+            prev is not None
+            and prev.get("outcome") in (*INTERRUPTED_OUTCOMES, "nan")
+            # It trained (not a retry that FATAL.json stopped before any step).
+            and (prev.get("last_step") or 0) > (prev.get("start_step") or 0)
+            and (prev.get("start_step") or 0) <= step
+            and step != prev.get("saved_step")
+        ):
+            if step > (prev.get("saved_step") or 0):
+                prev["saved_step"] = step
+                prev["saved_step_seen_by_next_attempt"] = True
+            prev["last_step"] = max(prev.get("last_step") or 0, step)
+            # What is trained again: back to a diverged save's predecessor, too.
+            prev["steps_lost"] = prev["last_step"] - step
+            self._mine[_key(prev)] = prev
+            corrected = True
+            log.info("attempt %s lost %d step(s)", prev.get("attempt"), prev["steps_lost"])
+        if self.current["start_step"] != step or corrected:
+            self.current.update(start_step=step, last_step=step, saved_step=step)
+            self._write(force=True)
+
+    def progress(self, step: int, saved_step: int | None = None, *, force: bool = False) -> None:
+        """Notes a finished step, and a save whose files are complete.
+
+        Written at most every ``min_interval_s``, at once for a save (``force``: also
+        at a save's start, so that a kill during it counts the steps up to it). Only
+        complete saves count: a background save still writing (or one that fails) is
+        not yet something a next attempt can resume from.
+        """
+        if not self.current:
+            return
+        with self._lock:
+            self.current["last_step"] = max(step, self.current.get("last_step") or 0)
+            if saved_step is not None:
+                self.current["saved_step"] = saved_step
+            self._write(force=force or saved_step is not None)
 
     def notice(self, step: int, reason: str) -> None:
         """Records a preemption notice acted on at ``step`` (written at once)."""
         if not self.current:
             return
-        self.current.update(notice_step=step, notice_reason=reason, notice_at=time.time())
-        self.current["last_step"] = step
-        self._write(force=True)
+        with self._lock:
+            if "notice_step" not in self.current or step > self.current["notice_step"]:
+                self.current.update(notice_step=step, notice_reason=reason, notice_at=time.time())
+            self.current["last_step"] = max(step, self.current.get("last_step") or 0)
+            self._write(force=True)
 
     def end(self, code: int, message: str = "") -> dict | None:
         """Closes this attempt with its exit code; returns the record."""
@@ -347,12 +398,13 @@ class Ledger:
         now = time.monotonic()
         if not force and now - self._last_write < self.min_interval_s:
             return
-        if self.current is not None:
-            self.current["updated"] = time.time()
-        changed = list(self._mine.values())
-        try:
-            data = self._versioned().update(lambda stored: merge(stored, changed))
-            self.records = data["attempts"]
-            self._last_write = now
-        except Exception as e:  # noqa: BLE001 - the ledger must never stop training
-            log.warning("could not write the attempt ledger %s: %s", self.path, e)
+        with self._lock:
+            if self.current is not None:
+                self.current["updated"] = time.time()
+            changed = list(self._mine.values())
+            try:
+                data = self._versioned().update(lambda stored: merge(stored, changed))
+                self.records = data["attempts"]
+                self._last_write = now
+            except Exception as e:  # noqa: BLE001 - the ledger must never stop training
+                log.warning("could not write the attempt ledger %s: %s", self.path, e)

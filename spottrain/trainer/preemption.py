@@ -179,11 +179,16 @@ class StopFlag:
     def __init__(self) -> None:
         self._event = threading.Event()
         self.signal_name: str | None = None
+        # Called with the reason at the first request (the trainer records the notice).
+        self.on_set = None
 
     def set(self, reason: str) -> None:
         """Requests a stop at the next step boundary."""
+        first = not self._event.is_set()
         self.signal_name = reason
         self._event.set()
+        if first and self.on_set is not None:
+            self.on_set(reason)
 
     def is_set(self) -> bool:
         """Whether a stop was requested locally."""

@@ -27,6 +27,7 @@ from spottrain.trainer import (
     distribution,
     fileio,
     preemption,
+    save_health,
     steps,
     task_calls,
 )
@@ -106,6 +107,7 @@ class Trainer:
         self.strategy = distribution.create_strategy(self.cluster, cfg.collective_timeout)
         # After the strategy: MWMS's own SIGTERM handler would swallow the signal.
         self.stop.install()
+        self.stop.on_set = self._noted
         self.replicas = self.strategy.num_replicas_in_sync
         self.global_batch = config.global_batch(cfg, self.replicas)
         if cfg.train_steps:
@@ -143,7 +145,13 @@ class Trainer:
             non_trainable=[v.value for v in self.model.non_trainable_variables],
         )
         self.store = checkpoint_store.CheckpointStore(cfg, self.cluster, ckpt)
-        self.start_step = self.store.restore_latest()
+        # Every worker reads the same history and so picks the same checkpoint.
+        self.history = save_health.SaveHistory(cfg.checkpoint_dir, self.cluster.is_chief)
+        limit = save_health.resume_limit(self.history.data, cfg.resume_from_step, cfg.fingerprint())
+        skip = set() if limit is not None else save_health.diverged_steps(self.history.data)
+        self.start_step = self.store.restore_latest(skip=skip, limit=limit)
+        rewound = None if limit is None else {"fingerprint": cfg.fingerprint(), "to_step": limit}
+        self.history.resumed(self.start_step, self.store.skipped, rewound)
         self.ledger.set_start(self.start_step)  # lower if a corrupt checkpoint was skipped
         restored = self.start_step > 0 and self.optimizer is not None
         if restored and optimizer_lib.apply_learning_rate(self.optimizer, cfg):
@@ -174,11 +182,15 @@ class Trainer:
         log.info("--deterministic: a resumed pipeline reproduces its batches (probed)")
 
     # -- the loop -----------------------------------------------------------
-    def _save(self, step: int, why: str, *, wait: bool, notice: bool = False) -> None:
+    def _save(self, step: int, loss: float, why: str, *, wait: bool, notice: bool = False) -> None:
         """Saves at ``step``; with ``notice``, the ledger records the notice meanwhile."""
         if wait:
             self.heartbeat.saving()
         self.step_var.assign(step)
+        self.history.saved(step, loss, self.cfg.keep_checkpoints)
+        # At once, not within the ledger's interval: a kill during the save would
+        # otherwise leave a record seconds of steps behind the step being saved.
+        self.ledger.progress(step, saved_step=self.store.newly_complete(), force=True)
         noting = None
         if notice:
             # Beside the save, not before it: if the platform kills us before the
@@ -203,6 +215,33 @@ class Trainer:
             1000 * self.store.last_save_seconds,
             "" if wait else ", writing in the background",
         )
+
+    def _noted(self, reason: str) -> None:
+        """A notice arrived (signal handler): the ledger records it now, from a thread.
+
+        The save at the next step boundary records it again; this one counts when the
+        platform kills the attempt before that step ends (a KFP pod's short grace).
+        """
+        step = getattr(self, "step_now", 0)
+        threading.Thread(target=self.ledger.notice, args=(step, reason), daemon=True).start()
+
+    def settle_saves(self) -> None:
+        """Before an ending attempt's record is closed: lets a background save finish.
+
+        Its files are what the next attempt resumes from (a peer's death does not
+        stop the chief's write), so the record names it. Never raises: the attempt's
+        own ending matters more.
+        """
+        store = getattr(self, "store", None)
+        if store is None:
+            return
+        try:
+            store.finish()
+            done = store.newly_complete()
+            if done is not None:
+                self.ledger.progress(done, saved_step=done)
+        except Exception as e:  # noqa: BLE001
+            log.warning("could not wait for the background save: %s", e)
 
     def train(self, on_step=None) -> int:
         """Runs steps ``start_step .. total_steps``; returns the final step.
@@ -298,12 +337,14 @@ class Trainer:
                     raise
                 raise failure from e
             step += 1
+            self.step_now = step
             t2 = time.perf_counter()
             self.heartbeat.beat(step)
             self.step_times.append((t1 - t0, t2 - t0))
             if on_step is not None:
                 on_step(step, t1 - t0, t2 - t0)
             self.ledger.progress(step, saved_step=self.store.newly_complete())
+            self.history.step_loss(step, loss)
             if self.first_step_seconds is None:
                 self.first_step_seconds = time.monotonic() - self.started
                 log.info("first step done %.1f s after start", self.first_step_seconds)
@@ -313,8 +354,12 @@ class Trainer:
                 # ledger names it.
                 self.store.finish()
                 self.ledger.progress(step, saved_step=self.store.newly_complete())
+                present = [s for s, _ in checkpointing.list_checkpoints(cfg.checkpoint_dir)]
+                healthy, diverged = self.history.diverged(step, present)
                 raise TrainerExit(
-                    preemption.FATAL_NAN, f"loss is {loss} at step {step}; {advice.nan_advice(cfg)}"
+                    preemption.FATAL_NAN,
+                    f"loss is {loss} at step {step}; {advice.nan_advice(cfg)}; "
+                    + save_health.nan_resume_line(healthy, diverged),
                 )
             if step % cfg.log_every_steps == 0 or step == self.total_steps:
                 now = time.monotonic()
@@ -330,7 +375,7 @@ class Trainer:
             # One process need not wait for the next step's vote: the notice period
             # is short, and on some platforms much shorter than the ~30 s (docs/preemption.md).
             if stop_votes > 0 or (not self.cluster.multi_worker and self.stop.is_set()):
-                self._save(step, "preemption", wait=True, notice=True)
+                self._save(step, loss, "preemption", wait=True, notice=True)
                 # Only the chief writes the checkpoint and knows it is complete (the
                 # others' copies are private by-products of the collective save); it
                 # reaches this barrier only once its files are, so the others claim
@@ -353,6 +398,7 @@ class Trainer:
             if step % cfg.save_every_steps == 0 or save_votes > 0 or step == self.total_steps:
                 self._save(
                     step,
+                    loss,
                     "timer" if save_votes > 0 else "interval",
                     wait=step == self.total_steps,
                 )

@@ -40,6 +40,9 @@ HEARTBEAT_FD_ENV = "SPOTTRAIN_HEARTBEAT_FD"
 PROGRESS_FD_ENV = "SPOTTRAIN_PROGRESS_FD"
 _RELAYED = (b"start", b"step", b"dump")
 FAULTHANDLER_FILE_ENV = "SPOTTRAIN_FAULTHANDLER_FILE"
+# When the supervisor started (epoch seconds): the attempt's machines are held from
+# then, not from when its trainer, after importing TensorFlow, opens its record.
+STARTED_ENV = "SPOTTRAIN_ATTEMPT_STARTED"
 
 
 class Heartbeat:
@@ -135,6 +138,8 @@ class NoticeRelay:
         self.child: subprocess.Popen | None = None
         self.held: int | None = None
         self._old: dict = {}
+        # Called with the signal's name when the first notice is passed on.
+        self.on_forward = None
 
     def install(self) -> NoticeRelay:
         """Installs the handler; returns self."""
@@ -159,6 +164,9 @@ class NoticeRelay:
             self.held = self.held or signum
         else:
             self._send(signum)
+            if self.on_forward is not None:
+                note, self.on_forward = self.on_forward, None
+                note(signal.Signals(signum).name)
 
     def _send(self, signum: int) -> None:
         if self.child is not None and self.child.poll() is None:
@@ -234,6 +242,7 @@ class Supervisor:
         env = dict(os.environ)
         env[HEARTBEAT_FD_ENV] = str(write_fd)
         env[FAULTHANDLER_FILE_ENV] = fault_file.name
+        env[STARTED_ENV] = repr(self.started)
         child = subprocess.Popen(
             self.cmd, env=env, pass_fds=(write_fd,), preexec_fn=die_with_parent
         )
@@ -332,6 +341,22 @@ def write_report(report: str, dump_path: str | None) -> None:
         log.error("could not write %s: %s", dump_path, e)
 
 
+def write_notice(checkpoint_dir: str, name: str, reason: str) -> None:
+    """Notes a notice in ``diagnostics/`` (a local or mounted dir: no TensorFlow here).
+
+    The trainer records a notice in the ledger only between steps; a platform may
+    kill it before one ends (a KFP pod's second, a ResNet step), and then this file
+    is what tells the next attempt that this one was preempted, not killed.
+    """
+    path = os.path.join(checkpoint_dir, "diagnostics", f"notice-{name}-{time.time():.3f}.txt")
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(f"{reason}\n")
+    except OSError as e:
+        log.warning("could not note the notice in %s: %s", path, e)
+
+
 def stopped(pid: int) -> bool:
     """Whether ``pid`` is stopped (SIGSTOP): /proc's state letter ``T`` (``t`` traced).
 
@@ -384,6 +409,10 @@ def supervise(
         except (ConfigError, ValueError):
             cfg = config.TrainConfig()  # the child reports the error itself
     sup = Supervisor(cmd, cfg.hang_timeout, cfg.startup_timeout, name)
+    from spottrain.trainer.fileio import is_local
+
+    if relay is not None and cfg.checkpoint_dir and is_local(cfg.checkpoint_dir):
+        relay.on_forward = lambda reason: write_notice(cfg.checkpoint_dir, name, reason)
     code = sup.run(relay)
     if code == HUNG and sup.step is None:
         from spottrain.trainer import attempt
