@@ -101,12 +101,10 @@ def test_a_gang_that_never_formed_is_charged_from_its_start(digits_dir, tmp_path
     import (issue 29: 39 s recorded where the gang waited 64 s)."""
     import json
 
-    from trainer_helpers import tiny_args
+    from trainer_helpers import startup_timeout_here, tiny_args
 
     # Longer than a TensorFlow import here, measured: the record must open first.
-    began = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import tensorflow"], env=env(), check=True)
-    timeout = 2 * (time.monotonic() - began) + 5
+    timeout = startup_timeout_here()
     chief, worker = launch.free_ports(2)
     tf_config = {
         "cluster": {"chief": [f"127.0.0.1:{chief}"], "worker": [f"127.0.0.1:{worker}"]},

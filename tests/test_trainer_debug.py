@@ -8,7 +8,7 @@ import tempfile
 import time
 
 import pytest
-from trainer_helpers import error_lines, ledger, run_module, tiny_args
+from trainer_helpers import error_lines, ledger, run_module, startup_timeout_here, tiny_args
 
 from spottrain.trainer import preemption
 
@@ -30,18 +30,17 @@ def _alone_in_a_gang_of_two(task_type: str, digits_dir, out, startup_timeout: fl
         "spottrain.trainer.task",
         tiny_args(digits_dir, out, startup_timeout=startup_timeout),
         extra_env={"TF_CONFIG": tf_config},
-        timeout=120,
+        timeout=startup_timeout + 120,
     )
 
 
 def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir, tmp_path):
     """A chief whose worker never starts blocks in MWMS start-up forever without the watchdog."""
     out = tmp_path / "run"
-    timeout = 8
-    start = time.monotonic()
+    timeout = startup_timeout_here()
     proc, seconds = _alone_in_a_gang_of_two("chief", digits_dir, out, timeout)
     assert proc.returncode == preemption.HUNG, proc.stdout[-3000:]
-    assert seconds < 2 * timeout, f"exited after {seconds:.1f} s"
+    assert seconds < 2 * timeout, f"exited after {seconds:.1f} s ({timeout} s timeout)"
     assert "HANG: no training step finished" in proc.stdout
     dumps = list((out / "checkpoints" / "diagnostics").glob("hang-chief-0-*.txt"))
     assert len(dumps) == 1
@@ -49,7 +48,6 @@ def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir,
     # The stack names where it is stuck: creating the multi-worker strategy.
     assert "stacks (py-spy)" in text, text[:3000]
     assert "create_strategy" in text and "collective_all_reduce_strategy" in text, text[:3000]
-    assert time.monotonic() - start < 120
     # The killed attempt could not close its ledger record; the next one does, as a hang.
     proc, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=2))
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -159,7 +157,7 @@ def test_an_attempt_whose_chief_never_started_is_still_recorded(digits_dir, tmp_
     chief opened, adds the attempt to the ledger with what it cost; the next attempt's
     chief keeps it and numbers its own after it."""
     out = tmp_path / "run"
-    timeout = 8
+    timeout = startup_timeout_here()
     began = time.time()
     proc, seconds = _alone_in_a_gang_of_two("worker", digits_dir, out, timeout)
     assert proc.returncode == preemption.HUNG, proc.stdout[-3000:]

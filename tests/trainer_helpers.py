@@ -50,6 +50,16 @@ def env() -> dict:
     return e
 
 
+def startup_timeout_here() -> float:
+    """A start-up timeout this machine can meet now: twice a TensorFlow import timed
+    here, plus 5 s. A trainer opens its record and says where to dump its stacks only
+    after that import, which a busy machine stretches from ~3 s to 20 s and more; a
+    fixed timeout of a few seconds then fires before there is anything to see."""
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import tensorflow"], env=env(), check=True)
+    return round(2 * (time.monotonic() - began) + 5, 1)
+
+
 def run_module(module: str, args: list[str], timeout: float = 300, extra_env=None):
     """Runs ``python -m module args``; returns (CompletedProcess, seconds)."""
     start = time.monotonic()
