@@ -6,18 +6,26 @@
 of JobSet is copied into this repository. Citations are to sigs.k8s.io/jobset v0.12.0.
 
 How the webhooks run here. Upstream's default is internal cert management
-(``pkg/util/cert/cert.go:50-76``): open-policy-agent's cert-controller writes a cert for
-the DNS name ``<service>.<namespace>.svc`` and injects the CA into the webhook
-configurations, which point at a Service. kube-cp has no kube-proxy and no cluster
-DNS, and an Endpoints address may not be loopback, so the apiserver cannot reach the
-manager through a Service. Instead :class:`JobSetManager` turns internal cert
-management off (``internalCertManagement.enable: false`` in its config file, read by
-``main.go:196-203``), makes a CA and a serving cert for IP 127.0.0.1 itself, serves the
-webhooks on 127.0.0.1 from that cert dir (``webhook.host/port/certDir``,
+(``pkg/util/cert/cert.go:50-76``): open-policy-agent's cert-controller issues a cert for
+the DNS name ``<service>.<namespace>.svc`` only (:54-55) and injects its CA into
+webhook configurations that name a Service. The apiserver reaches a Service through
+its ClusterIP (k8s.io/kubernetes v1.34.3 ``cmd/kube-apiserver/app/server.go:293-303``;
+no kube-proxy here) or, with ``--enable-aggregator-routing``, an EndpointSlice address,
+which may not be loopback (``pkg/apis/core/validation/validation.go:8009-8021``); a
+``url`` with that DNS name resolves nowhere (no cluster DNS). So :class:`JobSetManager`
+turns internal cert management off (``internalCertManagement.enable: false``, read by
+``main.go:196-203``), makes a CA and a serving cert for IP 127.0.0.1 itself, serves
+the webhooks on 127.0.0.1 from that cert dir (``webhook.host/port/certDir``,
 ``pkg/config/config.go:65-88``), and registers upstream's own webhook manifests
-(``config/components/webhook/manifests.yaml`` with its ``patches/``, the pod
-webhooks' objectSelector) with ``clientConfig.url: https://127.0.0.1:<port><path>``
-and that CA as ``caBundle``. Same webhooks, same paths, same failurePolicy Fail.
+(``config/components/webhook/manifests.yaml`` with its ``patches/``, the pod webhooks'
+objectSelector) with ``clientConfig.url: https://127.0.0.1:<port><path>`` and that CA
+as ``caBundle``: the same four webhooks, paths and failurePolicy Fail.
+
+Without the webhooks every JobSet would have to spell out the mutating webhook's
+defaults (``pkg/webhooks/jobset_webhook.go:111-161``) and would lose its validation
+(:166-309): the reconciler relies on them. A JobSet without ``spec.network`` panics it
+(nil pointer, ``pkg/controllers/jobset_controller.go:1155``, from :793 and :206;
+observed with the webhook configurations left out: no child Job, "Observed a panic").
 """
 
 from __future__ import annotations
