@@ -48,7 +48,8 @@ from real_kube import REPO, ControlPlane, wait_for
 JOBSET_MANAGER = REPO / ".tools" / "bin" / "jobset-manager"
 JOBSET_CONFIG = REPO / ".tools" / "jobset-config"  # upstream's config/components
 NO_JOBSET = (
-    "needs .tools/bin/jobset-manager (`make jobset`: a Go toolchain and the Go module proxy)"
+    "needs .tools/bin/jobset-manager and .tools/jobset-config"
+    " (`make jobset`: a Go toolchain and the Go module proxy)"
 )
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 READY_SECONDS = 180

@@ -15,6 +15,7 @@ import time
 import pytest
 from real_jobset import (
     GROUP,
+    JOBSET_CONFIG,
     JOBSET_MANAGER,
     NO_JOBSET,
     PLURAL,
@@ -35,7 +36,7 @@ from real_kube import (
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not JOBSET_MANAGER.exists(), reason=NO_JOBSET),
+    pytest.mark.skipif(not (JOBSET_MANAGER.exists() and JOBSET_CONFIG.is_dir()), reason=NO_JOBSET),
     pytest.mark.skipif(not KUBE_CP.exists(), reason=NO_KUBE_CP),
 ]
 
