@@ -43,7 +43,6 @@ pytestmark = [
 NODES = ("gke-a100-1", "gke-a100-2")
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # api/jobset/v1alpha2/jobset_types.go:24
 RESTARTS_LABEL = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.go:34
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 @pytest.fixture(scope="module", name="jobset_kube")
