@@ -1,0 +1,115 @@
+"""The JobSet launcher's rule: one observation in, one action out (pure; no I/O).
+
+The launcher (not written yet) observes the JobSet, its pods and its own clock,
+calls :func:`decide`, and acts. What the JobSet controller does (restarting the gang,
+telling a disruption from a fatal exit, counting ``maxRestarts``) is not repeated
+here: this is only what stays ours (issue 30, items 2-3): creating the JobSet,
+saying why it waits, the capacity deadline, falling over from a plain spot pool to
+on-demand, SIGTERM, and the exit code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spottrain.trainer import preemption
+
+# A pod Pending/Unschedulable this long is said in one line (the issue: within a minute).
+SAY_UNSCHEDULABLE_AFTER = 30.0
+
+WAIT, CREATE, REPORT, FALL_OVER, DELETE_AND_EXIT, EXIT = (
+    "wait",
+    "create",
+    "report",
+    "fall_over",
+    "delete_and_exit",
+    "exit",
+)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the launcher saw in one look.
+
+    Attributes:
+        state: The JobSet: ``missing``, ``running``, ``completed`` or ``failed``.
+        exit_code: The failed pod's exit code a ``failed`` JobSet ended on (None: unknown).
+        restarts: ``status.restarts``.
+        restarts_counted: ``status.restartsCountTowardsMax``.
+        max_restarts: ``spec.failurePolicy.maxRestarts``.
+        restarts_said: The ``restarts`` the last progress line gave.
+        unschedulable_seconds: How long the longest-waiting pod has been
+            Pending/Unschedulable (None: none is).
+        unschedulable_said: Whether that wait was already said.
+        selector: What the pods select (a ComputeClass or node labels), for the line.
+        capacity_deadline: Seconds of Unschedulable after which the capacity is given up.
+        can_fall_over: A plain spot pool with an on-demand pool to move to, not used yet.
+        sigterm: The launcher received SIGTERM.
+    """
+
+    state: str
+    exit_code: int | None = None
+    restarts: int = 0
+    restarts_counted: int = 0
+    max_restarts: int = 0
+    restarts_said: int = 0
+    unschedulable_seconds: float | None = None
+    unschedulable_said: bool = False
+    selector: str = ""
+    capacity_deadline: float = 3600.0
+    can_fall_over: bool = False
+    sigterm: bool = False
+
+
+@dataclass(frozen=True)
+class Action:
+    """What to do: ``kind``, the line to print (empty: none) and the exit code to end with."""
+
+    kind: str
+    line: str = ""
+    code: int | None = None
+
+
+def decide(o: Observed) -> Action:
+    """The one action for ``o``; the first rule that applies wins."""
+    if o.sigterm:
+        return Action(DELETE_AND_EXIT, "SIGTERM: deleting the JobSet", preemption.PREEMPTED)
+    if o.state == "missing":
+        return Action(CREATE)
+    if o.state == "completed":
+        return Action(EXIT, "JobSet Completed", preemption.OK)
+    if o.state == "failed":
+        code = preemption.UNAVAILABLE if o.exit_code is None else o.exit_code
+        if preemption.is_retryable(code) and o.can_fall_over:
+            return Action(
+                FALL_OVER,
+                f"spot used up its {o.max_restarts} restart(s) (last exit {code}): "
+                "moving to on-demand from the same checkpoint dir",
+            )
+        return Action(EXIT, f"JobSet Failed: {preemption.describe(code)} (exit {code})", code)
+    waited = o.unschedulable_seconds
+    if waited is not None and waited >= o.capacity_deadline:
+        if o.can_fall_over:
+            return Action(
+                FALL_OVER,
+                f"no spot capacity for {waited:.0f} s ({o.selector}): moving to on-demand",
+            )
+        return Action(
+            DELETE_AND_EXIT,
+            f"no capacity for {waited:.0f} s ({o.selector}), the capacity deadline "
+            f"({o.capacity_deadline:.0f} s): deleting the JobSet",
+            preemption.UNAVAILABLE,
+        )
+    if waited is not None and waited >= SAY_UNSCHEDULABLE_AFTER and not o.unschedulable_said:
+        return Action(
+            REPORT,
+            f"pods Pending/Unschedulable for {waited:.0f} s: nothing fits {o.selector} "
+            "(a ComputeClass or node pool name, or no capacity)",
+        )
+    if o.restarts > o.restarts_said:
+        return Action(
+            REPORT,
+            f"gang restarted ({o.restarts} restart(s), {o.restarts_counted} of "
+            f"{o.max_restarts} counted)",
+        )
+    return Action(WAIT)

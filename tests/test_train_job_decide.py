@@ -1,0 +1,65 @@
+"""The JobSet launcher's pure rule (spottrain/runtime/train_job/decide.py): a table."""
+
+from __future__ import annotations
+
+import pytest
+
+from spottrain.runtime.train_job import decide as d
+
+SPOT = "cloud.google.com/gke-spot=true"
+CLASS = "compute class spottrain-a100"
+
+TABLE = [
+    # (observed, action kind, exit code, a word of the line)
+    (d.Observed("missing"), d.CREATE, None, ""),
+    (d.Observed("missing", sigterm=True), d.DELETE_AND_EXIT, 143, "SIGTERM"),
+    (d.Observed("running", sigterm=True), d.DELETE_AND_EXIT, 143, "SIGTERM"),
+    (d.Observed("running"), d.WAIT, None, ""),
+    (d.Observed("completed", restarts=2), d.EXIT, 0, "Completed"),
+    (d.Observed("failed", exit_code=64, can_fall_over=True), d.EXIT, 64, "exit 64"),
+    (d.Observed("failed", exit_code=65), d.EXIT, 65, "NaN"),
+    (d.Observed("failed", exit_code=170), d.EXIT, 170, "exit 170"),
+    (d.Observed("failed", exit_code=170, can_fall_over=True), d.FALL_OVER, None, "on-demand"),
+    (d.Observed("failed"), d.EXIT, 172, "exit 172"),  # no exit code seen: retryable
+    # Unschedulable: said once after 30 s, naming the selector; the deadline ends it.
+    (d.Observed("running", unschedulable_seconds=29, selector=CLASS), d.WAIT, None, ""),
+    (d.Observed("running", unschedulable_seconds=31, selector=CLASS), d.REPORT, None, CLASS),
+    (
+        d.Observed("running", unschedulable_seconds=600, unschedulable_said=True, selector=CLASS),
+        d.WAIT,
+        None,
+        "",
+    ),
+    (
+        d.Observed("running", unschedulable_seconds=3600, unschedulable_said=True, selector=CLASS),
+        d.DELETE_AND_EXIT,
+        172,
+        CLASS,
+    ),
+    (
+        d.Observed(
+            "running",
+            unschedulable_seconds=900,
+            capacity_deadline=900,
+            selector=SPOT,
+            can_fall_over=True,
+        ),
+        d.FALL_OVER,
+        None,
+        SPOT,
+    ),
+    # Progress: a restart the JobSet controller made is said once.
+    (d.Observed("running", restarts=1, max_restarts=3), d.REPORT, None, "0 of 3 counted"),
+    (d.Observed("running", restarts=1, restarts_said=1), d.WAIT, None, ""),
+]
+
+
+@pytest.mark.parametrize(("observed", "kind", "code", "word"), TABLE)
+def test_decide(observed, kind, code, word):
+    action = d.decide(observed)
+    assert (action.kind, action.code) == (kind, code)
+    assert word in action.line
+    if kind in (d.WAIT, d.CREATE):
+        assert action.line == ""
+    else:
+        assert action.line and "\n" not in action.line
