@@ -1,0 +1,206 @@
+"""The JobSet engine's manifest (spottrain/runtime/train_job/jobset.py) on the real JobSet
+v0.12.0 controller and webhooks and the real Job controller (kube-cp).
+
+Reuses tests/test_jobset_real_kube.py's fixture and helpers (one kube-cp of this
+module's own). The fake kubelet (tests/real_kube.py) plays the containers' exits and a
+graceful node shutdown (DisruptionTarget). Not the launcher: nothing calls the builder
+in a component yet.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from real_kube import wait_for
+from test_jobset_real_kube import (
+    JobWatch,
+    child_jobs,
+    condition,
+    custom,
+    get_jobset,
+    jobset_kube_fixture,  # noqa: F401 - the fixture, by import
+    namespace,
+    running_pods,
+    wait_in,
+)
+from test_jobset_real_kube import pytestmark as _marks
+
+from spottrain.placement import Placement
+from spottrain.runtime.gke_job import names
+from spottrain.runtime.train_job import jobset as js
+from spottrain.trainer import distribution, gang_env
+
+GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
+WORKERS = 2
+pytestmark = _marks  # slow; skipped without kube-cp or `make jobset`'s outputs
+
+
+def create(cp, ns, name, retries) -> js.WorkerSet:
+    ws = js.WorkerSet(
+        name=name,
+        namespace=ns,
+        image="trainer:test",
+        args=("--checkpoint_dir=gs://bucket/ckpt",),
+        workers=WORKERS,
+        placement=Placement(pool="on-demand", gpu_type="nvidia-tesla-a100", retries=retries),
+        run="run-1",
+        attempt=1,
+    )
+    namespace(cp, ns)
+    custom(cp).create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, js.jobset(ws))
+    return ws
+
+
+def status(cp, ns, name) -> tuple[int, int]:
+    st = get_jobset(cp, ns, name).get("status", {})
+    return st.get("restarts", 0), st.get("restartsCountTowardsMax", 0)
+
+
+def job_failure(watch: JobWatch, uid: str):
+    """(time, reason, message) of the Job's Failed condition, as the watch saw it."""
+    for at, seen_uid, conds in watch.seen:
+        for kind, state, reason, message in conds:
+            if seen_uid == uid and (kind, state) == ("Failed", "True"):
+                return at, reason, message
+    return None
+
+
+class MessageWatch(JobWatch):
+    """JobWatch that keeps each condition's message too."""
+
+    def _run(self, cp, ns):
+        try:
+            for event in self._watch.stream(cp.batch().list_namespaced_job, ns):
+                job = event["object"]
+                conds = [
+                    (c.type, c.status, c.reason, c.message) for c in job.status.conditions or []
+                ]
+                self.seen.append((time.monotonic(), job.metadata.uid, conds))
+        except Exception as err:  # noqa: BLE001 - kept for a failure message
+            self.error = err
+
+
+def test_the_built_jobset_is_admitted_and_its_pods_derive_tf_config(jobset_kube):
+    cp, ns, name = jobset_kube, "tj-admit", "st-admit"
+    ws = create(cp, ns, name, retries=1)
+    (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
+    assert job.metadata.name == ws.child_job
+    pods = sorted(
+        running_pods(cp, ns, job.metadata.uid, WORKERS),
+        key=lambda p: int(p.metadata.annotations[names.INDEX_ANNOTATION]),
+    )
+    hosts = [f"{p.spec.hostname}.{p.spec.subdomain}:{gang_env.DEFAULT_PORT}" for p in pods]
+    assert hosts == [f"{js.pod_host(name, i)}.{name}:2222" for i in range(WORKERS)]
+    for index, pod in enumerate(pods):
+        (ctr,) = pod.spec.containers
+        assert ctr.command[:2] == ["tini", "--"]
+        assert pod.spec.termination_grace_period_seconds == 30
+        assert pod.metadata.labels[names.RUN_LABEL] == "run-1"
+        # What the pod's env gives the trainer, with the index the Job controller set.
+        env = {e.name: e.value for e in ctr.env}
+        env[gang_env.JOB_COMPLETION_INDEX] = pod.metadata.annotations[names.INDEX_ANNOTATION]
+        tf = distribution.job_tf_config(env)
+        assert tf == {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": index}}
+    for pod in pods:
+        cp.kubelet.exit(pod, 0)
+    wait_for("JobSet Completed", lambda: condition(get_jobset(cp, ns, name), "Completed"))
+
+
+def test_exit_64_fails_the_jobset_without_a_restart(jobset_kube):
+    cp, ns, name = jobset_kube, "tj-fatal", "st-fatal"
+    create(cp, ns, name, retries=3)
+    watch = MessageWatch(cp, ns)
+    (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
+    pods = running_pods(cp, ns, job.metadata.uid, WORKERS)
+    exited = time.monotonic()
+    cp.kubelet.exit(pods[1], 64)
+    failed = wait_in(
+        cp, ns, "JobSet Failed", lambda: condition(get_jobset(cp, ns, name), "Failed"), timeout=90
+    )
+    failed_seconds = time.monotonic() - exited
+    at, reason, message = wait_for(
+        "the Job's failure", lambda: job_failure(watch, job.metadata.uid)
+    )
+    watch.stop()
+    assert reason == "PodFailurePolicy"
+    # The message the FailJobSet rule's pattern is written against, from the real controller.
+    assert re.fullmatch(
+        rf"Container trainer for pod {ns}/\S+ failed with exit code 64 matching FailJob rule "
+        rf"at index {js.FATAL_RULE}",
+        message,
+    ), message
+    assert status(cp, ns, name) == (0, 0)
+    time.sleep(3)  # a restart would have made a second Job by now (~1-2 s, see below)
+    assert {j.metadata.uid for j in child_jobs(cp, ns, name)} <= {job.metadata.uid}
+    print(f"\nexit 64 -> JobSet Failed {failed_seconds:.1f} s ({failed['reason']}: {message})")
+
+
+def test_notice_and_disruption_restart_free_and_170_counts(jobset_kube):
+    """maxRestarts 1 (Placement.retries): exit 143, then a DisruptionTarget pod (graceful
+    node shutdown, exit 137) restart the JobSet without counting; 170 counts; a second
+    170 exceeds maxRestarts and fails it."""
+    cp, ns, name = jobset_kube, "tj-restart", "st-restart"
+    create(cp, ns, name, retries=1)
+    watch = MessageWatch(cp, ns)
+    figures = []
+
+    def fail_once(how, expect):
+        current = [j for j in child_jobs(cp, ns, name) if not j.metadata.deletion_timestamp]
+        (job,) = current
+        pods = running_pods(cp, ns, job.metadata.uid, WORKERS)
+        started = time.monotonic()
+        how(pods[0])
+        wait_in(cp, ns, f"status {expect}", lambda: status(cp, ns, name) == expect, timeout=90)
+        counted = time.monotonic() - started
+
+        def replaced():
+            return [
+                j
+                for j in child_jobs(cp, ns, name)
+                if j.metadata.uid != job.metadata.uid and not j.metadata.deletion_timestamp
+            ]
+
+        wait_in(cp, ns, "the recreated Job", replaced, timeout=90)
+        new_pods = wait_in(
+            cp,
+            ns,
+            "the new pods Running",
+            lambda: running_pods(cp, ns, replaced()[0].metadata.uid, WORKERS),
+            timeout=120,
+        )
+        _, reason, message = job_failure(watch, job.metadata.uid)
+        figures.append((counted, time.monotonic() - started, reason, message))
+        assert not condition(get_jobset(cp, ns, name), "Failed")
+        return new_pods
+
+    fail_once(lambda p: cp.kubelet.exit(p, 143), (1, 0))
+    assert re.search(
+        rf"exit code 143 matching FailJob rule at index {js.NOTICE_RULE}$", figures[-1][3]
+    )
+    fail_once(lambda p: cp.kubelet.shut_down(p, 137), (2, 0))
+    assert re.search(
+        rf"has condition DisruptionTarget matching FailJob rule at index {js.DISRUPTION_RULE}$",
+        figures[-1][3],
+    )
+    pods = fail_once(lambda p: cp.kubelet.exit(p, 170), (3, 1))
+    assert figures[-1][2] == "BackoffLimitExceeded"
+
+    started = time.monotonic()
+    cp.kubelet.exit(pods[0], 170)
+    failed = wait_in(
+        cp, ns, "JobSet Failed", lambda: condition(get_jobset(cp, ns, name), "Failed"), timeout=90
+    )
+    watch.stop()
+    assert status(cp, ns, name) == (3, 1)
+    kinds = ("exit 143", "DisruptionTarget", "exit 170")
+    lines = [
+        f"{what}: restarts counted {c:.1f} s, new pods Running {r:.1f} s ({reason})"
+        for what, (c, r, reason, _) in zip(kinds, figures, strict=True)
+    ]
+    print(
+        "\n"
+        + "\n".join(lines)
+        + f"\nsecond exit 170 -> JobSet Failed {time.monotonic() - started:.1f} s"
+        + f" ({failed['reason']})"
+    )
