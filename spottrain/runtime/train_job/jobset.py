@@ -27,11 +27,13 @@ and k8s.io/kubernetes v1.34.3.
   ``PodFailurePolicy`` failure (a disruption or the notice's 143) restarts it without
   counting; anything else (170, 171, ``BackoffLimitExceeded``) restarts it, counted.
 * ``backoffLimit: 0``: a gang fails together, so the first failure no rule names
-  ends the child Job and the JobSet restarts every pod. A known race: a peer's 170
-  that reaches phase Failed before the disrupted pod does ends the Job with
-  ``BackoffLimitExceeded`` (the Job controller only reads terminal pods,
-  ``job_controller.go:2004-2014``, and checks FailJob rules before the backoff
-  limit only within one sync, :944-960), so that restart is counted.
+  ends the child Job and the JobSet restarts every pod. A known gap, shown in
+  tests/test_train_job_jobset_real_kube.py: the Job controller reads only pods whose
+  phase is ``Failed`` (``job_controller.go:2004-2014``) and fixes the outcome at the
+  first failure it reads (``FailureTarget``, :944-960), so a peer's 170 that gets
+  there while a preempted pod is still terminating makes that restart a counted one.
+  It adds ``Failed``, which the JobSet controller acts on, only once no pod is
+  terminating (:1510-1514), so a pod stuck terminating holds the restart.
 """
 
 from __future__ import annotations
