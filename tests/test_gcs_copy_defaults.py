@@ -103,3 +103,18 @@ def test_the_copys_own_client_keeps_a_connection_per_worker(fake_gcs, gcs_bucket
     assert summary.files_copied == 120, summary
     full = [r.getMessage() for r in caplog.records if "Connection pool is full" in r.getMessage()]
     assert not full, full[:3]
+
+
+def test_the_cli_run_in_process_leaves_the_libraries_logging_as_it_was(tmp_path, caplog):
+    """run-local's upload logs its copy's summary (make run's "upload: copied …" line);
+    a CLI call earlier in the same process (tests do that) had silenced it for good."""
+    import logging
+
+    from spottrain.gcs_copy import cli, copy
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f").write_bytes(b"x")
+    assert cli.main([str(tmp_path / "src"), str(tmp_path / "a"), "-q"]) == 0
+    with caplog.at_level(logging.INFO):
+        copy(str(tmp_path / "src"), str(tmp_path / "b"), progress="off")
+    assert any(r.getMessage().startswith("copied 1 files") for r in caplog.records), caplog.text

@@ -114,8 +114,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     # Keep the library's own chatter out of the way. (urllib3's "Connection pool is
     # full" warnings do not arise: the copy's client keeps a connection per worker.)
-    logging.getLogger("google").setLevel(logging.WARNING)
-    summary_log.setLevel(logging.WARNING)  # printed to stdout below instead
+    # Set for this call only: a caller that runs main() in its own process (tests,
+    # run-local) keeps its own levels, so its later copies still log their summary.
+    quieted = [(logging.getLogger("google"), logging.WARNING), (summary_log, logging.WARNING)]
+    before = [(logger, logger.level) for logger, _ in quieted]
+    for logger, level in quieted:
+        logger.setLevel(level)  # the summary is printed to stdout below instead
+    try:
+        return _run(args)
+    finally:
+        for logger, level in before:
+            logger.setLevel(level)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The copy the parsed ``args`` ask for; prints its summary; returns the exit code."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _exit_interrupted)
     try:
