@@ -118,24 +118,28 @@ def pod_failure_policy(container: str = names.CONTAINER) -> dict:
     }
 
 
-def env(gang: Gang) -> list[dict]:
-    """The gang contract (``spottrain/trainer/gang_env.py``); Kubernetes adds the index."""
+def env(gang: Gang, job_name: str = "") -> list[dict]:
+    """The gang contract (``spottrain/trainer/gang_env.py``); Kubernetes adds the index.
+
+    ``job_name``: the Job whose pods these are, when it is not the gang's own name (a
+    JobSet's child Job); the Service keeps the gang's name.
+    """
     return [
-        {"name": gang_env.JOB_NAME, "value": gang.name},
+        {"name": gang_env.JOB_NAME, "value": job_name or gang.name},
         {"name": gang_env.SERVICE, "value": gang.name},
         {"name": gang_env.WORKERS, "value": str(gang.workers)},
         {"name": gang_env.PORT, "value": str(gang.port)},
     ]
 
 
-def container(gang: Gang) -> dict:
+def container(gang: Gang, job_name: str = "") -> dict:
     """The trainer as the container's main process: no shell, so SIGTERM reaches it."""
     spec = {
         "name": names.CONTAINER,
         "image": gang.image,
         "command": list(TRAINER_COMMAND),
         "args": [str(a) for a in gang.args],
-        "env": env(gang),
+        "env": env(gang, job_name),
         "ports": [{"name": names.PORT_NAME, "containerPort": gang.port}],
     }
     resources = gang.placement.resources()

@@ -42,8 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spottrain.placement import Placement
-from spottrain.runtime.gke_job import names
-from spottrain.runtime.gke_job.manifests import TRAINER_COMMAND
+from spottrain.runtime.gke_job import manifests, names
 from spottrain.trainer import gang_env, preemption
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -171,30 +170,9 @@ def failure_policy(max_restarts: int) -> dict:
     }
 
 
-def env(ws: WorkerSet) -> list[dict]:
-    """The gang contract (``spottrain/trainer/gang_env.py``); Kubernetes adds the index."""
-    return [
-        {"name": gang_env.JOB_NAME, "value": ws.child_job},
-        {"name": gang_env.SERVICE, "value": ws.name},
-        {"name": gang_env.WORKERS, "value": str(ws.workers)},
-        {"name": gang_env.PORT, "value": str(ws.port)},
-    ]
-
-
 def container(ws: WorkerSet) -> dict:
-    """The trainer as the container's main process under tini (see ``TRAINER_COMMAND``)."""
-    spec = {
-        "name": names.CONTAINER,
-        "image": ws.image,
-        "command": list(TRAINER_COMMAND),
-        "args": [str(a) for a in ws.args],
-        "env": env(ws),
-        "ports": [{"name": names.PORT_NAME, "containerPort": ws.port}],
-    }
-    resources = ws.placement.resources()
-    if resources:
-        spec["resources"] = resources
-    return spec
+    """The Job engine's trainer container, its Job named as JobSet names the child Job."""
+    return manifests.container(ws, job_name=ws.child_job)
 
 
 def pod_spec(ws: WorkerSet) -> dict:
