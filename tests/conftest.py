@@ -12,6 +12,22 @@ os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+@pytest.fixture(autouse=True)
+def _logger_levels_restored():
+    """Each test leaves every logger's level as it found it.
+
+    A test that quieted ``spottrain.gcs_copy`` for good made a later test in the same
+    process miss run-local's "upload: copied …" line (CI's one failure, order-dependent).
+    """
+    import logging
+
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    before = {lg: lg.level for lg in loggers if isinstance(lg, logging.Logger)}
+    yield
+    for lg, level in before.items():
+        lg.setLevel(level)
+
+
 # -- GCS emulator (spottrain.testing.gcs_emulator) -------------------------------------------------
 
 

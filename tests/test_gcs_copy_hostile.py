@@ -199,7 +199,7 @@ def test_ctrl_c_stops_a_copy_stuck_in_a_download_at_once(fake_gcs, gcs_bucket, t
 # -- 5. concurrent copies into one directory ---------------------------------------------
 
 
-def test_concurrent_copies_never_delete_each_others_temp_files(tmp_path):
+def test_concurrent_copies_never_delete_each_others_temp_files(tmp_path, caplog):
     """Each new copy into a folder removes the dead copies' temp files there.
 
     It used to create a temp file and lock it in two steps, and a concurrent
@@ -212,7 +212,7 @@ def test_concurrent_copies_never_delete_each_others_temp_files(tmp_path):
     files = {f"f{i:04d}.bin": i.to_bytes(4, "big") * 50 for i in range(500)}
     src = write_tree(tmp_path / "src", files)
     (tmp_path / "empty").mkdir()
-    logging.getLogger("spottrain.gcs_copy").setLevel(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="spottrain.gcs_copy")  # restored after the test
     started = time.monotonic()
     for trial in range(5):
         dst = tmp_path / f"dst{trial}"
