@@ -18,9 +18,19 @@ TABLE = [
     (d.Observed("completed", restarts=2), d.EXIT, 0, "Completed"),
     (d.Observed("failed", exit_code=64, can_fall_over=True), d.EXIT, 64, "exit 64"),
     (d.Observed("failed", exit_code=65), d.EXIT, 65, "NaN"),
-    (d.Observed("failed", exit_code=170), d.EXIT, 170, "exit 170"),
+    (d.Observed("failed", exit_code=170), d.DELETE_AND_EXIT, 170, "exit 170"),
     (d.Observed("failed", exit_code=170, can_fall_over=True), d.FALL_OVER, None, "on-demand"),
-    (d.Observed("failed"), d.EXIT, 172, "exit 172"),  # no exit code seen: retryable
+    (d.Observed("failed"), d.DELETE_AND_EXIT, 172, "exit 172"),  # no exit code seen: retryable
+    (d.Observed("failed", exit_code=64), d.EXIT, 64, "kept for inspection"),
+    # Not ours: never touched, not even on SIGTERM.
+    (d.Observed("foreign"), d.EXIT, 64, "not created for this task"),
+    (d.Observed("foreign", sigterm=True), d.EXIT, 64, "not touching it"),
+    # SIGTERM because the launcher's own pod is going: the gang runs on.
+    (d.Observed("running", sigterm=True, own_pod_disrupted=True), d.EXIT, 143, "runs on"),
+    # An earlier JobSet of the name still going: said once, waited for, bounded.
+    (d.Observed("deleting", stuck_pods=("p-0",)), d.REPORT, None, "p-0"),
+    (d.Observed("deleting", deleting_said=True, deleting_seconds=10), d.WAIT, None, ""),
+    (d.Observed("deleting", deleting_seconds=d.DELETING_DEADLINE), d.EXIT, 172, "still being"),
     # Unschedulable: said once after 30 s, naming the selector; the deadline ends it.
     (d.Observed("running", unschedulable_seconds=29, selector=CLASS), d.WAIT, None, ""),
     (d.Observed("running", unschedulable_seconds=31, selector=CLASS), d.REPORT, None, CLASS),

@@ -1,11 +1,11 @@
 """The JobSet launcher's rule: one observation in, one action out (pure; no I/O).
 
-The launcher (not written yet) observes the JobSet, its pods and its own clock,
-calls :func:`decide`, and acts. What the JobSet controller does (restarting the gang,
-telling a disruption from a fatal exit, counting ``maxRestarts``) is not repeated
-here: this is only what stays ours (issue 30, items 2-3): creating the JobSet,
-saying why it waits, the capacity deadline, falling over from a plain spot pool to
-on-demand, SIGTERM, and the exit code.
+The launcher (:mod:`.launcher`) observes the JobSet, its pods and its own clock
+(:mod:`.observe`), calls :func:`decide`, and acts. What the JobSet controller does
+(restarting the gang, telling a disruption from a fatal exit, counting
+``maxRestarts``) is not repeated here: this is only what stays ours (issue 30,
+items 2-3): creating the JobSet, saying why it waits, the capacity deadline, falling
+over from a plain spot pool to on-demand, SIGTERM, and the exit code.
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from spottrain.trainer import preemption
 
 # A pod Pending/Unschedulable this long is said in one line (the issue: within a minute).
 SAY_UNSCHEDULABLE_AFTER = 30.0
+# A JobSet still being deleted this long (foreground deletion waits for every pod, and
+# a pod on an unreachable node never ends: kubernetes-sigs/jobset#576) ends the wait.
+DELETING_DEADLINE = 300.0
 
 WAIT, CREATE, REPORT, FALL_OVER, DELETE_AND_EXIT, EXIT = (
     "wait",
@@ -32,7 +35,8 @@ class Observed:
     """What the launcher saw in one look.
 
     Attributes:
-        state: The JobSet: ``missing``, ``running``, ``completed`` or ``failed``.
+        state: The JobSet: ``missing``, ``running``, ``completed``, ``failed``,
+            ``deleting`` (its deletion started) or ``foreign`` (not this task's).
         exit_code: The failed pod's exit code a ``failed`` JobSet ended on (None: unknown).
         restarts: ``status.restarts``.
         restarts_counted: ``status.restartsCountTowardsMax``.
@@ -44,7 +48,12 @@ class Observed:
         selector: What the pods select (a ComputeClass or node labels), for the line.
         capacity_deadline: Seconds of Unschedulable after which the capacity is given up.
         can_fall_over: A plain spot pool with an on-demand pool to move to, not used yet.
+        deleting_seconds: How long the JobSet has been being deleted.
+        deleting_said: Whether that wait was already said.
+        stuck_pods: Its pods still being deleted, for the line.
         sigterm: The launcher received SIGTERM.
+        own_pod_disrupted: The launcher's own pod is being disrupted (its node is
+            going): the gang runs on and the launcher's retry re-attaches.
     """
 
     state: str
@@ -58,22 +67,59 @@ class Observed:
     selector: str = ""
     capacity_deadline: float = 3600.0
     can_fall_over: bool = False
+    deleting_seconds: float = 0.0
+    deleting_said: bool = False
+    stuck_pods: tuple[str, ...] = ()
     sigterm: bool = False
+    own_pod_disrupted: bool = False
 
 
 @dataclass(frozen=True)
 class Action:
-    """What to do: ``kind``, the line to print (empty: none) and the exit code to end with."""
+    """What to do: ``kind``, the line to print (empty: none), the exit code to end with.
+
+    A ``REPORT`` names in ``said`` which of ``Observed``'s ``*_said`` it settles.
+    """
 
     kind: str
     line: str = ""
     code: int | None = None
+    said: str = ""
 
 
 def decide(o: Observed) -> Action:
     """The one action for ``o``; the first rule that applies wins."""
+    if o.state == "foreign":
+        # Never touched, SIGTERM or not: it is somebody else's.
+        return Action(
+            EXIT,
+            "a JobSet of this name exists and was not created for this task (its labels "
+            "differ): not touching it; delete it or rename the task",
+            preemption.FATAL_CONFIG,
+        )
+    if o.sigterm and o.own_pod_disrupted:
+        return Action(
+            EXIT,
+            "SIGTERM: the launcher's own pod is being disrupted; the JobSet runs on and "
+            "the launcher's retry re-attaches to it",
+            preemption.PREEMPTED,
+        )
     if o.sigterm:
         return Action(DELETE_AND_EXIT, "SIGTERM: deleting the JobSet", preemption.PREEMPTED)
+    if o.state == "deleting":
+        stuck = f" (pods still ending: {', '.join(o.stuck_pods)})" if o.stuck_pods else ""
+        if o.deleting_seconds >= DELETING_DEADLINE:
+            return Action(
+                EXIT,
+                f"the JobSet is still being deleted after {o.deleting_seconds:.0f} s{stuck}: "
+                "a node that stopped answering keeps its pods; a retry tries again",
+                preemption.UNAVAILABLE,
+            )
+        if not o.deleting_said:
+            return Action(
+                REPORT, f"waiting for an earlier JobSet of this name to go{stuck}", said="deleting"
+            )
+        return Action(WAIT)
     if o.state == "missing":
         return Action(CREATE)
     if o.state == "completed":
@@ -86,7 +132,11 @@ def decide(o: Observed) -> Action:
                 f"spot used up its {o.max_restarts} restart(s) (last exit {code}): "
                 "moving to on-demand from the same checkpoint dir",
             )
-        return Action(EXIT, f"JobSet Failed: {preemption.describe(code)} (exit {code})", code)
+        line = f"JobSet Failed: {preemption.describe(code)} (exit {code})"
+        if preemption.is_retryable(code):
+            # Deleted, so that KFP's retry of this task creates a fresh one.
+            return Action(DELETE_AND_EXIT, line + "; deleting it for the retry", code)
+        return Action(EXIT, line + "; kept for inspection", code)
     waited = o.unschedulable_seconds
     if waited is not None and waited >= o.capacity_deadline:
         if o.can_fall_over:
@@ -105,11 +155,13 @@ def decide(o: Observed) -> Action:
             REPORT,
             f"pods Pending/Unschedulable for {waited:.0f} s: nothing fits {o.selector} "
             "(a ComputeClass or node pool name, or no capacity)",
+            said="unschedulable",
         )
     if o.restarts > o.restarts_said:
         return Action(
             REPORT,
             f"gang restarted ({o.restarts} restart(s), {o.restarts_counted} of "
             f"{o.max_restarts} counted)",
+            said="restarts",
         )
     return Action(WAIT)

@@ -1,0 +1,163 @@
+"""One look at a JobSet and its pods, as :class:`decide.Observed` (pure; no I/O).
+
+Inputs are the API's own dicts (camelCase, as ``kubectl get -o json`` shows them):
+the JobSet (``None``: there is none of that name) and its pods (JobSet labels each
+with ``jobset.sigs.k8s.io/jobset-name``, api/jobset/v1alpha2/jobset_types.go:24).
+What the launcher remembers between looks (lines already said) comes in as
+``Memory``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from spottrain.runtime.gke_job import names
+from spottrain.runtime.train_job.decide import Observed
+from spottrain.trainer import preemption
+
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # jobset_types.go:24
+RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.go:34
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the launcher said already and its settings, carried from look to look."""
+
+    restarts_said: int = 0
+    unschedulable_said: bool = False
+    deleting_said: bool = False
+    capacity_deadline: float = 3600.0
+    can_fall_over: bool = False
+
+
+def _time(value: str | None) -> float | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _true(obj: Mapping, kind: str) -> dict | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def is_ours(jobset: Mapping, expected: Mapping[str, str]) -> bool:
+    """Whether the JobSet carries every label of ``expected`` (the launcher's own)."""
+    labels = (jobset.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in expected.items())
+
+
+def unschedulable_since(pod: Mapping) -> float | None:
+    """When the scheduler last said the pod fits nowhere (epoch s); ``None``: it did not."""
+    if (pod.get("status") or {}).get("phase") != "Pending":
+        return None
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if (cond.get("type"), cond.get("status"), cond.get("reason")) == (
+            "PodScheduled",
+            "False",
+            "Unschedulable",
+        ):
+            return _time(cond.get("lastTransitionTime")) or _time(
+                (pod.get("metadata") or {}).get("creationTimestamp")
+            )
+    return None
+
+
+def exits(pod: Mapping) -> tuple[int, float] | None:
+    """The trainer container's (exit code, finish time) in a Failed pod."""
+    if (pod.get("status") or {}).get("phase") != "Failed":
+        return None
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        ended = (status.get("state") or {}).get("terminated")
+        if status.get("name") == names.CONTAINER and ended:
+            return int(ended.get("exitCode", 0)), _time(ended.get("finishedAt")) or 0.0
+    return None
+
+
+def failed_exit_code(pods: Sequence[Mapping]) -> int | None:
+    """The exit code a failed JobSet ended on.
+
+    A fatal one if any pod of its newest generation exited with one (that pod ended
+    it), else the last pod to fail.
+    """
+    if not pods:
+        return None
+
+    def generation(pod: Mapping) -> int:
+        value = ((pod.get("metadata") or {}).get("labels") or {}).get(RESTART_LABEL, "0")
+        return int(value) if value.isdigit() else 0
+
+    newest = max(generation(p) for p in pods)
+    ended = [e for p in pods if generation(p) == newest and (e := exits(p)) is not None]
+    fatal = [code for code, _ in ended if code in preemption.FATAL]
+    if fatal:
+        return fatal[0]
+    return max(ended, key=lambda e: e[1])[0] if ended else None
+
+
+def selector_of(jobset: Mapping) -> str:
+    """What the workers' pods select, for the Unschedulable line."""
+    try:
+        (rjob,) = jobset["spec"]["replicatedJobs"]
+        pod_spec = rjob["template"]["spec"]["template"]["spec"]
+    except (KeyError, TypeError, ValueError):
+        return "its node selector"
+    chosen = pod_spec.get("nodeSelector") or {}
+    return ", ".join(f"{k}={v}" for k, v in sorted(chosen.items())) or "any node"
+
+
+def observe(
+    jobset: Mapping | None,
+    pods: Sequence[Mapping],
+    *,
+    now: float,
+    ours: Mapping[str, str],
+    memory: Memory = Memory(),
+    sigterm: bool = False,
+    own_pod_disrupted: bool = False,
+) -> Observed:
+    """The launcher's one look, for :func:`decide.decide`."""
+    base = Observed(
+        state="missing",
+        capacity_deadline=memory.capacity_deadline,
+        can_fall_over=memory.can_fall_over,
+        restarts_said=memory.restarts_said,
+        unschedulable_said=memory.unschedulable_said,
+        deleting_said=memory.deleting_said,
+        sigterm=sigterm,
+        own_pod_disrupted=own_pod_disrupted,
+    )
+    if jobset is None:
+        return base
+    meta = jobset.get("metadata") or {}
+    status = jobset.get("status") or {}
+    base = replace(
+        base,
+        restarts=int(status.get("restarts") or 0),
+        restarts_counted=int(status.get("restartsCountTowardsMax") or 0),
+        max_restarts=int(((jobset.get("spec") or {}).get("failurePolicy") or {}).get(
+            "maxRestarts", 0
+        ) or 0),
+        selector=selector_of(jobset),
+    )  # fmt: skip
+    if not is_ours(jobset, ours):
+        return replace(base, state="foreign")
+    deleted_at = _time(meta.get("deletionTimestamp"))
+    if deleted_at is not None:
+        stuck = tuple(
+            sorted(p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp"))
+        )
+        waited = max(0.0, now - deleted_at)
+        return replace(base, state="deleting", deleting_seconds=waited, stuck_pods=stuck)
+    if _true(jobset, "Completed"):
+        return replace(base, state="completed")
+    if _true(jobset, "Failed"):
+        return replace(base, state="failed", exit_code=failed_exit_code(pods))
+    waits = [now - since for p in pods if (since := unschedulable_since(p)) is not None]
+    return replace(
+        base, state="running", unschedulable_seconds=max(0.0, max(waits)) if waits else None
+    )

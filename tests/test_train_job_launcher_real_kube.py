@@ -1,0 +1,256 @@
+"""The JobSet launcher (spottrain/runtime/train_job/launcher.py) against the real JobSet
+v0.12.0 controller and webhooks and the real Job controller, scheduler and garbage
+collector (kube-cp). The fake kubelet (tests/real_kube.py) plays the containers' exits.
+
+The launcher runs in a thread where the test needs its :class:`Outcome`, and as a
+process of its own (tests/jobset_launch_proc.py) where it is SIGKILLed or SIGTERMed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from real_kube import real_kube_fixture, wait_for  # noqa: F401 - a fixture, by import
+from real_kube_launch import Background
+from test_jobset_real_kube import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    child_jobs,
+    custom,
+    get_jobset,
+    jobset_kube_fixture,  # noqa: F401 - the fixture, by import
+    namespace,
+    running_pods,
+    wait_in,
+)
+from test_jobset_real_kube import pytestmark as _marks
+
+from spottrain.placement import Placement
+from spottrain.runtime.gke_job.kube import KubeError
+from spottrain.runtime.train_job import jobset as js
+from spottrain.runtime.train_job import kube, launcher
+
+pytestmark = _marks  # slow; skipped without kube-cp or `make jobset`'s outputs
+A100 = {"pool": "on-demand", "gpu_type": "nvidia-tesla-a100"}
+PROC = Path(__file__).with_name("jobset_launch_proc.py")
+
+
+def worker_set(ns, name, workers=2, **placement) -> js.WorkerSet:
+    return js.WorkerSet(
+        name=name,
+        namespace=ns,
+        image="trainer:test",
+        args=("--checkpoint_dir=gs://bucket/ckpt",),
+        workers=workers,
+        placement=Placement(**{**A100, **placement}),
+        run="run-1",
+        attempt=1,
+    )
+
+
+def in_thread(cp, ws, lines, **kw) -> Background:
+    kw.setdefault("poll_seconds", 0.5)
+    run = launcher.Launcher(kube.from_client(cp.admin, ws.namespace), ws, say=lines.append, **kw)
+    return Background(run)
+
+
+class Proc:
+    """tests/jobset_launch_proc.py as a process; its lines with their arrival times."""
+
+    def __init__(self, cp, ns, name, workers=2, capacity_deadline=3600, **placement):
+        spec = {
+            "kubeconfig": cp.kubeconfig, "namespace": ns, "name": name, "workers": workers,
+            "placement": {**A100, **placement}, "capacity_deadline": capacity_deadline,
+        }  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(PROC), json.dumps(spec)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        )  # fmt: skip
+        self.lines: list[tuple[float, str]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def line(self, words: str, timeout: float = 120.0) -> tuple[float, str]:
+        def seen():
+            return next(((t, s) for t, s in self.lines if words in s), None)
+
+        try:
+            return wait_for(f"a launcher line with {words!r}", seen, timeout=timeout)
+        except AssertionError:
+            self.proc.kill()
+            raise AssertionError(f"no line with {words!r}:\n{self.text()}") from None
+
+    def text(self) -> str:
+        return "\n".join(s for _, s in self.lines)
+
+    def wait(self, timeout: float = 120.0) -> int:
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(
+                f"the launcher did not end in {timeout:.0f} s:\n{self.text()}"
+            ) from None
+        self._reader.join(5)
+        return code
+
+
+def gone(cp, ns, name) -> bool:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        get_jobset(cp, ns, name)
+    except ApiException as err:
+        return err.status == 404
+    return False
+
+
+def test_killed_launchers_reattach_and_the_run_completes_with_one_jobset(jobset_kube):
+    """SIGKILLed once it created the JobSet, and again once the gang ran: each new
+    launcher re-attaches by name; one JobSet, one child Job, no restart bought."""
+    cp, ns, name = jobset_kube, "tl-reattach", "st-reattach"
+    namespace(cp, ns)
+    first = Proc(cp, ns, name, retries=2)
+    first.line("created JobSet")
+    first.proc.send_signal(signal.SIGKILL)
+    assert first.wait() == -signal.SIGKILL
+    uid = get_jobset(cp, ns, name)["metadata"]["uid"]
+    second = Proc(cp, ns, name, retries=2)
+    second.line("re-attaching to JobSet")
+    (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
+    pods = running_pods(cp, ns, job.metadata.uid, 2)
+    second.proc.send_signal(signal.SIGKILL)
+    second.wait()
+    third = Proc(cp, ns, name, retries=2)
+    third.line("re-attaching to JobSet")
+    for pod in pods:
+        cp.kubelet.exit(pod, 0)
+    assert third.wait() == 0, third.text()
+    assert "OUTCOME 0 restarts=0 counted=0" in third.text()
+    assert "created" not in second.text() + third.text()
+    after = get_jobset(cp, ns, name)
+    assert after["metadata"]["uid"] == uid  # the same JobSet, kept for its TTL
+    assert after["spec"]["failurePolicy"]["maxRestarts"] == 2
+    assert [j.metadata.uid for j in child_jobs(cp, ns, name)] == [job.metadata.uid]
+
+
+def test_exit_64_ends_the_launcher_with_64_and_keeps_the_jobset(jobset_kube):
+    cp, ns, name = jobset_kube, "tl-fatal", "st-fatal"
+    namespace(cp, ns)
+    lines: list[str] = []
+    run = in_thread(cp, worker_set(ns, name, retries=3), lines)
+    (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
+    pods = running_pods(cp, ns, job.metadata.uid, 2)
+    cp.kubelet.exit(pods[1], 64)
+    out = run.result(timeout=120)
+    assert (out.code, out.restarts, out.restarts_counted) == (64, 0, 0), lines
+    assert (pods[1].metadata.name, 0, 64) in out.exits
+    assert "kept for inspection" in lines[-1], lines
+    assert not get_jobset(cp, ns, name)["metadata"].get("deletionTimestamp")
+
+
+def test_a_disruption_restarts_for_free_and_170s_use_up_max_restarts(jobset_kube):
+    """DisruptionTarget → a free restart, said once; a 170 → a counted one; the next
+    170 → Failed: exit 170, and the JobSet deleted so that KFP's retry starts afresh."""
+    cp, ns, name = jobset_kube, "tl-restarts", "st-restarts"
+    namespace(cp, ns)
+    lines: list[str] = []
+    run = in_thread(cp, worker_set(ns, name, retries=1), lines)
+
+    def gang(n_restart):
+        def got():
+            jobs = [
+                j
+                for j in child_jobs(cp, ns, name)
+                if j.metadata.labels.get("jobset.sigs.k8s.io/restart-attempt") == str(n_restart)
+            ]
+            return jobs[0] if jobs else None
+
+        job = wait_in(cp, ns, f"the child Job of restart {n_restart}", got, timeout=90)
+        return running_pods(cp, ns, job.metadata.uid, 2)
+
+    cp.kubelet.shut_down(gang(0)[0])
+    wait_for("the free restart said", lambda: any("0 of 1 counted" in s for s in lines), 90)
+    cp.kubelet.exit(gang(1)[1], 170)
+    wait_for("the counted restart said", lambda: any("1 of 1 counted" in s for s in lines), 90)
+    cp.kubelet.exit(gang(2)[0], 170)
+    out = run.result(timeout=120)
+    assert (out.code, out.restarts, out.restarts_counted) == (170, 2, 1), lines
+    assert [code for _, _, code in out.exits].count(170) == 2, out.exits
+    assert "deleting it for the retry" in lines[-1], lines
+    wait_in(cp, ns, "the JobSet deleted", lambda: gone(cp, ns, name), timeout=120)
+
+
+def test_sigterm_deletes_the_jobset_and_exits_143(jobset_kube):
+    cp, ns, name = jobset_kube, "tl-sigterm", "st-sigterm"
+    namespace(cp, ns)
+    proc = Proc(cp, ns, name, retries=2)
+    proc.line("created JobSet")
+    (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
+    running_pods(cp, ns, job.metadata.uid, 2)
+    proc.proc.send_signal(signal.SIGTERM)
+    assert proc.wait() == 143, proc.text()
+    assert "SIGTERM: deleting the JobSet" in proc.text()
+    wait_in(cp, ns, "the JobSet, its Job and pods deleted", lambda: gone(cp, ns, name), 120)
+    assert not child_jobs(cp, ns, name)
+
+
+def test_a_compute_class_with_no_capacity_is_said_within_a_minute_and_bounded(jobset_kube):
+    """The real scheduler leaves the pods Pending/Unschedulable; the launcher names the
+    class within a minute, and its capacity deadline ends the run retryably."""
+    cp, ns, name = jobset_kube, "tl-nocap", "st-nocap"
+    namespace(cp, ns)
+    proc = Proc(
+        cp, ns, name, capacity_deadline=45, pool="spot", compute_class="no-such-class", retries=1
+    )
+    created, _ = proc.line("created JobSet")
+    said, line = proc.line("Pending/Unschedulable", timeout=90)
+    assert "cloud.google.com/compute-class=no-such-class" in line
+    assert proc.wait(timeout=120) == 172, proc.text()
+    assert "capacity deadline" in proc.text()
+    print(f"\nUnschedulable said {said - created:.1f} s after the JobSet was created")
+    assert said - created < 60
+    wait_in(cp, ns, "the JobSet deleted", lambda: gone(cp, ns, name), timeout=120)
+
+
+def test_a_jobset_that_is_not_ours_is_refused_and_never_touched(jobset_kube):
+    cp, ns, name = jobset_kube, "tl-foreign", "st-foreign"
+    namespace(cp, ns)
+    theirs = js.jobset(worker_set(ns, name))
+    theirs["metadata"]["labels"] = {"team": "other"}
+    custom(cp).create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, theirs)
+    uid = get_jobset(cp, ns, name)["metadata"]["uid"]
+    lines: list[str] = []
+    run = in_thread(cp, worker_set(ns, name), lines)
+    run.launcher.stop.set()  # not even SIGTERM deletes somebody else's JobSet
+    out = run.result(timeout=60)
+    assert out.code == 64 and "not created for this task" in lines[-1], lines
+    after = get_jobset(cp, ns, name)
+    assert after["metadata"]["uid"] == uid and not after["metadata"].get("deletionTimestamp")
+
+
+def test_a_cluster_without_the_jobset_crd_is_one_line_and_exit_64(real_kube):
+    cp, ns = real_kube, "tl-nocrd"
+    namespace(cp, ns)
+    run = launcher.Launcher(kube.from_client(cp.admin, ns), worker_set(ns, "st-nocrd"))
+    with pytest.raises(KubeError) as err:
+        run.run()
+    assert err.value.code == 64
+    assert "no JobSet API" in str(err.value) and "make gke-jobset" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert not cp.batch().list_namespaced_job(ns).items
