@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
+from platform_chains import NO_TINI, REPO, chain_env, have_tini, ledger_records
+from pod_network import PodNetwork, can_make_pod_networks, signal_pid1
 from real_kube import real_kube_fixture, wait_for  # noqa: F401 - a fixture, by import
 from real_kube_launch import Background
 from test_jobset_real_kube import (
@@ -33,6 +36,8 @@ from test_jobset_real_kube import (
     wait_in,
 )
 from test_jobset_real_kube import pytestmark as _marks
+from test_platform_gke_job import _finish, _stop, _wait_for_step
+from trainer_helpers import summary
 
 from spottrain.placement import Placement
 from spottrain.runtime.gke_job.kube import KubeError
@@ -41,15 +46,17 @@ from spottrain.runtime.train_job import kube, launcher
 
 pytestmark = _marks  # slow; skipped without kube-cp or `make jobset`'s outputs
 A100 = {"pool": "on-demand", "gpu_type": "nvidia-tesla-a100"}
+RESTART = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.go:34
+INDEX = "batch.kubernetes.io/job-completion-index"
 PROC = Path(__file__).with_name("jobset_launch_proc.py")
 
 
-def worker_set(ns, name, workers=2, **placement) -> js.WorkerSet:
+def worker_set(ns, name, workers=2, args=("--checkpoint_dir=gs://bucket/ckpt",), **placement):
     return js.WorkerSet(
         name=name,
         namespace=ns,
         image="trainer:test",
-        args=("--checkpoint_dir=gs://bucket/ckpt",),
+        args=tuple(args),
         workers=workers,
         placement=Placement(**{**A100, **placement}),
         run="run-1",
@@ -177,7 +184,7 @@ def test_a_disruption_restarts_for_free_and_170s_use_up_max_restarts(jobset_kube
             jobs = [
                 j
                 for j in child_jobs(cp, ns, name)
-                if j.metadata.labels.get("jobset.sigs.k8s.io/restart-attempt") == str(n_restart)
+                if j.metadata.labels.get(RESTART) == str(n_restart)
             ]
             return jobs[0] if jobs else None
 
@@ -254,3 +261,107 @@ def test_a_cluster_without_the_jobset_crd_is_one_line_and_exit_64(real_kube):
     assert "no JobSet API" in str(err.value) and "make gke-jobset" in str(err.value)
     assert "\n" not in str(err.value)
     assert not cp.batch().list_namespaced_job(ns).items
+
+
+def pod_env(pod) -> dict[str, str]:
+    """The container's env as the kubelet resolves it (values and fieldRefs)."""
+    (ctr,) = pod.spec.containers
+    env = {}
+    for e in ctr.env or []:
+        if e.value_from is None:
+            env[e.name] = e.value or ""
+            continue
+        path = e.value_from.field_ref.field_path
+        m = re.fullmatch(r"metadata\.(annotations|labels)\['(.+)'\]", path)
+        assert m or path == "metadata.name", path
+        env[e.name] = getattr(pod.metadata, m[1])[m[2]] if m else pod.metadata.name
+    return env
+
+
+@pytest.mark.skipif(can_make_pod_networks() is not None, reason=str(can_make_pod_networks()))
+@pytest.mark.skipif(not have_tini(), reason=NO_TINI)
+def test_the_jobset_engines_pods_run_a_user_task_save_on_notice_and_finish_exactly(
+    jobset_kube, tmp_path
+):
+    """The whole chain: the launcher creates the JobSet; the real JobSet and Job
+    controllers make the pods; each runs in a pod of its own (tests/pod_network.py) as
+    the API has it: its command, args and env (the index by fieldRef), its hostname and
+    subdomain, tini as PID 1, the docs/task-api.md task. SIGTERM to one pod: both save
+    the same step and exit 143; the exits reported, the JobSet restarts for free; the
+    new gang ends at exactly the final step; the launcher exits 0."""
+    cp, ns, name = jobset_kube, "tl-pods", "st-pods"
+    namespace(cp, ns)
+    out = tmp_path / "run"
+    ckpt = out / "checkpoints"
+    args = [
+        "--task", "examples.regression:Regression", "--task-args", '{"features": 8}',
+        "--train-steps", "600", "--batch-size-per-replica", "16",
+        "--save-every-steps", "100000", "--save-every-seconds", "0", "--log-every-steps", "1",
+        "--threads", "1", "--checkpoint-dir", str(ckpt), "--model-dir", str(out / "model"),
+    ]  # fmt: skip
+    ws = worker_set(ns, name, args=args, retries=1)
+    lines: list[str] = []
+    run = in_thread(cp, ws, lines)
+
+    def gang(generation):
+        def got():
+            for job in child_jobs(cp, ns, name):
+                if job.metadata.labels.get(RESTART) == str(generation):
+                    return job
+            return None
+
+        job = wait_in(cp, ns, f"the child Job of restart {generation}", got, timeout=120)
+        pods = running_pods(cp, ns, job.metadata.uid, ws.workers)
+        return sorted(pods, key=lambda p: int(p.metadata.annotations[INDEX]))
+
+    def start(net, kpods):
+        pods = net.gang(len(kpods))
+        hosts = net.hosts_file(pods)
+        chains = []
+        for kp, pod in zip(kpods, pods, strict=True):
+            assert (kp.spec.hostname, kp.spec.subdomain) == (pod.hostname, name)
+            (ctr,) = kp.spec.containers
+            env = chain_env({**pod_env(kp), "HOSTNAME": pod.hostname})
+            chains.append(net.start(pod, hosts, [*ctr.command, *ctr.args], env, REPO))
+        return chains
+
+    def report(kpods, codes):
+        from kubernetes.client.exceptions import ApiException
+
+        for kp, code in zip(kpods, codes, strict=True):
+            try:
+                cp.kubelet.exit(kp, code)
+            except ApiException as err:  # already deleted by the JobSet's restart
+                assert err.status == 404, err
+
+    with PodNetwork(tmp_path, ws.child_job, name) as net:
+        first = gang(0)
+        chains = start(net, first)
+        try:
+            _wait_for_step(chains, 1, 20, timeout=240)
+            signal_pid1(chains[1], signal.SIGTERM)
+            codes = _finish(chains, timeout=120)
+        finally:
+            _stop(chains)
+        assert codes == [143, 143], [c.text()[-2500:] for c in chains]
+        report(first, codes)
+        reported = time.monotonic()
+        second = gang(1)
+        restarted = time.monotonic() - reported
+        chains = start(net, second)
+        try:
+            codes = _finish(chains, timeout=300)
+        finally:
+            _stop(chains)
+        assert codes == [0, 0], [c.text()[-2500:] for c in chains]
+        report(second, codes)
+    outcome = run.result(timeout=120)
+    assert (outcome.code, outcome.restarts, outcome.restarts_counted) == (0, 1, 0), lines
+    first_rec, second_rec = ledger_records(ckpt)
+    assert first_rec["outcome"] == "preempted" and first_rec["steps_lost"] == 0, first_rec
+    assert second_rec["start_step"] == first_rec["saved_step"]
+    assert summary(out)["final_step"] == 600
+    print(
+        f"\nsaved step {first_rec['saved_step']} on the notice on both pods; the new gang's "
+        f"pods Running {restarted:.1f} s after the exits were reported; final step 600"
+    )
