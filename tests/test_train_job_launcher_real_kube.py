@@ -66,7 +66,8 @@ def worker_set(ns, name, workers=2, args=("--checkpoint_dir=gs://bucket/ckpt",),
 
 def in_thread(cp, ws, lines, **kw) -> Background:
     kw.setdefault("poll_seconds", 0.5)
-    run = launcher.Launcher(kube.from_client(cp.admin, ws.namespace), ws, say=lines.append, **kw)
+    ns = ws.namespace if isinstance(ws, js.WorkerSet) else ws[0].namespace
+    run = launcher.Launcher(kube.from_client(cp.admin, ns), ws, say=lines.append, **kw)
     return Background(run)
 
 
@@ -365,3 +366,53 @@ def test_the_jobset_engines_pods_run_a_user_task_save_on_notice_and_finish_exact
         f"\nsaved step {first_rec['saved_step']} on the notice on both pods; the new gang's "
         f"pods Running {restarted:.1f} s after the exits were reported; final step 600"
     )
+
+
+def spot_and_on_demand(ns, name, **kw) -> list[js.WorkerSet]:
+    """A spot gang (the fixture's nodes have no spot label: it never gets capacity)
+    and the on-demand gang it moves to."""
+    spot = worker_set(ns, name, pool="spot", **kw)
+    on_demand = worker_set(ns, name + "-od", **kw)
+    return [spot, on_demand]
+
+
+def test_no_spot_capacity_moves_the_gang_to_on_demand_and_it_completes(jobset_kube):
+    cp, ns, name = jobset_kube, "tl-move", "st-move"
+    namespace(cp, ns)
+    spot, on_demand = spot_and_on_demand(ns, name, retries=1)
+    lines: list[str] = []
+    run = in_thread(cp, [spot, on_demand], lines, capacity_deadline=20)
+    (job,) = wait_for("the on-demand child Job", lambda: child_jobs(cp, ns, on_demand.name), 120)
+    pods = running_pods(cp, ns, job.metadata.uid, 2)
+    assert gone(cp, ns, spot.name), lines  # deleted before the new gang was resumed
+    for pod in pods:
+        cp.kubelet.exit(pod, 0)
+    out = run.result(timeout=120)
+    assert (out.code, out.jobset, out.moved) == (0, on_demand.name, True), lines
+    said = "\n".join(lines)
+    assert "no spot capacity for" in said and "moving to on-demand" in said, said
+    assert said.index(f"created JobSet {on_demand.name}") < said.index("moved to JobSet"), said
+
+
+def test_a_move_cut_off_midway_is_finished_by_the_next_launcher(jobset_kube):
+    """As a launcher killed mid-move leaves it: the spot JobSet still there and the
+    on-demand one created suspended. The next launcher deletes the spot one, waits for
+    it to go, then resumes the on-demand one: never two gangs at once."""
+    cp, ns, name = jobset_kube, "tl-cutoff", "st-cutoff"
+    namespace(cp, ns)
+    spot, on_demand = spot_and_on_demand(ns, name, retries=1)
+    suspended = js.jobset(on_demand)
+    suspended["spec"]["suspend"] = True
+    for manifest in (js.jobset(spot), suspended):
+        custom(cp).create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, manifest)
+    (od_job,) = wait_for("the suspended child Job", lambda: child_jobs(cp, ns, on_demand.name))
+    assert od_job.spec.suspend is True
+    lines: list[str] = []
+    run = in_thread(cp, [spot, on_demand], lines)
+    pods = running_pods(cp, ns, od_job.metadata.uid, 2)
+    assert gone(cp, ns, spot.name), lines
+    for pod in pods:
+        cp.kubelet.exit(pod, 0)
+    out = run.result(timeout=120)
+    assert (out.code, out.jobset, out.moved) == (0, on_demand.name, True), lines
+    assert not any("created" in line for line in lines), lines

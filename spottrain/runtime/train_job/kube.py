@@ -61,6 +61,14 @@ class JobSetKube(Kube):
             VERSION, self.namespace, PLURAL, manifest,
         )  # fmt: skip
 
+    def resume_jobset(self, name: str) -> None:
+        """Sets ``spec.suspend`` false (a merge patch); a missing JobSet is fine."""
+        self._call(
+            "patch", f"JobSet {name}", self.custom.patch_namespaced_custom_object, GROUP,
+            VERSION, self.namespace, PLURAL, name, {"spec": {"suspend": False}},
+            missing_ok=True,
+        )  # fmt: skip
+
     def delete_jobset(self, name: str) -> None:
         """Deletes a JobSet, its Jobs and pods first (``Foreground`` propagation).
 

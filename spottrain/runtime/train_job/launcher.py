@@ -6,6 +6,13 @@ or end with an exit code. The JobSet controller restarts the gang and keeps
 ``status.restarts``; the launcher holds no budget of its own, so a launcher killed at
 any point and started again (a KFP retry of its pod) re-attaches by name and changes
 nothing: it never makes a second JobSet and never buys restarts.
+
+The one rule of capacity that stays ours: on a plain spot pool (no ComputeClass to
+move the pods), a gang that gets no capacity or uses up its restarts moves to the
+on-demand pool's JobSet, from the same checkpoint dir. The move is ordered so that a
+launcher killed in the middle of it finishes it when started again, and two gangs
+never train at once: the next JobSet is created suspended (no pods; JobSet's own
+``spec.suspend``), the current one is deleted and waited for, then the next resumed.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from spottrain.runtime.gke_job.kube import KubeError
@@ -25,8 +32,10 @@ from spottrain.runtime.train_job.observe import (
     RESTART_LABEL,
     Memory,
     exits,
+    is_ours,
     observe,
 )
+from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +44,15 @@ log = logging.getLogger(__name__)
 class Outcome:
     """How the run ended: ``code`` (the launcher's exit code) and its ``message``.
 
-    ``restarts``/``restarts_counted`` are the JobSet's status at the last look;
-    ``exits`` every failed pod seen: ``(pod, restart attempt, exit code)``.
+    ``jobset`` names the JobSet it ended with (``moved``: after moving to on-demand);
+    ``restarts``/``restarts_counted`` are its status at the last look; ``exits``
+    every failed pod seen: ``(pod, restart attempt, exit code)``.
     """
 
     code: int
     message: str
+    jobset: str = ""
+    moved: bool = False
     restarts: int = 0
     restarts_counted: int = 0
     exits: list[tuple[str, int, int]] = field(default_factory=list)
@@ -58,7 +70,7 @@ class Launcher:
 
     Args:
         kube: A :class:`kube.JobSetKube`.
-        ws: The gang.
+        sets: The gang, or the spot gang and then the on-demand one it may move to.
         poll_seconds: Seconds between two looks.
         capacity_deadline: Seconds pods may stay Unschedulable before the run ends
             with a retryable code.
@@ -71,7 +83,7 @@ class Launcher:
     def __init__(
         self,
         kube,
-        ws: js.WorkerSet,
+        sets: js.WorkerSet | Sequence[js.WorkerSet],
         *,
         poll_seconds: float = 5.0,
         capacity_deadline: float = 3600.0,
@@ -80,7 +92,8 @@ class Launcher:
         say: Callable[[str], None] = print,
     ):
         self.kube = kube
-        self.ws = ws
+        self.sets = [sets] if isinstance(sets, js.WorkerSet) else list(sets)
+        self.current = 0
         self.poll_seconds = poll_seconds
         self.clock = clock
         self.own_pod_disrupted = own_pod_disrupted
@@ -89,6 +102,11 @@ class Launcher:
         self.memory = Memory(capacity_deadline=capacity_deadline)
         self._exits: dict[str, tuple[int, int]] = {}
 
+    @property
+    def ws(self) -> js.WorkerSet:
+        """The gang being run now."""
+        return self.sets[self.current]
+
     def run(self) -> Outcome:
         """Runs to the end; a failed JobSet is an :class:`Outcome`, not an exception.
 
@@ -96,8 +114,12 @@ class Launcher:
             KubeError: an API error that retrying cannot fix (or no JobSet API).
         """
         self.kube.check_api()
+        self.current = self._reattach_point()
+        if self.current:
+            self._finish_move()
         first = True
         while True:
+            self.memory = replace(self.memory, can_fall_over=self.current < len(self.sets) - 1)
             jobset = self.kube.read_jobset(self.ws.name)
             pods = self.kube.list_pods({JOBSET_NAME_LABEL: self.ws.name}) if jobset else []
             self._note_exits(pods)
@@ -126,20 +148,64 @@ class Launcher:
                 return Outcome(
                     code=action.code,
                     message=action.line,
+                    jobset=self.ws.name,
+                    moved=self.current > 0,
                     restarts=seen.restarts,
                     restarts_counted=seen.restarts_counted,
                     exits=sorted((pod, gen, code) for pod, (gen, code) in self._exits.items()),
                 )
             elif action.kind == d.FALL_OVER:
-                raise NotImplementedError("the move to on-demand is not wired yet (issue 30)")
+                self._move()
+                continue
             self.stop.wait(self.poll_seconds)
 
     def _say(self, line: str) -> None:
         self.say(f"[jobset {self.ws.name}] {line}")
 
-    def _create(self) -> None:
+    def _reattach_point(self) -> int:
+        """The furthest gang whose JobSet exists and is ours (a move made or begun)."""
+        for i in reversed(range(1, len(self.sets))):
+            found = self.kube.read_jobset(self.sets[i].name)
+            if found is not None and is_ours(found, ours(self.sets[i])):
+                return i
+        return 0
+
+    def _move(self) -> None:
+        """To the next gang: created suspended, the current one deleted, then resumed."""
+        manifest = js.jobset(self.sets[self.current + 1])
+        manifest["spec"]["suspend"] = True
+        self.current += 1
+        self._create(manifest)
+        self.memory = Memory(capacity_deadline=self.memory.capacity_deadline)
+        self._finish_move()
+
+    def _finish_move(self) -> None:
+        """Deletes the earlier gangs' JobSets, waits until they are gone, resumes this one."""
+        started = self.clock()
+        while True:
+            left = [
+                ws.name
+                for ws in self.sets[: self.current]
+                if (found := self.kube.read_jobset(ws.name)) is not None
+                and is_ours(found, ours(ws))
+            ]
+            if not left:
+                break
+            for name in left:
+                self.kube.delete_jobset(name)  # again on each look: idempotent
+            if self.clock() - started >= d.DELETING_DEADLINE:
+                raise KubeError(
+                    preemption.UNAVAILABLE,
+                    f"JobSet(s) {', '.join(left)} still being deleted after "
+                    f"{d.DELETING_DEADLINE:.0f} s: not starting {self.ws.name} beside them",
+                )
+            self.stop.wait(self.poll_seconds)
+        self.kube.resume_jobset(self.ws.name)
+        self._say(f"moved to JobSet {self.ws.name} ({self.ws.placement.pool})")
+
+    def _create(self, manifest: dict | None = None) -> None:
         try:
-            self.kube.create_jobset(js.jobset(self.ws))
+            self.kube.create_jobset(manifest or js.jobset(self.ws))
         except KubeError as err:
             if getattr(err.__cause__, "status", None) == 409:
                 return  # made meanwhile: the next look says whose it is
