@@ -58,6 +58,10 @@ TABLE = [
         None,
         SPOT,
     ),
+    # The run's deadline: the JobSet deleted, exit 64 (a retry would pass it again).
+    (d.Observed("running", deadline=600, age_seconds=600), d.DELETE_AND_EXIT, 64, "deadline"),
+    (d.Observed("running", deadline=600, age_seconds=599), d.WAIT, None, ""),
+    (d.Observed("completed", deadline=600, age_seconds=700), d.EXIT, 0, "Completed"),
     # Progress: a restart the JobSet controller made is said once.
     (d.Observed("running", restarts=1, max_restarts=3), d.REPORT, None, "0 of 3 counted"),
     (d.Observed("running", restarts=1, restarts_said=1), d.WAIT, None, ""),

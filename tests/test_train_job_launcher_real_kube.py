@@ -167,7 +167,8 @@ def test_exit_64_ends_the_launcher_with_64_and_keeps_the_jobset(jobset_kube):
     cp.kubelet.exit(pods[1], 64)
     out = run.result(timeout=120)
     assert (out.code, out.restarts, out.restarts_counted) == (64, 0, 0), lines
-    assert (pods[1].metadata.name, 0, 64) in out.exits
+    ended = {(a.pod, a.job, a.exit_code, a.node) for a in out.attempts}
+    assert (pods[1].metadata.name, f"{name}/0", 64, pods[1].spec.node_name) in ended, ended
     assert "kept for inspection" in lines[-1], lines
     assert not get_jobset(cp, ns, name)["metadata"].get("deletionTimestamp")
 
@@ -199,7 +200,9 @@ def test_a_disruption_restarts_for_free_and_170s_use_up_max_restarts(jobset_kube
     cp.kubelet.exit(gang(2)[0], 170)
     out = run.result(timeout=120)
     assert (out.code, out.restarts, out.restarts_counted) == (170, 2, 1), lines
-    assert [code for _, _, code in out.exits].count(170) == 2, out.exits
+    codes = [(a.job, a.exit_code) for a in out.attempts]
+    assert (f"{name}/1", 170) in codes and (f"{name}/2", 170) in codes, codes
+    assert any(a.disruption == "TerminationByKubelet" for a in out.attempts), out.attempts
     assert "deleting it for the retry" in lines[-1], lines
     wait_in(cp, ns, "the JobSet deleted", lambda: gone(cp, ns, name), timeout=120)
 
@@ -416,3 +419,24 @@ def test_a_move_cut_off_midway_is_finished_by_the_next_launcher(jobset_kube):
     out = run.result(timeout=120)
     assert (out.code, out.jobset, out.moved) == (0, on_demand.name, True), lines
     assert not any("created" in line for line in lines), lines
+
+
+def test_the_run_deadline_counts_from_the_first_jobset_and_ends_the_run_with_64(jobset_kube):
+    """Killed and restarted, a launcher reads the run's start from the JobSet; the
+    deadline passes, the JobSet is deleted, exit 64."""
+    cp, ns, name = jobset_kube, "tl-deadline", "st-deadline"
+    namespace(cp, ns)
+    lines: list[str] = []
+    first = in_thread(cp, worker_set(ns, name), lines, deadline=3600)
+    (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
+    running_pods(cp, ns, job.metadata.uid, 2)
+    started = first.launcher.run_started
+    first.launcher.own_pod_disrupted = lambda: True  # its pod going: the JobSet runs on
+    first.launcher.stop.set()
+    assert first.result(timeout=60).code == 143
+    time.sleep(2)
+    again = in_thread(cp, worker_set(ns, name), lines, deadline=2)
+    out = again.result(timeout=60)
+    assert again.launcher.run_started == pytest.approx(started, abs=0.01)
+    assert out.code == 64 and "passed its deadline" in lines[-1], lines
+    wait_in(cp, ns, "the JobSet deleted", lambda: gone(cp, ns, name), timeout=120)

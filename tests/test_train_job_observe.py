@@ -120,3 +120,12 @@ def test_memory_and_signals_pass_through():
     seen = look(jobset(), memory=memory, sigterm=True, own_pod_disrupted=True)
     assert (seen.restarts_said, seen.unschedulable_said, seen.capacity_deadline) == (2, True, 60)
     assert seen.sigterm and seen.own_pod_disrupted
+
+
+def test_the_run_is_timed_from_the_launchers_annotation_else_the_creation():
+    js = jobset()
+    js["metadata"]["creationTimestamp"] = T0
+    assert look(js).age_seconds == pytest.approx(60.0)
+    js["metadata"]["annotations"] = {ob.RUN_STARTED_ANNOTATION: f"{NOW - 3600:.3f}"}
+    assert look(js, memory=ob.Memory(deadline=100)).age_seconds == pytest.approx(3600.0)
+    assert look(js, memory=ob.Memory(deadline=100)).deadline == 100

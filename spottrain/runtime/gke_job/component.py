@@ -6,9 +6,7 @@ built by the same functions, so a pipeline can use either.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import signal
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 from spottrain.placement import Placement, PlacementError, seconds
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.gke_job import control, kube, manifests, names, status
+from spottrain.runtime.train_job.attempts import gang_attempts
 from spottrain.trainer import checkpointing, ledger, preemption
 
 log = logging.getLogger(__name__)
@@ -86,43 +85,6 @@ def gangs(
                 placement=placement.with_(pool="on-demand", taint=None),
                 **common,
             )
-        )
-    return out
-
-
-def gang_attempts(attempts: Sequence[control.PodAttempt]) -> list[dict]:
-    """One entry per chief pod, with its peers' ends (for ``ledger.annotate``)."""
-    out = []
-    for chief in attempts:
-        if chief.index != 0 or chief.started is None or chief.finished is None:
-            continue
-        gang = [
-            a
-            for a in attempts
-            if a.job == chief.job
-            and a.started is not None
-            and a.finished is not None
-            # Overlapping runs; a gang restart ends one run where the next begins.
-            and a.started < chief.finished
-            and a.finished > chief.started
-            and (a.index != 0 or a is chief)
-        ]
-        out.append(
-            {
-                "started": chief.started,
-                "finished": chief.finished,
-                "node": chief.node,
-                "node_kind": chief.node_kind,
-                "disruption": next((a.disruption for a in gang if a.disruption), ""),
-                "pod_exit_codes": {str(a.index): a.exit_code for a in gang},
-                "pods": [
-                    {
-                        k: getattr(a, k)
-                        for k in ("pod", "index", "node", "node_kind", "disruption", "exit_code")
-                    }
-                    for a in gang
-                ],  # fmt: skip
-            }
         )
     return out
 
@@ -269,7 +231,6 @@ def run_component(
         k: The API (default: this pod's service account, in its namespace).
         **kwargs: The component's other inputs (see :func:`launch`).
     """
-    from spottrain.gcs_copy import copy
     from spottrain.version import IMAGE
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -296,21 +257,6 @@ def run_component(
         f"; its Job was recreated {outcome.recreations} time(s) to skip the Job "
         "controller's replacement back-off" * bool(outcome.recreations),
     )
-    checkpoint_dir = kwargs["checkpoint_dir"]
-    os.makedirs(model.path, exist_ok=True)
-    copy(checkpointing.job_model_dir(checkpoint_dir), model.path)
-    summary = in_pod.read_summary(model.path)
-    for name, value in in_pod.numeric_metrics(summary).items():
-        metrics.log_metric(name, value)
-    in_pod.write_classification(summary, classification)
-    totals = in_pod.write_ledger(checkpoint_dir, metrics, attempts)
-    log.info("attempt ledger: %s", json.dumps(totals, sort_keys=True))
-    if report is not None:
-        in_pod.write_report_safely(checkpoint_dir, kwargs.get("tensorboard_dir", ""), report)
-    model.metadata.update(
-        framework="tensorflow",
-        backbone=kwargs.get("backbone", ""),
-        image_size=kwargs.get("image_size", 0),
-        checkpoint_dir=checkpoint_dir,
-        **in_pod.numeric_metrics(summary),
-    )
+    from spottrain.runtime.train_job.component import write_outputs
+
+    write_outputs(kwargs, model, metrics, attempts, report, classification)

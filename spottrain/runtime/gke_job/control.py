@@ -21,6 +21,7 @@ from spottrain.runtime.gke_job import manifests, names, recreate, status
 from spottrain.runtime.gke_job.logs import ChiefLog
 from spottrain.runtime.gke_job.starting import START_FAILURE_SECONDS, StartWatch
 from spottrain.runtime.gke_job.stuck import StuckPods
+from spottrain.runtime.train_job.attempts import PodAttempt
 from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
@@ -28,21 +29,6 @@ log = logging.getLogger(__name__)
 # Consecutive failed polls (API unreachable) tolerated before the launcher exits
 # UNAVAILABLE; its KFP retry re-attaches to the Job, which runs on meanwhile.
 API_FAILURES_TOLERATED = 30
-
-
-@dataclass
-class PodAttempt:
-    """One finished pod of a gang: where it ran and how it ended."""
-
-    job: str
-    pod: str
-    index: int | None
-    node: str
-    node_kind: str
-    disruption: str
-    exit_code: int | None
-    started: float | None
-    finished: float | None
 
 
 @dataclass

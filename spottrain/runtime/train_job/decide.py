@@ -47,6 +47,8 @@ class Observed:
         unschedulable_said: Whether that wait was already said.
         selector: What the pods select (a ComputeClass or node labels), for the line.
         capacity_deadline: Seconds of Unschedulable after which the capacity is given up.
+        deadline: Seconds the whole run may take (None: no limit).
+        age_seconds: How long the run has taken (from its first JobSet's creation).
         can_fall_over: A plain spot pool with an on-demand pool to move to, not used yet.
         deleting_seconds: How long the JobSet has been being deleted.
         deleting_said: Whether that wait was already said.
@@ -66,6 +68,8 @@ class Observed:
     unschedulable_said: bool = False
     selector: str = ""
     capacity_deadline: float = 3600.0
+    deadline: float | None = None
+    age_seconds: float = 0.0
     can_fall_over: bool = False
     deleting_seconds: float = 0.0
     deleting_said: bool = False
@@ -137,6 +141,14 @@ def decide(o: Observed) -> Action:
             # Deleted, so that KFP's retry of this task creates a fresh one.
             return Action(DELETE_AND_EXIT, line + "; deleting it for the retry", code)
         return Action(EXIT, line + "; kept for inspection", code)
+    if o.deadline is not None and o.age_seconds >= o.deadline:
+        # Another attempt would only pass it again.
+        return Action(
+            DELETE_AND_EXIT,
+            f"the run passed its deadline ({o.deadline:.0f} s) after {o.age_seconds:.0f} s "
+            "before finishing: deleting the JobSet",
+            preemption.FATAL_CONFIG,
+        )
     waited = o.unschedulable_seconds
     if waited is not None and waited >= o.capacity_deadline:
         if o.can_fall_over:

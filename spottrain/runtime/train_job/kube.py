@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kubernetes.client.exceptions import ApiException
 
-from spottrain.runtime.gke_job.kube import Kube, KubeError, explain
+from spottrain.runtime.gke_job.kube import NAMESPACE_FILE, Kube, KubeError, explain
 from spottrain.trainer import preemption
 
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
@@ -92,3 +92,17 @@ def from_client(api_client, namespace: str) -> JobSetKube:
         client.CustomObjectsApi(api_client),
         namespace,
     )
+
+
+def in_cluster() -> JobSetKube:
+    """A :class:`JobSetKube` for the pod this runs in (its service account, its namespace)."""
+    from kubernetes import config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException as err:
+        raise KubeError(
+            preemption.FATAL_CONFIG,
+            f"not inside a Kubernetes pod ({err}): the JobSet-engine train runs on KFP on GKE",
+        ) from None
+    return from_client(None, NAMESPACE_FILE.read_text().strip())

@@ -24,20 +24,28 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from spottrain.runtime.gke_job import status
 from spottrain.runtime.gke_job.kube import KubeError
+from spottrain.runtime.train_job import attempts
 from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import jobset as js
+from spottrain.runtime.train_job.attempts import PodAttempt
 from spottrain.runtime.train_job.observe import (
     JOBSET_NAME_LABEL,
     RESTART_LABEL,
+    RUN_STARTED_ANNOTATION,
     Memory,
-    exits,
     is_ours,
     observe,
+    run_started,
 )
 from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
+
+# Consecutive failed looks (API unreachable) waited out before the launcher exits
+# UNAVAILABLE; its KFP retry re-attaches to the JobSet, which runs on meanwhile.
+API_FAILURES_TOLERATED = 30
 
 
 @dataclass
@@ -45,8 +53,8 @@ class Outcome:
     """How the run ended: ``code`` (the launcher's exit code) and its ``message``.
 
     ``jobset`` names the JobSet it ended with (``moved``: after moving to on-demand);
-    ``restarts``/``restarts_counted`` are its status at the last look; ``exits``
-    every failed pod seen: ``(pod, restart attempt, exit code)``.
+    ``restarts``/``restarts_counted`` are its status at the last look; ``attempts``
+    every pod seen ending (its gang: ``<jobset>/<restart attempt>``).
     """
 
     code: int
@@ -55,7 +63,7 @@ class Outcome:
     moved: bool = False
     restarts: int = 0
     restarts_counted: int = 0
-    exits: list[tuple[str, int, int]] = field(default_factory=list)
+    attempts: list[PodAttempt] = field(default_factory=list)
 
 
 def ours(ws: js.WorkerSet) -> dict[str, str]:
@@ -73,7 +81,9 @@ class Launcher:
         sets: The gang, or the spot gang and then the on-demand one it may move to.
         poll_seconds: Seconds between two looks.
         capacity_deadline: Seconds pods may stay Unschedulable before the run ends
-            with a retryable code.
+            with a retryable code (or, on spot with an on-demand gang, moves).
+        deadline: Seconds the whole run may take, from the first JobSet's creation
+            (kept across moves): past it, the JobSet is deleted, exit 64.
         clock: Epoch seconds (the API's timestamps are compared with it).
         own_pod_disrupted: Called on SIGTERM; ``True`` keeps the JobSet (the
             launcher's own pod is going; its retry re-attaches).
@@ -87,6 +97,7 @@ class Launcher:
         *,
         poll_seconds: float = 5.0,
         capacity_deadline: float = 3600.0,
+        deadline: float | None = None,
         clock: Callable[[], float] = time.time,
         own_pod_disrupted: Callable[[], bool] = lambda: False,
         say: Callable[[str], None] = print,
@@ -99,8 +110,10 @@ class Launcher:
         self.own_pod_disrupted = own_pod_disrupted
         self.say = say
         self.stop = threading.Event()
-        self.memory = Memory(capacity_deadline=capacity_deadline)
-        self._exits: dict[str, tuple[int, int]] = {}
+        self.memory = Memory(capacity_deadline=capacity_deadline, deadline=deadline)
+        self.attempts: dict[str, PodAttempt] = {}
+        self.run_started: float | None = None
+        self._node_kinds: dict[str, str] = {}
 
     @property
     def ws(self) -> js.WorkerSet:
@@ -120,9 +133,10 @@ class Launcher:
         first = True
         while True:
             self.memory = replace(self.memory, can_fall_over=self.current < len(self.sets) - 1)
-            jobset = self.kube.read_jobset(self.ws.name)
-            pods = self.kube.list_pods({JOBSET_NAME_LABEL: self.ws.name}) if jobset else []
-            self._note_exits(pods)
+            jobset, pods = self._look()
+            self._note(pods)
+            if jobset is not None and self.run_started is None:
+                self.run_started = run_started(jobset)
             sigterm = self.stop.is_set()
             seen = observe(
                 jobset, pods, now=self.clock(), ours=ours(self.ws), memory=self.memory,
@@ -152,12 +166,28 @@ class Launcher:
                     moved=self.current > 0,
                     restarts=seen.restarts,
                     restarts_counted=seen.restarts_counted,
-                    exits=sorted((pod, gen, code) for pod, (gen, code) in self._exits.items()),
+                    attempts=sorted(
+                        self.attempts.values(), key=lambda a: (a.started or 0, a.index or 0)
+                    ),
                 )
             elif action.kind == d.FALL_OVER:
                 self._move()
                 continue
             self.stop.wait(self.poll_seconds)
+
+    def _look(self) -> tuple[dict | None, list[dict]]:
+        """The JobSet and its pods; an API blip is waited out (the gang runs on)."""
+        for failures in range(API_FAILURES_TOLERATED + 1):
+            try:
+                jobset = self.kube.read_jobset(self.ws.name)
+                pods = self.kube.list_pods({JOBSET_NAME_LABEL: self.ws.name}) if jobset else []
+                return jobset, pods
+            except KubeError as err:
+                if not preemption.is_retryable(err.code) or failures == API_FAILURES_TOLERATED:
+                    raise
+                log.warning("%s (look %d of %d)", err, failures + 1, API_FAILURES_TOLERATED)
+                self.stop.wait(self.poll_seconds)
+        raise AssertionError("unreachable")
 
     def _say(self, line: str) -> None:
         self.say(f"[jobset {self.ws.name}] {line}")
@@ -176,7 +206,9 @@ class Launcher:
         manifest["spec"]["suspend"] = True
         self.current += 1
         self._create(manifest)
-        self.memory = Memory(capacity_deadline=self.memory.capacity_deadline)
+        self.memory = Memory(
+            capacity_deadline=self.memory.capacity_deadline, deadline=self.memory.deadline
+        )
         self._finish_move()
 
     def _finish_move(self) -> None:
@@ -204,8 +236,13 @@ class Launcher:
         self._say(f"moved to JobSet {self.ws.name} ({self.ws.placement.pool})")
 
     def _create(self, manifest: dict | None = None) -> None:
+        manifest = manifest or js.jobset(self.ws)
+        if self.run_started is None:
+            self.run_started = self.clock()
+        annotations = manifest["metadata"].setdefault("annotations", {})
+        annotations[RUN_STARTED_ANNOTATION] = f"{self.run_started:.3f}"
         try:
-            self.kube.create_jobset(manifest or js.jobset(self.ws))
+            self.kube.create_jobset(manifest)
         except KubeError as err:
             if getattr(err.__cause__, "status", None) == 409:
                 return  # made meanwhile: the next look says whose it is
@@ -216,15 +253,30 @@ class Launcher:
             f"({selector or 'any node'}), maxRestarts {self.ws.placement.retries}"
         )
 
-    def _note_exits(self, pods: list[dict]) -> None:
+    def _note(self, pods: list[dict]) -> None:
+        """Records each pod that ended, once, with its node's kind (for the ledger)."""
         for pod in pods:
-            ended = exits(pod)
-            if ended is None:
-                continue
             meta = pod.get("metadata") or {}
+            key = meta.get("uid") or meta.get("name")
+            if key in self.attempts or not status.is_done(pod):
+                continue
             gen = (meta.get("labels") or {}).get(RESTART_LABEL, "0")
-            if meta.get("name") not in self._exits:
-                self._exits[meta["name"]] = (int(gen) if gen.isdigit() else 0, ended[0])
+            node = (pod.get("spec") or {}).get("nodeName") or ""
+            self.attempts[key] = attempts.from_pod(
+                pod, f"{self.ws.name}/{gen}", self._node_kind(node)
+            )
+
+    def _node_kind(self, node: str) -> str:
+        if not node:
+            return "unknown"
+        if node not in self._node_kinds:
+            try:
+                self._node_kinds[node] = status.node_kind(self.kube.read_node(node))
+            except KubeError as err:
+                # Node labels need a ClusterRole; without it the ledger says "unknown".
+                log.warning("node kind of %s unknown: %s", node, err)
+                self._node_kinds[node] = "unknown"
+        return self._node_kinds[node]
 
 
 def _said(memory: Memory, what: str, seen: d.Observed) -> Memory:

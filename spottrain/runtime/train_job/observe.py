@@ -19,6 +19,9 @@ from spottrain.trainer import preemption
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # jobset_types.go:24
 RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.go:34
+# When the run's first JobSet was made (epoch s), carried to the JobSets after it:
+# the run deadline counts from there, so a move buys no time.
+RUN_STARTED_ANNOTATION = "spottrain.dev/run-started"
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Memory:
     unschedulable_said: bool = False
     deleting_said: bool = False
     capacity_deadline: float = 3600.0
+    deadline: float | None = None
     can_fall_over: bool = False
 
 
@@ -43,6 +47,16 @@ def _true(obj: Mapping, kind: str) -> dict | None:
         if cond.get("type") == kind and cond.get("status") == "True":
             return cond
     return None
+
+
+def run_started(jobset: Mapping) -> float | None:
+    """When the run began: the annotation the launcher sets, else the JobSet's creation."""
+    meta = jobset.get("metadata") or {}
+    raw = (meta.get("annotations") or {}).get(RUN_STARTED_ANNOTATION, "")
+    try:
+        return float(raw)
+    except ValueError:
+        return _time(meta.get("creationTimestamp"))
 
 
 def is_ours(jobset: Mapping, expected: Mapping[str, str]) -> bool:
@@ -124,6 +138,7 @@ def observe(
     base = Observed(
         state="missing",
         capacity_deadline=memory.capacity_deadline,
+        deadline=memory.deadline,
         can_fall_over=memory.can_fall_over,
         restarts_said=memory.restarts_said,
         unschedulable_said=memory.unschedulable_said,
@@ -143,6 +158,7 @@ def observe(
             "maxRestarts", 0
         ) or 0),
         selector=selector_of(jobset),
+        age_seconds=max(0.0, now - (run_started(jobset) or now)),
     )  # fmt: skip
     if not is_ours(jobset, ours):
         return replace(base, state="foreign")

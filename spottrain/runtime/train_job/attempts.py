@@ -1,0 +1,86 @@
+"""The pods a launcher saw end, one :class:`PodAttempt` each, and the ledger's view.
+
+Only the launcher sees the nodes and how each pod ended; the chief's trainer writes
+the records. :func:`gang_attempts` groups the pods of one gang run (a JobSet
+generation, or a Job) under its chief, for ``spottrain.trainer.ledger.annotate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from spottrain.runtime.gke_job import status
+
+
+@dataclass
+class PodAttempt:
+    """One finished pod of a gang: where it ran and how it ended."""
+
+    job: str
+    pod: str
+    index: int | None
+    node: str
+    node_kind: str
+    disruption: str
+    exit_code: int | None
+    started: float | None
+    finished: float | None
+
+
+def _epoch(value) -> float | None:
+    moment = status.parse_time(value)
+    return moment.timestamp() if moment else None
+
+
+def from_pod(pod: dict, gang: str, node_kind: str) -> PodAttempt:
+    """The ended ``pod`` of ``gang`` (its generation's name), run on a ``node_kind`` node."""
+    term = status.terminated(pod) or {}
+    return PodAttempt(
+        job=gang,
+        pod=pod["metadata"]["name"],
+        index=status.pod_index(pod),
+        node=(pod.get("spec") or {}).get("nodeName") or "",
+        node_kind=node_kind,
+        disruption=status.disruption(pod),
+        exit_code=status.exit_code(pod),
+        started=_epoch(term.get("startedAt")),
+        finished=_epoch(term.get("finishedAt")),
+    )
+
+
+def gang_attempts(attempts: Sequence[PodAttempt]) -> list[dict]:
+    """One entry per chief pod, with its peers' ends (for ``ledger.annotate``)."""
+    out = []
+    for chief in attempts:
+        if chief.index != 0 or chief.started is None or chief.finished is None:
+            continue
+        gang = [
+            a
+            for a in attempts
+            if a.job == chief.job
+            and a.started is not None
+            and a.finished is not None
+            # Overlapping runs; a gang restart ends one run where the next begins.
+            and a.started < chief.finished
+            and a.finished > chief.started
+            and (a.index != 0 or a is chief)
+        ]
+        out.append(
+            {
+                "started": chief.started,
+                "finished": chief.finished,
+                "node": chief.node,
+                "node_kind": chief.node_kind,
+                "disruption": next((a.disruption for a in gang if a.disruption), ""),
+                "pod_exit_codes": {str(a.index): a.exit_code for a in gang},
+                "pods": [
+                    {
+                        k: getattr(a, k)
+                        for k in ("pod", "index", "node", "node_kind", "disruption", "exit_code")
+                    }
+                    for a in gang
+                ],  # fmt: skip
+            }
+        )
+    return out

@@ -1,0 +1,213 @@
+"""The ``train_job`` component's body on the JobSet engine: inputs → JobSets → launcher → outputs.
+
+Its outputs are the in-pod ``train`` component's (model, metrics, attempts Markdown and
+page), built by the same functions, so a pipeline can use either.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+from collections.abc import Sequence
+from typing import Any
+
+from spottrain.placement import Placement, PlacementError, seconds
+from spottrain.runtime import train as in_pod
+from spottrain.runtime.gke_job import component as shared
+from spottrain.runtime.gke_job import names, status
+from spottrain.runtime.gke_job.kube import KubeError
+from spottrain.runtime.train_job import jobset as js
+from spottrain.runtime.train_job import kube, launcher
+from spottrain.runtime.train_job.attempts import gang_attempts
+from spottrain.trainer import checkpointing, ledger
+
+log = logging.getLogger(__name__)
+
+
+def worker_sets(
+    *,
+    run_id: str,
+    task_name: str,
+    namespace: str,
+    image: str,
+    args: Sequence[str],
+    workers: int,
+    placement: Placement,
+    on_demand: bool,
+    service_account: str = "",
+) -> list[js.WorkerSet]:
+    """The spot gang and, with ``on_demand`` on a plain pool, the on-demand one.
+
+    Named from the KFP run id and task name only (``names.job_name``), so a retry of
+    the launcher's pod finds them. A ComputeClass gets no second gang: the class
+    itself moves the pods to on-demand nodes (and back).
+    """
+    common = dict(
+        namespace=namespace, image=image, args=tuple(args), workers=workers,
+        service_account=service_account, run=run_id,
+    )  # fmt: skip
+    out = [js.WorkerSet(name=names.job_name(run_id, task_name), placement=placement, **common)]
+    if on_demand and placement.pool != "on-demand" and not placement.compute_class:
+        out.append(
+            js.WorkerSet(
+                name=names.job_name(run_id, task_name, on_demand=True),
+                placement=placement.with_(pool="on-demand", taint=None),
+                **common,
+            )
+        )
+    return out
+
+
+def launch(
+    k: kube.JobSetKube,
+    *,
+    data_dir: str,
+    checkpoint_dir: str,
+    run_id: str,
+    task_name: str,
+    workers: int,
+    pool: str,
+    gpu_type: str,
+    gpus: int,
+    memory_limit: str,
+    retries: int,
+    unschedulable_timeout: int,
+    on_demand: bool,
+    deadline: str,
+    compute_class: str = "",
+    grace_seconds: int = 30,
+    extra_args: Sequence[str] = (),
+    default_image: str = "",
+    poll_seconds: float = 10.0,
+    launcher_options: dict | None = None,
+    **hyperparameters: Any,
+) -> launcher.Outcome:
+    """Builds the JobSets from the component inputs and runs the launcher to the end.
+
+    Raises:
+        TrainFailed: a bad input (exit 64, one line).
+        KubeError: an API error (its ``code``).
+    """
+    shared.check_inputs(data_dir=data_dir, checkpoint_dir=checkpoint_dir, run_id=run_id,
+                        task_name=task_name)  # fmt: skip
+    if workers < 1:
+        raise shared._fatal(f"workers={workers}: must be >= 1")
+    if unschedulable_timeout < 0:
+        raise shared._fatal(f"unschedulable_timeout={unschedulable_timeout}: must be >= 0 seconds")
+    try:
+        placement = Placement(
+            pool=pool, gpu_type=gpu_type, gpu_count=gpus, memory_limit=memory_limit,
+            retries=retries, compute_class=compute_class, grace_seconds=grace_seconds,
+        )  # fmt: skip
+        run_seconds = seconds(deadline)
+    except (PlacementError, ValueError) as err:
+        raise shared._fatal(str(err)) from None
+    flags = in_pod.trainer_flags(
+        data_dir=data_dir,
+        checkpoint_dir=checkpoint_dir,
+        model_dir=checkpointing.job_model_dir(checkpoint_dir),
+        extra_args=extra_args,
+        **hyperparameters,
+    )
+    pod = shared.own_pod(k)
+    image, account = shared.image_and_account(pod, default_image)
+    sets = worker_sets(
+        run_id=run_id, task_name=task_name, namespace=k.namespace, image=image, args=flags,
+        workers=workers, placement=placement, on_demand=on_demand, service_account=account,
+    )  # fmt: skip
+
+    def own_pod_disrupted() -> bool:
+        # The launcher's own pod disrupted (drain, eviction): its KFP retry
+        # re-attaches, so the JobSet runs on. Anything else (run terminated) cleans up.
+        me = shared.own_pod(k) if pod is not None else None
+        return bool(me and status.disruption(me))
+
+    run = launcher.Launcher(
+        k,
+        sets,
+        poll_seconds=poll_seconds,
+        capacity_deadline=unschedulable_timeout,
+        deadline=run_seconds,
+        own_pod_disrupted=own_pod_disrupted,
+        say=lambda line: log.info("%s", line),
+        **(launcher_options or {}),
+    )
+    previous = launcher.install_sigterm(run)
+    try:
+        outcome = run.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    try:
+        ledger.annotate(checkpoint_dir, gang_attempts(outcome.attempts))
+    except Exception as err:  # noqa: BLE001 - the ledger must never fail the run
+        log.warning("could not add the pods to the attempt ledger: %s", err)
+    return outcome
+
+
+def run_component(*, data, model, metrics, attempts, report=None, classification=None,
+                  k: kube.JobSetKube | None = None, **kwargs) -> None:  # fmt: skip
+    """The ``train_job`` component body.
+
+    Args:
+        data: ``Input[Dataset]`` (a gs:// folder, or a gcs_copy pointer to one).
+        model: ``Output[Model]``: the chief's model, copied from the checkpoint dir.
+        metrics: ``Output[Metrics]``: the training summary and ledger totals.
+        attempts: ``Output[Markdown]``: the attempt ledger, with the pods' nodes.
+        report: ``Output[HTML]``: the attempts page (:mod:`spottrain.runtime.report`).
+        classification: ``Output[ClassificationMetrics]``: the task's confusion matrix.
+        k: The API (default: this pod's service account, in its namespace).
+        **kwargs: The component's other inputs (see :func:`launch`).
+    """
+    from spottrain.version import IMAGE
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    location = in_pod.data_location(data.path, data.metadata)
+    if not location.startswith("gs://") and str(getattr(data, "uri", "")).startswith("gs://"):
+        location = data.uri
+    try:
+        outcome = launch(
+            k if k is not None else kube.in_cluster(),
+            data_dir=location,
+            default_image=IMAGE,
+            **kwargs,
+        )
+    except (in_pod.TrainFailed, KubeError) as err:
+        log.error("%s", err)
+        raise SystemExit(err.code) from None
+    if outcome.code != 0:
+        log.error("%s", outcome.message)
+        raise SystemExit(outcome.code)
+    log.info(
+        "JobSet %s completed%s after %d restart(s), %d counted",
+        outcome.jobset,
+        " (after moving to on-demand)" * outcome.moved,
+        outcome.restarts,
+        outcome.restarts_counted,
+    )
+    write_outputs(kwargs, model, metrics, attempts, report, classification)
+
+
+def write_outputs(inputs: dict, model, metrics, attempts, report, classification) -> None:
+    """The KFP outputs of a finished run, from its checkpoint dir (both engines)."""
+    from spottrain.gcs_copy import copy
+
+    checkpoint_dir = inputs["checkpoint_dir"]
+    os.makedirs(model.path, exist_ok=True)
+    copy(checkpointing.job_model_dir(checkpoint_dir), model.path)
+    summary = in_pod.read_summary(model.path)
+    for name, value in in_pod.numeric_metrics(summary).items():
+        metrics.log_metric(name, value)
+    in_pod.write_classification(summary, classification)
+    totals = in_pod.write_ledger(checkpoint_dir, metrics, attempts)
+    log.info("attempt ledger: %s", json.dumps(totals, sort_keys=True))
+    if report is not None:
+        in_pod.write_report_safely(checkpoint_dir, inputs.get("tensorboard_dir", ""), report)
+    model.metadata.update(
+        framework="tensorflow",
+        backbone=inputs.get("backbone", ""),
+        image_size=inputs.get("image_size", 0),
+        checkpoint_dir=checkpoint_dir,
+        **in_pod.numeric_metrics(summary),
+    )
