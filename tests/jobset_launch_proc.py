@@ -38,6 +38,7 @@ def main() -> int:
         poll_seconds=0.5,
         capacity_deadline=spec.get("capacity_deadline", 3600),
         say=lambda line: print(line, flush=True),
+        chief_log=lambda line: print(line, flush=True),
     )
     launcher.install_sigterm(run)
     try:

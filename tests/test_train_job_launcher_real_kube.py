@@ -66,6 +66,7 @@ def worker_set(ns, name, workers=2, args=("--checkpoint_dir=gs://bucket/ckpt",),
 
 def in_thread(cp, ws, lines, **kw) -> Background:
     kw.setdefault("poll_seconds", 0.5)
+    kw.setdefault("chief_log", lines.append)
     ns = ws.namespace if isinstance(ws, js.WorkerSet) else ws[0].namespace
     run = launcher.Launcher(kube.from_client(cp.admin, ns), ws, say=lines.append, **kw)
     return Background(run)
@@ -440,3 +441,81 @@ def test_the_run_deadline_counts_from_the_first_jobset_and_ends_the_run_with_64(
     assert again.launcher.run_started == pytest.approx(started, abs=0.01)
     assert out.code == 64 and "passed its deadline" in lines[-1], lines
     wait_in(cp, ns, "the JobSet deleted", lambda: gone(cp, ns, name), timeout=120)
+
+
+def component_launch(cp, client, ns, bucket, **kw):
+    """train_job.component.launch (the component body) as the given API client, in this
+    (the main) thread, as in the component's pod; a helper thread ends the pods 0."""
+    from spottrain.runtime.train_job import component
+
+    done = threading.Event()
+
+    def finish():
+        found = wait_for("the child Job", lambda: child_jobs(cp, ns, name) or done.is_set(), 90)
+        if found is True:
+            return  # the launcher ended first: its outcome says why
+        for pod in running_pods(cp, ns, found[0].metadata.uid, 2):
+            cp.kubelet.exit(pod, 0)
+
+    name = component.worker_sets(
+        run_id="run-rbac", task_name="train", namespace=ns, image="", args=(), workers=2,
+        placement=Placement(**A100), on_demand=False,
+    )[0].name  # fmt: skip
+    helper = threading.Thread(target=finish, daemon=True)
+    helper.start()
+    inputs = dict(
+        data_dir=f"gs://{bucket}/data", checkpoint_dir=f"gs://{bucket}/ckpt", run_id="run-rbac",
+        task_name="train", workers=2, pool="on-demand", gpu_type="nvidia-tesla-a100", gpus=1,
+        memory_limit="48G", retries=1, unschedulable_timeout=300, on_demand=False,
+        deadline="3600s", poll_seconds=0.5, launcher_options={"chief_log": lambda line: None},
+    )  # fmt: skip
+    try:
+        return name, component.launch(kube.from_client(client, ns), **{**inputs, **kw})
+    finally:
+        done.set()
+        helper.join(120)
+
+
+def test_the_component_body_runs_as_an_account_with_exactly_the_rbac_rules(
+    jobset_kube, gcs_bucket, monkeypatch
+):
+    """Every rule is used: jobsets create/get (the run), pods get (its own pod gives the
+    image and account), pods list, nodes get (the ledger's node kind); patch and
+    delete are used by a move and a SIGTERM (tests above, as admin)."""
+    from spottrain.runtime.train_job import rbac
+
+    cp, ns = jobset_kube, "tl-rbac"
+    client = cp.namespace_with_launcher_account(
+        ns, rules=rbac.RULES, cluster_rules=rbac.CLUSTER_RULES
+    )
+    launcher_pod = {
+        "metadata": {"name": "run-rbac-launcher"},
+        "spec": {
+            "serviceAccountName": "pipeline-runner",
+            "containers": [{"name": "main", "image": "trainer:v7"}],
+        },
+    }
+    cp.core().create_namespaced_pod(ns, launcher_pod)
+    monkeypatch.setenv("HOSTNAME", "run-rbac-launcher")
+    name, out = component_launch(cp, client, ns, gcs_bucket)
+    assert out.code == 0, out.message
+    pods = [a.pod for a in out.attempts]
+    assert len(pods) == 2 and {a.node_kind for a in out.attempts} == {"on-demand"}, out.attempts
+    for pod in cp.core().list_namespaced_pod(ns, label_selector=f"{RESTART}=0").items:
+        assert pod.spec.containers[0].image == "trainer:v7"
+        assert pod.spec.service_account_name == "pipeline-runner"
+
+
+def test_a_missing_rbac_verb_is_one_line_naming_it_and_exit_64(jobset_kube, gcs_bucket):
+    from spottrain.runtime.train_job import rbac
+
+    cp, ns = jobset_kube, "tl-norbac"
+    rules = [dict(r) for r in rbac.RULES]
+    rules[0] = {**rules[0], "verbs": ["get", "patch", "delete"]}  # no create
+    client = cp.namespace_with_launcher_account(ns, rules=rules, cluster_rules=[])
+    with pytest.raises(KubeError) as err:
+        component_launch(cp, client, ns, gcs_bucket)
+    line = str(err.value)
+    assert err.value.code == 64 and "\n" not in line, line
+    assert "refused to create JobSet" in line and "403 Forbidden" in line, line
+    assert not child_jobs(cp, ns, "") and not cp.batch().list_namespaced_job(ns).items

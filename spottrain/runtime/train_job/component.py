@@ -124,16 +124,12 @@ def launch(
         me = shared.own_pod(k) if pod is not None else None
         return bool(me and status.disruption(me))
 
-    run = launcher.Launcher(
-        k,
-        sets,
-        poll_seconds=poll_seconds,
-        capacity_deadline=unschedulable_timeout,
-        deadline=run_seconds,
-        own_pod_disrupted=own_pod_disrupted,
-        say=lambda line: log.info("%s", line),
-        **(launcher_options or {}),
-    )
+    options = dict(
+        poll_seconds=poll_seconds, capacity_deadline=unschedulable_timeout,
+        deadline=run_seconds, own_pod_disrupted=own_pod_disrupted,
+        say=lambda line: log.info("%s", line), chief_log=print,
+    )  # fmt: skip
+    run = launcher.Launcher(k, sets, **{**options, **(launcher_options or {})})
     previous = launcher.install_sigterm(run)
     try:
         outcome = run.run()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from spottrain.runtime.gke_job import status
 from spottrain.runtime.gke_job.kube import KubeError
+from spottrain.runtime.gke_job.logs import ChiefLog
 from spottrain.runtime.train_job import attempts
 from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import jobset as js
@@ -88,6 +89,8 @@ class Launcher:
         own_pod_disrupted: Called on SIGTERM; ``True`` keeps the JobSet (the
             launcher's own pod is going; its retry re-attaches).
         say: Where the progress lines go.
+        chief_log: Where the chief pod's log lines go (the KFP task log), each
+            generation's chief followed from its start.
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class Launcher:
         clock: Callable[[], float] = time.time,
         own_pod_disrupted: Callable[[], bool] = lambda: False,
         say: Callable[[str], None] = print,
+        chief_log: Callable[[str], None] = print,
     ):
         self.kube = kube
         self.sets = [sets] if isinstance(sets, js.WorkerSet) else list(sets)
@@ -114,6 +118,7 @@ class Launcher:
         self.attempts: dict[str, PodAttempt] = {}
         self.run_started: float | None = None
         self._node_kinds: dict[str, str] = {}
+        self.logs = ChiefLog(kube, chief_log)
 
     @property
     def ws(self) -> js.WorkerSet:
@@ -135,6 +140,7 @@ class Launcher:
             self.memory = replace(self.memory, can_fall_over=self.current < len(self.sets) - 1)
             jobset, pods = self._look()
             self._note(pods)
+            self.logs.update(pods)
             if jobset is not None and self.run_started is None:
                 self.run_started = run_started(jobset)
             sigterm = self.stop.is_set()
@@ -159,6 +165,7 @@ class Launcher:
             elif action.kind in (d.EXIT, d.DELETE_AND_EXIT):
                 if action.kind == d.DELETE_AND_EXIT and jobset is not None:
                     self.kube.delete_jobset(self.ws.name)
+                self.logs.join()
                 return Outcome(
                     code=action.code,
                     message=action.line,
