@@ -257,6 +257,10 @@ def node_status(capacity: dict[str, str]) -> dict:
     }
 
 
+# Images under this registry never pull (the fake kubelet's ErrImagePull).
+UNPULLABLE = "registry.invalid/"
+
+
 def _running_status(pod, now: str) -> dict:
     """kubelet_pods.go generateAPIPodStatus for a pod whose containers all started."""
     conditions = [c for c in (pod.status.conditions or []) if c.type == "PodScheduled"]
@@ -336,7 +340,29 @@ class Kubelet:
         )
 
     def start(self, pod) -> None:
-        """The pod's containers run (kubelet_pods.go:1802, :2124, :1963-1969)."""
+        """The pod's containers run (kubelet_pods.go:1802, :2124, :1963-1969); an image
+        under ``UNPULLABLE`` does not pull: the pod stays Pending, its container
+        waiting with reason ErrImagePull (images/image_manager.go's ErrImagePull)."""
+        unpullable = [c for c in pod.spec.containers if c.image.startswith(UNPULLABLE)]
+        if unpullable:
+            status = {
+                "phase": "Pending",
+                "startTime": rfc3339(),
+                "containerStatuses": [
+                    {
+                        "name": c.name, "image": c.image, "imageID": "", "ready": False,
+                        "started": False, "restartCount": 0,
+                        "state": {"waiting": {
+                            "reason": "ErrImagePull",
+                            "message": f'failed to pull image "{c.image}": not found',
+                        }},
+                    }
+                    for c in pod.spec.containers
+                ],
+            }  # fmt: skip
+            self._patch(pod, status)
+            self.events.append((time.time(), pod.metadata.name, "ErrImagePull"))
+            return
         self._patch(pod, _running_status(pod, rfc3339()))
         self.events.append((time.time(), pod.metadata.name, "Running"))
 

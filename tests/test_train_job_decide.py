@@ -8,6 +8,7 @@ from spottrain.runtime.train_job import decide as d
 
 SPOT = "cloud.google.com/gke-spot=true"
 CLASS = "compute class spottrain-a100"
+PULL = 'pod p-0: ErrImagePull (failed to pull image "x": not found)'
 
 TABLE = [
     # (observed, action kind, exit code, a word of the line)
@@ -62,6 +63,22 @@ TABLE = [
     (d.Observed("running", deadline=600, age_seconds=600), d.DELETE_AND_EXIT, 64, "deadline"),
     (d.Observed("running", deadline=600, age_seconds=599), d.WAIT, None, ""),
     (d.Observed("completed", deadline=600, age_seconds=700), d.EXIT, 0, "Completed"),
+    # A pod that cannot start: said once, then the run ends (64) at the start deadline,
+    # at once when its command could not run at all.
+    (d.Observed("running", start_failure=PULL, start_failure_seconds=5), d.REPORT, None, "yet"),
+    (d.Observed("running", start_failure=PULL, start_failure_said=True), d.WAIT, None, ""),
+    (
+        d.Observed("running", start_failure=PULL, start_failure_seconds=d.START_FAILURE_SECONDS),
+        d.DELETE_AND_EXIT,
+        64,
+        "ErrImagePull",
+    ),
+    (
+        d.Observed("running", start_failure="pod p-0: StartError", start_failure_final=True),
+        d.DELETE_AND_EXIT,
+        64,
+        "fix it",
+    ),
     # Progress: a restart the JobSet controller made is said once.
     (d.Observed("running", restarts=1, max_restarts=3), d.REPORT, None, "0 of 3 counted"),
     (d.Observed("running", restarts=1, restarts_said=1), d.WAIT, None, ""),

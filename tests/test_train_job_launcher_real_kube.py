@@ -51,11 +51,14 @@ INDEX = "batch.kubernetes.io/job-completion-index"
 PROC = Path(__file__).with_name("jobset_launch_proc.py")
 
 
-def worker_set(ns, name, workers=2, args=("--checkpoint_dir=gs://bucket/ckpt",), **placement):
+def worker_set(
+    ns, name, workers=2, args=("--checkpoint_dir=gs://bucket/ckpt",), image="trainer:test",
+    **placement,
+):  # fmt: skip
     return js.WorkerSet(
         name=name,
         namespace=ns,
-        image="trainer:test",
+        image=image,
         args=tuple(args),
         workers=workers,
         placement=Placement(**{**A100, **placement}),
@@ -519,3 +522,57 @@ def test_a_missing_rbac_verb_is_one_line_naming_it_and_exit_64(jobset_kube, gcs_
     assert err.value.code == 64 and "\n" not in line, line
     assert "refused to create JobSet" in line and "403 Forbidden" in line, line
     assert not child_jobs(cp, ns, "") and not cp.batch().list_namespaced_job(ns).items
+
+
+def test_a_deleted_node_is_a_free_restart_through_podgc(jobset_kube):
+    """The VM gone with its Node object: the pod garbage collector marks its pod
+    Failed with DisruptionTarget/DeletionByPodGC (after its 40 s quarantine), the
+    disruption rule fails the child Job, the JobSet restarts without counting it."""
+    from real_kube import ACCELERATOR_LABEL, NODEPOOL_LABEL
+
+    cp, ns, name = jobset_kube, "tl-nodegone", "st-nodegone"
+    namespace(cp, ns)
+    lines: list[str] = []
+    run = in_thread(cp, worker_set(ns, name, retries=1), lines)
+    (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
+    pods = running_pods(cp, ns, job.metadata.uid, 2)
+    node = pods[0].spec.node_name
+    cp.kubelet.nodes.discard(node)
+    cp.core().delete_node(node)
+    deleted = time.monotonic()
+    try:
+        restarted = wait_in(
+            cp, ns, "the free restart", lambda: any("0 of 1 counted" in s for s in lines), 180
+        )
+        assert restarted
+        took = time.monotonic() - deleted
+
+        def new_gang():
+            jobs = [j for j in child_jobs(cp, ns, name) if j.metadata.labels.get(RESTART) == "1"]
+            return jobs[0] if jobs else None
+
+        new = wait_in(cp, ns, "the new child Job", new_gang, 60)
+        for pod in running_pods(cp, ns, new.metadata.uid, 2):
+            cp.kubelet.exit(pod, 0)
+        out = run.result(timeout=120)
+    finally:
+        cp.add_node(node, {ACCELERATOR_LABEL: "nvidia-tesla-a100", NODEPOOL_LABEL: "a100"})
+        cp.kubelet.nodes.add(node)
+    assert (out.code, out.restarts, out.restarts_counted) == (0, 1, 0), lines
+    assert "DeletionByPodGC" in {a.disruption for a in out.attempts}, out.attempts
+    print(f"\nnode deleted -> free restart said after {took:.1f} s (PodGC's 40 s quarantine)")
+
+
+def test_an_image_that_does_not_pull_is_said_then_ends_the_run_with_64(jobset_kube):
+    from real_kube import UNPULLABLE
+
+    cp, ns, name = jobset_kube, "tl-nopull", "st-nopull"
+    namespace(cp, ns)
+    lines: list[str] = []
+    ws = worker_set(ns, name, image=UNPULLABLE + "trainer:v1")
+    out = in_thread(cp, ws, lines, start_deadline=10).result(timeout=120)
+    said = "\n".join(lines)
+    assert out.code == 64, said
+    assert "cannot start yet" in said and "ErrImagePull" in lines[-1], said
+    assert f'failed to pull image "{UNPULLABLE}trainer:v1"' in lines[-1], said
+    wait_in(cp, ns, "the JobSet deleted", lambda: gone(cp, ns, name), timeout=120)

@@ -129,3 +129,22 @@ def test_the_run_is_timed_from_the_launchers_annotation_else_the_creation():
     js["metadata"]["annotations"] = {ob.RUN_STARTED_ANNOTATION: f"{NOW - 3600:.3f}"}
     assert look(js, memory=ob.Memory(deadline=100)).age_seconds == pytest.approx(3600.0)
     assert look(js, memory=ob.Memory(deadline=100)).deadline == 100
+
+
+def test_a_pod_that_cannot_start_is_timed_from_when_the_launcher_first_saw_it():
+    waiting = {
+        "metadata": {"name": "p0", "uid": "u0"},
+        "status": {
+            "phase": "Pending",
+            "containerStatuses": [
+                {"name": "trainer", "state": {"waiting": {"reason": "ImagePullBackOff",
+                                                          "message": "Back-off  pulling"}}}
+            ],
+        },
+    }  # fmt: skip
+    assert ob.start_failures([waiting], {}, NOW) == {"u0": NOW}
+    assert ob.start_failures([waiting], {"u0": NOW - 30, "gone": 1.0}, NOW) == {"u0": NOW - 30}
+    seen = look(jobset(), [waiting], starts={"u0": NOW - 30})
+    assert seen.start_failure == "pod p0: ImagePullBackOff (Back-off pulling)"
+    assert seen.start_failure_seconds == pytest.approx(30.0) and not seen.start_failure_final
+    assert look(jobset(), [waiting]).start_failure == ""  # not seen before: not timed

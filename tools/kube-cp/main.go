@@ -45,9 +45,14 @@ import (
 // pkg/controller/daemon/daemon_controller.go:219). Without either it evicts
 // nothing ("Index with name spec.nodeName does not exist",
 // taint_eviction.go:569), so the daemonset controller runs too (no DaemonSets).
+// The pod garbage collector marks a pod whose Node object is gone Failed with
+// DisruptionTarget/DeletionByPodGC and deletes it, 40 s after it first saw the
+// node missing (pkg/controller/podgc/gc_controller.go:51, :222-258): a VM that
+// vanished with its node.
 const controllers = "job-controller,garbage-collector-controller," +
 	"ttl-after-finished-controller,taint-eviction-controller,daemonset-controller," +
-	"serviceaccount-token-controller,serviceaccount-controller"
+	"serviceaccount-token-controller,serviceaccount-controller," +
+	"pod-garbage-collector-controller"
 
 func main() {
 	dataDir := flag.String("data-dir", "", "etcd data directory (required)")

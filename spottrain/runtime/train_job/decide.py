@@ -19,6 +19,9 @@ SAY_UNSCHEDULABLE_AFTER = 30.0
 # A JobSet still being deleted this long (foreground deletion waits for every pod, and
 # a pod on an unreachable node never ends: kubernetes-sigs/jobset#576) ends the wait.
 DELETING_DEADLINE = 300.0
+# A pod that cannot start (an image that does not pull, a missing Secret) this long
+# ends the run: long enough for a registry hiccup, far shorter than the run deadline.
+START_FAILURE_SECONDS = 180.0
 
 WAIT, CREATE, REPORT, FALL_OVER, DELETE_AND_EXIT, EXIT = (
     "wait",
@@ -50,6 +53,10 @@ class Observed:
         deadline: Seconds the whole run may take (None: no limit).
         age_seconds: How long the run has taken (from its first JobSet's creation).
         can_fall_over: A plain spot pool with an on-demand pool to move to, not used yet.
+        start_failure: A pod that cannot start: ``"pod <name>: <reason> (<message>)"``.
+        start_failure_seconds: How long it has not started (first seen by the launcher).
+        start_failure_final: Its command could not run at all (no use waiting).
+        start_deadline: Seconds a pod may be unable to start before the run ends.
         deleting_seconds: How long the JobSet has been being deleted.
         deleting_said: Whether that wait was already said.
         stuck_pods: Its pods still being deleted, for the line.
@@ -71,6 +78,11 @@ class Observed:
     deadline: float | None = None
     age_seconds: float = 0.0
     can_fall_over: bool = False
+    start_failure: str = ""
+    start_failure_seconds: float = 0.0
+    start_failure_final: bool = False
+    start_failure_said: bool = False
+    start_deadline: float = START_FAILURE_SECONDS
     deleting_seconds: float = 0.0
     deleting_said: bool = False
     stuck_pods: tuple[str, ...] = ()
@@ -141,6 +153,21 @@ def decide(o: Observed) -> Action:
             # Deleted, so that KFP's retry of this task creates a fresh one.
             return Action(DELETE_AND_EXIT, line + "; deleting it for the retry", code)
         return Action(EXIT, line + "; kept for inspection", code)
+    if o.start_failure and (o.start_failure_final or o.start_failure_seconds >= o.start_deadline):
+        waited = "" if o.start_failure_final else f" for {o.start_failure_seconds:.0f} s"
+        return Action(
+            DELETE_AND_EXIT,
+            f"{o.start_failure} cannot start{waited}: fix it and run again (the "
+            "checkpoints are kept); deleting the JobSet",
+            preemption.FATAL_CONFIG,
+        )
+    if o.start_failure and not o.start_failure_said:
+        return Action(
+            REPORT,
+            f"{o.start_failure} cannot start yet (the run ends if it still cannot in "
+            f"{o.start_deadline:.0f} s)",
+            said="start_failure",
+        )
     if o.deadline is not None and o.age_seconds >= o.deadline:
         # Another attempt would only pass it again.
         return Action(

@@ -39,6 +39,7 @@ from spottrain.runtime.train_job.observe import (
     is_ours,
     observe,
     run_started,
+    start_failures,
 )
 from spottrain.trainer import preemption
 
@@ -85,6 +86,8 @@ class Launcher:
             with a retryable code (or, on spot with an on-demand gang, moves).
         deadline: Seconds the whole run may take, from the first JobSet's creation
             (kept across moves): past it, the JobSet is deleted, exit 64.
+        start_deadline: Seconds a pod may be unable to start (an image that does not
+            pull) before the JobSet is deleted, exit 64.
         clock: Epoch seconds (the API's timestamps are compared with it).
         own_pod_disrupted: Called on SIGTERM; ``True`` keeps the JobSet (the
             launcher's own pod is going; its retry re-attaches).
@@ -101,6 +104,7 @@ class Launcher:
         poll_seconds: float = 5.0,
         capacity_deadline: float = 3600.0,
         deadline: float | None = None,
+        start_deadline: float = d.START_FAILURE_SECONDS,
         clock: Callable[[], float] = time.time,
         own_pod_disrupted: Callable[[], bool] = lambda: False,
         say: Callable[[str], None] = print,
@@ -114,10 +118,13 @@ class Launcher:
         self.own_pod_disrupted = own_pod_disrupted
         self.say = say
         self.stop = threading.Event()
-        self.memory = Memory(capacity_deadline=capacity_deadline, deadline=deadline)
+        self.memory = Memory(
+            capacity_deadline=capacity_deadline, deadline=deadline, start_deadline=start_deadline
+        )
         self.attempts: dict[str, PodAttempt] = {}
         self.run_started: float | None = None
         self._node_kinds: dict[str, str] = {}
+        self._starts: dict[str, float] = {}
         self.logs = ChiefLog(kube, chief_log)
 
     @property
@@ -141,11 +148,13 @@ class Launcher:
             jobset, pods = self._look()
             self._note(pods)
             self.logs.update(pods)
+            now = self.clock()
+            self._starts = start_failures(pods, self._starts, now)
             if jobset is not None and self.run_started is None:
                 self.run_started = run_started(jobset)
             sigterm = self.stop.is_set()
             seen = observe(
-                jobset, pods, now=self.clock(), ours=ours(self.ws), memory=self.memory,
+                jobset, pods, now=now, ours=ours(self.ws), memory=self.memory, starts=self._starts,
                 sigterm=sigterm, own_pod_disrupted=sigterm and self.own_pod_disrupted(),
             )  # fmt: skip
             if first and seen.state not in ("missing", "foreign"):
@@ -213,9 +222,11 @@ class Launcher:
         manifest["spec"]["suspend"] = True
         self.current += 1
         self._create(manifest)
-        self.memory = Memory(
-            capacity_deadline=self.memory.capacity_deadline, deadline=self.memory.deadline
-        )
+        # A new JobSet: nothing said of it yet.
+        self.memory = replace(
+            self.memory, restarts_said=0, unschedulable_said=False, deleting_said=False,
+            start_failure_said=False,
+        )  # fmt: skip
         self._finish_move()
 
     def _finish_move(self) -> None:

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from spottrain.runtime.gke_job import names
-from spottrain.runtime.train_job.decide import Observed
+from spottrain.runtime.gke_job import names, status
+from spottrain.runtime.train_job.decide import START_FAILURE_SECONDS, Observed
 from spottrain.trainer import preemption
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # jobset_types.go:24
@@ -31,6 +31,8 @@ class Memory:
     restarts_said: int = 0
     unschedulable_said: bool = False
     deleting_said: bool = False
+    start_failure_said: bool = False
+    start_deadline: float = START_FAILURE_SECONDS
     capacity_deadline: float = 3600.0
     deadline: float | None = None
     can_fall_over: bool = False
@@ -47,6 +49,37 @@ def _true(obj: Mapping, kind: str) -> dict | None:
         if cond.get("type") == kind and cond.get("status") == "True":
             return cond
     return None
+
+
+def start_failures(
+    pods: Sequence[Mapping], since: Mapping[str, float], now: float
+) -> dict[str, float]:
+    """``since`` kept for the pods that cannot start now, the others dropped.
+
+    The API keeps no time for a waiting reason, so each is timed from when the
+    launcher first saw it.
+    """
+    out = {}
+    for pod in pods:
+        if status.start_failure(dict(pod)) is not None:
+            key = pod["metadata"].get("uid") or pod["metadata"]["name"]
+            out[key] = since.get(key, now)
+    return out
+
+
+def _start_failure(pods: Sequence[Mapping], since: Mapping[str, float], now: float):
+    worst = None
+    for pod in pods:
+        failure = status.start_failure(dict(pod))
+        key = pod["metadata"].get("uid") or pod["metadata"]["name"]
+        if failure is None or key not in since:
+            continue
+        reason, message, final = failure
+        detail = " ".join(message.split())[:300]
+        line = f"pod {pod['metadata']['name']}: {reason}" + (f" ({detail})" if detail else "")
+        seen = (final, now - since[key], line)
+        worst = max(worst, seen) if worst else seen
+    return worst
 
 
 def run_started(jobset: Mapping) -> float | None:
@@ -85,9 +118,9 @@ def exits(pod: Mapping) -> tuple[int, float] | None:
     """The trainer container's (exit code, finish time) in a Failed pod."""
     if (pod.get("status") or {}).get("phase") != "Failed":
         return None
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        ended = (status.get("state") or {}).get("terminated")
-        if status.get("name") == names.CONTAINER and ended:
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        ended = (container.get("state") or {}).get("terminated")
+        if container.get("name") == names.CONTAINER and ended:
             return int(ended.get("exitCode", 0)), _time(ended.get("finishedAt")) or 0.0
     return None
 
@@ -131,10 +164,14 @@ def observe(
     now: float,
     ours: Mapping[str, str],
     memory: Memory = Memory(),
+    starts: Mapping[str, float] | None = None,
     sigterm: bool = False,
     own_pod_disrupted: bool = False,
 ) -> Observed:
-    """The launcher's one look, for :func:`decide.decide`."""
+    """The launcher's one look, for :func:`decide.decide`.
+
+    ``starts``: when each pod that cannot start was first seen so (:func:`start_failures`).
+    """
     base = Observed(
         state="missing",
         capacity_deadline=memory.capacity_deadline,
@@ -143,6 +180,8 @@ def observe(
         restarts_said=memory.restarts_said,
         unschedulable_said=memory.unschedulable_said,
         deleting_said=memory.deleting_said,
+        start_failure_said=memory.start_failure_said,
+        start_deadline=memory.start_deadline,
         sigterm=sigterm,
         own_pod_disrupted=own_pod_disrupted,
     )
@@ -174,6 +213,13 @@ def observe(
     if _true(jobset, "Failed"):
         return replace(base, state="failed", exit_code=failed_exit_code(pods))
     waits = [now - since for p in pods if (since := unschedulable_since(p)) is not None]
-    return replace(
+    base = replace(
         base, state="running", unschedulable_seconds=max(0.0, max(waits)) if waits else None
+    )
+    failing = _start_failure(pods, starts or {}, now)
+    if failing is None:
+        return base
+    final, waited, line = failing
+    return replace(
+        base, start_failure=line, start_failure_seconds=waited, start_failure_final=final
     )
