@@ -216,6 +216,9 @@ gke-computeclass: venv ## Print a ComputeClass (reservation, spot, then on-deman
 kfp-retry-policy: venv ## Print the patch that lets Argo retry preempted KFP tasks (KFP ships OnError) [POLICY=Always|OnFailure ARGO_NAMESPACE=kubeflow EXECUTE=1 runs kubectl]
 	$(PY) -m spottrain.pipelines retry-policy $(if $(POLICY),--policy "$(POLICY)") $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(if $(EXECUTE),--execute)
 
+gke-jobset: venv ## Print the install of JobSet v0.12.0 (the multi-node engine's controller) [EXECUTE=1 runs kubectl]
+	$(PY) -m spottrain.pipelines jobset $(if $(EXECUTE),--execute)
+
 gke-rbac: venv ## Print the Job-engine launcher's least-privilege RBAC [NAMESPACE=kubeflow SERVICE_ACCOUNT=pipeline-runner EXECUTE=1 applies it]
 	$(PY) -m spottrain.pipelines rbac $(if $(NAMESPACE),--namespace "$(NAMESPACE)") $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(if $(EXECUTE),--execute)
 
@@ -259,7 +262,7 @@ release: ## Build the wheel and YAML (release-files) and build and push their im
 	$(MAKE) --no-print-directory release-files REGISTRY="$(REGISTRY)"
 	$(MAKE) --no-print-directory image IMAGE="$(RELEASE_IMAGE)"
 
-.PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool gke-computeclass gke-rbac kfp-retry-policy image image-task release-files release
+.PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool gke-computeclass gke-jobset gke-rbac kfp-retry-policy image image-task release-files release
 
 bench: venv ## Benchmarks (ratios measured side by side)
 	$(PY) bench/trainer_overhead.py

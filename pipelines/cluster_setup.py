@@ -1,4 +1,4 @@
-"""Cluster set-up commands: ``nodepool``, ``computeclass``, ``rbac``, ``retry-policy``.
+"""Cluster set-up commands: ``nodepool``, ``computeclass``, ``rbac``, ``retry-policy``, ``jobset``.
 
 Each prints what it would do (a gcloud or kubectl command, or manifests) and runs it
 with ``--execute``; ``python -m spottrain.pipelines`` registers them here.
@@ -105,6 +105,38 @@ def cmd_rbac(args: argparse.Namespace) -> int:
     return _print_or_apply(rbac.render(args.namespace, args.service_account), args.execute)
 
 
+# The pinned JobSet release the engine is built and tested against (tools/jobset), as
+# upstream's README installs it (sigs.k8s.io/jobset v0.12.0 README.md:61: server-side,
+# its CRD being larger than client-side apply's annotation allows).
+JOBSET_VERSION = "v0.12.0"
+JOBSET_MANIFESTS = (
+    f"https://github.com/kubernetes-sigs/jobset/releases/download/{JOBSET_VERSION}/manifests.yaml"
+)
+
+
+def jobset_commands() -> list[list[str]]:
+    """Install JobSet's controller (namespace ``jobset-system``), then wait for it to run."""
+    return [
+        ["kubectl", "apply", "--server-side", "-f", JOBSET_MANIFESTS],
+        ["kubectl", "-n", "jobset-system", "rollout", "status",
+         "deployment/jobset-controller-manager", "--timeout=180s"],
+    ]  # fmt: skip
+
+
+def cmd_jobset(args: argparse.Namespace) -> int:
+    """Prints (or ``--execute``: runs) the pinned JobSet install."""
+    import shlex
+
+    _check_cluster(args.execute)
+    for cmd in jobset_commands():
+        print(shlex.join(cmd))
+        if args.execute:
+            code = subprocess.run(cmd).returncode
+            if code:
+                return code
+    return 0
+
+
 def cmd_nodepool(args: argparse.Namespace) -> int:
     """Prints (or runs) the gcloud command creating the GPU node pool."""
     from spottrain.pipelines import placement
@@ -175,6 +207,12 @@ def add_parsers(sub) -> None:
     )
     rb.add_argument("--execute", action="store_true", help="kubectl apply instead of printing")
     rb.set_defaults(func=cmd_rbac)
+
+    js = sub.add_parser(
+        "jobset", help=f"print (or --execute) the install of JobSet {JOBSET_VERSION}"
+    )
+    js.add_argument("--execute", action="store_true", help="run kubectl instead of printing")
+    js.set_defaults(func=cmd_jobset)
 
     n = sub.add_parser("nodepool", help="print (or --execute) the gcloud node-pool command")
     n.add_argument("--cluster", default="", help="GKE cluster (required)")

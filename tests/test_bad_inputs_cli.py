@@ -452,6 +452,7 @@ def test_the_vertex_regions_include_every_one_the_sdk_knows():
         ["rbac", "--execute"],
         ["computeclass", "--execute"],
         ["retry-policy", "--execute"],
+        ["jobset", "--execute"],
     ],
     ids=lambda a: a[0],
 )

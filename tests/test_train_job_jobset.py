@@ -177,3 +177,23 @@ def test_a_name_too_long_for_its_pod_names_is_refused_in_one_line():
         worker_set(name="st-" + "x" * 45, workers=10)
     with pytest.raises(ValueError, match="workers=0"):
         worker_set(workers=0)
+
+
+def test_make_gke_jobset_installs_the_release_the_suite_builds_and_tests(capsys):
+    """One version: `make gke-jobset` prints upstream's install of the JobSet release
+    that tools/jobset pins (its manager is what the real-JobSet tests run)."""
+    import re
+    from pathlib import Path
+
+    from spottrain.pipelines import __main__ as cli
+
+    gomod = (Path(__file__).parents[1] / "tools" / "jobset" / "go.mod").read_text()
+    (pinned,) = re.findall(r"sigs\.k8s\.io/jobset (v[0-9.]+)", gomod)
+    assert cli.main(["jobset"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/"
+        f"download/{pinned}/manifests.yaml",
+        "kubectl -n jobset-system rollout status deployment/jobset-controller-manager "
+        "--timeout=180s",
+    ]
