@@ -79,6 +79,10 @@ TABLE = [
         64,
         "fix it",
     ),
+    # A pod whose node stopped answering holds the restart (jobset#576): deleted forcibly,
+    # while running or while the JobSet is being deleted; not on SIGTERM.
+    (d.Observed("running", unanswered=(("p-1", "n-2"),)), d.FORCE_DELETE, None, "p-1 (node n-2)"),
+    (d.Observed("deleting", unanswered=(("p-1", "n-2"),)), d.FORCE_DELETE, None, "forcibly"),
     # Progress: a restart the JobSet controller made is said once.
     (d.Observed("running", restarts=1, max_restarts=3), d.REPORT, None, "0 of 3 counted"),
     (d.Observed("running", restarts=1, restarts_said=1), d.WAIT, None, ""),

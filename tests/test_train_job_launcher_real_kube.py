@@ -483,8 +483,9 @@ def test_the_component_body_runs_as_an_account_with_exactly_the_rbac_rules(
     jobset_kube, gcs_bucket, monkeypatch
 ):
     """Every rule is used: jobsets create/get (the run), pods get (its own pod gives the
-    image and account), pods list, nodes get (the ledger's node kind); patch and
-    delete are used by a move and a SIGTERM (tests above, as admin)."""
+    image and account), pods list, nodes get (the ledger's node kind); jobsets patch
+    and delete and pods delete are used by a move, a SIGTERM and a forced deletion
+    (the other tests, as admin)."""
     from spottrain.runtime.train_job import rbac
 
     cp, ns = jobset_kube, "tl-rbac"
@@ -576,3 +577,42 @@ def test_an_image_that_does_not_pull_is_said_then_ends_the_run_with_64(jobset_ku
     assert "cannot start yet" in said and "ErrImagePull" in lines[-1], said
     assert f'failed to pull image "{UNPULLABLE}trainer:v1"' in lines[-1], said
     wait_in(cp, ns, "the JobSet deleted", lambda: gone(cp, ns, name), timeout=120)
+
+
+def test_a_pod_on_a_node_that_stopped_answering_is_force_deleted_and_the_gang_restarts(
+    jobset_kube,
+):
+    """A peer's 170 restarts the JobSet, which deletes the old pods and waits for them
+    (kubernetes-sigs/jobset#576); one's kubelet does not answer, so it stays
+    terminating. Past its grace, the launcher deletes it forcibly and the gang restarts."""
+    cp, ns, name = jobset_kube, "tl-frozen", "st-frozen"
+    namespace(cp, ns)
+    lines: list[str] = []
+    run = in_thread(cp, worker_set(ns, name, retries=2), lines, unanswered_after=5)
+    (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
+    frozen, peer = running_pods(cp, ns, job.metadata.uid, 2)
+    cp.kubelet.frozen.add(frozen.metadata.uid)
+    try:
+        cp.kubelet.exit(peer, 170)
+        said = wait_in(
+            cp, ns, "the forced deletion", lambda: any("forcibly" in s for s in lines), 150
+        )
+        assert said
+        forced = time.monotonic()
+
+        def new_gang():
+            jobs = [j for j in child_jobs(cp, ns, name) if j.metadata.labels.get(RESTART) == "1"]
+            return jobs[0] if jobs else None
+
+        new = wait_in(cp, ns, "the restarted child Job", new_gang, 90)
+        pods = running_pods(cp, ns, new.metadata.uid, 2)
+        restarted = time.monotonic() - forced
+    finally:
+        cp.kubelet.frozen.discard(frozen.metadata.uid)
+    for pod in pods:
+        cp.kubelet.exit(pod, 0)
+    out = run.result(timeout=120)
+    assert (out.code, out.restarts, out.restarts_counted) == (0, 1, 1), lines
+    line = next(s for s in lines if "forcibly" in s)
+    assert f"{frozen.metadata.name} (node {frozen.spec.node_name})" in line, line
+    print(f"\nforced deletion -> the new gang Running after {restarted:.1f} s")

@@ -148,3 +148,16 @@ def test_a_pod_that_cannot_start_is_timed_from_when_the_launcher_first_saw_it():
     assert seen.start_failure == "pod p0: ImagePullBackOff (Back-off pulling)"
     assert seen.start_failure_seconds == pytest.approx(30.0) and not seen.start_failure_final
     assert look(jobset(), [waiting]).start_failure == ""  # not seen before: not timed
+
+
+def test_a_pod_terminating_past_its_grace_is_unanswered_after_a_while():
+    def terminating(name, due):
+        meta = {"name": name, "deletionTimestamp": due}
+        return {"metadata": meta, "spec": {"nodeName": "n-" + name}, "status": {}}
+
+    pods = [terminating("a", "2027-01-15T07:58:00Z"), terminating("b", "2027-01-15T07:59:30Z")]
+    assert look(jobset(), pods).unanswered == (("a", "n-a"),)  # 120 s and 30 s past
+    assert look(jobset(), pods, memory=ob.Memory(unanswered_after=10)).unanswered == (
+        ("a", "n-a"),
+        ("b", "n-b"),
+    )

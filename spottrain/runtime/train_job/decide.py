@@ -22,14 +22,18 @@ DELETING_DEADLINE = 300.0
 # A pod that cannot start (an image that does not pull, a missing Secret) this long
 # ends the run: long enough for a registry hiccup, far shorter than the run deadline.
 START_FAILURE_SECONDS = 180.0
+# A pod still terminating this long after its grace period ended: its kubelet would
+# have killed it by then, so its node does not answer.
+UNANSWERED_AFTER = 60.0
 
-WAIT, CREATE, REPORT, FALL_OVER, DELETE_AND_EXIT, EXIT = (
+WAIT, CREATE, REPORT, FALL_OVER, DELETE_AND_EXIT, EXIT, FORCE_DELETE = (
     "wait",
     "create",
     "report",
     "fall_over",
     "delete_and_exit",
     "exit",
+    "force_delete",
 )
 
 
@@ -60,6 +64,8 @@ class Observed:
         deleting_seconds: How long the JobSet has been being deleted.
         deleting_said: Whether that wait was already said.
         stuck_pods: Its pods still being deleted, for the line.
+        unanswered: Pods still terminating ``unanswered_after`` seconds past their
+            grace, as ``(pod, node)``: their kubelet does not answer.
         sigterm: The launcher received SIGTERM.
         own_pod_disrupted: The launcher's own pod is being disrupted (its node is
             going): the gang runs on and the launcher's retry re-attaches.
@@ -86,6 +92,8 @@ class Observed:
     deleting_seconds: float = 0.0
     deleting_said: bool = False
     stuck_pods: tuple[str, ...] = ()
+    unanswered: tuple[tuple[str, str], ...] = ()
+    unanswered_after: float = UNANSWERED_AFTER
     sigterm: bool = False
     own_pod_disrupted: bool = False
 
@@ -112,6 +120,16 @@ def decide(o: Observed) -> Action:
             "a JobSet of this name exists and was not created for this task (its labels "
             "differ): not touching it; delete it or rename the task",
             preemption.FATAL_CONFIG,
+        )
+    if o.unanswered and not o.sigterm:
+        # A pod whose node stopped answering never ends: the JobSet's restart (and a
+        # foreground deletion) waits for it for ever (kubernetes-sigs/jobset#576).
+        # The trainer on such a node, if it still runs, has lost its checkpoint lease.
+        pods = ", ".join(f"{pod} (node {node})" for pod, node in o.unanswered)
+        return Action(
+            FORCE_DELETE,
+            f"still terminating {o.unanswered_after:.0f} s past their grace: {pods}; their "
+            "node does not answer: deleting them forcibly so that the gang can restart",
         )
     if o.sigterm and o.own_pod_disrupted:
         return Action(

@@ -69,6 +69,14 @@ class JobSetKube(Kube):
             missing_ok=True,
         )  # fmt: skip
 
+    def force_delete_pod(self, name: str, uid: str) -> None:
+        """Deletes the pod now (grace 0), only if it is still the one seen (``uid``)."""
+        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+        self._call(
+            "delete", f"pod {name}", self.core.delete_namespaced_pod, name, self.namespace,
+            grace_period_seconds=0, body=body, missing_ok=True,
+        )  # fmt: skip
+
     def delete_jobset(self, name: str) -> None:
         """Deletes a JobSet, its Jobs and pods first (``Foreground`` propagation).
 

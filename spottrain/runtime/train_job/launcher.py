@@ -88,6 +88,8 @@ class Launcher:
             (kept across moves): past it, the JobSet is deleted, exit 64.
         start_deadline: Seconds a pod may be unable to start (an image that does not
             pull) before the JobSet is deleted, exit 64.
+        unanswered_after: Seconds past its grace a pod may still be terminating before
+            it is deleted forcibly (its node does not answer).
         clock: Epoch seconds (the API's timestamps are compared with it).
         own_pod_disrupted: Called on SIGTERM; ``True`` keeps the JobSet (the
             launcher's own pod is going; its retry re-attaches).
@@ -105,6 +107,7 @@ class Launcher:
         capacity_deadline: float = 3600.0,
         deadline: float | None = None,
         start_deadline: float = d.START_FAILURE_SECONDS,
+        unanswered_after: float = d.UNANSWERED_AFTER,
         clock: Callable[[], float] = time.time,
         own_pod_disrupted: Callable[[], bool] = lambda: False,
         say: Callable[[str], None] = print,
@@ -119,8 +122,9 @@ class Launcher:
         self.say = say
         self.stop = threading.Event()
         self.memory = Memory(
-            capacity_deadline=capacity_deadline, deadline=deadline, start_deadline=start_deadline
-        )
+            capacity_deadline=capacity_deadline, deadline=deadline,
+            start_deadline=start_deadline, unanswered_after=unanswered_after,
+        )  # fmt: skip
         self.attempts: dict[str, PodAttempt] = {}
         self.run_started: float | None = None
         self._node_kinds: dict[str, str] = {}
@@ -186,6 +190,10 @@ class Launcher:
                         self.attempts.values(), key=lambda a: (a.started or 0, a.index or 0)
                     ),
                 )
+            elif action.kind == d.FORCE_DELETE:
+                stuck = {name for name, _ in seen.unanswered}
+                for meta in (p["metadata"] for p in pods if p["metadata"]["name"] in stuck):
+                    self.kube.force_delete_pod(meta["name"], meta["uid"])
             elif action.kind == d.FALL_OVER:
                 self._move()
                 continue

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from spottrain.runtime.gke_job import names, status
-from spottrain.runtime.train_job.decide import START_FAILURE_SECONDS, Observed
+from spottrain.runtime.train_job.decide import START_FAILURE_SECONDS, UNANSWERED_AFTER, Observed
 from spottrain.trainer import preemption
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # jobset_types.go:24
@@ -33,6 +33,7 @@ class Memory:
     deleting_said: bool = False
     start_failure_said: bool = False
     start_deadline: float = START_FAILURE_SECONDS
+    unanswered_after: float = UNANSWERED_AFTER
     capacity_deadline: float = 3600.0
     deadline: float | None = None
     can_fall_over: bool = False
@@ -80,6 +81,23 @@ def _start_failure(pods: Sequence[Mapping], since: Mapping[str, float], now: flo
         seen = (final, now - since[key], line)
         worst = max(worst, seen) if worst else seen
     return worst
+
+
+def unanswered(
+    pods: Sequence[Mapping], now: float, after: float = UNANSWERED_AFTER
+) -> tuple[tuple[str, str], ...]:
+    """Pods still there ``after`` seconds past their deletion's deadline, (pod, node).
+
+    A pod's ``deletionTimestamp`` is when its grace period ends (the API sets it to the
+    delete's time plus the grace), so a kubelet that answers has ended it by then.
+    """
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        due = _time(meta.get("deletionTimestamp"))
+        if due is not None and now - due >= after:
+            out.append((meta["name"], (pod.get("spec") or {}).get("nodeName") or "?"))
+    return tuple(sorted(out))
 
 
 def run_started(jobset: Mapping) -> float | None:
@@ -182,6 +200,7 @@ def observe(
         deleting_said=memory.deleting_said,
         start_failure_said=memory.start_failure_said,
         start_deadline=memory.start_deadline,
+        unanswered_after=memory.unanswered_after,
         sigterm=sigterm,
         own_pod_disrupted=own_pod_disrupted,
     )
@@ -201,6 +220,7 @@ def observe(
     )  # fmt: skip
     if not is_ours(jobset, ours):
         return replace(base, state="foreign")
+    base = replace(base, unanswered=unanswered(pods, now, memory.unanswered_after))
     deleted_at = _time(meta.get("deletionTimestamp"))
     if deleted_at is not None:
         stuck = tuple(
