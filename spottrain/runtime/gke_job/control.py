@@ -361,6 +361,14 @@ class Launcher:
     # -- skip the replacement back-off (see ``recreate``) ------------------------------------
     def _recreate(self, gang: manifests.Gang, job: dict, why: str) -> bool:
         """Deletes and recreates the Job of a gang whose pods all ended; False: left alone."""
+        # The Job read again, after this look's pods: the controller moves a pod into the
+        # Job's status before it drops the pod's tracking finalizer, so the status read
+        # before the pods could miss a failure that ``counted`` no longer shows (a
+        # recreation then carried one retry too many: seen with two CPU hogs beside
+        # the suite).
+        job = self.kube.read_job(gang.name)
+        if job is None:
+            return False  # gone meanwhile: the next poll says by whom
         budget = recreate.carried(job, self.now())
         if budget is None or not self._may_recreate:
             return False  # nothing left over: the controller ends the Job as it would
