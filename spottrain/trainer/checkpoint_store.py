@@ -90,6 +90,9 @@ class CheckpointStore:
         # background save still writing.
         self.complete_step: int | None = None
         self._writing: int | None = None
+        # When the save being written, and the call that started it, began (epoch s):
+        # a failed save's state-file temp is any written since.
+        self._writing_since = self._save_since = 0.0
 
     def restore_latest(self, skip: set[int] = frozenset(), limit: int | None = None) -> int:
         """Restores the newest readable checkpoint; returns its step (0: fresh start).
@@ -235,6 +238,7 @@ class CheckpointStore:
                 :meth:`close` waits for it).
         """
         start = time.perf_counter()
+        self._save_since = time.time()
         try:
             if wait:
                 # A plain save: the async path traces a tf.function on its second use
@@ -248,7 +252,7 @@ class CheckpointStore:
                 # and raises its error, so returning means that one is complete.
                 path = self.manager.save(checkpoint_number=step, options=self._async)
                 self._settle()
-                self._writing = step
+                self._writing, self._writing_since = step, self._save_since
         except Exception:
             self._remove_failed(step)
             raise
@@ -293,6 +297,7 @@ class CheckpointStore:
     def _remove_failed(self, step: int | None) -> None:
         """After a failed save: removes its files and a failed background save's."""
         failed = {s for s in (step, self._writing) if s is not None}
+        since = min(self._save_since, self._writing_since or self._save_since)
         self._writing = None
         if not self.cluster.is_chief:
             return
@@ -301,6 +306,16 @@ class CheckpointStore:
                 self._remove_partial(s)
             except Exception as e:  # noqa: BLE001 - the save's own error matters more
                 log.warning("could not remove the files of the failed save %d: %s", s, e)
+        try:
+            # The manager writes the state file through ``checkpoint.tmp<id>`` after
+            # the save's files; a full disk can cut that write and leave the temp.
+            # (The lease keeps other runs out: a temp this recent is this save's.)
+            for path in fileio.glob(fileio.join(self.real_dir, "checkpoint.tmp*")):
+                if fileio.mtime(path) >= since - 2.0:  # coarse file-system clocks
+                    fileio.remove(path)
+                    log.info("removed %s, left by the failed save", path)
+        except Exception as e:  # noqa: BLE001 - the save's own error matters more
+            log.warning("could not remove the failed save's state-file temp: %s", e)
 
     def finish(self) -> None:
         """Lets a background save finish writing, without raising its error.
