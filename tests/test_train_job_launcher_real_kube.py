@@ -122,6 +122,18 @@ class Proc:
         return code
 
 
+def generation(cp, ns, name, n_restart: int, timeout: float = 120.0):
+    """The JobSet's child Job of restart ``n_restart``, once it exists."""
+
+    def got():
+        for job in child_jobs(cp, ns, name):
+            if job.metadata.labels.get(RESTART) == str(n_restart):
+                return job
+        return None
+
+    return wait_in(cp, ns, f"the child Job of restart {n_restart}", got, timeout=timeout)
+
+
 def gone(cp, ns, name) -> bool:
     from kubernetes.client.exceptions import ApiException
 
@@ -186,16 +198,7 @@ def test_a_disruption_restarts_for_free_and_170s_use_up_max_restarts(jobset_kube
     run = in_thread(cp, worker_set(ns, name, retries=1), lines)
 
     def gang(n_restart):
-        def got():
-            jobs = [
-                j
-                for j in child_jobs(cp, ns, name)
-                if j.metadata.labels.get(RESTART) == str(n_restart)
-            ]
-            return jobs[0] if jobs else None
-
-        job = wait_in(cp, ns, f"the child Job of restart {n_restart}", got, timeout=90)
-        return running_pods(cp, ns, job.metadata.uid, 2)
+        return running_pods(cp, ns, generation(cp, ns, name, n_restart).metadata.uid, 2)
 
     cp.kubelet.shut_down(gang(0)[0])
     wait_for("the free restart said", lambda: any("0 of 1 counted" in s for s in lines), 90)
@@ -311,14 +314,8 @@ def test_the_jobset_engines_pods_run_a_user_task_save_on_notice_and_finish_exact
     lines: list[str] = []
     run = in_thread(cp, ws, lines)
 
-    def gang(generation):
-        def got():
-            for job in child_jobs(cp, ns, name):
-                if job.metadata.labels.get(RESTART) == str(generation):
-                    return job
-            return None
-
-        job = wait_in(cp, ns, f"the child Job of restart {generation}", got, timeout=120)
+    def gang(n_restart):
+        job = generation(cp, ns, name, n_restart)
         pods = running_pods(cp, ns, job.metadata.uid, ws.workers)
         return sorted(pods, key=lambda p: int(p.metadata.annotations[INDEX]))
 
@@ -548,11 +545,7 @@ def test_a_deleted_node_is_a_free_restart_through_podgc(jobset_kube):
         assert restarted
         took = time.monotonic() - deleted
 
-        def new_gang():
-            jobs = [j for j in child_jobs(cp, ns, name) if j.metadata.labels.get(RESTART) == "1"]
-            return jobs[0] if jobs else None
-
-        new = wait_in(cp, ns, "the new child Job", new_gang, 60)
+        new = generation(cp, ns, name, 1)
         for pod in running_pods(cp, ns, new.metadata.uid, 2):
             cp.kubelet.exit(pod, 0)
         out = run.result(timeout=120)
@@ -600,11 +593,7 @@ def test_a_pod_on_a_node_that_stopped_answering_is_force_deleted_and_the_gang_re
         assert said
         forced = time.monotonic()
 
-        def new_gang():
-            jobs = [j for j in child_jobs(cp, ns, name) if j.metadata.labels.get(RESTART) == "1"]
-            return jobs[0] if jobs else None
-
-        new = wait_in(cp, ns, "the restarted child Job", new_gang, 90)
+        new = generation(cp, ns, name, 1)
         pods = running_pods(cp, ns, new.metadata.uid, 2)
         restarted = time.monotonic() - forced
     finally:
