@@ -16,7 +16,7 @@ import pytest
 from standins.kube_api import FakeCluster, on_demand_node, spot_node
 
 from spottrain.pipelines.placement import Placement
-from spottrain.runtime.gke_job import control, kube, manifests, names
+from spottrain.runtime.gke_job import control, kube, manifests, names, status
 from spottrain.trainer import preemption
 
 SPOT = Placement(pool="spot", retries=5)
@@ -392,7 +392,7 @@ def test_a_frozen_pod_of_a_broken_gang_is_deleted_and_the_gang_re_forms():
     assert frozen[0] not in cluster.pods
     peers_end = max(a.finished for a in out.attempts if a.exit_code == preemption.PEER_LOST)
     replaced = cluster.current_pod(job, 2)["metadata"]["creationTimestamp"]
-    replaced_after = control._epoch(replaced) - peers_end
+    replaced_after = status.epoch(replaced) - peers_end
     # 120 s past the peers' failure (polls are 10 s apart), then the 30 s grace.
     assert 150 <= replaced_after <= 170, replaced_after
     assert cluster.jobs[job]["status"]["failed"] == 3  # one gang restart: 170, 170, 137

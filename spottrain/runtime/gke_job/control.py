@@ -21,7 +21,7 @@ from spottrain.runtime.gke_job import manifests, names, recreate, status
 from spottrain.runtime.gke_job.logs import ChiefLog
 from spottrain.runtime.gke_job.starting import START_FAILURE_SECONDS, StartWatch
 from spottrain.runtime.gke_job.stuck import StuckPods
-from spottrain.runtime.train_job.attempts import PodAttempt
+from spottrain.runtime.train_job.attempts import PodAttempt, from_pod
 from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
@@ -52,11 +52,6 @@ class _Ended:
     kind: str  # complete | fatal | exhausted | unschedulable | failed
     code: int
     message: str
-
-
-def _epoch(value) -> float | None:
-    moment = status.parse_time(value)
-    return moment.timestamp() if moment else None
 
 
 class Launcher:
@@ -329,19 +324,7 @@ class Launcher:
             if uid in self.attempts:
                 continue
             node = (pod.get("spec") or {}).get("nodeName") or ""
-            term = status.terminated(pod) or {}
-            started, finished = _epoch(term.get("startedAt")), _epoch(term.get("finishedAt"))
-            attempt = PodAttempt(
-                job=gang.name,
-                pod=meta["name"],
-                index=status.pod_index(pod),
-                node=node,
-                node_kind=self._node_kind(node),
-                disruption=status.disruption(pod),
-                exit_code=status.exit_code(pod),
-                started=started,
-                finished=finished,
-            )
+            attempt = from_pod(pod, gang.name, self._node_kind(node))
             self.attempts[uid] = attempt
             log.info("pod ended: %s", asdict(attempt))
 

@@ -130,6 +130,12 @@ def parse_time(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
+def epoch(value: Any) -> float | None:
+    """An API timestamp as epoch seconds (``None`` stays ``None``)."""
+    moment = parse_time(value or None)
+    return moment.timestamp() if moment else None
+
+
 def being_deleted(obj: dict | None) -> bool:
     """Whether the object has a ``deletionTimestamp`` (a Foreground delete keeps it readable)."""
     return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))

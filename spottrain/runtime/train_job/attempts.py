@@ -28,11 +28,6 @@ class PodAttempt:
     finished: float | None
 
 
-def _epoch(value) -> float | None:
-    moment = status.parse_time(value)
-    return moment.timestamp() if moment else None
-
-
 def from_pod(pod: dict, gang: str, node_kind: str) -> PodAttempt:
     """The ended ``pod`` of ``gang`` (its generation's name), run on a ``node_kind`` node."""
     term = status.terminated(pod) or {}
@@ -44,8 +39,8 @@ def from_pod(pod: dict, gang: str, node_kind: str) -> PodAttempt:
         node_kind=node_kind,
         disruption=status.disruption(pod),
         exit_code=status.exit_code(pod),
-        started=_epoch(term.get("startedAt")),
-        finished=_epoch(term.get("finishedAt")),
+        started=status.epoch(term.get("startedAt")),
+        finished=status.epoch(term.get("finishedAt")),
     )
 
 

@@ -33,9 +33,9 @@ from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job.attempts import PodAttempt
 from spottrain.runtime.train_job.observe import (
     JOBSET_NAME_LABEL,
-    RESTART_LABEL,
     RUN_STARTED_ANNOTATION,
     Memory,
+    generation,
     is_ours,
     observe,
     run_started,
@@ -286,10 +286,9 @@ class Launcher:
             key = meta.get("uid") or meta.get("name")
             if key in self.attempts or not status.is_done(pod):
                 continue
-            gen = (meta.get("labels") or {}).get(RESTART_LABEL, "0")
             node = (pod.get("spec") or {}).get("nodeName") or ""
             self.attempts[key] = attempts.from_pod(
-                pod, f"{self.ws.name}/{gen}", self._node_kind(node)
+                pod, f"{self.ws.name}/{generation(pod)}", self._node_kind(node)
             )
 
     def _node_kind(self, node: str) -> str:

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 
-from spottrain.runtime.gke_job import names, status
+from spottrain.runtime.gke_job import status
 from spottrain.runtime.train_job.decide import START_FAILURE_SECONDS, UNANSWERED_AFTER, Observed
 from spottrain.trainer import preemption
 
@@ -39,17 +38,10 @@ class Memory:
     can_fall_over: bool = False
 
 
-def _time(value: str | None) -> float | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-
-
-def _true(obj: Mapping, kind: str) -> dict | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind and cond.get("status") == "True":
-            return cond
-    return None
+def generation(pod: Mapping) -> int:
+    """The JobSet restart a pod belongs to (its ``restart-attempt`` label)."""
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(RESTART_LABEL, "0")
+    return int(value) if value.isdigit() else 0
 
 
 def start_failures(
@@ -94,7 +86,7 @@ def unanswered(
     out = []
     for pod in pods:
         meta = pod.get("metadata") or {}
-        due = _time(meta.get("deletionTimestamp"))
+        due = status.epoch(meta.get("deletionTimestamp"))
         if due is not None and now - due >= after:
             out.append((meta["name"], (pod.get("spec") or {}).get("nodeName") or "?"))
     return tuple(sorted(out))
@@ -107,7 +99,7 @@ def run_started(jobset: Mapping) -> float | None:
     try:
         return float(raw)
     except ValueError:
-        return _time(meta.get("creationTimestamp"))
+        return status.epoch(meta.get("creationTimestamp"))
 
 
 def is_ours(jobset: Mapping, expected: Mapping[str, str]) -> bool:
@@ -126,7 +118,7 @@ def unschedulable_since(pod: Mapping) -> float | None:
             "False",
             "Unschedulable",
         ):
-            return _time(cond.get("lastTransitionTime")) or _time(
+            return status.epoch(cond.get("lastTransitionTime")) or status.epoch(
                 (pod.get("metadata") or {}).get("creationTimestamp")
             )
     return None
@@ -136,11 +128,10 @@ def exits(pod: Mapping) -> tuple[int, float] | None:
     """The trainer container's (exit code, finish time) in a Failed pod."""
     if (pod.get("status") or {}).get("phase") != "Failed":
         return None
-    for container in (pod.get("status") or {}).get("containerStatuses") or []:
-        ended = (container.get("state") or {}).get("terminated")
-        if container.get("name") == names.CONTAINER and ended:
-            return int(ended.get("exitCode", 0)), _time(ended.get("finishedAt")) or 0.0
-    return None
+    ended = status.terminated(dict(pod))
+    if ended is None:
+        return None
+    return int(ended.get("exitCode", 0)), status.epoch(ended.get("finishedAt")) or 0.0
 
 
 def failed_exit_code(pods: Sequence[Mapping]) -> int | None:
@@ -151,11 +142,6 @@ def failed_exit_code(pods: Sequence[Mapping]) -> int | None:
     """
     if not pods:
         return None
-
-    def generation(pod: Mapping) -> int:
-        value = ((pod.get("metadata") or {}).get("labels") or {}).get(RESTART_LABEL, "0")
-        return int(value) if value.isdigit() else 0
-
     newest = max(generation(p) for p in pods)
     ended = [e for p in pods if generation(p) == newest and (e := exits(p)) is not None]
     fatal = [code for code, _ in ended if code in preemption.FATAL]
@@ -207,11 +193,11 @@ def observe(
     if jobset is None:
         return base
     meta = jobset.get("metadata") or {}
-    status = jobset.get("status") or {}
+    st = jobset.get("status") or {}
     base = replace(
         base,
-        restarts=int(status.get("restarts") or 0),
-        restarts_counted=int(status.get("restartsCountTowardsMax") or 0),
+        restarts=int(st.get("restarts") or 0),
+        restarts_counted=int(st.get("restartsCountTowardsMax") or 0),
         max_restarts=int(((jobset.get("spec") or {}).get("failurePolicy") or {}).get(
             "maxRestarts", 0
         ) or 0),
@@ -221,16 +207,16 @@ def observe(
     if not is_ours(jobset, ours):
         return replace(base, state="foreign")
     base = replace(base, unanswered=unanswered(pods, now, memory.unanswered_after))
-    deleted_at = _time(meta.get("deletionTimestamp"))
+    deleted_at = status.epoch(meta.get("deletionTimestamp"))
     if deleted_at is not None:
         stuck = tuple(
             sorted(p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp"))
         )
         waited = max(0.0, now - deleted_at)
         return replace(base, state="deleting", deleting_seconds=waited, stuck_pods=stuck)
-    if _true(jobset, "Completed"):
+    if status.condition(dict(jobset), "Completed"):
         return replace(base, state="completed")
-    if _true(jobset, "Failed"):
+    if status.condition(dict(jobset), "Failed"):
         return replace(base, state="failed", exit_code=failed_exit_code(pods))
     waits = [now - since for p in pods if (since := unschedulable_since(p)) is not None]
     base = replace(
