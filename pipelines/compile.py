@@ -35,12 +35,12 @@ def gke_yaml(pool: str = "preemptible", fallback: bool = False, engine: str = "p
     One file per pool kind because the node selector and toleration are compiled in:
     a pool made with ``nodepool --pool spot`` carries the spot label and taint, and a
     pod selecting the preemptible label would stay Pending there forever.
-    ``engine="job"``: the Job-engine variant (``spottrain_gke_spot_job.yaml``), which
+    ``engine="job"``: the JobSet-engine variant (``spottrain_gke_spot_job.yaml``), which
     falls back to on-demand by itself.
     """
     if engine == "job":
         if fallback:
-            raise ValueError("the Job-engine pipeline has its own on-demand fall-back")
+            raise ValueError("the JobSet-engine pipeline has its own on-demand fall-back")
         return f"spottrain_gke_{pool}_job.yaml"
     return f"spottrain_gke_{pool}" + ("_fallback" if fallback else "") + ".yaml"
 

@@ -252,11 +252,11 @@ def _custom_pipeline(args, placement, guards):
     guards.check_image_gpu(args.image, train_placement.gpu_count)
     if args.spot_grace != placement.DEFAULT_SPOT_GRACE_SECONDS and args.target != "gke-job":
         raise guards.GuardError(
-            f"--spot-grace {args.spot_grace} sets the Job engine's pod grace: --target gke-job"
+            f"--spot-grace {args.spot_grace} sets the JobSet engine's pod grace: --target gke-job"
         )
     if args.compute_class and args.target != "gke-job":
         raise guards.GuardError(
-            f"--compute-class {args.compute_class!r} is for --target gke-job (the Job engine; "
+            f"--compute-class {args.compute_class!r} is for --target gke-job (the JobSet engine; "
             "the class moves pods to on-demand itself, so it needs no fall-back variant)"
         )
     if args.target == "gke-job":

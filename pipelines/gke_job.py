@@ -1,10 +1,11 @@
-"""The GKE pipeline whose training runs on Kubernetes' Job engine (the GPU default).
+"""The GKE pipeline whose training runs as a JobSet (the GPU default).
 
 Same copies, outputs and profile as ``gke.build``; the train step is ``train_job``: a
-small launcher pod on the on-demand pool that runs the training as an Indexed Job of
-``workers`` pods on the spot/preemptible pool, each with the trainer as its main
-process, and moves it to the on-demand pool itself when spot capacity does not come
-(so no exit-hook fall-back, and the run ends Succeeded).
+small launcher pod on the on-demand pool that runs the training as a JobSet of
+``workers`` pods on the spot/preemptible pool (or a ComputeClass), each with the trainer
+as its main process; JobSet's controller restarts the gang, and the launcher moves it to
+the on-demand pool when spot capacity does not come (so no exit-hook fall-back, and the
+run ends Succeeded).
 """
 
 import functools
@@ -32,7 +33,7 @@ from spottrain.pipelines.placement import (
 from spottrain.trainer import config
 
 DESCRIPTION = (
-    "Copy data and an initial checkpoint, then train as a Kubernetes Indexed Job of "
+    "Copy data and an initial checkpoint, then train as a JobSet (jobset.x-k8s.io) of "
     "`workers` pods on a {pool} GPU node pool (the trainer is each pod's main process); "
     "pod disruptions never use up retries, and the training moves to the on-demand "
     "pool when its capacity does not come."
@@ -58,14 +59,14 @@ def build(
     run_timeout: str = RUN_TIMEOUT,
     launcher_placement: Placement = LAUNCHER_PLACEMENT,
 ):
-    """Builds the Job-engine pipeline for a compile-time placement.
+    """Builds the JobSet-engine pipeline for a compile-time placement.
 
     Args:
         train_placement: Where the training pods run first (GPUs, pool, memory,
-            retries: the Job's gang restarts); default ``Placement()``.
+            retries: the JobSet's counted gang restarts); default ``Placement()``.
         copy_placement: Where the copies run; default tolerating the training's pool.
         name: Pipeline name; default :func:`pipeline_name`.
-        run_timeout: The run's deadline, also the Job's ``activeDeadlineSeconds``.
+        run_timeout: The run's deadline, counted by the launcher from its first JobSet.
         launcher_placement: Where the launcher pod runs (on-demand CPU).
 
     Returns:
@@ -100,14 +101,14 @@ def build(
         workers: int = 1,
         unschedulable_timeout: int = 1800,
     ) -> Outputs:
-        """Copies inputs, then trains as an Indexed Job of spot GPU pods.
+        """Copies inputs, then trains as a JobSet of spot GPU pods.
 
         Args:
             data_src: The data to copy, gs:// or local: an image folder
                 (<root>/<label>/*.png|jpg), or a tfds data_dir when task_args names
                 a dataset (``{"dataset": "cassava"}``).
             checkpoint_dir: gs:// folder every pod and retry resumes from.
-            data_dst: Copy the data here (gs://): the Job's pods read it from there.
+            data_dst: Copy the data here (gs://): the JobSet's pods read it from there.
             initial_checkpoint: Checkpoint folder to start from; empty starts fresh.
             backbone: resnet50, mobilenet_v2 or small_cnn.
             weights: imagenet or none.
@@ -150,7 +151,7 @@ def build(
         ).after(seed)
         apply_placement(
             launcher_placement,
-            trained.set_display_name(f"train ({train_placement.pool}, Job engine)"),
+            trained.set_display_name(f"train ({train_placement.pool}, JobSet)"),
         )
         trained.set_caching_options(False)
         add_profile(

@@ -431,7 +431,7 @@ def check_job_engine_checkpoint_dir(checkpoint_dir: str, name: str = "checkpoint
     """The Job's pods run on other nodes: only a gs:// checkpoint dir reaches them all."""
     if not checkpoint_dir.startswith("gs://"):
         raise GuardError(
-            f"{name}={checkpoint_dir!r}: the Job-engine train's pods need a gs:// "
+            f"{name}={checkpoint_dir!r}: the JobSet-engine train's pods need a gs:// "
             "folder (a /gcs/ mount exists only in Vertex pods)"
         )
 

@@ -4,7 +4,7 @@ Every scheduling decision of the GKE pipelines goes through :func:`apply_placeme
 :func:`nodepool_command` creates the node pool those decisions target from the same
 constants, so the taint a pool carries and the toleration a task needs cannot drift
 apart. The placement itself is plain data in :mod:`spottrain.placement`, which the
-trainer image imports (the Job-engine launcher); this module needs kfp-kubernetes
+trainer image imports (the JobSet-engine launcher); this module needs kfp-kubernetes
 (the ``pipelines`` extra) and re-exports that one, so pipeline code imports from here.
 """
 

@@ -244,7 +244,7 @@ def placeholder_images(spec: Mapping) -> list[str]:
 
 
 def job_engine_tasks(spec: Mapping) -> list[tuple[str, Mapping]]:
-    """The Job-engine train tasks (``train_job``: its pods run elsewhere)."""
+    """The JobSet-engine train tasks (``train_job``: its pods run elsewhere)."""
     return [
         (name, task)
         for name, task in tasks(spec)

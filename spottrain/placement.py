@@ -1,6 +1,6 @@
 """Where a task runs on GKE, as plain data: pools, labels, taints, GPUs, memory, retries.
 
-This module is what the trainer image may import (the Job-engine launcher builds its
+This module is what the trainer image may import (the JobSet-engine launcher builds its
 pods from it): standard library only, no kfp. Applying a placement to a KFP task
 (kfp-kubernetes, an authoring-only package) and the ``gcloud`` node-pool command are
 :mod:`spottrain.pipelines.placement`'s, which re-exports everything here, so the
@@ -84,7 +84,7 @@ RUN_TIMEOUT = "604800s"
 # terminate 30 seconds after receiving a termination notice" and the kubelet's graceful
 # node shutdown gives non-system Pods up to 15 s of it, best effort
 # (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms, "Termination and
-# graceful shutdown of Spot VMs"). A Job-engine pod asks for the whole notice; the
+# graceful shutdown of Spot VMs"). A JobSet-engine pod asks for the whole notice; the
 # kubelet's shutdown budget may cut it shorter, never longer.
 NOTICE_SECONDS = 30
 # Spot nodes' shutdown grace GKE accepts (kubelet shutdownGracePeriodSeconds: 120 s on
@@ -198,7 +198,8 @@ class Placement:
         gpu_count: GPUs per task; 0 runs on CPU and skips the accelerator selector.
         memory_limit: Kubernetes quantity, e.g. ``48G``; empty sets none.
         cpu_limit: Kubernetes quantity; empty sets none.
-        retries: KFP retries after a failure (a preemption is a failure to KFP).
+        retries: KFP retries after a failure (a preemption is a failure to KFP); for
+            the JobSet engine, the JobSet's ``maxRestarts`` (counted gang restarts).
         backoff: First retry delay (``<seconds>s``); retry *n* waits
             ``backoff * backoff_factor**(n-1)``, with no per-retry cap on Argo.
         backoff_factor: Exponential backoff factor; a whole number, as Argo parses it.
@@ -213,7 +214,7 @@ class Placement:
         node_pool: Pin to a named node pool (``cloud.google.com/gke-nodepool``).
         require_pool: Select the pool's nodes (else only tolerate them: the task may
             land on preemptible or regular nodes, as idempotent copies can).
-        grace_seconds: The pods' ``terminationGracePeriodSeconds`` (Job engine): the
+        grace_seconds: The pods' ``terminationGracePeriodSeconds`` (JobSet engine): the
             notice, or :func:`pod_grace_seconds` of a longer spot grace.
         compute_class: Select a GKE custom ComputeClass by name instead of a pool
             (``spottrain.pipelines.computeclass`` writes one: spot first, on-demand
@@ -359,15 +360,6 @@ class Placement:
             limits["cpu"] = self.cpu_limit
         return {"limits": limits} if limits else {}
 
-    def job_backoff_limit(self, workers: int) -> int:
-        """A Job's ``backoffLimit`` for ``retries`` gang restarts of ``workers`` pods.
-
-        Disruptions never count (the Job's ``podFailurePolicy`` ignores them), but a
-        real failure of one worker makes every peer exit 170 too, so one gang restart
-        can count up to ``workers`` failed pods.
-        """
-        return self.retries * max(1, workers)
-
 
 def check_retry_window(
     placement: Placement, run_timeout: str = RUN_TIMEOUT, what: str = ""
@@ -403,8 +395,8 @@ def check_retry_window(
 COPY_PLACEMENT = Placement(gpu_count=0, memory_limit="4G", backoff="30s", require_pool=False)
 # The on-demand fall-back pool: the same GPUs, no toleration, fewer retries.
 ON_DEMAND_PLACEMENT = Placement(pool="on-demand", retries=2)
-# The Job-engine launcher: a small CPU pod on the on-demand pool (no toleration, so
-# no spot node), retried by KFP only to re-attach to its Job after its own pod failed.
+# The JobSet-engine launcher: a small CPU pod on the on-demand pool (no toleration, so
+# no spot node), retried by KFP only to re-attach to its JobSet after its own pod failed.
 LAUNCHER_PLACEMENT = Placement(
     pool="on-demand", gpu_count=0, memory_limit="1G", retries=5, backoff="30s"
 )

@@ -14,9 +14,9 @@ import sys
 from kubernetes import config
 
 from spottrain.placement import Placement
-from spottrain.runtime.gke_job.kube import KubeError
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube, launcher
+from spottrain.runtime.train_job.kube import KubeError
 
 
 def main() -> int:

@@ -170,7 +170,7 @@ class ControlPlane:
         from kubernetes import client as k8s
         from kubernetes import config
 
-        from spottrain.runtime.gke_job import rbac
+        from spottrain.runtime.train_job import rbac
 
         core, authz = self.core(), k8s.RbacAuthorizationV1Api(self.admin)
         core.create_namespace({"metadata": {"name": namespace}})

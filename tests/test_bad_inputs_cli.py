@@ -66,7 +66,7 @@ CASES = [
     ),
     (run_gke("workers=0"), 2, "workers=0 must be >= 1"),
     (run_gke("unschedulable_timeout=-1"), 2, "unschedulable_timeout=-1 must be >= 0"),
-    (run_gke("checkpoint_dir=/gcs/b/c"), 2, "the Job-engine train's pods need a gs:// folder"),
+    (run_gke("checkpoint_dir=/gcs/b/c"), 2, "the JobSet-engine train's pods need a gs:// folder"),
     (run_gke("--engine", "job", "--fallback"), 2, "--fallback is the in-pod pipeline's"),
     (run_gke("image_size=0"), 2, "image_size 0 is out of range"),
     (run_gke("batch_size_per_replica=0"), 2, "batch_size_per_replica 0 must be positive"),

@@ -140,7 +140,7 @@ def test_run_creates_a_run_with_converted_parameters(kfp_api, capsys):
     params = run["runtime_config"]["parameters"]
     assert params["train_steps"] == 77 and params["checkpoint_dir"] == "gs://my-bucket/c"
     # Both documents travel: the PipelineSpec and the kfp-kubernetes platform spec.
-    # The Job engine is the default for GPUs (ENGINE=pod: the in-pod train).
+    # The JobSet engine is the default for GPUs (ENGINE=pod: the in-pod train).
     name = run["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"]
     assert name == "spottrain-gke-preemptible-job"
     assert "kubernetes" in run["pipeline_spec"]["platform_spec"]["platforms"]
@@ -459,8 +459,11 @@ def test_make_gke_rbac_prints_only_the_verbs_the_launcher_uses():
     ]
     verbs = {v for rule in kinds["Role"]["rules"] for v in rule["verbs"]}
     assert verbs == {"create", "get", "patch", "delete", "list"}  # no watch, update, *
-    jobs = next(r for r in kinds["Role"]["rules"] if r["resources"] == ["jobs"])
-    assert jobs["verbs"] == ["create", "get", "patch", "delete"]  # patch: jobs only
+    jobsets = next(r for r in kinds["Role"]["rules"] if r["resources"] == ["jobsets"])
+    assert jobsets["apiGroups"] == ["jobset.x-k8s.io"]
+    assert jobsets["verbs"] == ["create", "get", "patch", "delete"]  # patch: jobsets only
+    resources = {r for rule in kinds["Role"]["rules"] for r in rule["resources"]}
+    assert resources == {"jobsets", "pods", "pods/log"}  # no Jobs or Services of our own
 
 
 def test_rbac_execute_without_kubectl_is_one_line(monkeypatch, capsys):

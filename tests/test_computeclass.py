@@ -1,8 +1,11 @@
-"""GKE custom ComputeClass: the manifest we write, the pods that select it, the Job engine.
+"""GKE custom ComputeClass: the manifest we write, the pods that select it, the JobSet engine.
 
 The ComputeClass is checked against ``tests/schemas/computeclass.json``, written from
 GKE's CRD reference and Google's CRD types (cited in the schema); no GKE cluster
-runs here, so what GKE's own admission adds beyond them is not checked.
+runs here, so what GKE's own admission adds beyond them is not checked. A pod the
+class moves back to spot (active migration drains the node: Eviction API evictions,
+``DisruptionTarget``/``EvictionByEvictionAPI``) restarts the JobSet for free: shown
+with the real JobSet, Job and eviction code in tests/test_train_job_jobset_real_kube.py.
 """
 
 from __future__ import annotations
@@ -15,14 +18,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from standins.kube_api import FakeCluster, node
-from test_gke_job_control import launcher
-from test_gke_job_manifests import validate as validate_k8s
+from test_train_job_jobset import child_job
+from test_train_job_jobset import validate as validate_k8s
 
 from spottrain.pipelines import computeclass
 from spottrain.placement import COMPUTE_CLASS_LABEL, Placement, PlacementError
-from spottrain.runtime.gke_job import component, manifests, names
-from spottrain.trainer import preemption
+from spottrain.runtime.train_job import component, status
+from spottrain.runtime.train_job import jobset as js
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "tests" / "schemas" / "computeclass.json").read_text())
@@ -139,17 +141,20 @@ def test_pods_select_only_the_class_and_tolerate_its_taint():
 
 
 def _gangs(placement):
-    return component.gangs(
+    return component.worker_sets(
         run_id="run-1", task_name="train", namespace="kubeflow", image="trainer:test",
         args=("--train-steps", "10"), workers=2, placement=placement, on_demand=True,
-        deadline_seconds=3600,
     )  # fmt: skip
 
 
-def test_the_job_engine_with_a_class_has_no_fall_back_gang_and_valid_pods():
-    (gang,) = _gangs(CLASS)  # the class moves pods to on-demand; no second Job
+def node(name: str, labels: dict) -> dict:
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def test_the_jobset_engine_with_a_class_has_no_fall_back_gang_and_valid_pods():
+    (gang,) = _gangs(CLASS)  # the class moves pods to on-demand; no second JobSet
     assert len(_gangs(CLASS.with_(compute_class=""))) == 2
-    job = manifests.job(gang)
+    job = child_job(js.jobset(gang))
     validate_k8s(job)
     pod = job["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {COMPUTE_CLASS_LABEL: "spottrain-t4"}
@@ -169,7 +174,7 @@ def test_a_flex_start_pool_and_the_job_pods_placed_on_it_match(tmp_path):
     assert "--flex-start" in cmd and "--reservation-affinity=none" in cmd
     taint = next(f.split("=", 1)[1] for f in cmd if f.startswith("--node-taints="))
     spot_gang, on_demand = _gangs(flex)
-    job = manifests.job(spot_gang)
+    job = child_job(js.jobset(spot_gang))
     validate_k8s(job)
     pod = job["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {
@@ -181,7 +186,7 @@ def test_a_flex_start_pool_and_the_job_pods_placed_on_it_match(tmp_path):
     assert {"key": key, "operator": "Equal", "value": value, "effect": effect} in pod[
         "tolerations"
     ]  # fmt: skip
-    assert "cloud.google.com/gke-flex-start" not in json.dumps(manifests.job(on_demand))
+    assert "cloud.google.com/gke-flex-start" not in json.dumps(js.jobset(on_demand))
     assert status_node_kind({"cloud.google.com/gke-flex-start": "true"}) == "flex-start"
     out = tmp_path / "fs.yaml"
     done = subprocess.run(
@@ -197,42 +202,11 @@ def test_a_flex_start_pool_and_the_job_pods_placed_on_it_match(tmp_path):
 
 
 def status_node_kind(labels: dict) -> str:
-    from spottrain.runtime.gke_job import status
-
     return status.node_kind({"metadata": {"labels": labels}})
 
 
-def test_a_pod_moved_back_to_spot_by_active_migration_is_a_free_disruption():
-    """Active migration drains the node (GKE: cordon, then evictions that respect
-    PodDisruptionBudgets and the grace period); an eviction through the Eviction API
-    carries DisruptionTarget with reason EvictionByEvictionAPI (kubernetes
-    ``pkg/registry/core/pod/storage/eviction.go``, v1.33.1 L344-348), which the Job's
-    first podFailurePolicy rule ignores. The trainer gets SIGTERM, saves, exits 143."""
-    (gang,) = _gangs(CLASS)
-    job = gang.name
-
-    def script(cluster, poll):
-        if poll == 2:
-            for index in (0, 1):
-                cluster.terminate(job, index, preemption.PREEMPTED, "EvictionByEvictionAPI")
-        if poll == 4:
-            cluster.succeed_all(job)
-
-    # A node the class auto-created: its label and taint (and GKE's spot label).
-    labels = {COMPUTE_CLASS_LABEL: "spottrain-t4", "cloud.google.com/gke-spot": "true"}
-    taints = [{"key": COMPUTE_CLASS_LABEL, "value": "spottrain-t4", "effect": "NoSchedule"}]
-    cluster = FakeCluster([node("gke-cc-spot-1", labels, taints)], script=script)
-    out = launcher(cluster, [gang]).run()
-    assert out.code == 0, out.message
-    evicted = [a for a in out.attempts if a.exit_code == preemption.PREEMPTED]
-    assert {a.disruption for a in evicted} == {"EvictionByEvictionAPI"} and len(evicted) == 2
-    assert cluster.jobs[job]["status"].get("failed", 0) == 0  # not counted
-    assert cluster.created("Job") == [job]  # no launcher fall-back Job
-    assert names.job_name("run-1", "train", on_demand=True) not in cluster.jobs
-
-
-def test_a_compiled_job_engine_pipeline_selects_the_class(tmp_path):
-    """``compile --target gke-job --pool spot --compute-class NAME``: the Job's pods get
+def test_a_compiled_jobset_engine_pipeline_selects_the_class(tmp_path):
+    """``compile --target gke-job --pool spot --compute-class NAME``: the JobSet's pods get
     the class from the launcher's input, the profile task (a KFP pod on the training's
     kind of node) selects it in the platform spec; the launcher stays on on-demand CPU."""
     out = tmp_path / "cc.yaml"
@@ -265,8 +239,6 @@ def test_a_compiled_job_engine_pipeline_selects_the_class(tmp_path):
     ],
 )
 def test_the_ledger_names_each_capacity_kind_from_the_node_labels(labels, kind):
-    from spottrain.runtime.gke_job import status
-
     assert status.node_kind(node("n1", labels)) == kind
 
 
@@ -275,7 +247,7 @@ def test_a_longer_spot_grace_reaches_the_job_pods(tmp_path):
     for 105 s, what the kubelet gives them after the 15 s it keeps for system pods;
     the default stays the 30 s notice. Anything else GKE refuses is one line."""
     assert Placement().grace_seconds == 30
-    job = manifests.job(_gangs(CLASS.with_(grace_seconds=105))[0])
+    job = child_job(js.jobset(_gangs(CLASS.with_(grace_seconds=105))[0]))
     validate_k8s(job)
     assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 105
     with pytest.raises(PlacementError, match="grace_seconds=10"):
@@ -294,7 +266,7 @@ def test_a_longer_spot_grace_reaches_the_job_pods(tmp_path):
 
 def test_a_ledger_record_names_the_capacity_the_pipeline_compiled_for(tmp_path, monkeypatch):
     """In-pod GKE tasks and Vertex replicas get SPOTTRAIN_CAPACITY; each record keeps it
-    and the KFP UI's table shows it (Job-engine records have the node's kind instead)."""
+    and the KFP UI's table shows it (JobSet-engine records have the node's kind instead)."""
     from spottrain.runtime.train import ledger_markdown
     from spottrain.trainer import ledger as ledger_lib
 

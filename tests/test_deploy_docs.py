@@ -191,15 +191,14 @@ def test_workload_identity_commands_name_the_same_accounts():
 
 
 def test_the_rbac_the_identities_part_describes_is_what_make_gke_rbac_grants():
-    from spottrain.runtime.gke_job import rbac
+    from spottrain.runtime.train_job import rbac
 
     identities = SECTION.split("## 2. Identities", 1)[1].split("## 3.", 1)[0]
     assert "make gke-rbac NAMESPACE=kubeflow SERVICE_ACCOUNT=pipeline-runner EXECUTE=1" in (
         identities
     )
     described = {
-        "jobs": {"create", "get", "patch", "delete"},
-        "services": {"create", "get", "delete"},
+        "jobsets": {"create", "get", "patch", "delete"},
         "pods": {"get", "list", "delete"},
         "pods/log": {"get"},
         "nodes": {"get"},
@@ -207,8 +206,8 @@ def test_the_rbac_the_identities_part_describes_is_what_make_gke_rbac_grants():
     granted = {r: set(rule["verbs"]) for rule in rbac.RULES + rbac.CLUSTER_RULES
                for r in rule["resources"]}  # fmt: skip
     assert granted == described
-    assert "jobs: create/get/patch/delete" in identities
-    assert "services: create/get/delete; pods: get/list/delete, the\nlast" in identities
+    assert "jobsets: create/get/patch/delete" in identities
+    assert "pods: get/list/delete, the last" in identities and "make gke-jobset" in identities
     assert "for `nodes get`" in identities
 
 

@@ -79,7 +79,7 @@ def test_dockerfile_tf_matches_setup_py():
 
     assert v(lo) <= v(base.group(1)) < v(hi), (base.group(1), lo, hi)
     # The image's entry point is a Job pod's command: tini, then the trainer's entry point.
-    from spottrain.runtime.gke_job.manifests import TRAINER_COMMAND
+    from spottrain.runtime.train_job.jobset import TRAINER_COMMAND
 
     entrypoint = json.dumps(list(TRAINER_COMMAND))
     assert f"ENTRYPOINT {entrypoint}" in (REPO / "Dockerfile").read_text()
@@ -136,7 +136,7 @@ def test_docs_pipeline_snippet_compiles(tmp_path, monkeypatch):
 
 
 def test_docs_job_engine_snippet_places_its_tasks_as_it_says(tmp_path):
-    """docs/own-pipeline.md's Job-engine example: spot GPUs for the pods, on-demand CPU
+    """docs/own-pipeline.md's JobSet-engine example: spot GPUs for the pods, on-demand CPU
     for the launcher, the copy tolerating spot; read from the compiled platform spec."""
     import yaml
     from kfp import compiler

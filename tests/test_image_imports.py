@@ -100,7 +100,7 @@ def test_every_component_runtime_import_works_in_the_image(image):
 
 def test_every_module_the_image_runs_imports_in_the_image(image):
     modules = image_modules(image)
-    assert "spottrain.trainer.task" in modules and "spottrain.runtime.gke_job.control" in modules
+    assert "spottrain.trainer.task" in modules and "spottrain.runtime.train_job.launcher" in modules
     code = (
         "import importlib, json\n"
         f"wanted = {json.dumps(modules)}\n"

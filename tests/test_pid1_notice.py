@@ -22,7 +22,7 @@ from platform_chains import NO_TINI, REPO, can_unshare, chain_env, have_tini
 from trainer_helpers import tiny_args
 
 from spottrain.pipelines.vertex import FORWARD_COMMAND
-from spottrain.runtime.gke_job.manifests import TRAINER_COMMAND
+from spottrain.runtime.train_job.jobset import TRAINER_COMMAND
 from spottrain.trainer import preemption
 
 pytestmark = [

@@ -285,7 +285,7 @@ def test_on_a_standard_kfp_install_a_preempted_task_is_not_retried():
     )  # fmt: skip
     # A pod that vanished with its node ("pod deleted") is an Error: that one is retried.
     assert run(shipped, work=24 * HOUR, errors=[2 * HOUR]).phase == "Succeeded"
-    # The same holds for the copies and the Job engine's launcher (their own set_retry).
+    # The same holds for the copies and the JobSet engine's launcher (their own set_retry).
     job = list(yaml.safe_load_all((comp.COMPILED_DIR / comp.gke_yaml(engine="job")).read_text()))
     for task in ("gcs-copy", "train-job"):
         assert train_strategy(job, argo_retry.KFP_WORKFLOW_DEFAULTS, task).policy == "OnError"

@@ -24,7 +24,7 @@ from platform_chains import NO_TINI, REPO, chain_env, checkpoint_steps, have_tin
 from pod_network import PodNetwork, can_make_pod_networks, pid1_command, signal_pid1
 from trainer_helpers import summary, tiny_args
 
-from spottrain.runtime.gke_job.manifests import TRAINER_COMMAND
+from spottrain.runtime.train_job.jobset import TRAINER_COMMAND
 from spottrain.trainer import gang_env, preemption
 
 _WHY_NOT = can_make_pod_networks()
@@ -229,7 +229,7 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
 
 
 def test_a_user_task_in_job_pods_saves_on_notice_and_finishes_exactly(tmp_path):
-    """The Task API in the Job engine's pods: tini -> spottrain.trainer.task as each pod's PID 1,
+    """The Task API in the JobSet engine's pods: tini -> spottrain.trainer.task as each pod's PID 1,
     the task from --task; SIGTERM to one pod, both save the same step; the next gang
     ends at exactly the final step."""
     out = tmp_path / "run"

@@ -15,7 +15,7 @@ def test_the_first_screen_gives_each_paths_preemption_cost_as_measured_in_docs()
     first = "\n".join((REPO / "README.md").read_text().splitlines()[:FIRST_SCREEN])
     docs = "\n".join(p.read_text() for p in sorted((REPO / "docs").glob("*.md")))
     rows = {r.split("|")[1].strip(): r for r in first.splitlines() if r.startswith("| ")}
-    for path in ("Vertex AI custom job", "GKE, Job engine (default)",
+    for path in ("Vertex AI custom job", "GKE, JobSet engine (default)",
                  "GKE, in-pod engine (`ENGINE=pod`)", "locally, `make run`"):  # fmt: skip
         row = rows.get(path)
         assert row, f"README's first {FIRST_SCREEN} lines have no row for {path}"

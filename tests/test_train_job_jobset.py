@@ -13,11 +13,12 @@ import kubernetes_validate
 import pytest
 
 from spottrain.placement import Placement, pod_grace_seconds
-from spottrain.runtime.gke_job import names
 from spottrain.runtime.train_job import jobset as js
+from spottrain.runtime.train_job import names
 from spottrain.trainer import distribution, gang_env, preemption
 
-K8S_VERSION = "1.34.0"  # as tests/test_gke_job_manifests.py
+# GKE's regular channel runs 1.33-1.34 (late 2026); podReplacementPolicy is GA in 1.34.
+K8S_VERSION = "1.34.0"
 
 
 def worker_set(**changes) -> js.WorkerSet:
@@ -39,6 +40,17 @@ def child(manifest: dict) -> dict:
     return rjob["template"]["spec"]
 
 
+def child_job(manifest: dict) -> dict:
+    """The JobSet's child Job as the ``batch/v1`` Job the JobSet controller creates."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"},
+            "spec": child(manifest)}  # fmt: skip
+
+
+def validate(manifest: dict) -> None:
+    """Kubernetes' own OpenAPI schema, strictly (an unknown field is an error)."""
+    kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
+
+
 def test_one_replicated_job_of_n_indexed_pods():
     m = js.jobset(worker_set())
     assert (m["apiVersion"], m["kind"]) == ("jobset.x-k8s.io/v1alpha2", "JobSet")
@@ -55,9 +67,7 @@ def test_one_replicated_job_of_n_indexed_pods():
 
 def test_the_child_job_is_a_valid_batch_v1_job():
     """The JobSet CRD keeps the Job template schemaless-ish; the real Job schema, strictly."""
-    m = js.jobset(worker_set())
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}, "spec": child(m)}
-    kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+    validate(child_job(js.jobset(worker_set())))
 
 
 @pytest.mark.parametrize("workers", [1, 3])

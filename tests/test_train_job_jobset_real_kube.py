@@ -27,8 +27,8 @@ from test_jobset_real_kube import (
 from test_jobset_real_kube import pytestmark as _marks
 
 from spottrain.placement import Placement
-from spottrain.runtime.gke_job import names
 from spottrain.runtime.train_job import jobset as js
+from spottrain.runtime.train_job import names
 from spottrain.trainer import distribution, gang_env
 
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
@@ -147,8 +147,12 @@ def test_notice_and_disruption_restart_free_and_170_counts(jobset_kube):
     figures = []
 
     def fail_once(how, expect):
-        current = [j for j in child_jobs(cp, ns, name) if not j.metadata.deletion_timestamp]
-        (job,) = current
+        # The JobSet controller makes the child Job moments after the JobSet (or a restart).
+        def live():
+            found = [j for j in child_jobs(cp, ns, name) if not j.metadata.deletion_timestamp]
+            return found if len(found) == 1 else None
+
+        (job,) = wait_in(cp, ns, "one live child Job", live)
         pods = running_pods(cp, ns, job.metadata.uid, WORKERS)
         started = time.monotonic()
         how(pods[0])

@@ -22,7 +22,6 @@ import pytest
 from platform_chains import NO_TINI, REPO, chain_env, have_tini, ledger_records
 from pod_network import PodNetwork, can_make_pod_networks, signal_pid1
 from real_kube import real_kube_fixture, wait_for  # noqa: F401 - a fixture, by import
-from real_kube_launch import Background
 from test_jobset_real_kube import (
     GROUP,
     PLURAL,
@@ -40,15 +39,41 @@ from test_platform_gke_job import _finish, _stop, _wait_for_step
 from trainer_helpers import summary
 
 from spottrain.placement import Placement
-from spottrain.runtime.gke_job.kube import KubeError
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube, launcher
+from spottrain.runtime.train_job.kube import KubeError
 
 pytestmark = _marks  # slow; skipped without kube-cp or `make jobset`'s outputs
 A100 = {"pool": "on-demand", "gpu_type": "nvidia-tesla-a100"}
 RESTART = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.go:34
 INDEX = "batch.kubernetes.io/job-completion-index"
 PROC = Path(__file__).with_name("jobset_launch_proc.py")
+
+
+class Background:
+    """``Launcher.run`` in a thread."""
+
+    def __init__(self, launch: launcher.Launcher):
+        self.launcher = launch
+        self.outcome = None
+        self.error = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            self.outcome = self.launcher.run()
+        except BaseException as err:  # noqa: BLE001 - re-raised in result()
+            self.error = err
+
+    def result(self, timeout=120.0) -> launcher.Outcome:
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            self.launcher.stop.set()
+            raise AssertionError(f"the launcher did not end in {timeout:.0f} s")
+        if self.error is not None:
+            raise self.error
+        return self.outcome
 
 
 def worker_set(

@@ -1,4 +1,4 @@
-"""The ``train_job`` component: training as a Kubernetes Indexed Job, followed by a launcher."""
+"""The ``train_job`` component: training as a JobSet (a gang of pods), followed by a launcher."""
 
 from kfp import dsl
 from kfp.dsl import HTML, ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
@@ -41,17 +41,18 @@ def train_job(
     compute_class: str = "",
     grace_seconds: int = 30,
 ):
-    """Trains on a gang of pods (a Kubernetes Indexed Job) and follows it to the end.
+    """Trains on a gang of pods (a JobSet, jobset.x-k8s.io) and follows it to the end.
 
     The trainer is each pod's main process, so it gets the whole spot notice to save.
-    Pod disruptions never use up retries; exit 64/65 ends the Job at once.
+    The JobSet restarts the whole gang; disruptions and the notice never use up
+    retries; exit 64/65 ends the run at once. Needs JobSet (``make gke-jobset``).
 
     Args:
         data: The run's data folder in gs:// (the trainer's --data; a gcs_copy output
             with dst=gs://..., or a gs:// root).
         checkpoint_dir: gs:// folder every pod and retry resumes from.
-        run_id: dsl.PIPELINE_JOB_ID_PLACEHOLDER: names the Job, so a retry re-attaches.
-        task_name: dsl.PIPELINE_TASK_NAME_PLACEHOLDER: names the Job with run_id.
+        run_id: dsl.PIPELINE_JOB_ID_PLACEHOLDER: names the JobSet, so a retry re-attaches.
+        task_name: dsl.PIPELINE_TASK_NAME_PLACEHOLDER: names the JobSet with run_id.
         model: The trained model (model.keras, a SavedModel, training_summary.json).
         metrics: Final step, validation accuracy and loss, and the attempt ledger's totals.
         attempts: The attempt ledger as a Markdown table, with each attempt's node,
@@ -79,19 +80,21 @@ def train_job(
         gpus: GPUs per pod.
         memory_limit: Memory per pod (Kubernetes quantity).
         retries: Gang restarts after real failures (disruptions are free).
-        unschedulable_timeout: Seconds the pods may wait for spot capacity before
-            the training moves to the on-demand pool.
+        unschedulable_timeout: Seconds the pods may wait for capacity: on a plain
+            spot pool the training then moves to the on-demand pool; otherwise (an
+            on-demand pool, a ComputeClass) the run ends with 172 (retryable).
         on_demand: Move to the on-demand pool when spot capacity does not come or
             the retries are used up (resumes from the checkpoint).
-        deadline: The Job's run deadline (activeDeadlineSeconds), e.g. "604800s".
+        deadline: The whole run's deadline from its first JobSet, e.g. "604800s"
+            (moves and restarts included; past it: exit 64).
         compute_class: A GKE custom ComputeClass the pods select instead of a pool
             (``make gke-computeclass``): the class moves them from spot to on-demand,
-            so ``on_demand`` and ``unschedulable_timeout`` are unused; ``pool`` must
-            be spot. Empty: the pool and the launcher's own fall-back.
+            so ``on_demand`` is unused; ``pool`` must be spot. Empty: the pool and
+            the launcher's own fall-back.
         grace_seconds: The pods' terminationGracePeriodSeconds: 30 (a spot node's
             notice), up to 105 on spot nodes whose shutdown grace is 120 s.
     """
     inputs = dict(locals())  # every input as named in the signature: no list to drift
-    from spottrain.runtime.gke_job.component import run_component
+    from spottrain.runtime.train_job.component import run_component
 
     run_component(**inputs)

@@ -261,7 +261,7 @@ def launcher_argv_is_none(kwargs: Mapping[str, Any]) -> bool:
 
 def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
     """The attempt ledger as a Markdown table for the KFP UI."""
-    # Job-engine runs also know where each attempt ran (spottrain.trainer.ledger.annotate).
+    # JobSet-engine runs also know where each attempt ran (spottrain.trainer.ledger.annotate).
     pods = any("node_kind" in r for r in records)
     # Where the pipeline knew the capacity kind when compiled (ledger.CAPACITY_ENV).
     capacity = not pods and any("capacity" in r for r in records)

@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 RUN_CONFIG = "run_config.json"
 TENSORBOARD = "tensorboard"
 FATAL_MARKER = "FATAL.json"
-# Where the pods of a Job-engine run write the model (its launcher copies it into the
+# Where the pods of a JobSet-engine run write the model (its launcher copies it into the
 # KFP Model artifact): the launcher's local artifact folder is not theirs to write.
 JOB_MODEL = "model"
 _CKPT_RE = re.compile(r"ckpt-(\d+)\.index$")
@@ -75,7 +75,7 @@ def tensorboard_dir(flag: str, checkpoint_dir: str, environ: dict | None = None)
 
 
 def job_model_dir(checkpoint_dir: str) -> str:
-    """The ``--model-dir`` of a Job-engine run's pods, beside its checkpoints."""
+    """The ``--model-dir`` of a JobSet-engine run's pods, beside its checkpoints."""
     return fileio.join(checkpoint_dir, JOB_MODEL)
 
 

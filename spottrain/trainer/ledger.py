@@ -3,7 +3,7 @@
 Pod logs vanish with the pod; this file survives, so after a run you can see
 how many attempts it took, how each ended, how many steps each lost and what
 spot capacity saved. The chief holding the dir's lease writes its attempt's
-record; a run the lease refused adds a ``refused`` record; the Job-engine
+record; a run the lease refused adds a ``refused`` record; the JobSet-engine
 launcher adds where pods ran. Every write merges its own records into the file
 as it is now, by compare-and-swap (:mod:`spottrain.trainer.versioned`), so no
 writer loses another's record. An attempt killed outright (SIGKILL, node gone)
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 LEDGER = "attempts.json"
 # Set by the pipelines where the capacity kind is known when they are compiled (a
 # Vertex job's strategy or reservation, a GKE task's pool): each record names it.
-# Job-engine records get the node's own kind instead (annotate: node_kind).
+# JobSet-engine records get the node's own kind instead (annotate: node_kind).
 CAPACITY_ENV = "SPOTTRAIN_CAPACITY"
 # Capacity kinds billed at the on-demand price.
 FULL_PRICE_KINDS = ("on-demand", "standard")
@@ -93,12 +93,12 @@ def totals(records: list[dict]) -> dict:
     return out
 
 
-# What the Job-engine launcher adds to an attempt's record: where its pods ran.
+# What the JobSet-engine launcher adds to an attempt's record: where its pods ran.
 POD_FIELDS = ("node", "node_kind", "disruption", "pod_exit_codes", "pods")
 
 
 def annotate(checkpoint_dir: str, gang_attempts: list[dict], slack_s: float = 60.0) -> int:
-    """Adds where each attempt ran (seen by the Job-engine launcher) to its record.
+    """Adds where each attempt ran (seen by the JobSet-engine launcher) to its record.
 
     Only the launcher sees nodes and pod ends, and only the chief's trainer writes
     records; so the launcher calls this once no pod of the run is left, and an

@@ -1,7 +1,7 @@
 """Compare-and-swap of one small JSON object beside the checkpoints, local or Cloud Storage.
 
 Two writers of one checkpoint dir (the lease's holder and a run it refuses, or a
-holder and the Job-engine launcher annotating its ledger) must never overwrite
+holder and the JobSet-engine launcher annotating its ledger) must never overwrite
 each other's change. ``fileio.write_json``'s rename makes a write atomic, not
 ordered, so the files that more than one process changes go through here:
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spottrain.runtime.gke_job import status
+from spottrain.runtime.train_job import status
 
 
 @dataclass

@@ -15,15 +15,71 @@ from typing import Any
 
 from spottrain.placement import Placement, PlacementError, seconds
 from spottrain.runtime import train as in_pod
-from spottrain.runtime.gke_job import component as shared
-from spottrain.runtime.gke_job import names, status
-from spottrain.runtime.gke_job.kube import KubeError
 from spottrain.runtime.train_job import jobset as js
-from spottrain.runtime.train_job import kube, launcher
+from spottrain.runtime.train_job import kube, launcher, names, status
 from spottrain.runtime.train_job.attempts import gang_attempts
-from spottrain.trainer import checkpointing, ledger
+from spottrain.runtime.train_job.kube import KubeError
+from spottrain.trainer import checkpointing, ledger, preemption
 
 log = logging.getLogger(__name__)
+
+# KFP's executor pod runs the component in Argo's main container, named "main"
+# (argoproj/argo-workflows v4.0.5 workflow/common/common.go:13
+# `MainContainerName = "main"`): its image is the trainer image.
+KFP_MAIN_CONTAINER = "main"
+_UNRESOLVED = "{{$."
+
+
+def _fatal(message: str) -> in_pod.TrainFailed:
+    return in_pod.TrainFailed(preemption.FATAL_CONFIG, message)
+
+
+def check_inputs(*, data_dir: str, checkpoint_dir: str, run_id: str, task_name: str) -> None:
+    """Refuses inputs the pods on other nodes could not use; one line naming the value."""
+    if not checkpoint_dir.startswith("gs://"):
+        raise _fatal(
+            f"checkpoint_dir={checkpoint_dir!r}: the JobSet-engine train needs a gs:// folder "
+            "that its pods on other nodes can reach"
+        )
+    if not data_dir.startswith("gs://"):
+        raise _fatal(
+            f"data {data_dir!r} is not in gs://: its pods cannot read this pod's "
+            "files; copy the data with data_dst=gs://... (or use a gs:// pipeline root)"
+        )
+    for name, value in (("run_id", run_id), ("task_name", task_name)):
+        if not value or _UNRESOLVED in value:
+            raise _fatal(
+                f"{name}={value!r}: pass dsl.PIPELINE_JOB_ID_PLACEHOLDER / "
+                "dsl.PIPELINE_TASK_NAME_PLACEHOLDER so a retry finds its JobSet"
+            )
+
+
+def own_pod(k: kube.Kube) -> dict | None:
+    """This launcher's pod (its image and service account), if readable."""
+    name = kube.own_pod_name()
+    if not name:
+        return None
+    try:
+        return k.read_pod(name)
+    except KubeError as err:
+        log.warning("cannot read this pod (%s): using the default image and account", err)
+        return None
+
+
+def image_and_account(pod: dict | None, default_image: str) -> tuple[str, str]:
+    """The trainer image (this pod's own) and service account for the gang's pods."""
+    if pod is None:
+        return default_image, ""
+    spec = pod.get("spec") or {}
+    image = next(
+        (
+            c.get("image")
+            for c in spec.get("containers") or []
+            if c.get("name") == KFP_MAIN_CONTAINER
+        ),
+        default_image,
+    )
+    return image or default_image, spec.get("serviceAccountName") or ""
 
 
 def worker_sets(
@@ -40,7 +96,7 @@ def worker_sets(
 ) -> list[js.WorkerSet]:
     """The spot gang and, with ``on_demand`` on a plain pool, the on-demand one.
 
-    Named from the KFP run id and task name only (``names.job_name``), so a retry of
+    Named from the KFP run id and task name only (``names.jobset_name``), so a retry of
     the launcher's pod finds them. A ComputeClass gets no second gang: the class
     itself moves the pods to on-demand nodes (and back).
     """
@@ -48,11 +104,11 @@ def worker_sets(
         namespace=namespace, image=image, args=tuple(args), workers=workers,
         service_account=service_account, run=run_id,
     )  # fmt: skip
-    out = [js.WorkerSet(name=names.job_name(run_id, task_name), placement=placement, **common)]
+    out = [js.WorkerSet(name=names.jobset_name(run_id, task_name), placement=placement, **common)]
     if on_demand and placement.pool != "on-demand" and not placement.compute_class:
         out.append(
             js.WorkerSet(
-                name=names.job_name(run_id, task_name, on_demand=True),
+                name=names.jobset_name(run_id, task_name, on_demand=True),
                 placement=placement.with_(pool="on-demand", taint=None),
                 **common,
             )
@@ -61,7 +117,7 @@ def worker_sets(
 
 
 def launch(
-    k: kube.JobSetKube,
+    k: kube.Kube,
     *,
     data_dir: str,
     checkpoint_dir: str,
@@ -90,12 +146,12 @@ def launch(
         TrainFailed: a bad input (exit 64, one line).
         KubeError: an API error (its ``code``).
     """
-    shared.check_inputs(data_dir=data_dir, checkpoint_dir=checkpoint_dir, run_id=run_id,
+    check_inputs(data_dir=data_dir, checkpoint_dir=checkpoint_dir, run_id=run_id,
                         task_name=task_name)  # fmt: skip
     if workers < 1:
-        raise shared._fatal(f"workers={workers}: must be >= 1")
+        raise _fatal(f"workers={workers}: must be >= 1")
     if unschedulable_timeout < 0:
-        raise shared._fatal(f"unschedulable_timeout={unschedulable_timeout}: must be >= 0 seconds")
+        raise _fatal(f"unschedulable_timeout={unschedulable_timeout}: must be >= 0 seconds")
     try:
         placement = Placement(
             pool=pool, gpu_type=gpu_type, gpu_count=gpus, memory_limit=memory_limit,
@@ -103,7 +159,7 @@ def launch(
         )  # fmt: skip
         run_seconds = seconds(deadline)
     except (PlacementError, ValueError) as err:
-        raise shared._fatal(str(err)) from None
+        raise _fatal(str(err)) from None
     flags = in_pod.trainer_flags(
         data_dir=data_dir,
         checkpoint_dir=checkpoint_dir,
@@ -111,8 +167,8 @@ def launch(
         extra_args=extra_args,
         **hyperparameters,
     )
-    pod = shared.own_pod(k)
-    image, account = shared.image_and_account(pod, default_image)
+    pod = own_pod(k)
+    image, account = image_and_account(pod, default_image)
     sets = worker_sets(
         run_id=run_id, task_name=task_name, namespace=k.namespace, image=image, args=flags,
         workers=workers, placement=placement, on_demand=on_demand, service_account=account,
@@ -121,7 +177,7 @@ def launch(
     def own_pod_disrupted() -> bool:
         # The launcher's own pod disrupted (drain, eviction): its KFP retry
         # re-attaches, so the JobSet runs on. Anything else (run terminated) cleans up.
-        me = shared.own_pod(k) if pod is not None else None
+        me = own_pod(k) if pod is not None else None
         return bool(me and status.disruption(me))
 
     options = dict(
@@ -143,7 +199,7 @@ def launch(
 
 
 def run_component(*, data, model, metrics, attempts, report=None, classification=None,
-                  k: kube.JobSetKube | None = None, **kwargs) -> None:  # fmt: skip
+                  k: kube.Kube | None = None, **kwargs) -> None:  # fmt: skip
     """The ``train_job`` component body.
 
     Args:

@@ -10,7 +10,7 @@ and k8s.io/kubernetes v1.34.3.
   headless Service, so worker ``i`` is ``<jobset>-workers-0-<i>.<subdomain>``. The pods
   get the ``spottrain.trainer.gang_env`` variables with that child Job's name, and
   ``spottrain.trainer.distribution.job_tf_config`` builds ``TF_CONFIG`` from them and
-  ``JOB_COMPLETION_INDEX`` in the pod, as it does for the Job engine: one derivation.
+  ``JOB_COMPLETION_INDEX`` in the pod.
 * The child Job's ``podFailurePolicy`` (:func:`pod_failure_policy`): the Job controller
   takes the first rule that matches (``pkg/controller/job/pod_failure_policy.go:43-82``)
   and a ``FailJob`` ends the Job with reason ``PodFailurePolicy`` and the message
@@ -42,9 +42,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spottrain.placement import Placement
-from spottrain.runtime.gke_job import manifests, names
+from spottrain.runtime.train_job import names
 from spottrain.trainer import gang_env, preemption
 
+# tini (the image's init, its ENTRYPOINT too) as PID 1: the kernel drops a SIGTERM sent
+# to a PID 1 without a handler, which Python has only ~20-100 ms after its start
+# (bench/pid1_notice.py); tini blocks signals from its first instructions and passes
+# them to the trainer's entry point, whose supervisor relays them to the trainer.
+TRAINER_COMMAND = ("tini", "--", "python", "-m", "spottrain.trainer.task")
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 REPLICATED_JOB = "workers"
 ATTEMPT_LABEL = "spottrain.dev/attempt"
@@ -64,7 +69,7 @@ class WorkerSet:
     """One JobSet of ``workers`` training pods.
 
     Attributes:
-        name: JobSet name and subdomain (``names.job_name``).
+        name: JobSet name and subdomain (``names.jobset_name``).
         namespace: Where it lives (the launcher's own namespace).
         image: The trainer image.
         args: ``spottrain.trainer.task`` flags (``spottrain.runtime.train.trainer_flags``;
@@ -170,9 +175,30 @@ def failure_policy(max_restarts: int) -> dict:
     }
 
 
+def env(ws: WorkerSet) -> list[dict]:
+    """The gang contract (``spottrain/trainer/gang_env.py``); the Job controller adds the index."""
+    return [
+        {"name": gang_env.JOB_NAME, "value": ws.child_job},
+        {"name": gang_env.SERVICE, "value": ws.name},
+        {"name": gang_env.WORKERS, "value": str(ws.workers)},
+        {"name": gang_env.PORT, "value": str(ws.port)},
+    ]
+
+
 def container(ws: WorkerSet) -> dict:
-    """The Job engine's trainer container, its Job named as JobSet names the child Job."""
-    return manifests.container(ws, job_name=ws.child_job)
+    """The trainer as the container's main process: no shell, so SIGTERM reaches it."""
+    spec = {
+        "name": names.CONTAINER,
+        "image": ws.image,
+        "command": list(TRAINER_COMMAND),
+        "args": [str(a) for a in ws.args],
+        "env": env(ws),
+        "ports": [{"name": names.PORT_NAME, "containerPort": ws.port}],
+    }
+    resources = ws.placement.resources()
+    if resources:
+        spec["resources"] = resources
+    return spec
 
 
 def pod_spec(ws: WorkerSet) -> dict:

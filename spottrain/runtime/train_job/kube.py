@@ -1,50 +1,110 @@
-"""The JobSet calls the launcher makes, beside the pod calls of :class:`gke_job.kube.Kube`.
+"""The few Kubernetes API calls the JobSet launcher makes, through the official client.
 
-JobSets are a CRD, so they go through ``CustomObjectsApi`` (dicts in, dicts out).
-A missing JobSet and a cluster without JobSet's CRD both answer 404 there, so
-:meth:`JobSetKube.check_api` asks the API discovery first, once.
+Objects come back as plain dicts in the API's own (camelCase) shape, whatever the
+client returns: ``ApiClient.sanitize_for_serialization`` turns the client's models
+into that shape and leaves dicts as they are, so the launcher reads fields the way
+the Kubernetes documentation shows them. JobSets are a CRD, so they go through
+``CustomObjectsApi`` (dicts in, dicts out). A missing JobSet and a cluster without
+JobSet's CRD both answer 404 there, so :meth:`Kube.check_api` asks the API discovery
+first, once.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
 from kubernetes.client.exceptions import ApiException
 
-from spottrain.runtime.gke_job.kube import NAMESPACE_FILE, Kube, KubeError, explain
 from spottrain.trainer import preemption
 
+# Where every pod finds its own namespace (a projected service account token volume:
+# https://kubernetes.io/docs/tasks/run-application/access-api-from-pod/).
+NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 INSTALL = "install it with `make gke-jobset EXECUTE=1` (JobSet v0.12.0)"
 
 
-class JobSetKube(Kube):
-    """:class:`Kube` plus the JobSet calls.
+class KubeError(Exception):
+    """An API call failed for good; ``code`` is the launcher's exit code."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class NoJobSetApi(KubeError):
+    """The cluster serves no JobSet API (fatal: install JobSet)."""
+
+    def __init__(self, message: str):
+        super().__init__(preemption.FATAL_CONFIG, message)
+
+
+def explain(err: ApiException, verb: str, what: str) -> KubeError:
+    """One line for an API error, with the exit code it should end the launcher with."""
+    status = int(err.status or 0)
+    if status == 403:
+        return KubeError(
+            preemption.FATAL_CONFIG,
+            f"Kubernetes refused to {verb} {what} (403 Forbidden): the pipeline's service "
+            "account lacks that permission; grant it with `make gke-rbac EXECUTE=1`",
+        )
+    if status == 409:
+        return KubeError(
+            preemption.FATAL_CONFIG,
+            f"cannot {verb} {what}: an object of that name exists and is not this task's "
+            "(409 Conflict); delete it or rename the task",
+        )
+    if status == 422 or status == 400:
+        return KubeError(
+            preemption.FATAL_CONFIG,
+            f"Kubernetes rejected {what} ({status} {err.reason}): {err.body}",
+        )
+    return KubeError(
+        preemption.UNAVAILABLE,
+        f"cannot {verb} {what}: {status or 'no answer'} {err.reason or ''}".rstrip(),
+    )
+
+
+class Kube:
+    """The launcher's view of one namespace.
 
     Args:
-        batch, core: As for :class:`Kube`.
+        core: A ``kubernetes.client.CoreV1Api``.
         custom: A ``kubernetes.client.CustomObjectsApi``.
         namespace: The namespace the JobSets live in.
     """
 
-    def __init__(self, batch, core, custom, namespace: str):
-        super().__init__(batch, core, namespace)
-        self.custom = custom
+    def __init__(self, core, custom, namespace: str):
+        from kubernetes.client import ApiClient
 
-    def check_api(self) -> None:
-        """Raises a fatal :class:`KubeError` when the cluster serves no JobSet API."""
+        self.core = core
+        self.custom = custom
+        self.namespace = namespace
+        self._plain = ApiClient().sanitize_for_serialization
+
+    def _call(self, verb: str, what: str, func, *args, missing_ok: bool = False, **kwargs):
         try:
-            found = self._plain(self.custom.get_api_resources(GROUP, VERSION))
+            return self._plain(func(*args, **kwargs))
+        except ApiException as err:
+            if missing_ok and err.status == 404:
+                return None
+            raise explain(err, verb, what) from err
+
+    def check_api(self, timeout: float | None = None) -> None:
+        """Raises :class:`NoJobSetApi` when the cluster serves no JobSet API."""
+        extra = {"_request_timeout": timeout} if timeout else {}
+        try:
+            found = self._plain(self.custom.get_api_resources(GROUP, VERSION, **extra))
         except ApiException as err:
             if err.status == 404:
-                raise KubeError(
-                    preemption.FATAL_CONFIG,
-                    f"this cluster has no JobSet API ({GROUP}/{VERSION} not served): {INSTALL}",
+                raise NoJobSetApi(
+                    f"this cluster has no JobSet API ({GROUP}/{VERSION} not served): {INSTALL}"
                 ) from None
             raise explain(err, "discover", f"the {GROUP}/{VERSION} API") from err
         if not any(r.get("name") == PLURAL for r in found.get("resources") or []):
-            raise KubeError(
-                preemption.FATAL_CONFIG,
-                f"{GROUP}/{VERSION} serves no {PLURAL} resource: {INSTALL}",
-            )
+            raise NoJobSetApi(f"{GROUP}/{VERSION} serves no {PLURAL} resource: {INSTALL}")
 
     def read_jobset(self, name: str) -> dict | None:
         """The JobSet, or ``None``."""
@@ -89,21 +149,60 @@ class JobSetKube(Kube):
             missing_ok=True,
         )  # fmt: skip
 
+    def list_pods(self, selector: dict[str, str]) -> list[dict]:
+        """The pods carrying every label of ``selector``."""
+        label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        found = self._call(
+            "list", f"pods {label_selector}", self.core.list_namespaced_pod, self.namespace,
+            label_selector=label_selector,
+        )  # fmt: skip
+        return list(found.get("items") or [])
 
-def from_client(api_client, namespace: str) -> JobSetKube:
-    """A :class:`JobSetKube` over one ``kubernetes.client.ApiClient``."""
+    def read_pod(self, name: str) -> dict | None:
+        """The pod, or ``None``."""
+        return self._call(
+            "get", f"pod {name}", self.core.read_namespaced_pod, name, self.namespace,
+            missing_ok=True,
+        )  # fmt: skip
+
+    def read_node(self, name: str) -> dict | None:
+        """The node (for its labels), or ``None``."""
+        return self._call("get", f"node {name}", self.core.read_node, name, missing_ok=True)
+
+    def follow_log(self, pod: str, container: str) -> Iterator[str]:
+        """The pod's log lines as they come, until the container ends.
+
+        ``_preload_content=False`` makes the client return the open urllib3 response
+        instead of reading the whole (endless, while following) body first.
+        """
+        try:
+            response = self.core.read_namespaced_pod_log(
+                pod, self.namespace, container=container, follow=True, _preload_content=False
+            )
+        except ApiException as err:
+            raise explain(err, "read the log of", f"pod {pod}") from err
+        pending = b""
+        try:
+            for chunk in response.stream(4096):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace")
+            if pending:
+                yield pending.decode("utf-8", "replace")
+        finally:
+            response.release_conn()
+
+
+def from_client(api_client, namespace: str) -> Kube:
+    """A :class:`Kube` over one ``kubernetes.client.ApiClient``."""
     from kubernetes import client
 
-    return JobSetKube(
-        client.BatchV1Api(api_client),
-        client.CoreV1Api(api_client),
-        client.CustomObjectsApi(api_client),
-        namespace,
-    )
+    return Kube(client.CoreV1Api(api_client), client.CustomObjectsApi(api_client), namespace)
 
 
-def in_cluster() -> JobSetKube:
-    """A :class:`JobSetKube` for the pod this runs in (its service account, its namespace)."""
+def in_cluster() -> Kube:
+    """A :class:`Kube` for the pod this runs in (its service account, its namespace)."""
     from kubernetes import config
 
     try:
@@ -114,3 +213,8 @@ def in_cluster() -> JobSetKube:
             f"not inside a Kubernetes pod ({err}): the JobSet-engine train runs on KFP on GKE",
         ) from None
     return from_client(None, NAMESPACE_FILE.read_text().strip())
+
+
+def own_pod_name(environ=None) -> str:
+    """This pod's name: Kubernetes sets the hostname to it."""
+    return (os.environ if environ is None else environ).get("HOSTNAME", "")

@@ -24,13 +24,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from spottrain.runtime.gke_job import status
-from spottrain.runtime.gke_job.kube import KubeError
-from spottrain.runtime.gke_job.logs import ChiefLog
-from spottrain.runtime.train_job import attempts
+from spottrain.runtime.train_job import attempts, status
 from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job.attempts import PodAttempt
+from spottrain.runtime.train_job.kube import KubeError
+from spottrain.runtime.train_job.logs import ChiefLog
 from spottrain.runtime.train_job.observe import (
     JOBSET_NAME_LABEL,
     RUN_STARTED_ANNOTATION,
@@ -79,7 +78,7 @@ class Launcher:
     """Runs one :class:`jobset.WorkerSet` as a JobSet to its end.
 
     Args:
-        kube: A :class:`kube.JobSetKube`.
+        kube: A :class:`kube.Kube`.
         sets: The gang, or the spot gang and then the on-demand one it may move to.
         poll_seconds: Seconds between two looks.
         capacity_deadline: Seconds pods may stay Unschedulable before the run ends

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from spottrain.runtime.gke_job import status
+from spottrain.runtime.train_job import status
 from spottrain.runtime.train_job.decide import START_FAILURE_SECONDS, UNANSWERED_AFTER, Observed
 from spottrain.trainer import preemption
 

@@ -1,16 +1,11 @@
-"""Reading Job, Pod and Node objects as the Kubernetes documentation shows them.
+"""Reading Pod, Node and condition fields as the Kubernetes documentation shows them.
 
-* Job conditions ``Complete`` / ``Failed`` (``reason`` ``BackoffLimitExceeded``,
-  ``DeadlineExceeded``, ``PodFailurePolicy``) end a Job
-  (https://kubernetes.io/docs/concepts/workloads/controllers/job/#terminal-job-conditions).
 * A disrupted pod has the condition ``DisruptionTarget`` with a reason such as
   ``PreemptionByScheduler``, ``DeletionByTaintManager``, ``EvictionByEvictionAPI``,
   ``DeletionByPodGC`` or ``TerminationByKubelet`` (graceful node shutdown)
   (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/#pod-disruption-conditions).
 * A container's end is ``status.containerStatuses[].state.terminated.exitCode``
   (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-state-terminated).
-* A pod the scheduler cannot place has ``PodScheduled`` ``False`` with reason
-  ``Unschedulable`` (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-conditions).
 * A container the kubelet cannot start waits with a reason: ``ErrImagePull``,
   ``ImagePullBackOff``, ``InvalidImageName``, ``ErrImageNeverPull``,
   ``ImageInspectError`` (kubernetes ``pkg/kubelet/images/types.go``),
@@ -24,12 +19,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Container
 from datetime import datetime
 from typing import Any
 
 from spottrain.placement import POOL_NODE_LABELS
-from spottrain.runtime.gke_job import names
+from spottrain.runtime.train_job import names
 
 
 def condition(obj: dict, kind: str) -> dict | None:
@@ -37,15 +31,6 @@ def condition(obj: dict, kind: str) -> dict | None:
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond.get("type") == kind and cond.get("status") == "True":
             return cond
-    return None
-
-
-def job_finished(job: dict) -> tuple[str, str] | None:
-    """``("Complete"|"Failed", reason)`` once the Job has ended, else ``None``."""
-    for kind in ("Complete", "Failed"):
-        cond = condition(job, kind)
-        if cond is not None:
-            return kind, cond.get("reason") or ""
     return None
 
 
@@ -73,18 +58,6 @@ def disruption(pod: dict) -> str:
     """The ``DisruptionTarget`` reason (``""`` when the pod was not disrupted)."""
     cond = condition(pod, "DisruptionTarget")
     return (cond.get("reason") or "DisruptionTarget") if cond else ""
-
-
-def unschedulable_since(pod: dict) -> datetime | None:
-    """When the scheduler started failing to place this pod (``None``: it is placed)."""
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if (
-            cond.get("type") == "PodScheduled"
-            and cond.get("status") == "False"
-            and cond.get("reason") == "Unschedulable"
-        ):
-            return parse_time(cond.get("lastTransitionTime"))
-    return None
 
 
 # Waiting reasons of a container that has not run and will not without a fix.
@@ -136,11 +109,6 @@ def epoch(value: Any) -> float | None:
     return moment.timestamp() if moment else None
 
 
-def being_deleted(obj: dict | None) -> bool:
-    """Whether the object has a ``deletionTimestamp`` (a Foreground delete keeps it readable)."""
-    return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
-
-
 def is_done(pod: dict) -> bool:
     """Whether the pod has ended (its phase is final)."""
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
@@ -168,38 +136,3 @@ def node_kind(node: dict | None) -> str:
     if labels.get(RESERVATION_LABEL):
         return "reservation"
     return "on-demand"
-
-
-def left_in_broken_gang(
-    pods: list[dict], now: datetime, deleted: Container[str] = ()
-) -> list[tuple[dict, float, str]]:
-    """Running pods of a gang a peer has since left: (pod, seconds since, that peer).
-
-    Every MWMS worker ends within seconds of a peer's end (a notice saves and exits
-    143 on all, a lost peer fails the next collective: 170), so a pod still running
-    long after a peer that ran beside it failed is frozen or hung. It
-    also keeps its index's hostname: under ``podReplacementPolicy: Failed`` its
-    replacement waits for it, and the replacements of the others find it in
-    their gang and cannot form one.
-
-    Args:
-        pods: The gang's pods.
-        now: The current time.
-        deleted: Uids of pods deleted as stuck: their end breaks no gang.
-    """
-    failed = [
-        (at, p["metadata"]["name"])
-        for p in pods
-        if (p.get("status") or {}).get("phase") == "Failed"
-        and (p["metadata"].get("uid") or p["metadata"]["name"]) not in deleted
-        and (at := parse_time((terminated(p) or {}).get("finishedAt")))
-    ]
-    out = []
-    for pod in pods:
-        if (pod.get("status") or {}).get("phase") != "Running":
-            continue
-        created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
-        after = sorted(f for f in failed if created is not None and f[0] > created)
-        if after:
-            out.append((pod, (now - after[0][0]).total_seconds(), after[0][1]))
-    return out

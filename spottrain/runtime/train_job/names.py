@@ -1,7 +1,7 @@
-"""Deterministic names for a launcher's Job and Service.
+"""Deterministic names for a launcher's JobSets, and the labels and container name.
 
 The name comes from the KFP run id and task name only, so a retry of the launcher's
-own pod computes the same name and re-attaches instead of starting a second Job.
+own pod computes the same name and re-attaches instead of starting a second JobSet.
 Both placeholders are resolved once by KFP's driver, before the retried executor pod
 (kubeflow/pipelines 2.17.0 backend/src/v2/driver/resolve.go:440-443
 `case "{{$.pipeline_job_uuid}}": ... opts.RunID` / `case "{{$.pipeline_task_name}}":
@@ -14,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import re
 
-# Pod label selecting one gang (the Service's selector and the launcher's pod list).
-GANG_LABEL = "spottrain.dev/gang"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "spottrain")
 RUN_LABEL = "spottrain.dev/kfp-run"
 CONTAINER = "trainer"
@@ -28,11 +26,11 @@ ON_DEMAND_SUFFIX = "-od"
 _LABEL_VALUE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def job_name(run_id: str, task_name: str, *, on_demand: bool = False) -> str:
-    """``st-<12 hex>`` (``-od`` for the on-demand Job): a DNS-1035 label.
+def jobset_name(run_id: str, task_name: str, *, on_demand: bool = False) -> str:
+    """``st-<12 hex>`` (``-od`` for the on-demand JobSet): a DNS-1035 label.
 
-    Short on purpose: the pod hostname is ``<job>-<index>`` and a hostname must be a
-    DNS label (at most 63 characters); a Service name must be a DNS-1035 label.
+    Short on purpose: a pod's name is ``<jobset>-workers-0-<index>-<5 chars>`` and must
+    be a DNS-1035 label (at most 63 characters; ``jobset.WorkerSet`` checks).
     """
     if not run_id or not task_name:
         raise ValueError(f"run_id={run_id!r}, task_name={task_name!r}: both are needed")

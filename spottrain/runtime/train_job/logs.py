@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from spottrain.runtime.gke_job import names, status
+from spottrain.runtime.train_job import names, status
 
 log = logging.getLogger(__name__)
 _LOGGABLE = ("Running", "Succeeded", "Failed")
