@@ -51,11 +51,11 @@ def _template(args: argparse.Namespace, default: str) -> Path:
 
 
 def _engine(args: argparse.Namespace) -> str:
-    """``--engine``; the Job engine by default, the in-pod train for ``--fallback``."""
+    """``--engine``; the JobSet engine by default, the in-pod train for ``--fallback``."""
     if args.fallback and args.engine == "job":
         raise _guard_error(
             "--fallback is the in-pod pipeline's exit-hook fall-back (--engine pod); the "
-            "Job-engine pipeline moves to the on-demand pool by itself"
+            "JobSet-engine pipeline moves to the on-demand pool by itself"
         )
     return args.engine or ("pod" if args.fallback else "job")
 
@@ -106,6 +106,7 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
 
     if warning := argo_retry.preflight_warning(args.argo_namespace):
         print(warning, file=sys.stderr)  # a warning: the run is still created
+    _check_jobset_engine(template, args.namespace)
     with submit.service_errors(f"KFP at {args.host}"):
         submit.check_reachable(args.host, f"KFP at {args.host}")
         client = submit.kfp_client(args.host, namespace=args.namespace)
@@ -114,6 +115,16 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
         )
     print(f"run_id={run_id}")
     return 0
+
+
+def _check_jobset_engine(template: Path, namespace: str) -> None:
+    """Refuses a JobSet-engine run the cluster cannot start (no JobSet API, RBAC missing)."""
+    from spottrain.pipelines import guards, jobset_check, templates
+
+    if not templates.job_engine_tasks(templates.load_template(template)[0]):
+        return
+    if problem := jobset_check.problem(namespace):
+        raise guards.GuardError(problem)
 
 
 def cmd_run_vertex(args: argparse.Namespace) -> int:
@@ -241,7 +252,7 @@ def parser() -> argparse.ArgumentParser:
             "--engine",
             choices=("job", "pod"),
             default=None,
-            help="job: train as a Kubernetes Indexed Job (default); pod: in the KFP pod",
+            help="job: train as a JobSet (default); pod: in the KFP pod",
         )
         s.add_argument(
             "--fallback",

@@ -4,7 +4,9 @@ The real ``kubernetes`` client reads the configmap through a kubeconfig, from a 
 HTTP stand-in for the one API call it makes (``GET
 /api/v1/namespaces/{ns}/configmaps/{name}``, a ConfigMap object as the API
 reference shows it). The value it serves by default is the one KFP 2.17.0 ships
-(``argo_retry.KFP_WORKFLOW_DEFAULTS``, cited there).
+(``argo_retry.KFP_WORKFLOW_DEFAULTS``, cited there). run-gke's JobSet pre-flight asks
+the same cluster too; the stand-in says JobSet is served and every verb allowed (that
+check runs against a real API server in tests/test_jobset_preflight_real_kube.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ class ConfigMapApi(BaseHTTPRequestHandler):
     paths: list[str] = []
 
     def do_GET(self):  # noqa: N802 - http.server's name
+        if self.path.split("?")[0] == "/apis/jobset.x-k8s.io/v1alpha2":
+            return self._send(200, {"kind": "APIResourceList", "groupVersion":
+                                    "jobset.x-k8s.io/v1alpha2", "resources": [
+                                        {"name": "jobsets", "namespaced": True,
+                                         "kind": "JobSet", "verbs": ["get"]}]})  # fmt: skip
         ConfigMapApi.paths.append(self.path)
         name = f"/api/v1/namespaces/kubeflow/configmaps/{argo_retry.CONFIGMAP}"
         if self.status != 200 or self.path.split("?")[0] != name:
@@ -52,6 +59,13 @@ class ConfigMapApi(BaseHTTPRequestHandler):
                 "metadata": {"name": argo_retry.CONFIGMAP, "namespace": "kubeflow"},
                 "data": data,
             }  # fmt: skip
+        self._send(status, body)
+
+    def do_POST(self):  # noqa: N802 - a SubjectAccessReview: allowed
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self._send(201, {**review, "status": {"allowed": True}})
+
+    def _send(self, status, body):
         raw = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
