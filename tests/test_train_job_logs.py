@@ -26,8 +26,8 @@ class LogApi(BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 - http.server's name
         LogApi.requests.append(self.path)
         path, _, query = self.path.partition("?")
-        pod = path.split("/")[-2]
-        if pod not in LOGS or "container=trainer" not in query or "follow=true" not in query.lower():
+        pod, query = path.split("/")[-2], query.lower()  # the client sends follow=True
+        if pod not in LOGS or "container=trainer" not in query or "follow=true" not in query:
             self.send_response(404)
             self.send_header("Content-Length", "0")
             self.end_headers()

@@ -26,6 +26,7 @@ from spottrain.trainer import (
     data,
     distribution,
     fileio,
+    metadata_notice,
     preemption,
     save_health,
     steps,
@@ -108,6 +109,8 @@ class Trainer:
         # After the strategy: MWMS's own SIGTERM handler would swallow the signal.
         self.stop.install()
         self.stop.on_set = self._noted
+        # GCE's metadata notice can come before the SIGTERM (silent off GCE).
+        metadata_notice.watch(self.stop.set)
         self.replicas = self.strategy.num_replicas_in_sync
         self.global_batch = config.global_batch(cfg, self.replicas)
         if cfg.train_steps:
