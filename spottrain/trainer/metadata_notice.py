@@ -21,7 +21,6 @@ import logging
 import os
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable
 
@@ -87,7 +86,7 @@ class Watcher:
             try:
                 # The first read does not wait: a key already TRUE is a notice now.
                 value, etag = self._get(query if worked else "", WAIT_SECONDS + 10)
-            except (OSError, urllib.error.URLError, ValueError) as err:
+            except (OSError, ValueError) as err:  # URLError and timeouts are OSErrors
                 failures += 1
                 if not worked or failures > RETRIES_BEFORE_GIVING_UP:
                     # Off GCE (or no metadata server for us): nothing to watch.
@@ -95,14 +94,14 @@ class Watcher:
                     return
                 self.stopped.wait(RETRY_SECONDS)
                 continue
-            if worked and time.monotonic() - asked < 1.0:
-                self.stopped.wait(1.0)  # a server that does not wait is not polled hard
-            worked, failures = True, 0
             if value.upper() == "TRUE":
                 self.noticed = True
                 log.warning("%s turned TRUE: saving at the next step boundary", REASON)
                 self.on_notice(REASON)
                 return
+            if worked and time.monotonic() - asked < 1.0:
+                self.stopped.wait(1.0)  # a server that does not wait is not polled hard
+            worked, failures = True, 0
 
 
 def watch(on_notice: Callable[[str], None]) -> Watcher:
