@@ -26,12 +26,8 @@ GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 INSTALL = "install it with `make gke-jobset EXECUTE=1` (JobSet v0.12.0)"
 
 
-class KubeError(Exception):
+class KubeError(preemption.TrainerExit):
     """An API call failed for good; ``code`` is the launcher's exit code."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 class NoJobSetApi(KubeError):
@@ -215,6 +211,6 @@ def in_cluster() -> Kube:
     return from_client(None, NAMESPACE_FILE.read_text().strip())
 
 
-def own_pod_name(environ=None) -> str:
+def own_pod_name() -> str:
     """This pod's name: Kubernetes sets the hostname to it."""
-    return (os.environ if environ is None else environ).get("HOSTNAME", "")
+    return os.environ.get("HOSTNAME", "")

@@ -96,17 +96,13 @@ def start_failure(pod: dict) -> tuple[str, str, bool] | None:
     return None
 
 
-def parse_time(value: Any) -> datetime | None:
-    """An API timestamp (RFC 3339 text, or a datetime from the client) as a datetime."""
-    if value is None or isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-
-
 def epoch(value: Any) -> float | None:
-    """An API timestamp as epoch seconds (``None`` stays ``None``)."""
-    moment = parse_time(value or None)
-    return moment.timestamp() if moment else None
+    """An API timestamp (RFC 3339 text, or a datetime from the client) as epoch seconds."""
+    if not value:
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
 
 
 def is_done(pod: dict) -> bool:
