@@ -28,7 +28,7 @@ test: venv tools ## Run the whole test suite (what CI runs)
 # same 0.19.0 as Ubuntu's), unpacked into .tools/ without installing it; on a machine
 # without apt the PID-1 tests skip, naming the reason.
 TOOLS := .tools
-tools: $(TOOLS)/bin/tini $(TOOLS)/bin/argo-merge $(TOOLS)/bin/chromium $(TOOLS)/bin/kube-cp $(TOOLS)/bin/argoexec $(TOOLS)/bin/jobset-manager ## Fetch or build the tools the tests run into .tools/ (tini, argo-merge, chromium, kube-cp, argoexec, jobset-manager)
+tools: $(TOOLS)/bin/tini $(TOOLS)/bin/argo-merge $(TOOLS)/bin/argo-retry.test $(TOOLS)/bin/chromium $(TOOLS)/bin/kube-cp $(TOOLS)/bin/argoexec $(TOOLS)/bin/jobset-manager ## Fetch or build the tools the tests run into .tools/ (tini, argo-merge, argo-retry, chromium, kube-cp, argoexec, jobset-manager)
 
 $(TOOLS)/bin/tini:
 	@mkdir -p $(TOOLS)/bin $(TOOLS)/deb
@@ -62,6 +62,27 @@ $(TOOLS)/bin/argo-merge: tools/argo-merge/main.go tools/argo-merge/go.mod tools/
 	  && echo "tools: built argo-merge (Argo v4.0.5)" \
 	  || echo "tools: could not build argo-merge; its test will skip" >&2; \
 	else echo "tools: no Go toolchain here; the argo-merge test will skip" >&2; fi
+
+# Argo v4.0.5's own workflow-controller package, with tools/argo-retry's test file
+# compiled into it (`go test -c -overlay`, the source left as it is): the retry policies
+# run through its real operate loop (tests/test_argo_retry_controller.py). Go refuses
+# overlays inside its module cache, so this builds in the copy of the module that the
+# argoexec target makes (.tools/argo-src), whose go.sum covers the test imports.
+$(TOOLS)/bin/argo-retry.test: tools/argo-retry/spottrain_retry_test.go $(TOOLS)/bin/argoexec
+	@mkdir -p $(TOOLS)/bin
+	@if command -v go >/dev/null && [ -f $(TOOLS)/argo-src/go.mod ]; then \
+	  src=$(abspath $(TOOLS))/argo-src \
+	  && printf '{"Replace": {"%s/workflow/controller/spottrain_retry_test.go": "%s"}}' \
+	    "$$src" "$(abspath tools/argo-retry/spottrain_retry_test.go)" > $(TOOLS)/argo-retry-overlay.json \
+	  && (cd "$$src" && GOWORK=off go test -c -o $(abspath $(TOOLS))/bin/argo-retry.test \
+	    -overlay $(abspath $(TOOLS))/argo-retry-overlay.json ./workflow/controller) \
+	  && echo "tools: built argo-retry.test (Argo v4.0.5's workflow controller)" \
+	  || echo "tools: could not build argo-retry.test; its tests will skip" >&2; \
+	else echo "tools: no Go toolchain or no .tools/argo-src; the argo-retry tests will skip" >&2; fi
+
+argo-retry-table: venv $(TOOLS)/bin/argo-retry.test ## Print how often Argo's own controller runs a preempted/fatal/crashed KFP task under each retry policy
+	$(PY) -m pytest -q -s tests/test_argo_retry_controller.py -k test_table -p no:cacheprovider
+.PHONY: argo-retry-table
 
 # Argo v4.0.5's own executor, `argoexec` (tools/argoexec/go.mod pins it), PID 1 of the
 # KFP-pod reproduction (tests/test_platform_kfp_argo.py) instead of the stand-in. Argo's
@@ -213,8 +234,8 @@ gke-nodepool: venv ## Print the gcloud command for the GPU node pool: CLUSTER= Z
 gke-computeclass: venv ## Print a ComputeClass (reservation, spot, then on-demand; active migration on) [NAME= GPU_TYPE= GPUS= RESERVATION= RESERVATION_PROJECT= SPOT_GRACE=30|120 FLEX_START=1 EXECUTE=1 applies it]
 	$(PY) -m spottrain.pipelines computeclass $(if $(NAME),--name "$(NAME)") $(if $(GPU_TYPE),--gpu-type "$(GPU_TYPE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(RESERVATION),--reservation "$(RESERVATION)") $(if $(RESERVATION_PROJECT),--reservation-project "$(RESERVATION_PROJECT)") $(if $(SPOT_GRACE),--spot-grace "$(SPOT_GRACE)") $(if $(FLEX_START),--flex-start) $(if $(EXECUTE),--execute)
 
-kfp-retry-policy: venv ## Print the patch that lets Argo retry preempted KFP tasks (KFP ships OnError) [POLICY=Always|OnFailure ARGO_NAMESPACE=kubeflow EXECUTE=1 runs kubectl]
-	$(PY) -m spottrain.pipelines retry-policy $(if $(POLICY),--policy "$(POLICY)") $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(if $(EXECUTE),--execute)
+kfp-retry-policy: venv ## Print the patch that lets Argo retry preempted KFP tasks, not fatal exits (KFP ships OnError) [POLICY=preemption|Always|OnFailure BUDGET=10 ARGO_NAMESPACE=kubeflow EXECUTE=1 runs kubectl]
+	$(PY) -m spottrain.pipelines retry-policy $(if $(POLICY),--policy "$(POLICY)") $(if $(BUDGET),--preemption-budget "$(BUDGET)") $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(if $(EXECUTE),--execute)
 
 gke-jobset: venv ## Print the install of JobSet v0.12.0 (the multi-node engine's controller) [EXECUTE=1 runs kubectl]
 	$(PY) -m spottrain.pipelines jobset $(if $(EXECUTE),--execute)

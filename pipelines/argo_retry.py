@@ -27,9 +27,17 @@ The fix is the cluster's (KFP's task spec has no retry-policy field): ``Always``
 ran, but ``Error`` ("pod deleted", operator.go:1289) when its node was removed with
 it before Argo saw the end, and only ``Always`` retries both (operator.go:1103-1105).
 The cost: every template of every run without its own retry settings then retries
-failures up to the default limit (2) as well, not only errors. Argo watches its
-configmap and reloads it (workflow/controller/controller.go:475, :508), so the patch
-takes effect for new nodes without a restart.
+failures up to the default limit (2) as well, not only errors, and DAG templates too,
+so that the limits multiply along KFP's four nested levels (entrypoint DAG, root DAG,
+executor DAG, pod). Argo watches its configmap and reloads it
+(workflow/controller/controller.go:475, :508), so the patch takes effect for new nodes
+without a restart.
+
+Hence the ``preemption`` policy (the default of ``make kfp-retry-policy``): the same
+patch with ``retryStrategy.expression``, which Argo evaluates per attempt after the
+limit (operator.go:1135-1151, with ``lastRetry.exitCode/status/message``,
+operator.go:2050-2070). What each policy does to a KFP-shaped workflow, run through
+Argo's own controller code, is in tests/test_argo_retry_controller.py.
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ import shlex
 
 import yaml
 
+from spottrain.runtime import termination
+
 log = logging.getLogger(__name__)
 
 CONFIGMAP = "workflow-controller-configmap"
@@ -48,10 +58,46 @@ CONFIGMAP = "workflow-controller-configmap"
 ARGO_NAMESPACE = "kubeflow"
 KEY = "workflowDefaults"
 SHIPPED_POLICY = "OnError"
-RECOMMENDED_POLICY = "Always"
+RECOMMENDED_POLICY = "preemption"
 # Policies that retry a Failed node (exit 143 after a save on notice): operator.go:1102-1117.
 RETRIES_FAILED = ("Always", "OnFailure")
-POLICIES = ("Always", "OnFailure", "OnError", "OnTransientError")
+ARGO_POLICIES = ("Always", "OnFailure", "OnError", "OnTransientError")
+POLICIES = (RECOMMENDED_POLICY, *ARGO_POLICIES)
+# Retries of a preempted template that has no limit of its own (a KFP task without
+# set_retry, KFP's drivers); a task's set_retry(num_retries=N) limit wins (Argo's
+# strategic merge keeps the template's own fields, operator.go:4480) and bounds all its
+# retries, preemptions included, since Argo checks the limit before the expression.
+PREEMPTION_BUDGET = 10
+# How a preemption reaches Argo's node message (lastRetry.message): the pod vanished
+# with its node ("pod deleted": the controller's own, operator.go:1289), or the
+# kubelet's graceful node shutdown set pod.status.message (k8s.io/kubernetes v1.34.3
+# pkg/kubelet/nodeshutdown/nodeshutdown_manager.go:89), which inferFailedReason takes
+# first (operator.go:1710-1713).
+PREEMPTION_MESSAGES = ("pod deleted", "imminent node shutdown")
+# What our components write to the container's termination message on a fatal exit
+# (spottrain.runtime.termination says why the exit code cannot).
+FATAL_MARK = termination.FATAL_MARK
+
+
+def preemption_expression() -> str:
+    """Argo's ``retryStrategy.expression`` of the ``preemption`` policy.
+
+    Retry when the pod was preempted (143: SIGTERM on KFP's pods; or a preemption
+    message), never after our fatal exits, and other pod failures only in a template
+    that has KFP's ``retry-max-count`` input, i.e. a task with ``set_retry``
+    (container.go getTaskRetryParameters at KFP 2.17.0). That placeholder is resolved
+    where the input exists and left as written elsewhere (Argo's SubstituteParams
+    allows unresolved tags, workflow/common/util.go:232,272). A DAG has no exit code
+    and is never retried: its pods retry themselves.
+    """
+    preempted = "|".join(PREEMPTION_MESSAGES)
+    return (
+        f"lastRetry.exitCode == '143' || lastRetry.message matches '{preempted}' || "
+        f"(asInt(lastRetry.exitCode) > 0 && !(lastRetry.message contains '{FATAL_MARK}') && "
+        "'{{inputs.parameters.retry-max-count}}' matches '^[0-9]+$')"
+    )
+
+
 # KFP 2.17.0's shipped value of the key, as the patch file above writes it.
 KFP_WORKFLOW_DEFAULTS = """\
 spec:
@@ -96,28 +142,58 @@ def effective_policy(workflow_defaults: str) -> str:
     return "Always" if strategy.get("expression") else "OnFailure"
 
 
-def with_policy(workflow_defaults: str, policy: str) -> str:
+def with_policy(workflow_defaults: str, policy: str, budget: int = PREEMPTION_BUDGET) -> str:
     """``workflow_defaults`` with the template defaults' retry policy set to ``policy``.
 
-    Everything else in the value (the TTL strategy, the limit, other defaults) is kept.
+    ``preemption``: ``Always`` with :func:`preemption_expression` and ``budget`` as the
+    limit; one of Argo's policies: that policy, no expression, the limit kept (KFP's
+    ``2`` when none). Everything else in the value (the TTL strategy, other defaults)
+    is kept.
     """
     if policy not in POLICIES:
         raise RetryPolicyError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
+    if budget < 1:
+        raise RetryPolicyError(f"preemption budget {budget}: must be at least 1")
     doc = yaml.safe_load(workflow_defaults or "") or {}
     if not isinstance(doc, dict):
         raise RetryPolicyError(f"{KEY} is not a mapping")
     spec = doc.setdefault("spec", {})
     strategy = spec.setdefault("templateDefaults", {}).setdefault("retryStrategy", {})
-    strategy.setdefault("limit", "2")  # KFP's shipped limit for templates without their own
-    strategy["retryPolicy"] = policy
-    return yaml.safe_dump(doc, sort_keys=False)
+    if policy == RECOMMENDED_POLICY:
+        strategy.update(limit=str(budget), retryPolicy="Always", expression=preemption_expression())
+    else:
+        strategy.pop("expression", None)
+        strategy.setdefault("limit", "2")  # KFP's shipped limit for templates without their own
+        strategy["retryPolicy"] = policy
+    return yaml.safe_dump(doc, sort_keys=False, width=1000)
+
+
+def policy_problem(workflow_defaults: str) -> str:
+    """What the live value gets wrong for preemptible training, or ``""``.
+
+    Another expression than ours is the cluster owner's choice: not judged.
+    """
+    strategy = template_retry_strategy(workflow_defaults)
+    expression = strategy.get("expression")
+    if expression:
+        return ""
+    policy = effective_policy(workflow_defaults)
+    if policy not in RETRIES_FAILED:
+        return f"is {policy}: a preempted task (exit 143) is not retried"
+    return (
+        f"is {policy}: fatal exits (bad input 64, NaN 65) are retried too, and every DAG "
+        "level multiplies the retries"
+    )
 
 
 def patch_command(
-    workflow_defaults: str, policy: str, namespace: str = ARGO_NAMESPACE
+    workflow_defaults: str,
+    policy: str,
+    namespace: str = ARGO_NAMESPACE,
+    budget: int = PREEMPTION_BUDGET,
 ) -> list[str]:
     """The ``kubectl patch`` that sets ``policy`` in the configmap's ``workflowDefaults``."""
-    body = json.dumps({"data": {KEY: with_policy(workflow_defaults, policy)}})
+    body = json.dumps({"data": {KEY: with_policy(workflow_defaults, policy, budget)}})
     return ["kubectl", "-n", namespace, "patch", "configmap", CONFIGMAP, "--type", "merge",
             "-p", body]  # fmt: skip
 
@@ -190,15 +266,14 @@ def preflight_warning(namespace: str = ARGO_NAMESPACE) -> str:
     retry section of docs/gke.md covers.
     """
     try:
-        value = read_live(namespace)
-        policy = effective_policy(value or "")
+        problem = policy_problem(read_live(namespace) or "")
     except RetryPolicyError as err:
         log.debug("retry policy not checked: %s", err)
         return ""
-    if policy in RETRIES_FAILED:
+    if not problem:
         return ""
     return (
-        f"warning: Argo's template retry policy is {policy} in {namespace}/{CONFIGMAP} "
-        f"({current_context()}): a preempted task (exit 143) is not retried; fix it once "
-        f"with `make kfp-retry-policy EXECUTE=1` (sets {RECOMMENDED_POLICY})"
+        f"warning: Argo's template retry policy in {namespace}/{CONFIGMAP} "
+        f"({current_context()}) {problem}; fix it once with "
+        f"`make kfp-retry-policy EXECUTE=1` (retries preemptions only)"
     )

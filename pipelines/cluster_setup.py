@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from spottrain.pipelines import argo_retry
 from spottrain.pipelines.guards import GuardError
 from spottrain.placement import DEFAULT_SPOT_GRACE_SECONDS
 
@@ -35,8 +36,6 @@ def check_namespace(flag: str, value: str) -> None:
 def _check_cluster(execute: bool) -> None:
     """``--execute`` needs kubectl and a cluster: refuse in one line before kubectl's many."""
     import shutil
-
-    from spottrain.pipelines import argo_retry
 
     if not execute:
         return
@@ -63,8 +62,6 @@ def _print_or_apply(text: str, execute: bool) -> int:
 
 def cmd_retry_policy(args: argparse.Namespace) -> int:
     """Prints (or ``--execute``: runs) the kubectl patch of Argo's template retry policy."""
-    from spottrain.pipelines import argo_retry
-
     check_namespace("--argo-namespace", args.argo_namespace)
     try:
         current = argo_retry.read_live(args.argo_namespace)
@@ -77,10 +74,12 @@ def cmd_retry_policy(args: argparse.Namespace) -> int:
             raise _guard_error(f"--execute needs to read the live configmap: {err}") from None
         current, source = argo_retry.KFP_WORKFLOW_DEFAULTS, f"KFP 2.17.0's shipped value ({err})"
     try:
-        cmd = argo_retry.patch_command(current or "", args.policy, args.argo_namespace)
+        cmd = argo_retry.patch_command(
+            current or "", args.policy, args.argo_namespace, args.preemption_budget
+        )
     except argo_retry.RetryPolicyError as err:
         raise _guard_error(str(err)) from None
-    print(f"# {argo_retry.KEY} from {source}, retryPolicy set to {args.policy}", file=sys.stderr)
+    print(f"# {argo_retry.KEY} from {source}, retry policy set to {args.policy}", file=sys.stderr)
     print(argo_retry.format_command(cmd))
     if args.execute:
         try:
@@ -195,7 +194,19 @@ def add_parsers(sub) -> None:
     rp = sub.add_parser(
         "retry-policy", help="print (or --execute) the patch of Argo's template retry policy"
     )
-    rp.add_argument("--policy", default="Always", choices=["Always", "OnFailure"])
+    rp.add_argument(
+        "--policy",
+        default=argo_retry.RECOMMENDED_POLICY,
+        choices=[argo_retry.RECOMMENDED_POLICY, *argo_retry.RETRIES_FAILED],
+        help="preemption (default): retry preempted pods, never fatal exits, other "
+        "failures only where the task set_retry; Always/OnFailure: Argo's, no expression",
+    )
+    rp.add_argument(
+        "--preemption-budget",
+        type=int,
+        default=argo_retry.PREEMPTION_BUDGET,
+        help="retries of a preempted task without set_retry (default %(default)s)",
+    )
     rp.add_argument("--argo-namespace", default="kubeflow", help=ARGO_NAMESPACE_HELP)
     rp.add_argument("--execute", action="store_true", help="run kubectl instead of printing")
     rp.set_defaults(func=cmd_retry_policy)

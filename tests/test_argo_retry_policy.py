@@ -120,16 +120,36 @@ def test_the_patch_keeps_the_live_defaults_and_sets_the_policy(kube, capsys):
     assert argo_retry.effective_policy(value) == "Always"
     doc = yaml.safe_load(value)
     assert doc["spec"]["ttlStrategy"]["secondsAfterSuccess"] == 60  # the cluster's, kept
-    assert doc["spec"]["templateDefaults"]["retryStrategy"]["limit"] == "2"
+    strategy = doc["spec"]["templateDefaults"]["retryStrategy"]
+    assert strategy["limit"] == str(argo_retry.PREEMPTION_BUDGET)
+    assert strategy["expression"] == argo_retry.preemption_expression()
+    assert argo_retry.policy_problem(value) == ""
+    code, out, _ = run_cli("retry-policy", "--preemption-budget", "20", capsys=capsys)
+    assert template_strategy(printed_value(out))["limit"] == "20"
+    # Argo's own policies, from the preemption one: its expression goes.
+    kube.value = value
     code, out, _ = run_cli("retry-policy", "--policy", "OnFailure", capsys=capsys)
     assert argo_retry.effective_policy(printed_value(out)) == "OnFailure"
+    assert "expression" not in template_strategy(printed_value(out))
+
+
+def template_strategy(value: str) -> dict:
+    return yaml.safe_load(value)["spec"]["templateDefaults"]["retryStrategy"]
+
+
+def test_a_budget_below_one_is_one_line_exit_2(kube, capsys):
+    code, out, err = run_cli("retry-policy", "--preemption-budget", "0", capsys=capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "preemption budget 0: must be at least 1" in err
 
 
 def test_without_a_cluster_the_patch_starts_from_kfps_shipped_value(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     code, out, err = run_cli("retry-policy", capsys=capsys)
     assert code == 0 and "KFP 2.17.0's shipped value" in err
-    assert printed_value(out) == argo_retry.with_policy(argo_retry.KFP_WORKFLOW_DEFAULTS, "Always")
+    assert printed_value(out) == argo_retry.with_policy(
+        argo_retry.KFP_WORKFLOW_DEFAULTS, "preemption"
+    )
     # Applying it needs the live value: one line, exit 2, nothing run.
     code, out, err = run_cli("retry-policy", "--execute", capsys=capsys)
     assert code == 2 and err.count("\n") == 1 and "--execute needs to read the live" in err
@@ -147,9 +167,9 @@ def test_run_gke_warns_in_one_line_on_kfps_shipped_policy_and_still_runs(kfp_api
     code, out, err = _run_gke(host, capsys)
     assert code == 0 and "run_id=r1" in out
     assert err.splitlines() == [
-        "warning: Argo's template retry policy is OnError in "
-        "kubeflow/workflow-controller-configmap (context 'c'): a preempted task (exit 143) "
-        "is not retried; fix it once with `make kfp-retry-policy EXECUTE=1` (sets Always)"
+        "warning: Argo's template retry policy in kubeflow/workflow-controller-configmap "
+        "(context 'c') is OnError: a preempted task (exit 143) is not retried; fix it once "
+        "with `make kfp-retry-policy EXECUTE=1` (retries preemptions only)"
     ]
     assert kube.paths and kube.paths[0].startswith(
         "/api/v1/namespaces/kubeflow/configmaps/workflow-controller-configmap"
@@ -157,8 +177,21 @@ def test_run_gke_warns_in_one_line_on_kfps_shipped_policy_and_still_runs(kfp_api
 
 
 @pytest.mark.parametrize("policy", ["Always", "OnFailure"])
-def test_run_gke_is_quiet_when_the_cluster_retries_failed_pods(kfp_api, kube, capsys, policy):
+def test_run_gke_warns_when_the_cluster_retries_fatal_exits(kfp_api, kube, capsys, policy):
     kube.value = argo_retry.with_policy(argo_retry.KFP_WORKFLOW_DEFAULTS, policy)
+    code, _, err = _run_gke(kfp_api[1], capsys)
+    assert code == 0 and len(err.splitlines()) == 1
+    assert f"is {policy}: fatal exits (bad input 64, NaN 65) are retried too" in err
+
+
+@pytest.mark.parametrize("expression", [None, "asInt(lastRetry.exitCode) == 143"])
+def test_run_gke_is_quiet_on_the_preemption_policy_or_an_owners_own_expression(
+    kfp_api, kube, capsys, expression
+):
+    value = argo_retry.with_policy(argo_retry.KFP_WORKFLOW_DEFAULTS, "preemption")
+    if expression:
+        value = value.replace(argo_retry.preemption_expression(), expression)
+    kube.value = value
     code, _, err = _run_gke(kfp_api[1], capsys)
     assert code == 0 and err == ""
 

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from spottrain.runtime import termination
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher
 from spottrain.runtime.train_job.attempts import PodAttempt
@@ -123,6 +124,9 @@ def test_outputs_match_the_in_pod_train_and_the_ledger_gains_the_pods(
 def test_a_failed_run_exits_with_its_code_and_one_line(tmp_path, local_paths, monkeypatch, caplog):
     line = "JobSet st-x failed: pod st-x-workers-0-1-b exited 65 (NaN loss): kept for inspection"
     monkeypatch.setattr(launcher, "Launcher", ended(launcher.Outcome(65, line, "st-x"), []))
+    # The kubelet's termination-message file, which Argo's retry expression reads.
+    (tmp_path / "termination-log").touch()
+    monkeypatch.setenv(termination.PATH_ENV, str(tmp_path / "termination-log"))
     before = signal.getsignal(signal.SIGTERM)
     with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as done:
         component.run_component(
@@ -134,6 +138,7 @@ def test_a_failed_run_exits_with_its_code_and_one_line(tmp_path, local_paths, mo
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [line]
     assert signal.getsignal(signal.SIGTERM) == before  # the handler was put back
     assert not (tmp_path / "m").exists()  # no outputs from a failed run
+    assert (tmp_path / "termination-log").read_text() == f"{termination.FATAL_MARK} 65: {line}"
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from spottrain.runtime import termination
 from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
@@ -386,6 +387,7 @@ def run_component(
     except TrainFailed as err:
         # SystemExit with an int code exits silently: say why before KFP sees the code.
         log.error("%s", err.message)
+        termination.mark_fatal(err.code, err.message)
         if distribution.in_cluster() and launcher_argv_is_none(kwargs):
             # The trainer ran in this process as one MWMS replica: a normal shutdown
             # would wait at the coordination service's barrier for peers that are gone.

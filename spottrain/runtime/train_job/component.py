@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spottrain.placement import Placement, PlacementError, seconds
+from spottrain.runtime import termination
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube, launcher, names, status
@@ -227,9 +228,11 @@ def run_component(*, data, model, metrics, attempts, report=None, classification
         )
     except (in_pod.TrainFailed, KubeError) as err:
         log.error("%s", err)
+        termination.mark_fatal(err.code, str(err))
         raise SystemExit(err.code) from None
     if outcome.code != 0:
         log.error("%s", outcome.message)
+        termination.mark_fatal(outcome.code, outcome.message)
         raise SystemExit(outcome.code)
     log.info(
         "JobSet %s completed%s after %d restart(s), %d counted",
