@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spottrain.runtime import termination
 from spottrain.runtime import train as train_rt
 
 log = logging.getLogger(__name__)
@@ -307,6 +308,7 @@ def run_component(
         out = run_profile(flags, trace.path, **options)
     except train_rt.TrainFailed as err:
         log.error("%s", err.message)
+        termination.mark_fatal(err.code, err.message)
         raise
     if not train_rt.is_chief():
         return out
