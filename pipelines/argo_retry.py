@@ -57,7 +57,6 @@ CONFIGMAP = "workflow-controller-configmap"
 # Where a standard install runs Argo's controller (both standalone and multi-user).
 ARGO_NAMESPACE = "kubeflow"
 KEY = "workflowDefaults"
-SHIPPED_POLICY = "OnError"
 RECOMMENDED_POLICY = "preemption"
 # Policies that retry a Failed node (exit 143 after a save on notice): operator.go:1102-1117.
 RETRIES_FAILED = ("Always", "OnFailure")

@@ -26,9 +26,6 @@ VERTEX_YAML = "spottrain_vertex.yaml"
 VERTEX_FALLBACK_YAML = "spottrain_vertex_fallback.yaml"
 
 
-ENGINES = ("job", "pod")
-
-
 def gke_yaml(pool: str = "preemptible", fallback: bool = False, engine: str = "pod") -> str:
     """The committed GKE pipeline for a pool kind, e.g. ``spottrain_gke_spot_fallback.yaml``.
 
