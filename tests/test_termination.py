@@ -60,3 +60,32 @@ def test_the_in_pod_train_component_marks_the_trainers_fatal_exit(log_file, tmp_
                              model=artifact, metrics=None)  # fmt: skip
     assert done.value.code == preemption.FATAL_CONFIG
     assert log_file.read_text() == f"{termination.FATAL_MARK} 64: {line}"
+
+
+@pytest.mark.parametrize("src", ["ftp://bucket/x", "missing"])
+def test_the_copy_component_refuses_bad_input_in_one_line_exit_64_marked(
+    log_file, tmp_path, caplog, src
+):
+    import logging
+    from types import SimpleNamespace
+
+    from spottrain.runtime import gcs_copy as copy_rt
+
+    log_file.touch()
+    copied = SimpleNamespace(path=str(tmp_path / "out"), metadata={})
+    src = src if "://" in src else str(tmp_path / src)
+    with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as done:
+        copy_rt.run_component(copied=copied, src=src, dst="")
+    assert done.value.code == preemption.FATAL_CONFIG
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "\n" not in errors[0], errors
+    assert log_file.read_text() == f"{termination.FATAL_MARK} 64: {errors[0]}"
+
+
+def test_a_copy_that_may_pass_on_a_retry_exits_retryable_unmarked():
+    from spottrain.gcs_copy import EXIT_FAILED, EXIT_USAGE
+    from spottrain.runtime import gcs_copy as copy_rt
+
+    assert copy_rt.component_exit(EXIT_USAGE) == preemption.FATAL_CONFIG
+    assert copy_rt.component_exit(EXIT_FAILED) == preemption.UNAVAILABLE
+    assert preemption.is_retryable(copy_rt.component_exit(69))

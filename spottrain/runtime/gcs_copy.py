@@ -7,11 +7,25 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from spottrain.runtime import termination
 from spottrain.runtime.train import LOCATION_KEY
+from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "copy_summary.json"
+
+
+def component_exit(copy_code: int) -> int:
+    """The copy's CLI code (``spottrain.gcs_copy.results``) as the component's exit code.
+
+    Bad input and permission errors are fatal (a retry fails the same way); files that
+    failed after the copy's own retries and an unreachable endpoint may pass on KFP's
+    retry.
+    """
+    from spottrain.gcs_copy import EXIT_USAGE
+
+    return preemption.FATAL_CONFIG if copy_code == EXIT_USAGE else preemption.UNAVAILABLE
 
 
 def copy_and_record(
@@ -81,8 +95,16 @@ def run_component(*, copied, src: str, dst: str, metrics=None, **kwargs: Any) ->
         dst: Destination folder or empty.
         **kwargs: ``no_clobber``, ``workers``, ``allow_empty``, ``dry_run``.
     """
+    from spottrain.gcs_copy import CopyError
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    summary = copy_and_record(src, dst, copied.path, **kwargs)
+    try:
+        summary = copy_and_record(src, dst, copied.path, **kwargs)
+    except CopyError as err:
+        code = component_exit(err.exit_code)
+        log.error("%s", err)  # one line, not a traceback
+        termination.mark_fatal(code, str(err))
+        raise SystemExit(code) from None
     if not dst:
         # Downstream reads the artifact's own path; a recorded location would be the
         # executor's local path, meaningless on another node.
