@@ -68,11 +68,17 @@ POLICIES = (RECOMMENDED_POLICY, *ARGO_POLICIES)
 # retries, preemptions included, since Argo checks the limit before the expression.
 PREEMPTION_BUDGET = 10
 # How a preemption reaches Argo's node message (lastRetry.message): the pod vanished
-# with its node ("pod deleted": the controller's own, operator.go:1289), or the
-# kubelet's graceful node shutdown set pod.status.message (k8s.io/kubernetes v1.34.3
+# with its node ("pod deleted": the controller's own, operator.go:1289); the kubelet's
+# graceful node shutdown set pod.status.message (k8s.io/kubernetes v1.34.3
 # pkg/kubelet/nodeshutdown/nodeshutdown_manager.go:89), which inferFailedReason takes
-# first (operator.go:1710-1713).
-PREEMPTION_MESSAGES = ("pod deleted", "imminent node shutdown")
+# first (operator.go:1710-1713); or PodGC marked the pod Failed after its Node object
+# was deleted (pkg/controller/podgc/gc_controller.go:248-255, 349-351), its containers
+# never ended, so Argo says neither ended (operator.go:1803-1804).
+PREEMPTION_MESSAGES = (
+    "pod deleted",
+    "imminent node shutdown",
+    "neither main nor wait container completed",
+)
 # What our components write to the container's termination message on a fatal exit
 # (spottrain.runtime.termination says why the exit code cannot).
 FATAL_MARK = termination.FATAL_MARK

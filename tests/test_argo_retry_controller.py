@@ -20,6 +20,9 @@ The pod ends, cited:
 - Eviction API (drain, taint eviction while the kubelet runs): ``DisruptionTarget``
   ``EvictionByEvictionAPI``, the containers sent SIGTERM.
 - A node that vanished with its pod: the pod object is gone (Argo: "pod deleted").
+- A Node object deleted (the VM gone): PodGC marks the pod ``Failed`` with a
+  ``DisruptionTarget`` ``DeletionByPodGC`` and its containers never end
+  (pkg/controller/podgc/gc_controller.go:248-255, 349-351), then deletes it.
 - OOM: the kernel's kill, reason ``OOMKilled``, 137.
 - Our fatal exits through the launcher: exit 1 with the termination message
   ``spottrain.runtime.termination`` writes.
@@ -54,6 +57,8 @@ SCENARIOS = [
     {"name": "node vanished (pod deleted)", "action": "vanish"},
     {"name": "evicted (Eviction API), 143", "action": "fail", "exit_code": 143,
      "reason": "Error", "disruption": "EvictionByEvictionAPI"},
+    {"name": "node deleted, PodGC marked the pod Failed", "action": "fail",
+     "still_running": True, "disruption": "DeletionByPodGC"},
     {"name": "OOMKilled 137", "action": "fail", "exit_code": 137, "reason": "OOMKilled"},
     {"name": "fatal 64 (bad input)", "action": "fail", "exit_code": 1, "reason": "Error",
      "message": f"{termination.FATAL_MARK} 64: --batch-size-per-replica 0: must be >= 1"},
@@ -99,7 +104,7 @@ def executions(results, policy, task, scenario):
     return row["executions"]
 
 
-PREEMPTIONS = [s["name"] for s in SCENARIOS[:4]]
+PREEMPTIONS = [s["name"] for s in SCENARIOS[:5]]
 FATAL = ["fatal 64 (bad input)", "fatal 65 (NaN)"]
 
 

@@ -42,6 +42,9 @@ type spottrainScenario struct {
 	Disruption   string `json:"disruption"`    // a DisruptionTarget condition's reason
 	FailDriver   bool   `json:"fail_driver"`   // the task's driver pod fails (exit 1) instead
 	SucceedAfter int    `json:"succeed_after"` // executions that fail before one succeeds (0: all fail)
+	// The containers are still running when the pod is marked Failed (PodGC after its
+	// node was deleted: the kubelet that would end them is gone).
+	StillRunning bool `json:"still_running"`
 }
 
 type spottrainTask struct {
@@ -201,8 +204,11 @@ func spottrainEnd(ctx context.Context, woc *wfOperationCtx, pod apiv1.Pod, sc sp
 		if c.Name == "main" {
 			state = &apiv1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: message}
 		}
-		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, apiv1.ContainerStatus{
-			Name: c.Name, State: apiv1.ContainerState{Terminated: state}})
+		cs := apiv1.ContainerStatus{Name: c.Name, State: apiv1.ContainerState{Terminated: state}}
+		if fail && sc.StillRunning {
+			cs.State = apiv1.ContainerState{Running: &apiv1.ContainerStateRunning{}}
+		}
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, cs)
 	}
 	updated, err := podcs.Update(ctx, &pod, metav1.UpdateOptions{})
 	if err != nil {
