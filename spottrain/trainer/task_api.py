@@ -244,6 +244,7 @@ class KerasTask(Task):
             .take(spec.total_steps - spec.start_step)
             .map(lambda x, y: (x[part.start : part.stop], y[part.start : part.stop]))
             .rebatch(spec.per_replica_batch, drop_remainder=True)
+            .prefetch(tf.data.AUTOTUNE)  # the next batches are made while a step runs
         )
         options = tf.data.Options()
         options.deterministic = True
