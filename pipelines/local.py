@@ -23,6 +23,7 @@ from typing import Any
 
 from spottrain.pipelines import placement
 from spottrain.pipelines.console import Console
+from spottrain.trainer.train_lib import SUMMARY_FILE
 
 BUCKET = "spottrain-demo"
 # Small enough for 2 cores in well under 5 minutes, big enough to learn digits.
@@ -304,9 +305,9 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
     else:
         # The fall-back pipeline has no outputs: take the newest trained model (the
         # spot task's "train" or the fall-back's "train-on-demand").
-        found = sorted(root.glob("*/*/model/training_summary.json"), key=_mtime)
+        found = sorted(root.glob(f"*/*/model/{SUMMARY_FILE}"), key=_mtime)
         result.model_dir = found[-1].parent if found else None
-    summary_path = result.model_dir / "training_summary.json" if result.model_dir else None
+    summary_path = result.model_dir / SUMMARY_FILE if result.model_dir else None
     if summary_path and summary_path.is_file():
         result.summary = json.loads(summary_path.read_text())
     result.attempts_page, result.profile_page = browser_pages(root, result.out)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from spottrain.datasets import MISSING_DEPENDENCY, MissingDependency, write_digits
 from spottrain.trainer import fileio, launch, ledger, preemption
+from spottrain.trainer.train_lib import SUMMARY_FILE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"== gave up after {args.max_attempts} attempts")
         return 1
-    summary = json.loads((run_dir / "model" / "training_summary.json").read_text())
+    summary = json.loads((run_dir / "model" / SUMMARY_FILE).read_text())
     records = ledger.read(str(run_dir / "checkpoints"))
     totals = ledger.totals(records)
     print("\n== attempts (checkpoints/attempts.json)")

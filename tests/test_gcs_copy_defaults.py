@@ -16,6 +16,12 @@ def test_component_and_cli_use_the_library_default():
 
     assert DEFAULT_WORKERS == 32  # chosen from bench/copy.py (docs/benchmarks.md)
     assert gcs_copy.component_spec.inputs["workers"].default == DEFAULT_WORKERS
+    import inspect
+
+    from spottrain.runtime import gcs_copy as copy_rt
+
+    body = inspect.signature(copy_rt.copy_and_record).parameters["workers"].default
+    assert body == DEFAULT_WORKERS  # the component body's own default (it was 8)
     help_text = subprocess.run(
         [sys.executable, "-m", "spottrain.gcs_copy", "--help"], capture_output=True, text=True
     ).stdout

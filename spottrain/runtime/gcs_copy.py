@@ -34,7 +34,7 @@ def copy_and_record(
     out_path: str,
     *,
     no_clobber: bool = False,
-    workers: int = 8,
+    workers: int = 32,  # = spottrain.gcs_copy.DEFAULT_WORKERS (tested)
     allow_empty: bool = False,
     dry_run: bool = False,
 ) -> dict[str, Any]:

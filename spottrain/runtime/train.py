@@ -18,6 +18,7 @@ from typing import Any
 
 from spottrain.runtime import termination
 from spottrain.trainer import preemption
+from spottrain.trainer.train_lib import SUMMARY_FILE
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,6 @@ describe_exit = preemption.describe
 # variable, not a component input, so that no user-facing signature carries it.
 CHAOS_PREEMPT_ENV = "SPOTTRAIN_CHAOS_PREEMPT_AT_STEP"
 
-SUMMARY_FILE = "training_summary.json"
 # Metadata key a ``gcs_copy`` output uses when the files live elsewhere (its ``dst``).
 LOCATION_KEY = "location"
 

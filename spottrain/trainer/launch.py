@@ -36,7 +36,13 @@ import time
 from dataclasses import dataclass, field
 
 from spottrain.trainer import watchdog
-from spottrain.trainer.preemption import FATAL_CONFIG, HUNG, die_with_parent, exit_code
+from spottrain.trainer.preemption import (
+    FATAL_CONFIG,
+    HUNG,
+    PREEMPTED,
+    die_with_parent,
+    exit_code,
+)
 from spottrain.trainer.watchdog import PROGRESS_FD_ENV
 
 
@@ -282,7 +288,7 @@ class Launcher:
         codes = {w.name: w.code for w in self.workers}
         code = codes[first_failure] if first_failure else 0
         if code == 0 and self._stopping:
-            code = 143
+            code = PREEMPTED
         result = LaunchResult(
             code, codes, first_failure, self.chaos, round(time.monotonic() - started, 2)
         )

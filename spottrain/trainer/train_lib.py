@@ -37,6 +37,8 @@ from spottrain.trainer import watchdog as watchdog_lib
 from spottrain.trainer.preemption import ConfigError, TrainerExit
 from spottrain.trainer.task_api import Task, TrainInput, call_task
 
+# The chief writes it into --model-dir at the end; the components and make run read it.
+SUMMARY_FILE = "training_summary.json"
 log = logging.getLogger("trainer")
 
 
@@ -463,7 +465,7 @@ class Trainer:
         if self.cluster.is_chief:
             with fileio.naming(model_dir):
                 self.task.export(self.model, model_dir)
-            fileio.write_json(f"{model_dir}/training_summary.json", summary)
+            fileio.write_json(f"{model_dir}/{SUMMARY_FILE}", summary)
             if self.writer:
                 with self.writer.as_default(step=final_step):
                     for key in ("val_loss", "val_accuracy"):
