@@ -181,6 +181,8 @@ def policy_problem(workflow_defaults: str) -> str:
     strategy = template_retry_strategy(workflow_defaults)
     expression = strategy.get("expression")
     if expression:
+        if FATAL_MARK in str(expression) and expression != preemption_expression():
+            return "is an older version of the preemption policy"
         return ""
     policy = effective_policy(workflow_defaults)
     if policy not in RETRIES_FAILED:

@@ -196,6 +196,16 @@ def test_run_gke_is_quiet_on_the_preemption_policy_or_an_owners_own_expression(
     assert code == 0 and err == ""
 
 
+def test_run_gke_warns_on_an_older_version_of_our_policy(kfp_api, kube, capsys):
+    current = argo_retry.preemption_expression()
+    kube.value = argo_retry.with_policy(argo_retry.KFP_WORKFLOW_DEFAULTS, "preemption").replace(
+        current, current.replace("|neither main nor wait container completed", "")
+    )
+    code, _, err = _run_gke(kfp_api[1], capsys)
+    assert code == 0 and len(err.splitlines()) == 1
+    assert "is an older version of the preemption policy; fix it once" in err
+
+
 @pytest.mark.parametrize("status", [403, 404])
 def test_run_gke_is_quiet_when_the_configmap_cannot_be_read(kfp_api, kube, capsys, status):
     kube.status = status
