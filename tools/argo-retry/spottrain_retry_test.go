@@ -297,6 +297,9 @@ func spottrainRun(t *testing.T, policy string, defaults string, task spottrainTa
 		}
 	}
 	res.Executions = executions
+	if !wf.Status.Phase.Completed() {
+		res.Error = "the workflow did not end within 3000 rounds"
+	}
 	res.Phase = string(wf.Status.Phase)
 	res.Message = wf.Status.Message
 	return res
