@@ -21,6 +21,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	apiv1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -156,12 +157,44 @@ spec:
 `, task.Name, prefix, retryDAGArgs, dagInputs, retryArgs, retryInputs, retryStrategy)
 }
 
+// spottrainSynced waits until the running pod informer's store holds the pod as ok says:
+// its watch delivers the clientset's events on its own goroutine, and an event that
+// arrives after our direct store write (a late ADD of the fresh pod) would put back the
+// older pod. Ordered events cannot go back once the store shows the newest one.
+func spottrainSynced(woc *wfOperationCtx, pod apiv1.Pod, ok func(*apiv1.Pod) bool) {
+	store := woc.controller.PodController.TestingPodInformer().GetStore()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		obj, exists, err := store.GetByKey(pod.Namespace + "/" + pod.Name)
+		if err == nil && ok(podOrNil(obj, exists)) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	panic("the pod informer never showed " + pod.Name + " as expected")
+}
+
+func podOrNil(obj interface{}, exists bool) *apiv1.Pod {
+	if !exists {
+		return nil
+	}
+	return obj.(*apiv1.Pod)
+}
+
 // spottrainEnd plays the kubelet for one pod: Failed with the scenario's statuses, or
 // Succeeded, or (vanish) gone. Written through the clientset and the informer's store
 // as makePodsPhase/deletePods do (controller_test.go:544-590).
 func spottrainEnd(ctx context.Context, woc *wfOperationCtx, pod apiv1.Pod, sc spottrainScenario, fail bool) {
 	podcs := woc.controller.kubeclientset.CoreV1().Pods(pod.Namespace)
 	store := woc.controller.PodController.TestingPodInformer().GetStore()
+	spottrainSynced(woc, pod, func(p *apiv1.Pod) bool { return p != nil })
+	defer func() {
+		if fail && sc.Action == "vanish" {
+			spottrainSynced(woc, pod, func(p *apiv1.Pod) bool { return p == nil })
+			return
+		}
+		spottrainSynced(woc, pod, func(p *apiv1.Pod) bool { return p != nil && p.Status.Phase == pod.Status.Phase })
+	}()
 	if fail && sc.Action == "vanish" {
 		if err := podcs.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 			panic(err)
