@@ -141,7 +141,10 @@ def effective_policy(workflow_defaults: str) -> str:
     pkg/apis/workflow/v1alpha1/workflow_types.go:2295-2303 (v4.0.5): an explicit
     policy wins; without one, ``Always`` if an expression is set, else ``OnFailure``.
     """
-    strategy = template_retry_strategy(workflow_defaults)
+    return _actual_policy(template_retry_strategy(workflow_defaults))
+
+
+def _actual_policy(strategy: dict) -> str:
     if strategy.get("retryPolicy"):
         return str(strategy["retryPolicy"])
     return "Always" if strategy.get("expression") else "OnFailure"
@@ -184,7 +187,7 @@ def policy_problem(workflow_defaults: str) -> str:
         if FATAL_MARK in str(expression) and expression != preemption_expression():
             return "is an older version of the preemption policy"
         return ""
-    policy = effective_policy(workflow_defaults)
+    policy = _actual_policy(strategy)
     if policy not in RETRIES_FAILED:
         return f"is {policy}: a preempted task (exit 143) is not retried"
     return (

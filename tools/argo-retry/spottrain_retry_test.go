@@ -181,43 +181,45 @@ func podOrNil(obj interface{}, exists bool) *apiv1.Pod {
 	return obj.(*apiv1.Pod)
 }
 
-// spottrainEnd plays the kubelet for one pod: Failed with the scenario's statuses, or
-// Succeeded, or (vanish) gone. Written through the clientset and the informer's store
-// as makePodsPhase/deletePods do (controller_test.go:544-590).
-func spottrainEnd(ctx context.Context, woc *wfOperationCtx, pod apiv1.Pod, sc spottrainScenario, fail bool) {
-	podcs := woc.controller.kubeclientset.CoreV1().Pods(pod.Namespace)
-	store := woc.controller.PodController.TestingPodInformer().GetStore()
-	spottrainSynced(woc, pod, func(p *apiv1.Pod) bool { return p != nil })
-	defer func() {
-		if fail && sc.Action == "vanish" {
-			spottrainSynced(woc, pod, func(p *apiv1.Pod) bool { return p == nil })
-			return
-		}
-		spottrainSynced(woc, pod, func(p *apiv1.Pod) bool { return p != nil && p.Status.Phase == pod.Status.Phase })
-	}()
-	if fail && sc.Action == "vanish" {
-		if err := podcs.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
-			panic(err)
-		}
-		if err := store.Delete(&pod); err != nil {
-			panic(err)
-		}
-		return
+// spottrainWrite stores the pod as the kubelet's status write would, through the
+// clientset and the informer's store as makePodsPhase does (controller_test.go:544-570),
+// then waits until the informer shows it.
+func spottrainWrite(ctx context.Context, woc *wfOperationCtx, pod apiv1.Pod) {
+	updated, err := woc.controller.kubeclientset.CoreV1().Pods(pod.Namespace).Update(ctx, &pod, metav1.UpdateOptions{})
+	if err != nil {
+		panic(err)
 	}
-	if sc.Action == "running" {
-		pod.Status.Phase = apiv1.PodRunning
-		pod.Status.ContainerStatuses = nil
-		for _, c := range pod.Spec.Containers {
-			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, apiv1.ContainerStatus{
-				Name: c.Name, State: apiv1.ContainerState{Running: &apiv1.ContainerStateRunning{}}})
-		}
-		updated, err := podcs.Update(ctx, &pod, metav1.UpdateOptions{})
-		if err != nil {
+	if err := woc.controller.PodController.TestingPodInformer().GetStore().Update(updated); err != nil {
+		panic(err)
+	}
+	spottrainSynced(woc, pod, func(p *apiv1.Pod) bool { return p != nil && p.Status.Phase == pod.Status.Phase })
+}
+
+// spottrainRunning starts the pod's containers (a pod that will vanish with its node
+// was running when it did).
+func spottrainRunning(ctx context.Context, woc *wfOperationCtx, pod apiv1.Pod) {
+	spottrainSynced(woc, pod, func(p *apiv1.Pod) bool { return p != nil })
+	pod.Status.Phase = apiv1.PodRunning
+	pod.Status.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, apiv1.ContainerStatus{
+			Name: c.Name, State: apiv1.ContainerState{Running: &apiv1.ContainerStateRunning{}}})
+	}
+	spottrainWrite(ctx, woc, pod)
+}
+
+// spottrainEnd plays the kubelet for one pod: Failed with the scenario's statuses, or
+// Succeeded, or (vanish) gone, as deletePods does (controller_test.go:575-590).
+func spottrainEnd(ctx context.Context, woc *wfOperationCtx, pod apiv1.Pod, sc spottrainScenario, fail bool) {
+	spottrainSynced(woc, pod, func(p *apiv1.Pod) bool { return p != nil })
+	if fail && sc.Action == "vanish" {
+		if err := woc.controller.kubeclientset.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 			panic(err)
 		}
-		if err := store.Update(updated); err != nil {
+		if err := woc.controller.PodController.TestingPodInformer().GetStore().Delete(&pod); err != nil {
 			panic(err)
 		}
+		spottrainSynced(woc, pod, func(p *apiv1.Pod) bool { return p == nil })
 		return
 	}
 	code, reason, message := int32(0), "Completed", ""
@@ -243,13 +245,7 @@ func spottrainEnd(ctx context.Context, woc *wfOperationCtx, pod apiv1.Pod, sc sp
 		}
 		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, cs)
 	}
-	updated, err := podcs.Update(ctx, &pod, metav1.UpdateOptions{})
-	if err != nil {
-		panic(err)
-	}
-	if err := store.Update(updated); err != nil {
-		panic(err)
-	}
+	spottrainWrite(ctx, woc, pod)
 	if !fail {
 		woc.wf.Status.MarkTaskResultComplete(ctx, woc.nodeID(&pod))
 	}
@@ -311,7 +307,8 @@ func spottrainRun(t *testing.T, policy string, defaults string, task spottrainTa
 			}
 			if fail && end.Action == "vanish" {
 				vanishing[pod.Name] = true
-				end = spottrainScenario{Action: "running"}
+				spottrainRunning(ctx, woc, pod)
+				continue
 			}
 			spottrainEnd(ctx, woc, pod, end, fail)
 		}
