@@ -390,21 +390,22 @@ def test_a_task_error_under_the_launcher_is_the_same_line_on_every_worker(tmp_pa
     assert named in fatal["error"]
 
 
-SLOW_CHIEF_IMPORT = """import json
-import os
-import time
-
+NO_SETTINGS_IMPORT = 'raise RuntimeError("no settings file")\n'
+# Holds the chief back before it reads anything, so the other worker fails first
+# whatever the machine's load (a slow import in the task itself was not enough:
+# under load the chief could reach FATAL.json, written by its peer, first).
+CHIEF_BEHIND = """import json, os, time
 if json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("type") == "chief":
-    time.sleep(60)  # the chief is behind: the other worker fails first
-raise RuntimeError("no settings file")
+    time.sleep(600)
 """
 
 
 def test_a_task_that_does_not_import_leaves_fatal_json_under_the_launcher(tmp_path):
     """The worker that fails first is not the chief, and the launcher stops the chief
     (SIGTERM) before it gets as far: the failed worker records FATAL.json itself, so the
-    retry stops at once with the same line."""
-    (tmp_path / "slow_chief.py").write_text(SLOW_CHIEF_IMPORT)
+    retry stops at once with the same line, naming who recorded it."""
+    (tmp_path / "slow_chief.py").write_text(NO_SETTINGS_IMPORT)
+    (tmp_path / "sitecustomize.py").write_text(CHIEF_BEHIND)
     user = {"PYTHONPATH": str(tmp_path)}
     argv = ["--workers", "2", "--output-dir", str(tmp_path / "out"), "--",
             "--task", "slow_chief:Task", "--train-steps", "10"]  # fmt: skip
@@ -413,13 +414,15 @@ def test_a_task_that_does_not_import_leaves_fatal_json_under_the_launcher(tmp_pa
     assert "first failure worker-0" in log and "SIGTERM chief-0" in log, log[-3000:]
     named = (
         "importing 'slow_chief' raised RuntimeError: no settings file "
-        f"({tmp_path}/slow_chief.py, line 7)"
+        f"({tmp_path}/slow_chief.py, line 1)"
     )
     fatal = json.loads((tmp_path / "out" / "checkpoints" / "FATAL.json").read_text())
     assert named in fatal["error"] and fatal["exit_code"] == preemption.FATAL_CONFIG
-    code, log = _launch(argv, extra_env=user)  # the retry: both workers stop at the marker
+    assert fatal["by"] == "worker-0", fatal
+    (tmp_path / "sitecustomize.py").unlink()  # the retry: both workers stop at the marker
+    code, log = _launch(argv, extra_env=user)
     assert code == preemption.FATAL_CONFIG, log[-3000:]
-    assert "a previous attempt of this config failed fatally" in log, log[-3000:]
+    assert log.count("this config already failed fatally (worker-0 at ") == 2, log[-3000:]
 
 
 @pytest.mark.slow

@@ -100,7 +100,7 @@ def test_fatal_marker_makes_retries_exit_at_once(digits_dir, tmp_path, caplog):
     caplog.set_level(logging.INFO)
     assert attempt.run(argv) == preemption.FATAL_CONFIG
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert "previous attempt of this config failed fatally" in errors[-1]
+    assert "this config already failed fatally" in errors[-1]
     # A fixed config is not blocked by the marker of the broken one.
     fixed = tiny_args(digits_dir, out, train_steps=2, save_every_steps=1)
     assert attempt.run(fixed) == preemption.OK

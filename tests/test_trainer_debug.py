@@ -112,13 +112,13 @@ def test_nan_loss_stops_fatal_and_keeps_last_good_checkpoint(digits_dir, tmp_pat
     # The retry does not burn time: FATAL.json stops it at once with the same code.
     again, seconds = run_module("spottrain.trainer.task", args)
     assert again.returncode == preemption.FATAL_NAN
-    assert "previous attempt of this config failed fatally" in error_lines(again)[0]
+    assert "this config already failed fatally" in error_lines(again)[0]
     assert seconds < 30
     # Every later restart (Vertex restarts a worker up to 5 times, its job up to 3)
     # says the same, once: the marker keeps the first error, not the last message.
     third, _ = run_module("spottrain.trainer.task", args)
     (line,) = error_lines(third)
-    assert line.count("previous attempt of this config failed fatally") == 1, line
+    assert line.count("this config already failed fatally") == 1, line
     assert "loss is nan" in line.lower()
 
 

@@ -207,16 +207,25 @@ def acquire_lease(cfg: TrainConfig, cluster: Cluster):
 
 
 def check_fatal_marker(cfg: TrainConfig) -> None:
-    """Exits fast when a previous attempt of this exact config failed fatally.
+    """Exits fast when this exact config already failed fatally.
 
     KFP retries every failure; without this a bad config would spend each retry
-    re-reading data and building a model only to fail the same way again.
+    re-reading data and building a model only to fail the same way again. The
+    marker may also be a peer's of this same attempt (a worker that got there
+    first), so the line says who wrote it and when rather than "a previous attempt".
     """
     marker = fileio.read_json(fileio.join(cfg.checkpoint_dir, FATAL_MARKER))
     if marker and marker.get("fingerprint") == cfg.fingerprint():
+        when = marker.get("time")
+        stamp = (
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+            if isinstance(when, (int, float))
+            else "an unknown time"
+        )
         raise FailedBefore(
             int(marker.get("exit_code", FATAL_CONFIG)),
-            f"a previous attempt of this config failed fatally: {marker.get('error')} "
+            f"this config already failed fatally ({marker.get('by', 'a worker')} at "
+            f"{stamp}): {marker.get('error')} "
             f"(fix the config, or delete {fileio.join(cfg.checkpoint_dir, FATAL_MARKER)})",
         )
 
@@ -240,6 +249,7 @@ def record_fatal(cfg: TrainConfig, cluster: Cluster, error: str, code: int) -> N
                 "fingerprint": cfg.fingerprint(),
                 "error": error,
                 "exit_code": code,
+                "by": cluster.name,
                 "time": time.time(),
             },
         )

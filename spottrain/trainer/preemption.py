@@ -119,7 +119,7 @@ class ConfigError(TrainerExit):
 
 
 class FailedBefore(TrainerExit):
-    """A previous attempt of this config failed fatally (``FATAL.json``): already recorded."""
+    """This config already failed fatally (``FATAL.json``, a previous attempt's or a peer's)."""
 
 
 class Unwritable(TrainerExit):
