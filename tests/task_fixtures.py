@@ -173,3 +173,18 @@ class DatasetList(_regression()):
 class FeaturesOnly(_regression()):
     def train_dataset(self, spec):
         return super().train_dataset(spec).map(lambda x, y: x)
+
+
+class HostOpInModel(_regression()):
+    """A layer that calls back into Python: runs, but XLA cannot compile it."""
+
+    def build_model(self):
+        import keras
+        import tensorflow as tf
+
+        class Host(keras.layers.Layer):
+            def call(self, x):
+                y = tf.numpy_function(lambda a: a, [x], tf.float32)
+                return tf.ensure_shape(y, x.shape)
+
+        return keras.Sequential([keras.Input((8,)), Host(), keras.layers.Dense(1)])

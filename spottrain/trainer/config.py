@@ -61,6 +61,12 @@ class TrainConfig:
     # -1: the newest checkpoint not marked diverged at a NaN stop (save_health).
     resume_from_step: int = -1
     log_every_steps: int = 10
+    # Steps per compiled call (orbit's steps_per_loop, Keras' steps_per_execution);
+    # 0: auto, chosen from the first steps' time so that a call stays short (a notice
+    # is heard between calls).
+    steps_per_loop: int = 1
+    # XLA for the step: "auto" is model.fit's rule (on with a GPU and one device).
+    jit_compile: str = "auto"
     checkpoint_dir: str = ""
     model_dir: str = ""
     tensorboard_dir: str = ""
@@ -97,6 +103,26 @@ class TrainConfig:
         if self.task:  # only then: run configs written before tasks existed stay valid
             out["task"] = self.task
         return {**out, **task_part}
+
+
+# --steps-per-loop auto: the seconds of steps one call may take (a notice waits for it).
+AUTO_LOOP_SECONDS = 0.5
+MAX_STEPS_PER_LOOP = 10_000
+
+
+def _steps_per_loop(raw: str) -> int:
+    """``auto`` is 0; else a whole number of steps (argparse names the flag on error)."""
+    if raw.strip().lower() == "auto":
+        return 0
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if not 1 <= n <= MAX_STEPS_PER_LOOP:
+        raise argparse.ArgumentTypeError(
+            f"{raw!r} must be auto or a whole number of steps in 1..{MAX_STEPS_PER_LOOP}"
+        )
+    return n
 
 
 class _Parser(argparse.ArgumentParser):
@@ -223,6 +249,21 @@ def build_parser() -> argparse.ArgumentParser:
         "marked diverged at a NaN stop).",
     )
     ft.add_argument("--log-every-steps", type=int, default=d.log_every_steps)
+    speed = p.add_argument_group("speed")
+    speed.add_argument(
+        "--steps-per-loop",
+        type=_steps_per_loop,
+        default=d.steps_per_loop,
+        help="Steps run in one compiled call, the vote taken inside it so every worker "
+        "still stops and saves at the same step (at most one call after a notice); "
+        f"'auto': as many as take about {AUTO_LOOP_SECONDS:g} s.",
+    )
+    speed.add_argument(
+        "--jit-compile",
+        choices=("auto", "on", "off"),
+        default=d.jit_compile,
+        help="XLA for the training step; auto: as model.fit, on with a GPU and one device.",
+    )
     ft.add_argument(
         "--checkpoint-dir",
         default=None,

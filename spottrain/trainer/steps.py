@@ -2,18 +2,49 @@
 
 Every step all-reduces ``[loss, stop, save]`` with the gradients' collectives, so
 every worker learns in the same step that one of them got a preemption notice (or
-that the time-based save is due) and all save that step together.
+that the time-based save is due) and all save that step together. A loop of
+several steps per call (``--steps-per-loop``) ends at the first step whose vote
+says stop or save, or whose loss is not finite: the vote is the same number on
+every worker, so every worker ends the loop at the same step.
 """
 
 from __future__ import annotations
 
+import logging
+
+log = logging.getLogger("trainer")
+
+
+def use_xla(cfg, strategy, model) -> bool:
+    """``--jit-compile``: on, off, or model.fit's ``auto`` rule.
+
+    Keras 3's rule (``keras/src/trainers/trainer.py``, ``_resolve_auto_jit_compile``
+    and ``model_supports_jit``): off on a machine without an accelerator, off under a
+    ``tf.distribute`` strategy, off with op determinism, else on when every layer
+    supports it. Our one-device runs use the default strategy, which fit does not
+    count as a strategy either.
+    """
+    import tensorflow as tf
+
+    if cfg.jit_compile != "auto":
+        return cfg.jit_compile == "on"
+    accelerators = [d for d in tf.config.list_physical_devices() if d.device_type != "CPU"]
+    return bool(
+        accelerators
+        and strategy.num_replicas_in_sync == 1
+        and not cfg.deterministic
+        and all(getattr(layer, "supports_jit", True) for layer in model._flatten_layers())
+    )
+
 
 def make_step_functions(trainer):
-    """``(train_step, make_train_next)`` for a built ``Trainer``.
+    """``(train_step, make_train_next, make_train_loop)`` for a built ``Trainer``.
 
     ``train_step(batch, stop, save)`` runs one step on a batch the caller fetched;
     ``make_train_next(iterator)`` returns a step that fetches its own batch. Both
     return the all-reduced ``[loss, stop votes, save votes]`` of the step.
+    ``make_train_loop(iterator)`` returns ``loop(n, stop, save)``, several steps per
+    call. Sets ``trainer.xla`` (whether XLA compiles the step).
     """
     import tensorflow as tf
 
@@ -28,16 +59,13 @@ def make_step_functions(trainer):
     # whose own sum restores the total. Costs a second gradient all-reduce.
     reduce_first = bool(cfg.clip_norm) or cfg.mixed_precision
 
-    def own_step_fn(features, labels, stop_local, save_local):
+    def own_update(features, labels):
         with blame("train_step"):
-            loss = task_calls.step_loss(
+            return task_calls.step_loss(
                 task.train_step(model, trainer.optimizers, features, labels, gb)
             )
-        return tf.distribute.get_replica_context().all_reduce(
-            tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local])
-        )
 
-    def step_fn(features, labels, stop_local, save_local):
+    def forward_backward(features, labels):
         with tf.GradientTape() as tape:
             with blame("model"):
                 outputs = model(features, training=True)
@@ -45,23 +73,47 @@ def make_step_functions(trainer):
                 per_example = task_calls.per_example_loss(task.loss(labels, outputs), labels)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=gb)
             scaled = optimizer.scale_loss(loss) if cfg.mixed_precision else loss
-        variables = model.trainable_variables
-        grads = tape.gradient(scaled, variables)
-        ctx = tf.distribute.get_replica_context()
+        return loss, tape.gradient(scaled, model.trainable_variables)
+
+    def update(features, labels):
+        loss, grads = forward_backward(features, labels)
         if reduce_first:
+            ctx = tf.distribute.get_replica_context()
             grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
             if cfg.clip_norm:
                 scale = tf.cast(optimizer.dynamic_scale, tf.float32) if cfg.mixed_precision else 1.0
                 grads, _ = tf.clip_by_global_norm([g / scale for g in grads], cfg.clip_norm)
                 grads = [g * scale for g in grads]
             grads = [g / replicas for g in grads]
-        optimizer.apply_gradients(zip(grads, variables, strict=True))
-        return ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local]))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    fn = own_update if task.has_own_step() else update
+    trainer.xla = use_xla(cfg, strategy, model)
+    if trainer.xla and replicas == 1:
+        # All of it, as fit compiles its whole step (the optimizer's update too).
+        fn = tf.function(fn, jit_compile=True)
+    elif trainer.xla and task.has_own_step():
+        log.warning(
+            "--jit-compile on: a task's own train_step is compiled only on one device "
+            "(here %d replicas); it runs without XLA",
+            replicas,
+        )
+        trainer.xla = False
+    elif trainer.xla:
+        # The gradients' all-reduce and the optimizer's cross-replica update stay
+        # outside: XLA compiles the forward and backward pass.
+        forward_backward = tf.function(forward_backward, jit_compile=True)
+
+    def replica_step(features, labels, stop_local, save_local):
+        loss = fn(features, labels)
+        return tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local])
+        )
 
     def run_step(batch, stop_local, save_local):
         features, labels = batch
-        fn = own_step_fn if task.has_own_step() else step_fn
-        out = strategy.run(fn, args=(features, labels, stop_local, save_local))
+        out = strategy.run(replica_step, args=(features, labels, stop_local, save_local))
         return strategy.experimental_local_results(out)[0]
 
     @tf.function
@@ -91,4 +143,34 @@ def make_step_functions(trainer):
         scalar = tf.TensorSpec([], tf.float32)
         return step.get_concrete_function(scalar, scalar)
 
-    return train_step, make_train_next
+    def make_train_loop(iterator):
+        """Up to ``n`` steps in one call, each fetching its batch from ``iterator``.
+
+        Returns ``[steps run, the first step's loss, the last step's loss, stop votes,
+        save votes]``. The loop ends early after the step whose all-reduced vote says
+        stop or save, or whose loss is not finite: the same step on every worker.
+        """
+
+        @tf.function
+        def loop(n, stop_local, save_local):
+            with blame("train_dataset"):
+                batch = next(iterator)
+            out = run_step(batch, stop_local, save_local)
+            first = out[0]
+
+            def more(done, out):
+                go_on = (out[1] == 0.0) & (out[2] == 0.0) & tf.math.is_finite(out[0])
+                return (done < n) & go_on
+
+            def body(done, out):
+                with blame("train_dataset"):
+                    batch = next(iterator)
+                return done + 1, run_step(batch, stop_local, save_local)
+
+            done, out = tf.while_loop(more, body, (tf.constant(1), out))
+            return tf.concat([tf.stack([tf.cast(done, tf.float32), first]), out], 0)
+
+        scalar = tf.TensorSpec([], tf.float32)
+        return loop.get_concrete_function(tf.TensorSpec([], tf.int32), scalar, scalar)
+
+    return train_step, make_train_next, make_train_loop

@@ -207,6 +207,31 @@ class Blame:
 _NODE = re.compile(r"(?:Detected at node |\{\{node )'?([^\s'}]+)")
 
 
+def xla_failure(error: Exception, xla: str | None) -> TrainerExit | None:
+    """A step XLA could not compile: one line, exit 64, naming the op and the way out.
+
+    Args:
+        error: What the step raised.
+        xla: ``--jit-compile``'s value when XLA compiles the step, else None.
+    """
+    import tensorflow as tf
+
+    text = str(error)
+    if not (xla and isinstance(error, tf.errors.OpError) and "XLA" in text):
+        return None
+    op = re.search(r"on XLA_\w+: (\w+)", text)
+    node = re.search(r"\{\{node ([^}]+)\}\}", text)
+    if op:
+        what = f"op {op.group(1)}" + (f" (node {node.group(1)})" if node else "")
+        what += " has no XLA kernel"
+    else:
+        what = f"{type(error).__name__}: {cause(error)}"
+    return ConfigError(
+        f"--jit-compile {xla}: XLA cannot compile the training step: {what}; "
+        "run with --jit-compile off"
+    )
+
+
 def step_failure(
     error: Exception, step: int, task, blame: Blame, global_batch: int, multi_worker: bool
 ) -> TrainerExit | None:

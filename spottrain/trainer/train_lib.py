@@ -53,6 +53,44 @@ class _DropMessage(logging.Filter):
         return self.text not in record.getMessage()
 
 
+class _LoopSizes:
+    """How many steps the next call runs: 1, ``--steps-per-loop N``, or auto's choice.
+
+    Auto times calls of one step (after the first, which traces), agrees on the mean
+    with the other workers (every worker must run the same steps per call, or their
+    collectives would not match) and then runs as many steps a call as take about
+    ``AUTO_LOOP_SECONDS``: a notice is heard between calls.
+    """
+
+    PROBE_CALLS = 10
+
+    def __init__(self, cfg: config.TrainConfig, allowed: bool, agree):
+        self.looped = allowed and cfg.steps_per_loop != 1  # a profiled run times each step
+        self.auto = self.looped and cfg.steps_per_loop == 0
+        self.now = cfg.steps_per_loop if self.looped and not self.auto else 1
+        self._agree, self._calls, self._seconds, self._steps = agree, 0, 0.0, 0
+
+    def measured(self, done: int, seconds: float) -> None:
+        """After each call: auto chooses once it has timed its probe calls."""
+        if not self.auto:
+            return
+        self._calls += 1
+        if self._calls == 1:
+            return  # it traced the loop
+        self._seconds, self._steps = self._seconds + seconds, self._steps + done
+        if self._calls <= self.PROBE_CALLS:
+            return
+        per_step = max(self._agree(self._seconds / self._steps), 1e-6)
+        self.now = max(1, min(config.MAX_STEPS_PER_LOOP, int(config.AUTO_LOOP_SECONDS / per_step)))
+        self.auto = False
+        log.info(
+            "--steps-per-loop auto: %d steps a call (%.2f ms a step over %d steps, all workers)",
+            self.now,
+            1000 * per_step,
+            self._steps,
+        )
+
+
 def _expected_replicas(cluster: distribution.Cluster) -> int:
     import tensorflow as tf
 
@@ -169,7 +207,8 @@ class Trainer:
                 f"{self.start_step} in {cfg.checkpoint_dir!r}"
             )
         self.blame = task_calls.Blame()
-        self._train_step, self._make_train_next = steps.make_step_functions(self)
+        fns = steps.make_step_functions(self)
+        self._train_step, self._make_train_next, self._make_train_loop = fns
         self.writer = (
             tf.summary.create_file_writer(cfg.tensorboard_dir)
             if self.cluster.is_chief and cfg.tensorboard_dir
@@ -284,8 +323,9 @@ class Trainer:
         iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
         if cfg.deterministic and contexts:
             self._probe_resume(contexts[0])
-        train_next = None  # traced at the first step, inside its error handling
+        train_next = train_loop = None  # traced at the first step, inside its error handling
         flag = {False: tf.constant(0.0), True: tf.constant(1.0)}  # the vote's inputs, made once
+        sizes = _LoopSizes(cfg, on_step is None, self._agreed_mean)
         step = self.start_step
         last_save = time.monotonic()
         last_log, last_log_step = time.monotonic(), step
@@ -300,6 +340,9 @@ class Trainer:
             timed_save = bool(cfg.save_every_seconds) and (
                 time.monotonic() - last_save >= cfg.save_every_seconds
             )
+            # A call never runs past a step-count save or the end.
+            next_save = (step // cfg.save_every_steps + 1) * cfg.save_every_steps
+            n = min(sizes.now, next_save - step, self.total_steps - step)
             try:
                 # The step marker TensorBoard's Profile tab (xprof) counts steps by:
                 # a root ("_r=1") host event per step, around the batch fetch too so
@@ -308,20 +351,28 @@ class Trainer:
                 with tf.profiler.experimental.Trace("train", step_num=step + 1, _r=1):
                     t0 = time.perf_counter()
                     flags = (flag[self.stop.is_set()], flag[timed_save])
-                    if on_step is None:
-                        if train_next is None:
-                            train_next = self._make_train_next(iterator)
-                        out = train_next(*flags)
-                        t1 = t0  # the input wait is inside the step
-                    else:
+                    if on_step is not None:
                         with self.blame("train_dataset"):
                             batch = next(iterator)
                         t1 = time.perf_counter()
                         out = self._train_step(batch, *flags)
-                    loss, stop_votes, save_votes = (float(v) for v in np.asarray(out))
+                        done, (loss, stop_votes, save_votes) = 1, np.asarray(out).tolist()
+                        first = loss
+                    elif sizes.looped:
+                        if train_loop is None:
+                            train_loop = self._make_train_loop(iterator)
+                        out = train_loop(tf.constant(n, tf.int32), *flags)
+                        done, first, loss, stop_votes, save_votes = np.asarray(out).tolist()
+                        done, t1 = int(done), t0
+                    else:
+                        if train_next is None:
+                            train_next = self._make_train_next(iterator)
+                        out = train_next(*flags)
+                        done, (loss, stop_votes, save_votes) = 1, np.asarray(out).tolist()
+                        first, t1 = loss, t0  # the input wait is inside the step
             except (StopIteration, tf.errors.OutOfRangeError):
                 raise ConfigError(
-                    f"the task's train_dataset ended before step {step + 1} of "
+                    f"the task's train_dataset ended before step {step + n} of "
                     f"{self.total_steps}: it must yield a batch for every step from "
                     "TrainInput.start_step to total_steps (repeat it)"
                 ) from None
@@ -334,22 +385,26 @@ class Trainer:
             except Exception as e:
                 # The step is traced on its first call: what the task's own code raises
                 # then, or any OpError later, is one line naming the task's part.
-                failure = task_calls.step_failure(
+                failure = task_calls.xla_failure(
+                    e, self.xla and cfg.jit_compile
+                ) or task_calls.step_failure(
                     e, step + 1, self.task, self.blame, self.global_batch,
                     self.cluster.multi_worker,
                 )  # fmt: skip
                 if failure is None:
                     raise
                 raise failure from e
-            step += 1
+            logged = step // cfg.log_every_steps
+            self.history.step_loss(step + 1, first)
+            step += done
             self.step_now = step
             t2 = time.perf_counter()
+            sizes.measured(done, t2 - t0)
             self.heartbeat.beat(step)
-            self.step_times.append((t1 - t0, t2 - t0))
+            self.step_times.append((t1 - t0, (t2 - t0) / done))  # per step of the call
             if on_step is not None:
                 on_step(step, t1 - t0, t2 - t0)
             self.ledger.progress(step, saved_step=self.store.newly_complete())
-            self.history.step_loss(step, loss)
             if self.first_step_seconds is None:
                 self.first_step_seconds = time.monotonic() - self.started
                 log.info("first step done %.1f s after start", self.first_step_seconds)
@@ -366,7 +421,7 @@ class Trainer:
                     f"loss is {loss} at step {step}; {advice.nan_advice(cfg)}; "
                     + save_health.nan_resume_line(healthy, diverged),
                 )
-            if step % cfg.log_every_steps == 0 or step == self.total_steps:
+            if step // cfg.log_every_steps > logged or step == self.total_steps:
                 now = time.monotonic()
                 rate = (step - last_log_step) / max(now - last_log, 1e-9)
                 last_log, last_log_step = now, step
@@ -491,6 +546,20 @@ class Trainer:
         """Waits for every worker here; returns why it failed (a peer gone), else None."""
         if not self.cluster.multi_worker:
             return None
+        try:
+            self._eager_sum(1.0)
+        except Exception as e:  # noqa: BLE001 - a collective fails in many types
+            return type(e).__name__
+        return None
+
+    def _agreed_mean(self, value: float) -> float:
+        """The mean of ``value`` over the replicas: the same number on every worker."""
+        if not self.cluster.multi_worker:
+            return value
+        return self._eager_sum(value) / self.replicas
+
+    def _eager_sum(self, value: float) -> float:
+        """Sums ``value`` over every replica in one eager collective."""
         import tensorflow as tf
 
         # One eager collective: TensorFlow's warning that strategy.run "eagerly has
@@ -499,13 +568,10 @@ class Trainer:
         quiet = _DropMessage("eagerly has significant overhead")
         tf.get_logger().addFilter(quiet)
         try:
-            ones = self.strategy.run(lambda: tf.constant(1.0))
-            self.strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
-        except Exception as e:  # noqa: BLE001 - a collective fails in many types
-            return type(e).__name__
+            each = self.strategy.run(lambda: tf.constant(value, tf.float32))
+            return float(self.strategy.reduce(tf.distribute.ReduceOp.SUM, each, axis=None))
         finally:
             tf.get_logger().removeFilter(quiet)
-        return None
 
     def close(self) -> None:
         """Flushes logs and removes temp dirs."""

@@ -1,0 +1,123 @@
+"""Several steps per compiled call (``--steps-per-loop``) and XLA (``--jit-compile``).
+
+Real trainer processes on CPU: the vote is taken inside the loop, so every worker
+still stops and saves at the same step, and the steps are the same computation as
+one step per call (bit-identical weights).
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+from trainer_helpers import error_lines, ledger, run_module, tiny_args
+
+from spottrain.trainer import config, launch, preemption
+from spottrain.trainer import model as _model  # noqa: F401 - registers Preprocess for load_model
+from spottrain.trainer.train_lib import _LoopSizes
+
+REGRESSION = ["--task", "examples.regression:Regression", "--train-steps", "30",
+              "--batch-size-per-replica", "16", "--threads", "1"]  # fmt: skip
+
+
+def _weights(out):
+    return keras.models.load_model(out / "model" / "model.keras").get_weights()
+
+
+def _sizes(steps_per_loop, allowed=True, agreed=None):
+    cfg = config.TrainConfig(steps_per_loop=steps_per_loop)
+    return _LoopSizes(cfg, allowed, agreed or (lambda mean: mean))
+
+
+@pytest.mark.parametrize(
+    "steps_per_loop, allowed, step_seconds, now",
+    [
+        (1, True, 0.01, 1),  # the default: one step a call, never measured
+        (8, True, 0.01, 8),  # a fixed N
+        (8, False, 0.01, 1),  # the profiler times each step: one a call whatever the flag
+        (0, True, 0.01, 50),  # auto: 0.5 s of 10 ms steps
+        (0, True, 2.0, 1),  # auto: a step longer than the bound still runs
+        (0, True, 1e-9, config.MAX_STEPS_PER_LOOP),  # auto is capped
+    ],
+)
+def test_loop_sizes(steps_per_loop, allowed, step_seconds, now):
+    sizes = _sizes(steps_per_loop, allowed)
+    sizes.measured(1, 100.0)  # the first call traced: not counted
+    for _ in range(_LoopSizes.PROBE_CALLS):
+        assert sizes.now == (1 if steps_per_loop == 0 else now)
+        sizes.measured(1, step_seconds)
+    assert sizes.now == now
+
+
+def test_auto_takes_the_agreed_mean_not_its_own():
+    """Every worker must run the same steps per call: auto uses what all agreed on."""
+    seen = []
+    sizes = _sizes(0, agreed=lambda mean: seen.append(mean) or 0.05)
+    for _ in range(_LoopSizes.PROBE_CALLS + 1):
+        sizes.measured(1, 0.001)
+    assert seen == [pytest.approx(0.001)] and sizes.now == 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("steps_per_loop", ["7", "auto"])
+def test_a_notice_inside_a_loop_saves_the_same_step_everywhere_and_resumes_exactly(
+    digits_dir, tmp_path, steps_per_loop
+):
+    """2 workers, SIGTERM mid-run: both save the same step, at most one call after the
+    notice, 0 lost; the resumed run ends with the weights of an uninterrupted run of
+    one step per call."""
+    steps = dict(train_steps=60, save_every_steps=50, batch_size_per_replica=16)
+    clean, hit = tmp_path / "clean", tmp_path / "hit"
+    assert launch.Launcher(2, tiny_args(digits_dir, clean, **steps)).run().code == 0
+    looped = tiny_args(digits_dir, hit, steps_per_loop=steps_per_loop, **steps)
+    first = launch.Launcher(2, looped, preempt_at_step=22, signal_name="TERM", seed=0).run()
+    assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first
+    rec = ledger(hit)[0]
+    assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
+    assert rec["saved_step"] == rec["last_step"] >= first.chaos["step"], (rec, first.chaos)
+    assert rec["saved_step"] < 50, rec  # the notice's save, not the interval's
+    again = launch.Launcher(2, looped).run()
+    assert again.code == 0, again
+    assert ledger(hit)[1]["start_step"] == rec["saved_step"]
+    for a, b in zip(_weights(clean), _weights(hit), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_a_loop_stops_at_the_first_non_finite_step(digits_dir, tmp_path):
+    """The NaN guard inside a loop names the same step as one step per call."""
+    steps = {}
+    for n in (1, 16):
+        out = tmp_path / f"n{n}"
+        args = tiny_args(
+            digits_dir, out, mixed_precision=True, learning_rate=5.0, train_steps=30,
+            save_every_steps=100, log_every_steps=1, steps_per_loop=n,
+        )  # fmt: skip
+        proc, _ = run_module("spottrain.trainer.task", args)
+        assert proc.returncode == preemption.FATAL_NAN, proc.stdout[-3000:]
+        (line,) = error_lines(proc)
+        steps[n] = int(line.split(" at step ")[1].split(";")[0])
+    assert steps[1] == steps[16], steps
+
+
+def test_xla_trains_and_an_op_it_cannot_compile_is_one_line(tmp_path):
+    """--jit-compile on (XLA runs on CPU too) trains the example task; a model with an
+    op XLA has no kernel for is refused in one line naming the op, exit 64."""
+    out = tmp_path / "ok"
+    flags = ["--checkpoint-dir", str(out / "ck"), "--model-dir", str(out / "m")]
+    proc, _ = run_module(
+        "spottrain.trainer.task", [*REGRESSION, "--jit-compile", "on", "--steps-per-loop", "4",
+                                   *flags],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    bad = tmp_path / "bad"
+    flags = ["--checkpoint-dir", str(bad / "ck"), "--model-dir", str(bad / "m")]
+    args = [*REGRESSION, "--task", "tests.task_fixtures:HostOpInModel", "--jit-compile", "on"]
+    proc, _ = run_module("spottrain.trainer.task", [*args, *flags])
+    assert proc.returncode == preemption.FATAL_CONFIG, proc.stdout[-3000:]
+    (line,) = error_lines(proc)
+    assert "--jit-compile on: XLA cannot compile the training step: op PyFunc" in line, line
+    assert line.endswith("run with --jit-compile off"), line
+    proc, _ = run_module("spottrain.trainer.task", [*args[:-1], "off", *flags[:1],
+                                                    str(bad / "ck2"), *flags[2:]])  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
