@@ -285,7 +285,10 @@ release: ## Build the wheel and YAML (release-files) and build and push their im
 
 .PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool gke-computeclass gke-jobset gke-rbac kfp-retry-policy image image-task release-files release
 
-bench: venv ## Benchmarks (ratios measured side by side)
+bench: venv ## Our step loop vs model.fit at the same knobs (steps per call, XLA), same pipeline, 3 models (~40 min)
+	$(PY) bench/step_loop.py
+
+bench-overhead: venv ## The loop with its saves vs fit and fit + BackupAndRestore; restart -> first step
 	$(PY) bench/trainer_overhead.py
 
 bench-task: venv ## The same on a user's task (examples/keras_classifier.py: KerasTask vs fit on its own model and data)

@@ -118,6 +118,10 @@ def test_xla_trains_and_an_op_it_cannot_compile_is_one_line(tmp_path):
     (line,) = error_lines(proc)
     assert "--jit-compile on: XLA cannot compile the training step: op PyFunc" in line, line
     assert line.endswith("run with --jit-compile off"), line
+    check, _ = run_module("spottrain.trainer.task", [*args, "--check"])  # the same line
+    assert check.returncode == preemption.FATAL_CONFIG, check.stdout[-3000:]
+    (checked,) = error_lines(check)
+    assert checked.split("check failed: ")[1] == line.split("exit 64: ")[1], (checked, line)
     proc, _ = run_module("spottrain.trainer.task", [*args[:-1], "off", *flags[:1],
                                                     str(bad / "ck2"), *flags[2:]])  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]

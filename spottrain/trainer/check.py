@@ -68,7 +68,7 @@ def _check(cfg: config.TrainConfig) -> str:
         cfg=cfg, task=task, model=model, optimizer=optimizer, optimizers=optimizers,
         strategy=strategy, global_batch=batch, replicas=1, blame=task_calls.Blame(),
     )  # fmt: skip
-    _, make_train_next = steps.make_step_functions(engine)
+    _, make_train_next, _ = steps.make_step_functions(engine)  # sets engine.xla
     zero = tf.constant(0.0)
     try:
         loss = float(np.asarray(make_train_next(iter(dataset))(zero, zero))[0])
@@ -77,7 +77,9 @@ def _check(cfg: config.TrainConfig) -> str:
     except TrainerExit:
         raise
     except Exception as e:
-        failure = task_calls.step_failure(e, 1, task, engine.blame, batch, False)
+        failure = task_calls.xla_failure(
+            e, engine.xla and cfg.jit_compile
+        ) or task_calls.step_failure(e, 1, task, engine.blame, batch, False)
         if failure is None:
             raise
         raise failure from e
