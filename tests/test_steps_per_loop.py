@@ -125,3 +125,19 @@ def test_xla_trains_and_an_op_it_cannot_compile_is_one_line(tmp_path):
     proc, _ = run_module("spottrain.trainer.task", [*args[:-1], "off", *flags[:1],
                                                     str(bad / "ck2"), *flags[2:]])  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def test_a_fixed_n_whose_calls_are_slow_is_warned_of(caplog):
+    """A notice waits for the running call: a fixed N that makes calls long is said once."""
+    sizes = _sizes(40)
+    for seconds in (100.0, 12.0, 12.0):  # the first call traces: not counted
+        sizes.measured(40, seconds)
+    warned = [r.getMessage() for r in caplog.records if "a call takes" in r.getMessage()]
+    assert warned == [
+        "--steps-per-loop 40: a call takes 12.0 s, and a preemption notice waits for it "
+        "(GKE gives a pod 15-30 s); use --steps-per-loop auto"
+    ]
+    fast = _sizes(40)
+    for seconds in (100.0, 0.5, 0.5):
+        fast.measured(40, seconds)
+    assert len([r for r in caplog.records if "a call takes" in r.getMessage()]) == 1

@@ -53,6 +53,10 @@ class _DropMessage(logging.Filter):
         return self.text not in record.getMessage()
 
 
+# A fixed --steps-per-loop whose calls take longer than this gets a warning.
+SLOW_CALL_SECONDS = 5.0
+
+
 class _LoopSizes:
     """How many steps the next call runs: 1, ``--steps-per-loop N``, or auto's choice.
 
@@ -72,11 +76,18 @@ class _LoopSizes:
 
     def measured(self, done: int, seconds: float) -> None:
         """After each call: auto chooses once it has timed its probe calls."""
-        if not self.auto:
-            return
         self._calls += 1
-        if self._calls == 1:
-            return  # it traced the loop
+        if self._calls == 2 and self.looped and not self.auto and seconds > SLOW_CALL_SECONDS:
+            # A notice waits for the running call, and the watchdog hears of progress
+            # only between calls: a fixed N can make both too late.
+            log.warning(
+                "--steps-per-loop %d: a call takes %.1f s, and a preemption notice waits "
+                "for it (GKE gives a pod 15-30 s); use --steps-per-loop auto",
+                self.now,
+                seconds,
+            )
+        if not self.auto or self._calls == 1:
+            return  # the first call traced the loop
         self._seconds, self._steps = self._seconds + seconds, self._steps + done
         if self._calls <= self.PROBE_CALLS:
             return
