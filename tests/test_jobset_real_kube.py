@@ -355,7 +355,11 @@ def test_a_pod_failure_policy_failure_restarts_the_whole_jobset(jobset_kube):
         return new[0] if new else None
 
     second = wait_in(cp, ns, "the recreated child Job", new_job, timeout=90)
-    seen_at = min(at for at, uid, _ in jobs.seen if uid == second.metadata.uid)
+
+    def first_seen():  # the list can return the Job before the watch's event arrives
+        return min((at for at, uid, _ in jobs.seen if uid == second.metadata.uid), default=None)
+
+    seen_at = wait_for("the watch's event of the recreated Job", first_seen, timeout=30)
     recreate_seconds = seen_at - failed_at
     assert second.metadata.name == first.metadata.name
     assert second.metadata.labels[RESTARTS_LABEL] == "1"

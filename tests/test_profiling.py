@@ -78,7 +78,10 @@ def test_the_report_tells_an_input_bound_pipeline_from_a_healthy_one(digits_runs
     healthy_md, healthy = digits_runs["healthy"]
     slow_md, slow = digits_runs["slow"]
     print(healthy_md, slow_md, sep="\n\n")
-    assert slow["input_bound"] == 1.0 and slow["input_wait_share"] >= 0.5
+    # Input-bound by the report's own 20 % rule. Not a fixed share: the sleeping map
+    # overlaps the step, so a step slowed by other load hides part of the delay (0.48
+    # once beside a busy machine, for a delay of 4 healthy steps).
+    assert slow["input_bound"] == 1.0 and slow["input_wait_share"] >= 0.2, slow
     assert "Input-bound:" in slow_md and "parallelise the map" in slow_md
     # The trace finds the slow stage: the sleeping map's Python function.
     assert "PyFunc" in slow_md
