@@ -33,7 +33,10 @@ def use_xla(cfg, strategy, model) -> bool:
         accelerators
         and strategy.num_replicas_in_sync == 1
         and not cfg.deterministic
-        and all(getattr(layer, "supports_jit", True) for layer in model._flatten_layers())
+        and all(
+            getattr(layer, "supports_jit", True)
+            for layer in getattr(model, "_flatten_layers", lambda: [model])()
+        )
     )
 
 
