@@ -36,5 +36,6 @@ def test_the_step_loop_bench_compares_each_variant_with_fit_at_the_same_knobs():
 def test_the_notice_bench_measures_each_case():
     out = _run("notice_latency.py", "--workers", "1", "--repeats", "1", "--at", "20")
     for n in ("1   ", "auto"):
-        line = next(ln for ln in out.splitlines() if f"--steps-per-loop {n}" in ln)
+        # The summary's line, not the trainer's own "--steps-per-loop auto: …" log line.
+        line = next(ln for ln in out.splitlines() if f"worker(s), --steps-per-loop {n}" in ln)
         assert re.search(r"notice -> saved \d+\.\d+ .*restart -> first step \d+\.\d+", line), out
