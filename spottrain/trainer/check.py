@@ -77,9 +77,8 @@ def _check(cfg: config.TrainConfig) -> str:
     except TrainerExit:
         raise
     except Exception as e:
-        failure = task_calls.xla_failure(
-            e, engine.xla and cfg.jit_compile
-        ) or task_calls.step_failure(e, 1, task, engine.blame, batch, False)
+        xla = engine.xla and cfg.jit_compile
+        failure = task_calls.step_failure(e, 1, task, engine.blame, batch, False, xla)
         if failure is None:
             raise
         raise failure from e

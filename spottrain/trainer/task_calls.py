@@ -233,7 +233,13 @@ def xla_failure(error: Exception, xla: str | None) -> TrainerExit | None:
 
 
 def step_failure(
-    error: Exception, step: int, task, blame: Blame, global_batch: int, multi_worker: bool
+    error: Exception,
+    step: int,
+    task,
+    blame: Blame,
+    global_batch: int,
+    multi_worker: bool,
+    xla: str | None = None,
 ) -> TrainerExit | None:
     """What a failed step means: one line and its exit, or ``None`` (an engine bug: re-raise).
 
@@ -248,8 +254,13 @@ def step_failure(
         blame: The step's :class:`Blame`.
         global_batch: The run's global batch.
         multi_worker: Whether peers' collectives can fail the step.
+        xla: ``--jit-compile``'s value when XLA compiles the step (its failures first).
     """
     import tensorflow as tf
+
+    failure = xla_failure(error, xla)
+    if failure is not None:
+        return failure
 
     origin = blame.origin_of(error)
     if origin is not None and isinstance(origin[1], TrainerExit):

@@ -396,11 +396,9 @@ class Trainer:
             except Exception as e:
                 # The step is traced on its first call: what the task's own code raises
                 # then, or any OpError later, is one line naming the task's part.
-                failure = task_calls.xla_failure(
-                    e, self.xla and cfg.jit_compile
-                ) or task_calls.step_failure(
+                failure = task_calls.step_failure(
                     e, step + 1, self.task, self.blame, self.global_batch,
-                    self.cluster.multi_worker,
+                    self.cluster.multi_worker, self.xla and cfg.jit_compile,
                 )  # fmt: skip
                 if failure is None:
                     raise
