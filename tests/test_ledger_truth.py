@@ -127,16 +127,11 @@ def test_a_gang_that_never_formed_is_charged_from_its_start(digits_dir, tmp_path
     assert timeout <= hang["seconds"] <= seconds + 1, (hang, timeout, seconds)
 
 
-def test_a_notice_cut_off_mid_step_is_recorded_as_a_preemption(tmp_path):
-    """The platform kills the attempt a moment after its notice, before the step it
-    is in ends and its notice save can start: the notice was recorded when it came
-    (by the trainer's handler, and noted by its supervisor), so the next attempt
-    records a preemption that could not save, not an unexplained kill."""
+def _into_slow_steps(out: Path) -> subprocess.Popen:
+    """A trainer of SlowSteps, returned once it is in its steady state: a step line
+    has just come, and the next step waits STEP_S for its batch."""
     from slow_save_task import SlowSteps
 
-    from spottrain.trainer import ledger as ledger_lib
-
-    out = tmp_path / "run"
     args = _args(out, task="tests.slow_save_task:SlowSteps", train_steps=100)
     proc = subprocess.Popen(
         [sys.executable, "-m", "spottrain.trainer.task", *args],
@@ -147,16 +142,29 @@ def test_a_notice_cut_off_mid_step_is_recorded_as_a_preemption(tmp_path):
         text=True,
         start_new_session=True,
     )
+    # Long gaps only: this busy machine may hand us a line seconds after it was written.
+    last = None
+    for line in proc.stdout:
+        if line.startswith("step "):
+            now = time.monotonic()
+            if last is not None and now - last > SlowSteps.STEP_S / 2:
+                return proc
+            last = now
+    raise AssertionError(f"the trainer ended before its steady state: {proc.wait()}")
+
+
+def test_a_notice_cut_off_mid_step_is_recorded_as_a_preemption(tmp_path):
+    """The platform kills the attempt a moment after its notice, before the step it
+    is in ends and its notice save can start: the notice was recorded when it came
+    (noted by the supervisor), so the next attempt records a preemption that could
+    not save, not an unexplained kill."""
+    from slow_save_task import SlowSteps
+
+    from spottrain.trainer import ledger as ledger_lib
+
+    out = tmp_path / "run"
+    proc = _into_slow_steps(out)
     try:
-        # Into the steady state, where each step waits STEP_S for its batch (long: this
-        # busy machine may hand us a line seconds after it was written).
-        last = None
-        for line in proc.stdout:
-            if line.startswith("step "):
-                now = time.monotonic()
-                if last is not None and now - last > SlowSteps.STEP_S / 2:
-                    break
-                last = now
         os.kill(proc.pid, signal.SIGTERM)  # the supervisor, which passes it on
         sent = time.monotonic()
         time.sleep(0.05)  # a platform's short grace, far within the step
@@ -172,3 +180,34 @@ def test_a_notice_cut_off_mid_step_is_recorded_as_a_preemption(tmp_path):
     nxt.begin(0)
     closed = nxt.records[-2]
     assert closed["outcome"] == "preempted_unsaved", closed
+
+
+def test_the_trainer_records_a_notice_while_its_step_runs(tmp_path):
+    """A KFP pod is killed about a second after its SIGTERM (tests/test_platform_kfp_argo.py).
+    The trainer's main thread is inside TensorFlow for the whole step, where a Python
+    signal handler cannot run; the notice is recorded by a thread woken by the
+    signal's wakeup pipe, so the attempt's own record names it before the step ends."""
+    from slow_save_task import SlowSteps
+
+    out = tmp_path / "run"
+    proc = _into_slow_steps(out)
+    try:
+        # Into the next step: its call waits for the batch that takes STEP_S.
+        time.sleep(SlowSteps.STEP_S * 0.3)
+        before = ledger(out)[-1]
+        os.kill(proc.pid, signal.SIGTERM)
+        sent = time.monotonic()
+        record = before
+        # The step this lands in has most of STEP_S left: the notice must come within it.
+        while "notice_step" not in record and time.monotonic() < sent + SlowSteps.STEP_S / 2:
+            time.sleep(0.05)
+            record = ledger(out)[-1]
+        heard = time.monotonic() - sent
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert "notice_step" in record, (heard, record)
+    assert record["notice_reason"] == "SIGTERM", record
+    # Recorded from within the step: at the step before it (a handler that waited for
+    # the step to end would record the step after).
+    assert record["last_step"] == before["last_step"] == record["notice_step"], (before, record)

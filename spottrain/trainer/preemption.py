@@ -178,15 +178,18 @@ class StopFlag:
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._repeats = 0
         self.signal_name: str | None = None
         # Called with the reason at the first request (the trainer records the notice).
         self.on_set = None
 
     def set(self, reason: str) -> None:
-        """Requests a stop at the next step boundary."""
-        first = not self._event.is_set()
-        self.signal_name = reason
-        self._event.set()
+        """Requests a stop at the next step boundary (from any thread)."""
+        with self._lock:
+            first = not self._event.is_set()
+            self.signal_name = reason
+            self._event.set()
         if first and self.on_set is not None:
             self.on_set(reason)
 
@@ -200,22 +203,48 @@ class StopFlag:
         Must run *after* the strategy is created: MultiWorkerMirroredStrategy
         installs a C++ SIGTERM handler that swallows the signal, and the last
         handler installed wins.
+
+        The flag is set by a thread reading ``signal.set_wakeup_fd``'s pipe, not by
+        the Python-level handler: that one runs only when the main thread is back in
+        Python bytecode, i.e. after the training step (or ``--steps-per-loop`` call)
+        it is in. In a KFP pod the kill comes about a second after the SIGTERM, so
+        a long step would leave the notice unrecorded; the C-level handler writes
+        the pipe at once, whatever the main thread is doing.
         """
-        repeats = [0]
+        try:
+            read_fd, write_fd = os.pipe()
+            os.set_blocking(write_fd, False)
+            signal.signal(signal.SIGTERM, _no_op)
+            signal.signal(signal.SIGINT, _no_op)
+            signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread (tests): the handler does it, later
+            signal.signal(signal.SIGTERM, lambda signum, _frame: self._heard(signum))
+            signal.signal(signal.SIGINT, lambda signum, _frame: self._heard(signum))
+            return
+        threading.Thread(
+            target=self._watch, args=(read_fd,), name="spottrain-notice", daemon=True
+        ).start()
 
-        def _handler(signum, _frame):
-            name = signal.Signals(signum).name
-            if self.is_set():
-                # spottrain.trainer.forward repeats a notice until the attempt ends: say it once.
-                repeats[0] += 1
-                if repeats[0] == 1:
-                    log.warning("%s again: still saving at the next step boundary", name)
-            else:
-                log.warning("%s received: saving at the next step boundary, then exiting", name)
-            self.set(name)
+    def _watch(self, read_fd: int) -> None:
+        while True:
+            for signum in os.read(read_fd, 64):
+                if signum in (signal.SIGTERM, signal.SIGINT):
+                    self._heard(signum)
 
-        signal.signal(signal.SIGTERM, _handler)
-        signal.signal(signal.SIGINT, _handler)
+    def _heard(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if self.is_set():
+            # spottrain.trainer.forward repeats a notice until the attempt ends: say it once.
+            self._repeats += 1
+            if self._repeats == 1:
+                log.warning("%s again: still saving at the next step boundary", name)
+        else:
+            log.warning("%s received: saving at the next step boundary, then exiting", name)
+        self.set(name)
+
+
+def _no_op(_signum, _frame) -> None:
+    """The Python-level handler: installed so that the wakeup pipe is written."""
 
 
 def exit_process(code: int) -> None:

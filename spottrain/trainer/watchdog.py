@@ -344,9 +344,10 @@ def write_report(report: str, dump_path: str | None) -> None:
 def write_notice(checkpoint_dir: str, name: str, reason: str) -> None:
     """Notes a notice in ``diagnostics/`` (a local or mounted dir: no TensorFlow here).
 
-    The trainer records a notice in the ledger only between steps; a platform may
-    kill it before one ends (a KFP pod's second, a ResNet step), and then this file
-    is what tells the next attempt that this one was preempted, not killed.
+    The trainer records a notice in the ledger when it comes, from a thread
+    (``StopFlag.install``); if the platform kills it before that write lands (a KFP
+    pod's second on a loaded node), this file is what tells the next attempt that
+    this one was preempted, not killed.
     """
     path = os.path.join(checkpoint_dir, "diagnostics", f"notice-{name}-{time.time():.3f}.txt")
     try:
