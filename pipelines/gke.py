@@ -147,6 +147,8 @@ def build(
         learning_rate: float = 0.001,
         save_every_steps: int = 100,
         mixed_precision: bool = False,
+        steps_per_loop: str = "1",
+        jit_compile: str = "auto",
         task: str = "",
         task_args: str = "{}",
         tensorboard_dir: str = "",
@@ -169,6 +171,10 @@ def build(
             learning_rate: Peak learning rate.
             save_every_steps: Checkpoint interval in steps.
             mixed_precision: Use mixed float16.
+            steps_per_loop: Training steps per compiled call, or "auto" (calls of
+                about 0.5 s); a notice is heard when the running call ends.
+            jit_compile: XLA for the training step: auto (on for one GPU, as
+                Keras fit), on or off.
             task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
                 the image; empty = the built-in image classifier.
             task_args: The task's own settings, a JSON object.
@@ -231,9 +237,12 @@ def build(
 # settings (spottrain.trainer.config.PIPELINE_HYPERPARAMETERS, defaults checked against
 # TrainConfig by tests/test_signatures.py) and the local worker count.
 TRAIN_INPUTS = ("checkpoint_dir", *config.PIPELINE_HYPERPARAMETERS, "local_workers")
-# The train inputs the profile shares (it replaces the checkpoint dir and steps).
+# The train inputs the profile shares (it replaces the checkpoint dir and steps, and
+# times each step apart: one step a call).
 PROFILE_INPUTS = tuple(
-    n for n in TRAIN_INPUTS if n not in ("checkpoint_dir", "train_steps", "save_every_steps")
+    n
+    for n in TRAIN_INPUTS
+    if n not in ("checkpoint_dir", "train_steps", "save_every_steps", "steps_per_loop")
 )
 
 
@@ -348,6 +357,8 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
         learning_rate: float = 0.001,
         save_every_steps: int = 100,
         mixed_precision: bool = False,
+        steps_per_loop: str = "1",
+        jit_compile: str = "auto",
         task: str = "",
         task_args: str = "{}",
         tensorboard_dir: str = "",

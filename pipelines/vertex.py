@@ -361,6 +361,8 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
         learning_rate: float = 0.001,
         save_every_steps: int = 100,
         mixed_precision: bool = False,
+        steps_per_loop: str = "1",
+        jit_compile: str = "auto",
         task: str = "",
         task_args: str = "{}",
         service_account: str = "",
@@ -383,6 +385,10 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
             learning_rate: Peak learning rate.
             save_every_steps: Checkpoint interval in steps.
             mixed_precision: Use mixed float16.
+            steps_per_loop: Training steps per compiled call, or "auto" (calls of
+                about 0.5 s); a notice is heard when the running call ends.
+            jit_compile: XLA for the training step: auto (on for one GPU, as
+                Keras fit), on or off.
             task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
                 the image; empty = the built-in image classifier.
             task_args: The task's own settings, a JSON object.

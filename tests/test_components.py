@@ -50,12 +50,15 @@ def test_trainer_flags_parse_with_the_trainers_own_parser():
         learning_rate=0.01,
         save_every_steps=5,
         mixed_precision=True,
+        steps_per_loop="auto",
+        jit_compile="off",
         extra_args=["--warmup-steps", "3"],
     )
     cfg = config.parse_args(flags, {})
     assert cfg.data == "gs://my-bucket/digits" and cfg.checkpoint_dir == "gs://my-bucket/ckpt"
     assert (cfg.train_steps, cfg.warmup_steps) == (10, 3)
     assert cfg.mixed_precision and cfg.learning_rate == 0.01
+    assert (cfg.steps_per_loop, cfg.jit_compile) == (0, "off")  # 0: auto
     # The image task's settings travel as its task args.
     image = json.loads(cfg.task_args)
     assert image == {"backbone": "small_cnn", "weights": "none", "image_size": 32}

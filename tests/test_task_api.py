@@ -174,9 +174,14 @@ def test_a_user_task_through_the_gke_pipeline_under_kfp_local(tmp_path, monkeypa
     result = local.run_local(
         tmp_path, workers=2, preempt_at_step=30, train_steps=80, limit=50, retries=2,
         task="examples.regression:Regression", task_args='{"features": 4}',
-        learning_rate=0.01,
+        learning_rate=0.01, steps_per_loop="7", jit_compile="off", log=tmp_path / "run.log",
     )  # fmt: skip
     assert result.ok, result.report()
+    # The loop's pipeline parameters reached both workers of both attempts (the
+    # profile task times one step a call: its total is its window's).
+    lines = (tmp_path / "run.log").read_text().splitlines()
+    starts = [ln for ln in lines if "start_step=" in ln and "total_steps=80 " in ln]
+    assert len(starts) == 4 and all("steps_per_loop=7 xla=off" in ln for ln in starts), starts
     assert result.retries == {"train": 1}
     outcomes = [(a["outcome"], a["exit_code"], a["steps_lost"]) for a in result.attempts]
     assert outcomes == [("preempted", 143, 0), ("success", 0, 0)], outcomes

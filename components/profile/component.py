@@ -20,6 +20,7 @@ def profile(
     batch_size_per_replica: int = 32,
     learning_rate: float = 0.001,
     mixed_precision: bool = False,
+    jit_compile: str = "auto",
     task: str = "",
     task_args: str = "{}",
     tensorboard_dir: str = "",
@@ -54,6 +55,8 @@ def profile(
         batch_size_per_replica: Batch size per GPU (global = this x replicas).
         learning_rate: Peak learning rate.
         mixed_precision: Use mixed float16 (GPUs with tensor cores).
+        jit_compile: XLA for the training step: auto (on for one GPU, as
+            Keras fit), on or off.
         task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
             the image; empty = the built-in image classifier.
         task_args: The task's own settings, a JSON object.

@@ -25,6 +25,8 @@ def train_job(
     learning_rate: float = 0.001,
     save_every_steps: int = 100,
     mixed_precision: bool = False,
+    steps_per_loop: str = "1",
+    jit_compile: str = "auto",
     task: str = "",
     task_args: str = "{}",
     tensorboard_dir: str = "",
@@ -69,6 +71,10 @@ def train_job(
         learning_rate: Peak learning rate.
         save_every_steps: Checkpoint interval: at most this many steps are lost per preemption.
         mixed_precision: Use mixed float16 (GPUs with tensor cores).
+        steps_per_loop: Training steps per compiled call, or "auto" (calls of
+            about 0.5 s); a notice is heard when the running call ends.
+        jit_compile: XLA for the training step: auto (on for one GPU, as
+            Keras fit), on or off.
         task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
             the image; empty = the built-in image classifier.
         task_args: The task's own settings, a JSON object.

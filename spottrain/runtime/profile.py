@@ -47,6 +47,7 @@ def profile_flags(
     batch_size_per_replica: int,
     learning_rate: float,
     mixed_precision: bool = False,
+    jit_compile: str = "auto",
     task: str = "",
     task_args: str = "{}",
     extra_args: Sequence[str] = (),
@@ -64,6 +65,7 @@ def profile_flags(
         learning_rate=learning_rate,
         save_every_steps=1,  # replaced: no checkpoint inside the window
         mixed_precision=mixed_precision,
+        jit_compile=jit_compile,
         task=task,
         task_args=task_args,
         extra_args=extra_args,

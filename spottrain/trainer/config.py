@@ -145,6 +145,8 @@ PIPELINE_HYPERPARAMETERS = (
     "learning_rate",
     "save_every_steps",
     "mixed_precision",
+    "steps_per_loop",
+    "jit_compile",
     "tensorboard_dir",
     "task",
     "task_args",
@@ -157,6 +159,8 @@ PIPELINE_DEFAULTS = {
         for name in PIPELINE_HYPERPARAMETERS
     },
     "train_steps": 1000,
+    # A pipeline parameter is one type: a string, as the flag takes it ("8" or "auto").
+    "steps_per_loop": "1",
 }
 
 

@@ -309,9 +309,11 @@ class Trainer:
         import tensorflow as tf
 
         cfg = self.cfg
+        per_call = cfg.steps_per_loop or "auto" if on_step is None else 1  # profiled: 1
         print(
             f"start_step={self.start_step} total_steps={self.total_steps} "
-            f"global_batch={self.global_batch} replicas={self.replicas}",
+            f"global_batch={self.global_batch} replicas={self.replicas} "
+            f"steps_per_loop={per_call} xla={'on' if self.xla else 'off'}",
             flush=True,
         )
         self.heartbeat.start(self.start_step)
