@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from trainer_helpers import error_lines, ledger, run_module, tiny_args
 
-from spottrain.trainer import config, launch, preemption
+from spottrain.trainer import calls, config, launch, preemption
 from spottrain.trainer import model as _model  # noqa: F401 - registers Preprocess for load_model
-from spottrain.trainer.train_lib import _LoopSizes
+from spottrain.trainer.calls import LoopSizes
 
 REGRESSION = ["--task", "examples.regression:Regression", "--train-steps", "30",
               "--batch-size-per-replica", "16", "--threads", "1"]  # fmt: skip
@@ -26,7 +26,7 @@ def _weights(out):
 
 def _sizes(steps_per_loop, allowed=True, agreed=None):
     cfg = config.TrainConfig(steps_per_loop=steps_per_loop)
-    return _LoopSizes(cfg, allowed, agreed or (lambda mean: mean))
+    return LoopSizes(cfg, allowed, agreed or (lambda mean: mean))
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ def _sizes(steps_per_loop, allowed=True, agreed=None):
 def test_loop_sizes(steps_per_loop, allowed, step_seconds, now):
     sizes = _sizes(steps_per_loop, allowed)
     sizes.measured(1, 100.0)  # the first call traced: not counted
-    for _ in range(_LoopSizes.PROBE_CALLS):
+    for _ in range(LoopSizes.PROBE_CALLS):
         assert sizes.now == (1 if steps_per_loop == 0 else now)
         sizes.measured(1, step_seconds)
     assert sizes.now == now
@@ -53,19 +53,19 @@ def test_auto_takes_the_agreed_mean_not_its_own():
     """Every worker must run the same steps per call: auto uses what all agreed on."""
     seen = []
     sizes = _sizes(0, agreed=lambda mean: seen.append(mean) or 0.05)
-    for _ in range(_LoopSizes.PROBE_CALLS + 1):
+    for _ in range(LoopSizes.PROBE_CALLS + 1):
         sizes.measured(1, 0.001)
     assert seen == [pytest.approx(0.001)] and sizes.now == 10
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("steps_per_loop", ["7", "auto"])
+@pytest.mark.parametrize("steps_per_loop", ["1", "7", "auto"])  # 1: a step run ahead
 def test_a_notice_inside_a_loop_saves_the_same_step_everywhere_and_resumes_exactly(
     digits_dir, tmp_path, steps_per_loop
 ):
-    """2 workers, SIGTERM mid-run: both save the same step, at most one call after the
-    notice, 0 lost; the resumed run ends with the weights of an uninterrupted run of
-    one step per call."""
+    """2 workers, SIGTERM mid-run: both save the same step, at most one call (one step
+    a call: the step run ahead) after the notice, 0 lost; the resumed run ends with
+    the weights of an uninterrupted run of one step per call."""
     steps = dict(train_steps=60, save_every_steps=50, batch_size_per_replica=16)
     clean, hit = tmp_path / "clean", tmp_path / "hit"
     assert launch.Launcher(2, tiny_args(digits_dir, clean, **steps)).run().code == 0
@@ -141,3 +141,36 @@ def test_a_fixed_n_whose_calls_are_slow_is_warned_of(caplog):
     for seconds in (100.0, 0.5, 0.5):
         fast.measured(40, seconds)
     assert len([r for r in caplog.records if "a call takes" in r.getMessage()]) == 1
+
+
+class _Out:
+    """A step's outputs that note when the host reads them (``np.asarray``)."""
+
+    def __init__(self, log, k):
+        self.log, self.k = log, k
+
+    def __array__(self, dtype=None, copy=None):
+        self.log.append(f"read {self.k}")
+        return np.array([float(self.k), 0.0, 0.0])
+
+
+def test_one_step_a_call_runs_the_next_step_before_reading_the_last():
+    """The host reads step j after step j+1 is dispatched; an error of the step run
+    ahead is raised at its own turn, after the step before it was read."""
+    log = []
+
+    def call(stop, save):
+        log.append("call")
+        if (stop, save) == ("boom", "boom"):
+            raise RuntimeError("step 3 failed")
+        return _Out(log, len([x for x in log if x.startswith("call")]))
+
+    ahead = calls.StepAhead(call)
+    assert ahead.step((0, 0), then=(0, 0))[0] == 1.0  # step 1, step 2 dispatched
+    assert ahead.ahead
+    assert ahead.step((0, 0), then=("boom", "boom"))[0] == 2.0  # step 3 dispatched: fails
+    assert [x.split()[0] for x in log] == ["call", "call", "read", "call", "read"]
+    with pytest.raises(RuntimeError, match="step 3 failed"):
+        ahead.step((0, 0))
+    assert not ahead.ahead
+    assert ahead.step((0, 0))[0] == 4.0  # none ahead: run and read at once

@@ -20,6 +20,7 @@ import time
 
 from spottrain.trainer import (
     advice,
+    calls,
     checkpoint_store,
     checkpointing,
     config,
@@ -51,55 +52,6 @@ class _DropMessage(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return self.text not in record.getMessage()
-
-
-# A fixed --steps-per-loop whose calls take longer than this gets a warning.
-SLOW_CALL_SECONDS = 5.0
-
-
-class _LoopSizes:
-    """How many steps the next call runs: 1, ``--steps-per-loop N``, or auto's choice.
-
-    Auto times calls of one step (after the first, which traces), agrees on the mean
-    with the other workers (every worker must run the same steps per call, or their
-    collectives would not match) and then runs as many steps a call as take about
-    ``AUTO_LOOP_SECONDS``: a notice is heard between calls.
-    """
-
-    PROBE_CALLS = 10
-
-    def __init__(self, cfg: config.TrainConfig, allowed: bool, agree):
-        self.looped = allowed and cfg.steps_per_loop != 1  # a profiled run times each step
-        self.auto = self.looped and cfg.steps_per_loop == 0
-        self.now = cfg.steps_per_loop if self.looped and not self.auto else 1
-        self._agree, self._calls, self._seconds, self._steps = agree, 0, 0.0, 0
-
-    def measured(self, done: int, seconds: float) -> None:
-        """After each call: auto chooses once it has timed its probe calls."""
-        self._calls += 1
-        if self._calls == 2 and self.looped and not self.auto and seconds > SLOW_CALL_SECONDS:
-            # A notice waits for the running call, and the watchdog hears of progress
-            # only between calls: a fixed N can make both too late.
-            log.warning(
-                "--steps-per-loop %d: a call takes %.1f s, and a preemption notice waits "
-                "for it (GKE gives a pod 15-30 s); use --steps-per-loop auto",
-                self.now,
-                seconds,
-            )
-        if not self.auto or self._calls == 1:
-            return  # the first call traced the loop
-        self._seconds, self._steps = self._seconds + seconds, self._steps + done
-        if self._calls <= self.PROBE_CALLS:
-            return
-        per_step = max(self._agree(self._seconds / self._steps), 1e-6)
-        self.now = max(1, min(config.MAX_STEPS_PER_LOOP, int(config.AUTO_LOOP_SECONDS / per_step)))
-        self.auto = False
-        log.info(
-            "--steps-per-loop auto: %d steps a call (%.2f ms a step over %d steps, all workers)",
-            self.now,
-            1000 * per_step,
-            self._steps,
-        )
 
 
 def _expected_replicas(cluster: distribution.Cluster) -> int:
@@ -337,8 +289,9 @@ class Trainer:
         if cfg.deterministic and contexts:
             self._probe_resume(contexts[0])
         train_next = train_loop = None  # traced at the first step, inside its error handling
+        held = None  # a stop or save vote that waits for the step run ahead (calls.StepAhead)
         flag = {False: tf.constant(0.0), True: tf.constant(1.0)}  # the vote's inputs, made once
-        sizes = _LoopSizes(cfg, on_step is None, self._agreed_mean)
+        sizes = calls.LoopSizes(cfg, on_step is None, self._agreed_mean)
         step = self.start_step
         last_save = time.monotonic()
         last_log, last_log_step = time.monotonic(), step
@@ -379,10 +332,13 @@ class Trainer:
                         done, t1 = int(done), t0
                     else:
                         if train_next is None:
-                            train_next = self._make_train_next(iterator)
-                        out = train_next(*flags)
-                        done, (loss, stop_votes, save_votes) = 1, np.asarray(out).tolist()
-                        first, t1 = loss, t0  # the input wait is inside the step
+                            train_next = calls.StepAhead(self._make_train_next(iterator))
+                        # Ahead unless this step ends at a save by count or the end, or a
+                        # vote held from the last step waits for it: what all share.
+                        last = step + 1 == next_save or step + 1 >= self.total_steps
+                        then = None if held or last else flags
+                        loss, stop_votes, save_votes = train_next.step(flags, then)
+                        done, first, t1 = 1, loss, t0  # the input wait is inside the step
             except (StopIteration, tf.errors.OutOfRangeError):
                 raise ConfigError(
                     f"the task's train_dataset ended before step {step + n} of "
@@ -443,9 +399,16 @@ class Trainer:
                     with self.writer.as_default(step=step):
                         tf.summary.scalar("loss", loss)
                         tf.summary.scalar("steps_per_second", rate)
+            if held is not None:
+                stop_votes, save_votes = max(stop_votes, held[0]), max(save_votes, held[1])
+                held = None
             # One process need not wait for the next step's vote: the notice period
             # is short, and on some platforms much shorter than the ~30 s (docs/preemption.md).
-            if stop_votes > 0 or (not self.cluster.multi_worker and self.stop.is_set()):
+            stopping = stop_votes > 0 or (not self.cluster.multi_worker and self.stop.is_set())
+            if (stopping or save_votes > 0) and train_next is not None and train_next.ahead:
+                held = (1.0 if stopping else 0.0, save_votes)  # acted on after that step
+                continue
+            if stopping:
                 self._save(step, loss, "preemption", wait=True, notice=True)
                 # Only the chief writes the checkpoint and knows it is complete (the
                 # others' copies are private by-products of the collective save); it
