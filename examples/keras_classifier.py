@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from spottrain.trainer.task_api import KerasTask
+from spottrain import KerasTask
 
 
 class Classifier(KerasTask):

@@ -17,8 +17,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from spottrain import Task, TrainInput
 from spottrain.trainer.preemption import ConfigError
-from spottrain.trainer.task_api import Task, TrainInput
 
 
 class Regression(Task):

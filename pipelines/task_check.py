@@ -82,7 +82,7 @@ def _in_image(task: str) -> str:
 def _check(params: Mapping[str, Any]) -> str | None:
     from spottrain.pipelines.guards import GuardError
     from spottrain.trainer.preemption import ConfigError
-    from spottrain.trainer.task_api import check_spec
+    from spottrain.trainer.task_loader import check_spec
 
     task = str(params["task"])
     try:

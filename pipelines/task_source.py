@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TASK_API = "spottrain.trainer.task_api"
-# What the engine calls on each kind of task: spottrain.trainer.task_api.load_task's
+# The bases as a task imports them: from the API module or from the package's top
+# (spottrain/__init__.py hands them out).
+TASK_BASES = {f"{m}.{c}" for m in (TASK_API, "spottrain") for c in ("Task", "KerasTask")}
+# What the engine calls on each kind of task: spottrain.trainer.task_loader.load_task's
 # rule (tests/test_task_source.py checks that the two agree).
 KERAS_REQUIRED = ("model", "examples")
 TASK_REQUIRED = ("build_model", "train_dataset", "loss")
@@ -157,7 +160,7 @@ class _Reader:
 
     def qualified(self, qualname: str, depth: int) -> tuple[str, set[str], bool]:
         """``(kind, methods, complete)`` of the class at a dotted name (see :meth:`cls`)."""
-        if qualname in (f"{TASK_API}.Task", f"{TASK_API}.KerasTask"):
+        if qualname in TASK_BASES:
             return qualname.rsplit(".", 1)[1], set(), True
         module, _, name = qualname.rpartition(".")
         if not module:

@@ -165,7 +165,7 @@ def test_the_pre_flight_without_tensorflow_refuses_only_what_cannot_run(authorin
         pytest.skip("needs the compiled pipeline of the test above")
     ckpt = "ckpt=gs://my-bucket/ckpt/run1"
     (authoring / "wrong_tasks.py").write_text(
-        "import keras\nfrom spottrain.trainer.task_api import Task\n\n\n"
+        "import keras\nfrom spottrain import Task\n\n\n"
         "class Mine(Task):\n    def model(self):\n        return keras.Sequential()\n\n"
         "    def examples(self):\n        return None\n"
     )

@@ -65,6 +65,21 @@ def test_valid_tasks_are_found_whatever_their_imports(user_dir):
             def train_dataset(self, spec): ...
             def train_step(self, model, optimizers, features, labels, global_batch): ...
     """)  # fmt: skip
+    top = user_dir("top", """
+        import spottrain
+        from spottrain import KerasTask
+
+        class FromTheTop(KerasTask):
+            def model(self): ...
+            def examples(self): ...
+
+        class Dotted(spottrain.Task):
+            def build_model(self): ...
+            def train_dataset(self, spec): ...
+            def loss(self, labels, outputs): ...
+    """)  # fmt: skip
+    assert task_source.inspect(top, "FromTheTop").kind == "KerasTask"  # as the docs write it
+    assert task_source.inspect(top, "Dotted").kind == "Task"
     found = task_source.inspect(module, "Mine")
     assert found.kind == "Task" and {"loss", "build_model"} <= found.methods
     assert task_source.inspect(module, "MineKeras").kind == "KerasTask"
@@ -144,7 +159,7 @@ def test_it_agrees_with_the_engines_load_task_on_every_task_we_have():
     import importlib
 
     from spottrain.trainer.preemption import ConfigError
-    from spottrain.trainer.task_api import load_task
+    from spottrain.trainer.task_loader import load_task
 
     seen = {"loads": 0, "refused": 0, "unknown": 0}
     for module_name in (

@@ -12,7 +12,15 @@ import json
 import logging
 from typing import NamedTuple
 
-from spottrain.trainer import checkpointing, config, distribution, fileio, preemption, task_api
+from spottrain.trainer import (
+    checkpointing,
+    config,
+    distribution,
+    fileio,
+    preemption,
+    task_api,
+    task_loader,
+)
 from spottrain.trainer import ledger as ledger_lib
 from spottrain.trainer.preemption import ConfigError, TrainerExit
 from spottrain.trainer.train_lib import Trainer
@@ -57,15 +65,15 @@ def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> task
     """Fast checks, in order of cost, then the task is loaded and prepared; raises ConfigError."""
     _quick_checks(cfg, cluster, storage=True)
     task = load_and_prepare(cfg)
-    task_part = task_api.call_task(f"--task {cfg.task}: compatibility()", task.compatibility)
+    task_part = task_loader.call_task(f"--task {cfg.task}: compatibility()", task.compatibility)
     checkpointing.check_run_config(cfg, cluster, task_part)
     return task
 
 
 def load_and_prepare(cfg: config.TrainConfig) -> task_api.Task:
     """The task of ``cfg``, loaded and prepared; its own failures are one ConfigError line."""
-    task = task_api.load_task(cfg.task, cfg.task_args, cfg)
-    task_api.call_task(f"--task {cfg.task}: prepare()", task.prepare)
+    task = task_loader.load_task(cfg.task, cfg.task_args, cfg)
+    task_loader.call_task(f"--task {cfg.task}: prepare()", task.prepare)
     return task
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from spottrain.trainer import config, task_api
+from spottrain.trainer import config, task_api, task_loader
 from spottrain.trainer.preemption import OK, ConfigError, TrainerExit
 
 log = logging.getLogger("trainer")
@@ -88,7 +88,7 @@ def _check(cfg: config.TrainConfig) -> str:
     step = f" and {len(optimizers)} optimizers" if task.has_own_step() else ""
     from spottrain.trainer import resume_probe
 
-    problem = task_api.call_task(
+    problem = task_loader.call_task(
         "the task's train_dataset()", resume_probe.probe, task, context, batch, cfg.seed, total
     )
     if problem and cfg.deterministic:
@@ -99,7 +99,7 @@ def _check(cfg: config.TrainConfig) -> str:
         else f"resumes are exact in steps but not bit-identical: {problem}"
     )
     return (
-        f"task {cfg.task or task_api.DEFAULT_TASK} builds a model of {params:,} parameters"
+        f"task {cfg.task or task_loader.DEFAULT_TASK} builds a model of {params:,} parameters"
         f"{step}; "
         f"a batch of {batch} fits it; mean loss {loss:.4g}; {resumes}"
     )

@@ -382,15 +382,15 @@ def _merge_image_flags(values: dict) -> None:
         ConfigError: image flags with another task, or a flag that contradicts
             the same key in ``--task-args``.
     """
-    from spottrain.trainer import task_api
+    from spottrain.trainer import task_loader
 
     names = [f.name for f in dataclasses.fields(image_settings.ImageSettings)]
     given = {n: values.pop(n) for n in names if n in values}
     if not given:
         return
-    module, cls, args = task_api.check_spec(values["task"], values["task_args"])
+    module, cls, args = task_loader.check_spec(values["task"], values["task_args"])
     flags = ", ".join("--" + n.replace("_", "-") for n in given)
-    if f"{module}:{cls}" != task_api.DEFAULT_TASK:
+    if f"{module}:{cls}" != task_loader.DEFAULT_TASK:
         raise ConfigError(
             f"{flags}: settings of the built-in image classifier; --task {values['task']} "
             "takes its settings in --task-args"
@@ -435,10 +435,11 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
         outputs: Require the checkpoint and model dirs and a length (``--check``
             writes nothing and trains one step, so it checks them only when given).
     """
-    from spottrain.trainer import task_api  # no TensorFlow: the task's module is not imported here
+    # No TensorFlow: the task's module is not imported here.
+    from spottrain.trainer import task_loader
 
-    module, cls, args = task_api.check_spec(cfg.task, cfg.task_args)
-    if f"{module}:{cls}" == task_api.DEFAULT_TASK:
+    module, cls, args = task_loader.check_spec(cfg.task, cfg.task_args)
+    if f"{module}:{cls}" == task_loader.DEFAULT_TASK:
         # The built-in task's settings need no TensorFlow to check: the supervisor and
         # the pipelines' pre-flight refuse a bad one in milliseconds.
         image_settings.ImageSettings.from_args(args, cfg.data)

@@ -19,7 +19,7 @@ import re
 from spottrain.trainer import fileio, preemption
 from spottrain.trainer.advice import cause, misfit_error
 from spottrain.trainer.preemption import ConfigError, TrainerExit
-from spottrain.trainer.task_api import call_task
+from spottrain.trainer.task_loader import call_task
 
 # How a line names the task's part a step failure came from, by Blame's key.
 _PARTS = {

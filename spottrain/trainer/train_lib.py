@@ -36,7 +36,8 @@ from spottrain.trainer import (
 from spottrain.trainer import ledger as ledger_lib
 from spottrain.trainer import watchdog as watchdog_lib
 from spottrain.trainer.preemption import ConfigError, TrainerExit
-from spottrain.trainer.task_api import Task, TrainInput, call_task
+from spottrain.trainer.task_api import Task, TrainInput
+from spottrain.trainer.task_loader import call_task
 
 # The chief writes it into --model-dir at the end; the components and make run read it.
 SUMMARY_FILE = "training_summary.json"

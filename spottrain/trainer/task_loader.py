@@ -1,0 +1,121 @@
+"""How the engine loads and calls a task (``--task module:Class``); the API is task_api's.
+
+Kept apart from :mod:`spottrain.trainer.task_api`, which is what task authors read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+from spottrain.trainer import fileio
+from spottrain.trainer.preemption import ConfigError, TrainerExit
+from spottrain.trainer.task_api import KerasTask, Task
+
+DEFAULT_TASK = "spottrain.trainer.image_task:ImageClassificationTask"
+
+
+def call_task(what: str, method, *args):
+    """Calls a task's ``method``; what the task's own code raises becomes one fatal line.
+
+    The engine's own exits and storage failures (retryable: ``fileio.storage_failure``,
+    e.g. pretrained weights unreachable) pass through unchanged.
+
+    Args:
+        what: How the line names the call, e.g. "the task's build_model()".
+        method: The bound method.
+        *args: Its arguments.
+    """
+    try:
+        return method(*args)
+    except (ConfigError, TrainerExit):
+        raise
+    except Exception as e:  # noqa: BLE001 - a user's task: one line, not a traceback
+        if fileio.storage_failure(e) is not None:
+            raise
+        raise ConfigError(f"{what} raised {type(e).__name__}: {e}") from e
+
+
+def check_spec(spec: str, args_json: str) -> tuple[str, str, dict[str, Any]]:
+    """``(module, class, args)`` of ``--task``/``--task-args``, without importing anything.
+
+    Cheap enough for the supervisor's checks and the pipelines' pre-flight.
+
+    Raises:
+        ConfigError: naming the malformed value.
+    """
+    module_name, _, class_name = (spec or DEFAULT_TASK).partition(":")
+    if not all(p.isidentifier() for p in module_name.split(".")) or not class_name.isidentifier():
+        raise ConfigError(f"--task {spec!r}: expected <module>:<Class>, e.g. my_pkg.tasks:MyTask")
+    try:
+        args = json.loads(args_json or "{}")
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--task-args {args_json!r} is not JSON: {e.msg}") from None
+    if not isinstance(args, dict):
+        raise ConfigError(f"--task-args {args_json!r} must be a JSON object")
+    return module_name, class_name, args
+
+
+def _user_line(error: BaseException) -> str:
+    """`` (<file>, line <n>)``: where in the user's code an import failed (``""``: nowhere).
+
+    The deepest frame outside the import machinery, the standard library and
+    installed packages (else the first outside the import machinery): the line
+    that raised, or the line a SyntaxError names.
+    """
+    import os
+    import sysconfig
+    import traceback
+
+    if isinstance(error, SyntaxError) and error.filename:
+        return f" ({error.filename}, line {error.lineno})"
+    library = tuple(
+        os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "purelib", "platlib")
+    )
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if not f.filename.startswith("<") and f.filename != __file__
+    ]
+    own = [f for f in frames if not f.filename.startswith(library)]
+    if isinstance(error, ImportError) and not own:
+        return ""  # the module itself is not found: no line of the user's to name
+    frame = (own or frames or [None])[-1 if own else 0]
+    return f" ({frame.filename}, line {frame.lineno})" if frame else ""
+
+
+def load_task(spec: str, args_json: str, cfg) -> Task:
+    """Imports ``module:Class`` and builds it; one ``ConfigError`` line for each way it fails."""
+    module_name, class_name, args = check_spec(spec, args_json)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # noqa: BLE001 - the user's module raised while importing
+        where = _user_line(e)
+        if isinstance(e, ImportError):
+            what = f"cannot import {module_name!r}: {e}"
+        else:
+            text = e.msg if isinstance(e, SyntaxError) else e  # its str() repeats the line
+            what = f"importing {module_name!r} raised {type(e).__name__}: {text}"
+        raise ConfigError(f"--task {spec!r}: {what}{where}") from None
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        raise ConfigError(f"--task {spec!r}: {module_name!r} has no {class_name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise ConfigError(f"--task {spec!r} is not a subclass of spottrain.trainer.task_api.Task")
+    if issubclass(cls, KerasTask):
+        required = ("model", "examples")
+    elif cls.has_own_step():  # its step computes its own losses
+        required = ("build_model", "train_dataset")
+    else:
+        required = ("build_model", "train_dataset", "loss")
+    base = KerasTask if issubclass(cls, KerasTask) else Task
+    missing = [name for name in required if getattr(cls, name) is getattr(base, name)]
+    if missing:
+        raise ConfigError(f"--task {spec!r} does not implement {', '.join(missing)}")
+    try:
+        return cls(args, cfg)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's constructor
+        raise ConfigError(f"--task {spec!r}: {type(e).__name__}: {e}") from None
