@@ -99,7 +99,7 @@ def main() -> int:
             for workers, n in cases[i % len(cases) :] + cases[: i % len(cases)]:
                 out = work / f"{workers}-{n}-{i}"
                 run_args = args_for(a, image_dir, out, n, 100 * a.at)
-                runner = launch.Launcher(
+                runner = launch.ProcessLauncher(
                     workers, run_args, preempt_at_step=a.at, signal_name="TERM", seed=0
                 )
                 result = runner.run()

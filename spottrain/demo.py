@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             + (f", SIGTERM at step {args.preempt_at_step}" if attempt == 1 else ""),
             flush=True,
         )
-        result = launch.Launcher(
+        result = launch.ProcessLauncher(
             args.workers,
             trainer_args,
             output_dir=str(run_dir),

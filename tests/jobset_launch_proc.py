@@ -32,7 +32,7 @@ def main() -> int:
         run="run-1",
         attempt=spec.get("attempt", 1),
     )
-    run = launcher.Launcher(
+    run = launcher.JobSetLauncher(
         kube.from_client(client, spec["namespace"]),
         ws,
         poll_seconds=0.5,

@@ -44,7 +44,7 @@ def test_a_fast_two_worker_run_does_not_grow_threads(tmp_path):
         "--checkpoint-dir", str(out / "checkpoints"), "--model-dir", str(out / "model"),
     ]  # fmt: skip
     result = {}
-    run = threading.Thread(target=lambda: result.update(r=launch.Launcher(2, args).run()))
+    run = threading.Thread(target=lambda: result.update(r=launch.ProcessLauncher(2, args).run()))
     run.start()
     samples = []  # (chief's last logged step, max threads of any worker process)
     while run.is_alive():

@@ -26,13 +26,13 @@ def kfp_local(tmp_path):
     return tmp_path
 
 
-def test_exit_codes_mirror_the_trainer_contract():
-    assert rt.FATAL_CONFIG == spottrain.trainer.preemption.FATAL_CONFIG
-    for code in spottrain.trainer.preemption.RETRYABLE:
-        assert code >= rt.RETRYABLE_MIN and "retryable" in rt.describe_exit(code)
-    for code in spottrain.trainer.preemption.FATAL:
-        assert code < rt.RETRYABLE_MIN and "fatal" in rt.describe_exit(code)
-    assert "signal 9" in rt.describe_exit(-9)
+def test_exit_codes_are_described_by_the_one_table():
+    preemption = spottrain.trainer.preemption
+    for code in preemption.RETRYABLE:
+        assert code >= preemption.RETRYABLE_MIN and "retryable" in preemption.describe(code)
+    for code in preemption.FATAL:
+        assert code < preemption.RETRYABLE_MIN and "fatal" in preemption.describe(code)
+    assert "signal 9" in preemption.describe(-9)
 
 
 def test_trainer_flags_parse_with_the_trainers_own_parser():
@@ -194,11 +194,13 @@ def test_a_new_pipeline_built_from_the_yaml_files_alone_runs_locally(kfp_local, 
     assert task.output == "completed"
     assert (ckpt / "ckpt-10.index").is_file()
     # The same status step on a shorter goal than reached and on an empty dir.
-    assert rt.training_status(str(ckpt), 11) == "incomplete"
-    assert rt.training_status(str(kfp_local / "nothing"), 1) == "incomplete"
+    from spottrain.runtime.training_status import training_status
+
+    assert training_status(str(ckpt), 11) == "incomplete"
+    assert training_status(str(kfp_local / "nothing"), 1) == "incomplete"
 
 
-# -- The on-demand fall-back (spottrain.runtime.fallback) ----------------------------------
+# -- The on-demand fall-back (spottrain.runtime.fallback_decision) ------------------------------
 
 
 @pytest.mark.parametrize(
@@ -216,9 +218,9 @@ def test_a_new_pipeline_built_from_the_yaml_files_alone_runs_locally(kfp_local, 
     ],
 )
 def test_the_fallback_decides_by_the_checkpoint_not_the_state(state, progress, decision):
-    from spottrain.runtime import fallback
+    from spottrain.runtime import fallback_decision
 
-    assert fallback.decide(state, progress) == decision
+    assert fallback_decision.decide(state, progress) == decision
 
 
 def test_fallback_decision_component_from_its_yaml(kfp_local):
@@ -243,4 +245,6 @@ def test_chaos_preemption_comes_from_the_environment_not_a_signature():
     for bad in ("-3", "soon"):
         with pytest.raises(rt.TrainFailed) as err:
             rt.chaos_preempt_at_step({env: bad})
-        assert err.value.code == rt.FATAL_CONFIG and repr(bad) in str(err.value)
+        assert err.value.code == spottrain.trainer.preemption.FATAL_CONFIG and repr(bad) in str(
+            err.value
+        )

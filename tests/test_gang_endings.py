@@ -61,7 +61,7 @@ def test_a_frozen_chief_is_dumped_from_outside_and_its_attempt_recorded_truly(di
 
     out = tmp_path / "run"
     args = tiny_args(digits_dir, out, train_steps=300, save_every_steps=20, hang_timeout=300)
-    frozen_run = launch.Launcher(
+    frozen_run = launch.ProcessLauncher(
         2, args, preempt_at_step=30, signal_name="FREEZE", preempt_worker="0"
     )
     began = time.time()
@@ -79,7 +79,7 @@ def test_a_frozen_chief_is_dumped_from_outside_and_its_attempt_recorded_truly(di
     frozen_at = int(re.search(r"after step (\d+)", text).group(1))
     assert frozen_at >= result.chaos["step"]
 
-    resumed = launch.Launcher(2, args).run()
+    resumed = launch.ProcessLauncher(2, args).run()
     assert resumed.code == 0, resumed
     first, second = ledger(out)
     saved = second["start_step"]  # the last complete checkpoint before the freeze
@@ -120,7 +120,7 @@ def test_a_worker_never_claims_a_notice_save_the_chief_did_not_complete(tmp_path
             def flush(self):
                 pass
 
-        gang = launch.Launcher(2, args, stream=Stream(), kill_after=60)
+        gang = launch.ProcessLauncher(2, args, stream=Stream(), kill_after=60)
         runner = threading.Thread(target=lambda: setattr(gang, "result", gang.run()))
         runner.start()
         deadline = time.monotonic() + 120

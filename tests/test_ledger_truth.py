@@ -46,7 +46,7 @@ def test_a_save_that_completes_as_a_peer_dies_is_the_one_the_record_names(tmp_pa
     fails, and its record names the save its write completed (the one the next
     attempt resumes from), not the one before."""
     out = tmp_path / "run"
-    launcher = launch.Launcher(
+    launcher = launch.ProcessLauncher(
         3, _args(out, train_steps=200), preempt_at_step=21, signal_name="KILL",
         preempt_worker="1", grace=90,
     )  # fmt: skip

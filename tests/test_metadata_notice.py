@@ -113,7 +113,7 @@ def test_every_worker_saves_the_same_step_on_the_metadata_notice_as_on_sigterm(
     args = tiny_args(digits_dir, out, train_steps=100000, save_every_steps=100000)
     flipped = []
     lines = Lines("[chief-0] step 10/", lambda: flipped.append(md.preempt()))
-    first = launch.Launcher(2, args, stream=lines).run()
+    first = launch.ProcessLauncher(2, args, stream=lines).run()
     assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, "".join(lines.text)
     rec = ledger(out)[0]
     assert rec["notice_reason"] == metadata_notice.REASON, rec
@@ -127,7 +127,9 @@ def test_every_worker_saves_the_same_step_on_the_metadata_notice_as_on_sigterm(
     md2 = metadata()
     monkeypatch.setenv(metadata_notice.HOST_ENV, md2.host)
     target = (rec["saved_step"] // 5 + 2) * 5  # a logged step of the resumed run
-    resumed = launch.Launcher(2, args, stream=Lines(f"[chief-0] step {target}/", lambda: None))
+    resumed = launch.ProcessLauncher(
+        2, args, stream=Lines(f"[chief-0] step {target}/", lambda: None)
+    )
     chief = lambda: next(w for w in resumed.workers if w.name == "chief-0")  # noqa: E731
     resumed.stream.when = lambda: chief().proc.send_signal(signal.SIGTERM)  # the chief's node
     second = resumed.run()
@@ -150,7 +152,7 @@ def test_a_metadata_server_that_never_answers_delays_no_step(
     md = metadata(hang=True)
     monkeypatch.setenv(metadata_notice.HOST_ENV, md.host)
     out = tmp_path / "run"
-    done = launch.Launcher(1, tiny_args(digits_dir, out, train_steps=40)).run()
+    done = launch.ProcessLauncher(1, tiny_args(digits_dir, out, train_steps=40)).run()
     assert done.code == 0
     assert md.requests  # the watcher asked, and got no answer the whole run
     assert ledger(out)[0]["last_step"] == 40

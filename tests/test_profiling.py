@@ -214,7 +214,7 @@ def test_two_workers_measure_allreduce_against_the_estimate(tmp_path, digits_dir
         "--", "--image-dir", digits_dir, *FLAGS,
         "--checkpoint-dir", str(out / "ckpt"), "--model-dir", str(out / "model"),
     ]  # fmt: skip
-    result = launch.Launcher(2, args, module="spottrain.profiling").run()
+    result = launch.ProcessLauncher(2, args, module="spottrain.profiling").run()
     assert result.code == 0
     m = json.loads((out / "metrics.json").read_text())
     md = (out / "report.md").read_text()

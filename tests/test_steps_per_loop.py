@@ -68,15 +68,15 @@ def test_a_notice_inside_a_loop_saves_the_same_step_everywhere_and_resumes_exact
     the weights of an uninterrupted run of one step per call."""
     steps = dict(train_steps=60, save_every_steps=50, batch_size_per_replica=16)
     clean, hit = tmp_path / "clean", tmp_path / "hit"
-    assert launch.Launcher(2, tiny_args(digits_dir, clean, **steps)).run().code == 0
+    assert launch.ProcessLauncher(2, tiny_args(digits_dir, clean, **steps)).run().code == 0
     looped = tiny_args(digits_dir, hit, steps_per_loop=steps_per_loop, **steps)
-    first = launch.Launcher(2, looped, preempt_at_step=22, signal_name="TERM", seed=0).run()
+    first = launch.ProcessLauncher(2, looped, preempt_at_step=22, signal_name="TERM", seed=0).run()
     assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first
     rec = ledger(hit)[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
     assert rec["saved_step"] == rec["last_step"] >= first.chaos["step"], (rec, first.chaos)
     assert rec["saved_step"] < 50, rec  # the notice's save, not the interval's
-    again = launch.Launcher(2, looped).run()
+    again = launch.ProcessLauncher(2, looped).run()
     assert again.code == 0, again
     assert ledger(hit)[1]["start_step"] == rec["saved_step"]
     for a, b in zip(_weights(clean), _weights(hit), strict=True):

@@ -50,14 +50,14 @@ def test_a_user_task_gets_the_whole_contract_under_two_workers(tmp_path, task):
     the resume probe passes and TensorFlow's op determinism is on)."""
     task = [*task, "--deterministic"]
     hit = tmp_path / "interrupted"
-    first = launch.Launcher(
+    first = launch.ProcessLauncher(
         2, _args(hit, task), preempt_at_step=60, signal_name="TERM", seed=0
     ).run()
     assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first
     rec = ledger(hit)[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
     assert rec["saved_step"] == rec["last_step"] >= first.chaos["step"]
-    second = launch.Launcher(2, _args(hit, task)).run()
+    second = launch.ProcessLauncher(2, _args(hit, task)).run()
     assert second.code == 0, second
     assert ledger(hit)[1]["start_step"] == rec["saved_step"]
     s = summary(hit)
@@ -66,7 +66,7 @@ def test_a_user_task_gets_the_whole_contract_under_two_workers(tmp_path, task):
         assert s["val_mse"] < 0.5, s  # it learned: the targets' variance is ~8
 
     clean = tmp_path / "uninterrupted"
-    assert launch.Launcher(2, _args(clean, task)).run().code == 0
+    assert launch.ProcessLauncher(2, _args(clean, task)).run().code == 0
     for a, b in zip(_weights(hit), _weights(clean), strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -99,11 +99,11 @@ def test_the_docs_task_trains_through_a_preemption_from_the_docs_alone(tmp_path,
             "--batch-size-per-replica", "16", "--save-every-steps", "1000", "--threads", "1",
             "--checkpoint-dir", str(out / "checkpoints"),
             "--model-dir", str(out / "model")]  # fmt: skip
-    first = launch.Launcher(2, args, preempt_at_step=40, signal_name="TERM", seed=0).run()
+    first = launch.ProcessLauncher(2, args, preempt_at_step=40, signal_name="TERM", seed=0).run()
     assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first
     rec = ledger(out)[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
-    assert launch.Launcher(2, args).run().code == 0
+    assert launch.ProcessLauncher(2, args).run().code == 0
     assert ledger(out)[1]["start_step"] == rec["saved_step"]
     assert summary(out)["final_step"] == 150
 

@@ -44,7 +44,7 @@ def start(cp, ns, name) -> Background:
     Outage.failed = 0
     k = Outage(client.CoreV1Api(cp.admin), client.CustomObjectsApi(cp.admin), ns)
     quiet = dict(say=lambda line: None, chief_log=lambda line: None)
-    return Background(launcher.Launcher(k, worker_set(ns, name), poll_seconds=0.5, **quiet))
+    return Background(launcher.JobSetLauncher(k, worker_set(ns, name), poll_seconds=0.5, **quiet))
 
 
 def test_an_outage_shorter_than_the_bound_is_waited_out(jobset_kube):

@@ -5,7 +5,7 @@ tests/test_train_job_launcher_real_kube.py (its component tests too: the image a
 account from the launcher's own pod, exactly the RBAC rules). Here the component body's
 own work is tested without a cluster: its input checks, and what it makes of a
 launcher's :class:`Outcome` (the outputs, the ledger, the exit code). Where an outcome is
-needed, ``launcher.Launcher`` is replaced by :class:`Ended`, a small stand-in that
+needed, ``launcher.JobSetLauncher`` is replaced by :class:`Ended`, a small stand-in that
 returns one (what the real launcher returns is shown against the real controllers).
 """
 
@@ -66,7 +66,7 @@ def chief_writes(ckpt, started):
 
 
 def ended(outcome: launcher.Outcome, seen: list):
-    """A stand-in for ``launcher.Launcher`` whose run ends with ``outcome``."""
+    """A stand-in for ``launcher.JobSetLauncher`` whose run ends with ``outcome``."""
 
     class Ended:
         def __init__(self, kube, sets, **options):
@@ -98,7 +98,7 @@ def test_outputs_match_the_in_pod_train_and_the_ledger_gains_the_pods(
     ]  # fmt: skip
     seen: list = []
     monkeypatch.setattr(
-        launcher, "Launcher", ended(launcher.Outcome(0, "done", "st-x", attempts=pods), seen)
+        launcher, "JobSetLauncher", ended(launcher.Outcome(0, "done", "st-x", attempts=pods), seen)
     )
     model, metrics, attempts = (
         artifact(tmp_path / "model"), FakeMetrics(), artifact(tmp_path / "attempts.md"),
@@ -123,7 +123,7 @@ def test_outputs_match_the_in_pod_train_and_the_ledger_gains_the_pods(
 
 def test_a_failed_run_exits_with_its_code_and_one_line(tmp_path, local_paths, monkeypatch, caplog):
     line = "JobSet st-x failed: pod st-x-workers-0-1-b exited 65 (NaN loss): kept for inspection"
-    monkeypatch.setattr(launcher, "Launcher", ended(launcher.Outcome(65, line, "st-x"), []))
+    monkeypatch.setattr(launcher, "JobSetLauncher", ended(launcher.Outcome(65, line, "st-x"), []))
     # The kubelet's termination-message file, which Argo's retry expression reads.
     (tmp_path / "termination-log").touch()
     monkeypatch.setenv(termination.PATH_ENV, str(tmp_path / "termination-log"))

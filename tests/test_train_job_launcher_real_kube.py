@@ -51,9 +51,9 @@ PROC = Path(__file__).with_name("jobset_launch_proc.py")
 
 
 class Background:
-    """``Launcher.run`` in a thread."""
+    """``JobSetLauncher.run`` in a thread."""
 
-    def __init__(self, launch: launcher.Launcher):
+    def __init__(self, launch: launcher.JobSetLauncher):
         self.launcher = launch
         self.outcome = None
         self.error = None
@@ -96,7 +96,7 @@ def in_thread(cp, ws, lines, **kw) -> Background:
     kw.setdefault("poll_seconds", 0.5)
     kw.setdefault("chief_log", lines.append)
     ns = ws.namespace if isinstance(ws, js.WorkerSet) else ws[0].namespace
-    run = launcher.Launcher(kube.from_client(cp.admin, ns), ws, say=lines.append, **kw)
+    run = launcher.JobSetLauncher(kube.from_client(cp.admin, ns), ws, say=lines.append, **kw)
     return Background(run)
 
 
@@ -290,7 +290,7 @@ def test_a_jobset_that_is_not_ours_is_refused_and_never_touched(jobset_kube):
 def test_a_cluster_without_the_jobset_crd_is_one_line_and_exit_64(real_kube):
     cp, ns = real_kube, "tl-nocrd"
     namespace(cp, ns)
-    run = launcher.Launcher(kube.from_client(cp.admin, ns), worker_set(ns, "st-nocrd"))
+    run = launcher.JobSetLauncher(kube.from_client(cp.admin, ns), worker_set(ns, "st-nocrd"))
     with pytest.raises(KubeError) as err:
         run.run()
     assert err.value.code == 64

@@ -67,7 +67,7 @@ def sent(path: Path, workers: int, monkeypatch) -> tuple[dict, list[dict]]:
         def run(self):
             return launcher.Outcome(0, "kept")
 
-    monkeypatch.setattr(launcher, "Launcher", Keep)
+    monkeypatch.setattr(launcher, "JobSetLauncher", Keep)
     monkeypatch.setattr(component.ledger, "annotate", lambda *a, **k: 0)
     monkeypatch.delenv("HOSTNAME", raising=False)
     component.launch(

@@ -136,7 +136,7 @@ def test_frozen_worker_survivor_gives_up_and_frozen_one_is_dumped(digits_dir, tm
         train_steps=400,
         hang_timeout=hang_timeout,
     )
-    launcher = launch.Launcher(
+    launcher = launch.ProcessLauncher(
         2, args, preempt_at_step=20, signal_name="STOP", preempt_worker="1", grace=120
     )
     result = launcher.run()

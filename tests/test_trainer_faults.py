@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 
 def _launch(workers, args, **kw):
-    return launch.Launcher(workers, args, **kw).run()
+    return launch.ProcessLauncher(workers, args, **kw).run()
 
 
 def test_two_workers_sigterm_resume_exact_steps_zero_lost_and_accurate(digits_dir, tmp_path):
@@ -55,7 +55,7 @@ def test_sigkill_of_a_worker_survivor_exits_bounded_then_resumes(digits_dir, tmp
     out = tmp_path / "run"
     save_every = 20
     args = tiny_args(digits_dir, out, train_steps=80, save_every_steps=save_every)
-    launcher = launch.Launcher(
+    launcher = launch.ProcessLauncher(
         2, args, preempt_at_step=30, signal_name="KILL", preempt_worker="1", grace=90
     )  # let the chief fail on its own
     killed_at = None

@@ -67,11 +67,13 @@ def test_a_streamed_tfds_split_resumes_bit_identically(tmp_path, capfd):
         )  # fmt: skip
 
     clean, hit = tmp_path / "clean", tmp_path / "hit"
-    assert launch.Launcher(2, args(clean)).run().code == 0
+    assert launch.ProcessLauncher(2, args(clean)).run().code == 0
     assert "1600 examples streamed" in capfd.readouterr().out
-    first = launch.Launcher(2, args(hit), preempt_at_step=55, signal_name="TERM", seed=0).run()
+    first = launch.ProcessLauncher(
+        2, args(hit), preempt_at_step=55, signal_name="TERM", seed=0
+    ).run()
     assert first.code == preemption.PREEMPTED and first.chaos["step"] >= 55, first
-    assert launch.Launcher(2, args(hit)).run().code == 0
+    assert launch.ProcessLauncher(2, args(hit)).run().code == 0
     assert 55 <= ledger(hit)[1]["start_step"] < 80
     a = keras.models.load_model(clean / "model" / "model.keras").get_weights()
     b = keras.models.load_model(hit / "model" / "model.keras").get_weights()

@@ -18,6 +18,6 @@ def fallback_decision(status: dict, checkpoint_dir: str, train_steps: int) -> st
         checkpoint_dir: The spot run's checkpoint folder (gs://, /gcs/ or local).
         train_steps: The step count that means done.
     """
-    from spottrain.runtime.fallback import decide_component
+    from spottrain.runtime.fallback_decision import decide_component
 
     return decide_component(status, checkpoint_dir, train_steps)

@@ -18,6 +18,6 @@ def training_status(checkpoint_dir: str, train_steps: int) -> str:
         checkpoint_dir: The train task's checkpoint folder (gs://, /gcs/ or local).
         train_steps: The step count that means done.
     """
-    from spottrain.runtime.train import training_status as status
+    from spottrain.runtime.training_status import training_status as status
 
     return status(checkpoint_dir, train_steps)

@@ -20,6 +20,7 @@ from typing import Any
 
 from spottrain.runtime import termination
 from spottrain.runtime import train as train_rt
+from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
 
@@ -120,14 +121,14 @@ def run_profile(
             argv.append("--cloud-profiler")
         log.info("python -m spottrain.profiling under %d local workers", local_workers)
         code = (
-            launch.Launcher(local_workers, [*argv, "--", *flags], module="spottrain.profiling")
+            launch.ProcessLauncher(
+                local_workers, [*argv, "--", *flags], module="spottrain.profiling"
+            )
             .run()
             .code
         )
         if code != 0:
-            raise train_rt.TrainFailed(
-                code, f"profile exited {code}: {train_rt.describe_exit(code)}"
-            )
+            raise train_rt.TrainFailed(code, f"profile exited {code}: {preemption.describe(code)}")
         out = Path(tmp)
         runs = sorted(Path(logdir, "plugins", "profile").glob("*"))
         return ProfileOutput(

@@ -22,11 +22,6 @@ from spottrain.trainer.train_lib import SUMMARY_FILE
 
 log = logging.getLogger(__name__)
 
-# The exit-code contract is spottrain.trainer.preemption's table; re-exported for the components.
-RETRYABLE_MIN = preemption.RETRYABLE_MIN
-FATAL_CONFIG = preemption.FATAL_CONFIG
-describe_exit = preemption.describe
-
 # Chaos for demos and tests (make run injects one preemption this way): SIGTERM the
 # workers once when a run that started at step 0 passes this step. An environment
 # variable, not a component input, so that no user-facing signature carries it.
@@ -139,14 +134,14 @@ def check_gpus(expected: int) -> None:
 
     if not tf.test.is_built_with_cuda():
         raise TrainFailed(
-            FATAL_CONFIG,
+            preemption.FATAL_CONFIG,
             f"expect_gpus={expected} but TensorFlow {tf.__version__} in this image is a "
             "CPU-only build: use a CUDA image (make image) or set expect_gpus=0",
         )
     found = len(tf.config.list_physical_devices("GPU"))
     if found < expected:
         raise TrainFailed(
-            FATAL_CONFIG,
+            preemption.FATAL_CONFIG,
             f"expect_gpus={expected} but TensorFlow sees {found} GPU(s) on this node: "
             "check the node pool's accelerator and the NVIDIA driver installation",
         )
@@ -173,33 +168,8 @@ def read_summary(model_dir: str) -> dict[str, Any]:
         return json.loads(path.read_text())
     except FileNotFoundError:
         raise TrainFailed(
-            FATAL_CONFIG, f"the trainer exited 0 but wrote no {path}: is it the chief?"
+            preemption.FATAL_CONFIG, f"the trainer exited 0 but wrote no {path}: is it the chief?"
         ) from None
-
-
-def training_status(checkpoint_dir: str, train_steps: int) -> str:
-    """How far the run in ``checkpoint_dir`` got.
-
-    Returns:
-        ``"fatal"`` when the trainer left its FATAL marker (retrying is pointless),
-        ``"completed"`` when the newest checkpoint is at ``train_steps`` or beyond,
-        else ``"incomplete"``.
-    """
-    import tensorflow as tf
-
-    from spottrain.trainer import checkpointing
-
-    if tf.io.gfile.exists(f"{checkpoint_dir.rstrip('/')}/{checkpointing.FATAL_MARKER}"):
-        return "fatal"
-    steps = [step for step, _ in checkpointing.list_checkpoints(checkpoint_dir)]
-    done = bool(steps) and max(steps) >= int(train_steps)
-    log.info(
-        "checkpoint_dir=%s newest step %s of %s",
-        checkpoint_dir,
-        max(steps, default=None),
-        train_steps,
-    )
-    return "completed" if done else "incomplete"
 
 
 def numeric_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
@@ -227,14 +197,16 @@ def train(
         TrainFailed: when the trainer exits non-zero, carrying its exit code.
     """
     if not checkpoint_dir:
-        raise TrainFailed(FATAL_CONFIG, "checkpoint_dir is empty: retries need somewhere to resume")
+        raise TrainFailed(
+            preemption.FATAL_CONFIG, "checkpoint_dir is empty: retries need somewhere to resume"
+        )
     check_gpus(expect_gpus)
     flags = trainer_flags(
         data_dir=data_dir, checkpoint_dir=checkpoint_dir, model_dir=model_dir, **hyperparameters
     )
     code = run_trainer(flags, local_workers=local_workers, preempt_at_step=preempt_at_step)
     if code != 0:
-        raise TrainFailed(code, f"trainer exited {code}: {describe_exit(code)}")
+        raise TrainFailed(code, f"trainer exited {code}: {preemption.describe(code)}")
     if not is_chief():
         log.info("not the chief: outputs are the chief's to write")
         return None
@@ -250,7 +222,8 @@ def chaos_preempt_at_step(environ: Mapping[str, str] | None = None) -> int:
         step = -1
     if step < 0:
         raise TrainFailed(
-            FATAL_CONFIG, f"{CHAOS_PREEMPT_ENV}={raw!r}: expected a step number >= 0 (0 = off)"
+            preemption.FATAL_CONFIG,
+            f"{CHAOS_PREEMPT_ENV}={raw!r}: expected a step number >= 0 (0 = off)",
         )
     return step
 

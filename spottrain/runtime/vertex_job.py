@@ -105,7 +105,7 @@ def decide(plan: Plan, attempts: Sequence[Attempt], progress: str) -> str:
     Args:
         plan: The strategies and their budgets.
         attempts: The jobs so far, the last one ended.
-        progress: :func:`spottrain.runtime.train.training_status` of the checkpoint dir.
+        progress: :func:`spottrain.runtime.training_status.training_status` of the checkpoint dir.
 
     Returns:
         :data:`DONE`, :data:`FATAL`, :data:`CANCELLED`, :data:`GIVE_UP`, or a strategy.
@@ -179,7 +179,7 @@ def job_for(payload: dict, strategy: str, number: int) -> dict:
 
 
 @dataclass
-class Launcher:
+class CustomJobLauncher:
     """Runs the plan's jobs one after the other until one ending.
 
     Attributes:
@@ -339,13 +339,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return preemption.FATAL_CONFIG
     from google.api_core import exceptions
 
-    from spottrain.runtime.train import training_status
+    from spottrain.runtime.training_status import training_status
     from spottrain.trainer import checkpointing
 
     def newest_step() -> int:
         return max((s for s, _ in checkpointing.list_checkpoints(args.checkpoint_dir)), default=-1)
 
-    launcher = Launcher(
+    launcher = CustomJobLauncher(
         client=job_client(args.location),
         parent=f"projects/{args.project}/locations/{args.location}",
         payload=payload,

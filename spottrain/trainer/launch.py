@@ -115,7 +115,7 @@ class StartFailure(Exception):
     """The OS refused a process, pipe or thread while the workers were starting."""
 
 
-class Launcher:
+class ProcessLauncher:
     """Runs and supervises the local workers."""
 
     def __init__(
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     if trainer_args and trainer_args[0] == "--":
         trainer_args = trainer_args[1:]
     try:
-        launcher = Launcher(
+        launcher = ProcessLauncher(
             args.workers,
             trainer_args,
             output_dir=args.output_dir,

@@ -186,7 +186,7 @@ def launch(
         deadline=run_seconds, own_pod_disrupted=own_pod_disrupted,
         say=lambda line: log.info("%s", line), chief_log=print,
     )  # fmt: skip
-    run = launcher.Launcher(k, sets, **{**options, **(launcher_options or {})})
+    run = launcher.JobSetLauncher(k, sets, **{**options, **(launcher_options or {})})
     previous = launcher.install_sigterm(run)
     try:
         outcome = run.run()

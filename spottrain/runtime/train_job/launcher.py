@@ -74,7 +74,7 @@ def ours(ws: js.WorkerSet) -> dict[str, str]:
     return labels
 
 
-class Launcher:
+class JobSetLauncher:
     """Runs one :class:`jobset.WorkerSet` as a JobSet to its end.
 
     Args:
@@ -310,7 +310,7 @@ def _said(memory: Memory, what: str, seen: d.Observed) -> Memory:
     return replace(memory, **{f"{what}_said": True})
 
 
-def install_sigterm(launcher: Launcher):
+def install_sigterm(launcher: JobSetLauncher):
     """SIGTERM sets the stop flag; the loop waits on it; returns the previous handler."""
 
     def _handler(signum, _frame):

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from spottrain.runtime.train import training_status
+from spottrain.runtime.training_status import training_status
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def decide(state: str, progress: str) -> str:
     Args:
         state: ``PipelineTaskFinalStatus.state`` (``COMPLETE``, ``FAILED``, ``CANCELED``,
             ``RUNNING``; kfp.local says ``SUCCEEDED`` or ``FAILED``).
-        progress: :func:`spottrain.runtime.train.training_status` of the checkpoint
+        progress: :func:`spottrain.runtime.training_status.training_status` of the checkpoint
             dir: ``completed``, ``incomplete`` or ``fatal``.
 
     Returns:
