@@ -437,13 +437,13 @@ def test_a_batch_that_cannot_fit_in_memory_is_one_fatal_line(digits_dir, tmp_pat
         os.rmdir(cg)
 
 
-# A trainer stand-in speaking the heartbeat protocol (watchdog.Heartbeat): one step,
+# A trainer stand-in speaking the heartbeat protocol (heartbeat.Heartbeat): one step,
 # then a save it waits for that lasts longer than the step timeout, then (optionally)
 # a step that hangs as long.
 _SAVES_SLOWLY = """
 import sys, time
-from spottrain.trainer import watchdog
-beat = watchdog.Heartbeat()
+from spottrain.trainer import heartbeat
+beat = heartbeat.Heartbeat()
 beat.beat(1)
 beat.saving()
 time.sleep(float(sys.argv[1]))

@@ -536,7 +536,7 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
 
 # The shortest step timeout: the watchdog looks twice a second, and a step that starts
 # a background save or restores takes seconds even for a small model. (A save a step
-# waits for, the final one, is watched with --startup-timeout: watchdog.Heartbeat.saving.)
+# waits for, the final one, is watched with --startup-timeout: heartbeat.Heartbeat.saving.)
 MIN_HANG_SECONDS = 10.0
 
 

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 
 from spottrain.trainer import watchdog
+from spottrain.trainer.heartbeat import PROGRESS_FD_ENV
 from spottrain.trainer.preemption import (
     FATAL_CONFIG,
     HUNG,
@@ -43,7 +44,6 @@ from spottrain.trainer.preemption import (
     die_with_parent,
     exit_code,
 )
-from spottrain.trainer.watchdog import PROGRESS_FD_ENV
 
 
 def free_ports(n: int) -> list[int]:

@@ -42,7 +42,7 @@ def read(checkpoint_dir: str) -> list[dict]:
 
 def _attempt_started() -> float:
     """When this attempt began: its supervisor's start, else now (epoch seconds)."""
-    from spottrain.trainer.watchdog import STARTED_ENV
+    from spottrain.trainer.heartbeat import STARTED_ENV
 
     try:
         return min(float(os.environ[STARTED_ENV]), time.time())

@@ -34,7 +34,7 @@ from spottrain.trainer import (
     task_calls,
 )
 from spottrain.trainer import ledger as ledger_lib
-from spottrain.trainer import watchdog as watchdog_lib
+from spottrain.trainer.heartbeat import Heartbeat
 from spottrain.trainer.preemption import ConfigError, TrainerExit
 from spottrain.trainer.task_api import Task, TrainInput
 from spottrain.trainer.task_loader import call_task
@@ -86,7 +86,7 @@ class Trainer:
         # input wait is measured only with an on_step hook (else the step fetches it).
         self.step_times: collections.deque = collections.deque(maxlen=10_000)
         # Progress reports to the hang-watchdog supervisor (spottrain.trainer.watchdog).
-        self.heartbeat = watchdog_lib.Heartbeat()
+        self.heartbeat = Heartbeat()
 
     # -- set-up -------------------------------------------------------------
     def build(self) -> None:

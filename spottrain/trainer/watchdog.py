@@ -18,7 +18,6 @@ own child without extra privileges, though some clusters still need
 
 from __future__ import annotations
 
-import faulthandler
 import logging
 import os
 import select
@@ -29,65 +28,18 @@ import sys
 import tempfile
 import time
 
+from spottrain.trainer.heartbeat import (
+    FAULTHANDLER_FILE_ENV,
+    HEARTBEAT_FD_ENV,
+    PROGRESS_FD_ENV,
+    STARTED_ENV,
+)
 from spottrain.trainer.preemption import HUNG, die_with_parent, exit_code
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_FD_ENV = "SPOTTRAIN_HEARTBEAT_FD"
-# The same line protocol one level up: a supervisor relays its trainer's "start",
-# "step" and "dump" lines to this fd (set by spottrain.trainer.launch), so the launcher follows
-# progress without reading logs. An unsupervised trainer writes to it directly.
-PROGRESS_FD_ENV = "SPOTTRAIN_PROGRESS_FD"
+# The protocol's names are the trainer side's (heartbeat.py); this is the supervisor's.
 _RELAYED = (b"start", b"step", b"dump")
-FAULTHANDLER_FILE_ENV = "SPOTTRAIN_FAULTHANDLER_FILE"
-# When the supervisor started (epoch seconds): the attempt's machines are held from
-# then, not from when its trainer, after importing TensorFlow, opens its record.
-STARTED_ENV = "SPOTTRAIN_ATTEMPT_STARTED"
-
-
-class Heartbeat:
-    """The trainer's side: reports progress to the supervisor (no-op when unsupervised)."""
-
-    def __init__(self, environ: dict | None = None):
-        env = os.environ if environ is None else environ
-        self.fd = int(env.get(HEARTBEAT_FD_ENV) or env.get(PROGRESS_FD_ENV) or "-1")
-        path = env.get(FAULTHANDLER_FILE_ENV)
-        if path:
-            # Kept open for the process lifetime: faulthandler writes to the raw fd.
-            self._fault_file = open(path, "w")  # noqa: SIM115
-            faulthandler.register(signal.SIGUSR1, file=self._fault_file, all_threads=True)
-
-    def _send(self, line: str) -> None:
-        if self.fd < 0:
-            return
-        try:
-            os.write(self.fd, f"{line}\n".encode())
-        except OSError:  # supervisor gone: nothing to report to
-            self.fd = -1
-
-    def dump_path(self, path: str) -> None:
-        """Tells the supervisor where a hang's stack dump should go."""
-        self._send(f"dump {path}")
-
-    def start(self, step: int) -> None:
-        """Reports the step this attempt resumes from (before its first step)."""
-        self._send(f"start {step}")
-
-    def beat(self, step: int) -> None:
-        """Reports a finished step."""
-        self._send(f"step {step}")
-
-    def saving(self) -> None:
-        """A save the step waits for begins (the final one, or on notice).
-
-        It is watched with the start-up timeout, not the step's: a model's save can
-        take longer than its steps.
-        """
-        self._send("save")
-
-    def done(self) -> None:
-        """Training steps are over; evaluation and export are not watched."""
-        self._send("done")
 
 
 def py_spy_dump(pid: int, timeout_s: float = 30.0) -> str | None:
