@@ -102,6 +102,8 @@ setup(
             *TRAINER_REQUIRES,
             *PIPELINE_REQUIRES,
             "pytest>=8,<10",
+            # A hung test fails alone instead of holding CI until its 90 minutes end.
+            "pytest-timeout>=2.3,<3",
             # Reads the screenshots of the pages the KFP UI shows (tests/test_pages_in_chromium.py).
             "pillow>=10,<14",
             "scikit-learn>=1.5,<2",
