@@ -227,7 +227,7 @@ def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     from spottrain.pipelines import compile_cli
     from spottrain.pipelines.cluster_setup import ARGO_NAMESPACE_HELP
-    from spottrain.pipelines.placement import SPOT_POOLS
+    from spottrain.placement import SPOT_POOLS
 
     p = _Parser(prog="python -m spottrain.pipelines", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)

@@ -138,7 +138,8 @@ def cmd_jobset(args: argparse.Namespace) -> int:
 
 def cmd_nodepool(args: argparse.Namespace) -> int:
     """Prints (or runs) the gcloud command creating the GPU node pool."""
-    from spottrain.pipelines import placement
+    from spottrain import placement
+    from spottrain.pipelines import placement as nodepools
 
     placement.check_gpu_type(args.gpu_type)
     pool = placement.Placement(
@@ -155,21 +156,21 @@ def cmd_nodepool(args: argparse.Namespace) -> int:
         reservation_project=args.reservation_project,
         spot_grace_seconds=args.spot_grace,
     )
-    cmd = placement.nodepool_command(pool, **kwargs)
-    placement.check_zone(args.zone)
+    cmd = nodepools.nodepool_command(pool, **kwargs)
+    nodepools.check_zone(args.zone)
     config = ""
     if args.spot_grace != DEFAULT_SPOT_GRACE_SECONDS:
         config = yaml.safe_dump(placement.spot_node_system_config(args.spot_grace))
         # Printed as a here-document so that the output stays one paste into a shell.
-        print(f"cat > {placement.SYSTEM_CONFIG_FILE} <<'EOF'\n{config}EOF")
-    print(placement.format_command(cmd))
+        print(f"cat > {nodepools.SYSTEM_CONFIG_FILE} <<'EOF'\n{config}EOF")
+    print(nodepools.format_command(cmd))
     if not args.execute:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         if config:
-            path = Path(tmp) / placement.SYSTEM_CONFIG_FILE
+            path = Path(tmp) / nodepools.SYSTEM_CONFIG_FILE
             path.write_text(config)
-            cmd = placement.nodepool_command(pool, **kwargs, system_config_file=str(path))
+            cmd = nodepools.nodepool_command(pool, **kwargs, system_config_file=str(path))
         return subprocess.call(cmd)
 
 

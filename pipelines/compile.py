@@ -67,7 +67,8 @@ def components() -> dict[str, object]:
 
 def pipelines() -> dict[str, Callable[[], object]]:
     """The default pipeline builds by file name (built lazily: GCPC imports are slow)."""
-    from spottrain.pipelines import gke, gke_job, placement, vertex
+    from spottrain import placement
+    from spottrain.pipelines import gke, gke_job, vertex
 
     builds: dict[str, Callable[[], object]] = {}
     for pool in placement.SPOT_POOLS:

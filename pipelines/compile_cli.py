@@ -14,7 +14,7 @@ from spottrain.version import IMAGE
 
 def add_arguments(c: argparse.ArgumentParser) -> None:
     """The ``compile`` flags."""
-    from spottrain.pipelines.placement import DEFAULT_SPOT_GRACE_SECONDS, RUN_TIMEOUT
+    from spottrain.placement import DEFAULT_SPOT_GRACE_SECONDS, RUN_TIMEOUT
 
     c.add_argument("--image", default=IMAGE, help="container image (default %(default)s)")
     c.add_argument("--check", action="store_true", help="exit 1 if committed YAML is stale")
@@ -122,8 +122,9 @@ def _check_out_dir(args: argparse.Namespace) -> None:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     """Writes the committed YAML (or a copy under --out-dir), checks drift, or one custom build."""
+    from spottrain import placement
     from spottrain.pipelines import compile as comp
-    from spottrain.pipelines import guards, placement
+    from spottrain.pipelines import guards
     from spottrain.pipelines.guards import GuardError
 
     guards.check_image_reference(args.image)
@@ -186,7 +187,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def _check_build_flags(args: argparse.Namespace) -> None:
     """Flags of one build that it would ignore, or that contradict each other."""
-    from spottrain.pipelines import placement
+    from spottrain import placement
     from spottrain.pipelines.guards import GuardError
 
     defaults = _defaults()

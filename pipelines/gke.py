@@ -20,13 +20,13 @@ from kfp.dsl import Metrics, Model
 
 from spottrain.components.gcs_copy.component import gcs_copy
 from spottrain.components.train.component import train
-from spottrain.pipelines.placement import (
+from spottrain.pipelines.placement import apply_placement
+from spottrain.placement import (
     COPY_PLACEMENT,
     ON_DEMAND_PLACEMENT,
     RUN_TIMEOUT,
     SPOT_POOLS,
     Placement,
-    apply_placement,
     check_retry_window,
     seconds,
 )

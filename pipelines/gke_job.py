@@ -20,13 +20,13 @@ from spottrain.pipelines.gke import (
     copy_inputs,
     pass_on,
 )
-from spottrain.pipelines.placement import (
+from spottrain.pipelines.placement import apply_placement
+from spottrain.placement import (
     COPY_PLACEMENT,
     LAUNCHER_PLACEMENT,
     RUN_TIMEOUT,
     SPOT_POOLS,
     Placement,
-    apply_placement,
     check_retry_window,
     seconds,
 )

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spottrain.pipelines import placement
+from spottrain import placement
 from spottrain.pipelines.console import Console
 from spottrain.trainer.train_lib import SUMMARY_FILE
 

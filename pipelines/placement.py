@@ -5,7 +5,7 @@ Every scheduling decision of the GKE pipelines goes through :func:`apply_placeme
 constants, so the taint a pool carries and the toleration a task needs cannot drift
 apart. The placement itself is plain data in :mod:`spottrain.placement`, which the
 trainer image imports (the JobSet-engine launcher); this module needs kfp-kubernetes
-(the ``pipelines`` extra) and re-exports that one, so pipeline code imports from here.
+(the ``pipelines`` extra); pipeline code imports the placements from there.
 """
 
 from __future__ import annotations
@@ -15,34 +15,14 @@ import shlex
 
 from kfp import dsl, kubernetes
 
-from spottrain.placement import (  # noqa: F401 - re-exported for pipeline code
-    COPY_PLACEMENT,
+from spottrain.placement import (
     DEFAULT_SPOT_GRACE_SECONDS,
-    DEFAULT_TAINTS,
     GCLOUD_POOL_FLAGS,
-    GPU_NODE_LABEL,
     GPU_RESOURCE,
-    LAUNCHER_PLACEMENT,
-    LOCAL_PLACEMENT,
-    NOTICE_SECONDS,
-    ON_DEMAND_PLACEMENT,
-    POOL_NODE_LABELS,
-    POOLS,
-    PREEMPTIBLE_TAINT,
-    RUN_TIMEOUT,
-    SPOT_POOLS,
-    SPOT_TAINT,
-    VERTEX_ACCELERATORS,
     Placement,
     PlacementError,
-    Taint,
-    check_gpu_type,
     check_reservation,
-    check_retry_window,
     check_spot_grace,
-    pod_grace_seconds,
-    seconds,
-    spot_node_system_config,
 )
 from spottrain.trainer.ledger import CAPACITY_ENV
 

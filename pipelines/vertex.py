@@ -15,8 +15,9 @@ from google_cloud_pipeline_components.v1.custom_job import (
 )
 from kfp import dsl
 
+from spottrain import placement
 from spottrain.components.train.component import train
-from spottrain.pipelines import guards, placement
+from spottrain.pipelines import guards
 from spottrain.pipelines.gke import PROFILE_INPUTS, Outputs, add_profile, copy_inputs, pass_on
 from spottrain.trainer.ledger import CAPACITY_ENV
 

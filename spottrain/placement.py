@@ -3,8 +3,8 @@
 This module is what the trainer image may import (the JobSet-engine launcher builds its
 pods from it): standard library only, no kfp. Applying a placement to a KFP task
 (kfp-kubernetes, an authoring-only package) and the ``gcloud`` node-pool command are
-:mod:`spottrain.pipelines.placement`'s, which re-exports everything here, so the
-taint a pool carries and the toleration a task needs still come from one table.
+:mod:`spottrain.pipelines.placement`'s, which reads everything here, so the taint
+a pool carries and the toleration a task needs still come from one table.
 """
 
 from __future__ import annotations

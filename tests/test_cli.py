@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from spottrain import placement
 from spottrain.pipelines import __main__ as cli
 from spottrain.pipelines import compile as comp
-from spottrain.pipelines import placement, submit
+from spottrain.pipelines import placement as nodepools
+from spottrain.pipelines import submit
 from spottrain.version import IMAGE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -261,28 +263,28 @@ def test_compile_custom_targets(tmp_path, capsys):
 
 
 def test_nodepool_command_matches_the_placement_taint():
-    cmd = placement.nodepool_command(placement.Placement(), cluster="c", zone="z")
+    cmd = nodepools.nodepool_command(placement.Placement(), cluster="c", zone="z")
     assert "--preemptible" in cmd
     assert f"--node-taints={placement.PREEMPTIBLE_TAINT}" in cmd
     assert "--node-taints=preemptible=true:NoSchedule" in cmd
     assert any(a.startswith("--accelerator=type=nvidia-tesla-t4,count=1") for a in cmd)
     assert "--enable-autoscaling" in cmd and "--min-nodes=0" in cmd
     with pytest.raises(placement.PlacementError, match="min_nodes=3, max_nodes=2"):
-        placement.nodepool_command(
+        nodepools.nodepool_command(
             placement.Placement(), cluster="c", zone="z", min_nodes=3, max_nodes=2
         )
 
 
 def test_a_reservation_goes_on_an_on_demand_pool_only():
     od = placement.Placement(pool="on-demand")
-    cmd = placement.nodepool_command(
+    cmd = nodepools.nodepool_command(
         od, cluster="c", zone="z", reservation="r1", reservation_project="shared"
     )
     assert cmd[-4:-2] == ["--reservation-affinity=specific",
                           "--reservation=projects/shared/reservations/r1"]  # fmt: skip
     for pool in ("spot", "preemptible"):
         with pytest.raises(placement.PlacementError, match="cannot consume reservations"):
-            placement.nodepool_command(
+            nodepools.nodepool_command(
                 placement.Placement(pool=pool), cluster="c", zone="z", reservation="r1"
             )
 
@@ -293,7 +295,7 @@ def test_gcloud_itself_parses_the_nodepool_command(pool, tmp_path):
     """The real gcloud, offline: with no account it stops after parsing the flags
     (exit 1, "no active account"), while a flag it does not know is exit 2."""
     kwargs = {"reservation": "r1", "reservation_project": "p"} if pool == "on-demand" else {}
-    cmd = placement.nodepool_command(
+    cmd = nodepools.nodepool_command(
         placement.Placement(pool=pool), cluster="c", zone="z", **kwargs,
     )  # fmt: skip
     env = {**os.environ, "CLOUDSDK_CONFIG": str(tmp_path), "CLOUDSDK_CORE_DISABLE_PROMPTS": "1"}
@@ -318,7 +320,7 @@ def test_a_spot_pool_with_a_120_s_grace_is_one_paste_gcloud_parses(tmp_path):
     done = subprocess.run(["bash", "-e"], input=out.stdout, capture_output=True, text=True,
                           cwd=tmp_path, env=env, timeout=120)  # fmt: skip
     assert done.returncode == 1 and "active account" in done.stderr, done.stderr
-    config = yaml.safe_load((tmp_path / placement.SYSTEM_CONFIG_FILE).read_text())
+    config = yaml.safe_load((tmp_path / nodepools.SYSTEM_CONFIG_FILE).read_text())
     assert config == placement.spot_node_system_config(120)
     assert "--spot" in out.stdout and "--system-config-from-file=" in out.stdout
     # gcloud's own loader of that file: a gcloud that knows the fields sets them; an older
@@ -339,7 +341,7 @@ def test_a_spot_pool_with_a_120_s_grace_is_one_paste_gcloud_parses(tmp_path):
     python = os.path.join(sdk, "platform", "bundledpythonunix", "bin", "python3")
     loaded = subprocess.run(
         [python if os.path.exists(python) else sys.executable, "-c", probe],
-        input=(tmp_path / placement.SYSTEM_CONFIG_FILE).read_text(), capture_output=True,
+        input=(tmp_path / nodepools.SYSTEM_CONFIG_FILE).read_text(), capture_output=True,
         text=True, env={**env, "PYTHONPATH": f"{sdk}/lib:{sdk}/lib/third_party"},
     )  # fmt: skip
     assert loaded.stdout.strip() in (
@@ -352,14 +354,14 @@ def test_a_spot_pool_with_a_120_s_grace_is_one_paste_gcloud_parses(tmp_path):
 def test_a_longer_grace_off_spot_or_an_unknown_one_is_refused():
     for pool in ("preemptible", "on-demand"):
         with pytest.raises(placement.PlacementError, match="Spot node pools only"):
-            placement.nodepool_command(
+            nodepools.nodepool_command(
                 placement.Placement(pool=pool), cluster="c", zone="z", spot_grace_seconds=120
             )
     with pytest.raises(placement.PlacementError, match="spot grace 60 s: GKE accepts 30 or 120"):
-        placement.nodepool_command(
+        nodepools.nodepool_command(
             placement.Placement(pool="spot"), cluster="c", zone="z", spot_grace_seconds=60
         )
-    plain = placement.nodepool_command(placement.Placement(pool="spot"), cluster="c", zone="z")
+    plain = nodepools.nodepool_command(placement.Placement(pool="spot"), cluster="c", zone="z")
     assert not any(f.startswith("--system-config-from-file") for f in plain)
 
 

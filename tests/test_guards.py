@@ -2,8 +2,9 @@
 
 import pytest
 
+from spottrain import placement
 from spottrain.pipelines import compile as comp
-from spottrain.pipelines import gke, guards, placement, vertex
+from spottrain.pipelines import gke, guards, vertex
 from spottrain.pipelines.guards import GuardError
 from spottrain.trainer import preemption
 from spottrain.version import IMAGE

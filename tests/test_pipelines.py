@@ -11,8 +11,10 @@ from google.protobuf import json_format
 from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from spottrain.pipelines import argo_retry, gke, guards, placement, templates, vertex
+from spottrain import placement
+from spottrain.pipelines import argo_retry, gke, guards, templates, vertex
 from spottrain.pipelines import compile as comp
+from spottrain.pipelines import placement as nodepools
 from spottrain.version import IMAGE
 
 
@@ -179,7 +181,7 @@ def test_each_committed_gke_yaml_selects_tolerates_and_matches_its_nodepool(pool
     # The node-pool command for that pool creates nodes this spec lands on: GKE labels
     # nodes of a `--spot` (`--preemptible`) pool with the selected label, the taint
     # is the tolerated one, and the accelerator is the selected one.
-    cmd = placement.nodepool_command(placement.Placement(pool=pool), cluster="c", zone="z")
+    cmd = nodepools.nodepool_command(placement.Placement(pool=pool), cluster="c", zone="z")
     assert placement.GCLOUD_POOL_FLAGS[pool] in cmd
     assert [f for f in cmd if f in placement.GCLOUD_POOL_FLAGS.values()] == [
         placement.GCLOUD_POOL_FLAGS[pool]
