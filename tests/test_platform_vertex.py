@@ -142,11 +142,12 @@ def test_sigterm_to_pid1_saves_at_the_next_step_zero_lost(digits_dir, tmp_path, 
     rec = ledger_records(run / "checkpoints")[-1]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
     assert rec["saved_step"] == rec["last_step"] == rec["notice_step"]
-    # Saved at the step boundary right after the handler ran: the last step the
-    # trainer logged before "SIGTERM received", or the one in flight then.
+    # Saved right after the step in flight when the signal came ("SIGTERM received" is
+    # logged then, by the notice thread). One step a call, the device is a step ahead
+    # of the log: the step being logged and the one run ahead may both have run.
     before = text[: text.index("SIGTERM received")]
     last_logged = max(int(m) for m in re.findall(r"\bstep (\d+)/", before))
-    assert seen <= rec["saved_step"] and last_logged <= rec["saved_step"] <= last_logged + 1, (
+    assert seen <= rec["saved_step"] and last_logged <= rec["saved_step"] <= last_logged + 2, (
         seen,
         last_logged,
         rec,

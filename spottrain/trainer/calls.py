@@ -8,6 +8,8 @@ step a call runs the next step before reading the last one's vote
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass, field
 
 from spottrain.trainer import config
 
@@ -106,3 +108,114 @@ class StepAhead:
             except Exception as e:  # noqa: BLE001 - the next step's, raised at its turn
                 self._ahead = (None, e)
         return np.asarray(out).tolist()
+
+
+@dataclass
+class Call:
+    """What one call did: its steps, the first and last step's loss, the votes."""
+
+    done: int
+    first: float
+    loss: float
+    stop_votes: float
+    save_votes: float
+    input_s: float  # waiting for the batch, where it is fetched outside the step
+    seconds: float  # the whole call
+
+
+@dataclass
+class LoopState:
+    """The training loop's state between calls."""
+
+    step: int
+    last_save: float = field(default_factory=time.monotonic)
+    last_log: float = field(default_factory=time.monotonic)
+    last_log_step: int = -1
+    logged: int = 0  # step // log_every_steps before the last call
+    held: tuple[float, float] | None = None  # votes that wait for the step run ahead
+
+    def __post_init__(self) -> None:
+        if self.last_log_step < 0:
+            self.last_log_step = self.step
+
+
+class Caller:
+    """Runs the next call of the loop (step and vote) and maps its failures to one line.
+
+    One step a call when profiled (the batch fetched outside, for the input wait), N
+    steps a call in a ``tf.while_loop`` (``--steps-per-loop``), else one step a call
+    with the next run ahead (:class:`StepAhead`).
+    """
+
+    def __init__(self, trainer, iterator, on_step=None):
+        import tensorflow as tf
+
+        self.trainer, self.iterator, self.profiled = trainer, iterator, on_step is not None
+        self.sizes = LoopSizes(trainer.cfg, not self.profiled, trainer._agreed_mean)
+        self._flag = {False: tf.constant(0.0), True: tf.constant(1.0)}  # the vote's inputs
+        # Traced at the first call, inside its error handling.
+        self._next: StepAhead | None = None
+        self._loop = None
+
+    @property
+    def ahead(self) -> bool:
+        """Whether the next step is already dispatched (its votes wait for it)."""
+        return self._next is not None and self._next.ahead
+
+    def run(self, loop: LoopState) -> Call:
+        """The next call from ``loop.step``."""
+        import tensorflow as tf
+
+        t, cfg, step = self.trainer, self.trainer.cfg, loop.step
+        timed_save = bool(cfg.save_every_seconds) and (
+            time.monotonic() - loop.last_save >= cfg.save_every_seconds
+        )
+        # A call never runs past a step-count save or the end.
+        next_save = (step // cfg.save_every_steps + 1) * cfg.save_every_steps
+        n = min(self.sizes.now, next_save - step, t.total_steps - step)
+        flags = (self._flag[t.stop.is_set()], self._flag[timed_save])
+        try:
+            # The step marker TensorBoard's Profile tab (xprof) counts steps by: a root
+            # ("_r=1") host event per step, around the batch fetch too so xprof sees
+            # the input wait inside the step. Without a running profiler it is one
+            # flag check (bench/step_marker.py).
+            with tf.profiler.experimental.Trace("train", step_num=step + 1, _r=1):
+                t0 = time.perf_counter()
+                if self.profiled:
+                    with t.blame("train_dataset"):
+                        batch = next(self.iterator)
+                    t1 = time.perf_counter()
+                    loss, stop, save = _read(t._train_step(batch, *flags))
+                    done, first = 1, loss
+                elif self.sizes.looped:
+                    if self._loop is None:
+                        self._loop = t._make_train_loop(self.iterator)
+                    out = self._loop(tf.constant(n, tf.int32), *flags)
+                    done, first, loss, stop, save = _read(out)
+                    done, t1 = int(done), t0
+                else:
+                    if self._next is None:
+                        self._next = StepAhead(t._make_train_next(self.iterator))
+                    # Ahead unless this step ends at a save by count or the end, or a
+                    # vote held from the last step waits for it: what all workers share.
+                    # A worker alone need agree with no one: a notice stops it at once.
+                    last = step + 1 == next_save or step + 1 >= t.total_steps
+                    alone_stopping = not t.cluster.multi_worker and t.stop.is_set()
+                    then = None if loop.held or last or alone_stopping else flags
+                    loss, stop, save = self._next.step(flags, then)
+                    done, first, t1 = 1, loss, t0  # the input wait is inside the step
+        except Exception as e:
+            failure = t.step_error(e, step, n)
+            if failure is None:
+                raise
+            raise failure from e
+        seconds = time.perf_counter() - t0
+        self.sizes.measured(done, seconds)
+        return Call(done, first, loss, stop, save, t1 - t0, seconds)
+
+
+def _read(out) -> list[float]:
+    """A call's outputs on the host (this waits for the call to finish)."""
+    import numpy as np
+
+    return np.asarray(out).tolist()

@@ -258,9 +258,6 @@ class Trainer:
             on_step: optional ``callback(step, input_seconds, step_seconds)`` after
                 each step (the profiler uses it to open and close its window).
         """
-        import numpy as np
-        import tensorflow as tf
-
         cfg = self.cfg
         per_call = cfg.steps_per_loop or "auto" if on_step is None else 1  # profiled: 1
         print(
@@ -289,157 +286,140 @@ class Trainer:
         iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
         if cfg.deterministic and contexts:
             self._probe_resume(contexts[0])
-        train_next = train_loop = None  # traced at the first step, inside its error handling
-        held = None  # a stop or save vote that waits for the step run ahead (calls.StepAhead)
-        flag = {False: tf.constant(0.0), True: tf.constant(1.0)}  # the vote's inputs, made once
-        sizes = calls.LoopSizes(cfg, on_step is None, self._agreed_mean)
-        step = self.start_step
-        last_save = time.monotonic()
-        last_log, last_log_step = time.monotonic(), step
+        caller = calls.Caller(self, iterator, on_step)
+        loop = calls.LoopState(self.start_step)
         self.first_step_seconds = None
-        while step < self.total_steps:
-            if self.lease is not None and self.lease.lost.is_set():
-                raise preemption.NotTheWriter(
-                    preemption.UNAVAILABLE,
-                    f"lost the lease on --checkpoint-dir {cfg.checkpoint_dir!r} (another "
-                    f"writer took it over): stopped at step {step} without writing more",
-                )
-            timed_save = bool(cfg.save_every_seconds) and (
-                time.monotonic() - last_save >= cfg.save_every_seconds
-            )
-            # A call never runs past a step-count save or the end.
-            next_save = (step // cfg.save_every_steps + 1) * cfg.save_every_steps
-            n = min(sizes.now, next_save - step, self.total_steps - step)
-            try:
-                # The step marker TensorBoard's Profile tab (xprof) counts steps by:
-                # a root ("_r=1") host event per step, around the batch fetch too so
-                # xprof sees the input wait inside the step. Without a running
-                # profiler it is one flag check (bench/step_marker.py).
-                with tf.profiler.experimental.Trace("train", step_num=step + 1, _r=1):
-                    t0 = time.perf_counter()
-                    flags = (flag[self.stop.is_set()], flag[timed_save])
-                    if on_step is not None:
-                        with self.blame("train_dataset"):
-                            batch = next(iterator)
-                        t1 = time.perf_counter()
-                        out = self._train_step(batch, *flags)
-                        done, (loss, stop_votes, save_votes) = 1, np.asarray(out).tolist()
-                        first = loss
-                    elif sizes.looped:
-                        if train_loop is None:
-                            train_loop = self._make_train_loop(iterator)
-                        out = train_loop(tf.constant(n, tf.int32), *flags)
-                        done, first, loss, stop_votes, save_votes = np.asarray(out).tolist()
-                        done, t1 = int(done), t0
-                    else:
-                        if train_next is None:
-                            train_next = calls.StepAhead(self._make_train_next(iterator))
-                        # Ahead unless this step ends at a save by count or the end, or a
-                        # vote held from the last step waits for it: what all share.
-                        last = step + 1 == next_save or step + 1 >= self.total_steps
-                        then = None if held or last else flags
-                        loss, stop_votes, save_votes = train_next.step(flags, then)
-                        done, first, t1 = 1, loss, t0  # the input wait is inside the step
-            except (StopIteration, tf.errors.OutOfRangeError):
-                raise ConfigError(
-                    f"the task's train_dataset ended before step {step + n} of "
-                    f"{self.total_steps}: it must yield a batch for every step from "
-                    "TrainInput.start_step to total_steps (repeat it)"
-                ) from None
-            except tf.errors.ResourceExhaustedError as e:
-                raise ConfigError(
-                    f"out of memory at step {step + 1} with per-replica batch "
-                    f"{self.global_batch // self.replicas}; lower --batch-size-per-replica "
-                    "(or the task's input size, e.g. --image-size)"
-                ) from e
-            except Exception as e:
-                # The step is traced on its first call: what the task's own code raises
-                # then, or any OpError later, is one line naming the task's part.
-                failure = task_calls.step_failure(
-                    e, step + 1, self.task, self.blame, self.global_batch,
-                    self.cluster.multi_worker, self.xla and cfg.jit_compile,
-                )  # fmt: skip
-                if failure is None:
-                    raise
-                raise failure from e
-            logged = step // cfg.log_every_steps
-            self.history.step_loss(step + 1, first)
-            step += done
-            self.step_now = step
-            t2 = time.perf_counter()
-            sizes.measured(done, t2 - t0)
-            self.heartbeat.beat(step)
-            self.step_times.append((t1 - t0, (t2 - t0) / done))  # per step of the call
-            if on_step is not None:
-                on_step(step, t1 - t0, t2 - t0)
-            self.ledger.progress(step, saved_step=self.store.newly_complete())
-            if self.first_step_seconds is None:
-                self.first_step_seconds = time.monotonic() - self.started
-                log.info("first step done %.1f s after start", self.first_step_seconds)
-            if not math.isfinite(loss):
-                # No save: the newest checkpoint stays the last good one. A background
-                # save of an earlier step may still be writing: let it finish so the
-                # ledger names it.
-                self.store.finish()
-                self.ledger.progress(step, saved_step=self.store.newly_complete())
-                present = [s for s, _ in checkpointing.list_checkpoints(cfg.checkpoint_dir)]
-                healthy, diverged = self.history.diverged(step, present)
-                raise TrainerExit(
-                    preemption.FATAL_NAN,
-                    f"loss is {loss} at step {step}; {advice.nan_advice(cfg)}; "
-                    + save_health.nan_resume_line(healthy, diverged),
-                )
-            if step // cfg.log_every_steps > logged or step == self.total_steps:
-                now = time.monotonic()
-                rate = (step - last_log_step) / max(now - last_log, 1e-9)
-                last_log, last_log_step = now, step
-                print(
-                    f"step {step}/{self.total_steps} loss={loss:.4f} {rate:.1f} steps/s", flush=True
-                )
-                if self.writer:
-                    with self.writer.as_default(step=step):
-                        tf.summary.scalar("loss", loss)
-                        tf.summary.scalar("steps_per_second", rate)
-            if held is not None:
-                stop_votes, save_votes = max(stop_votes, held[0]), max(save_votes, held[1])
-                held = None
-            # One process need not wait for the next step's vote: the notice period
-            # is short, and on some platforms much shorter than the ~30 s (docs/preemption.md).
-            stopping = stop_votes > 0 or (not self.cluster.multi_worker and self.stop.is_set())
-            if (stopping or save_votes > 0) and train_next is not None and train_next.ahead:
-                held = (1.0 if stopping else 0.0, save_votes)  # acted on after that step
-                continue
-            if stopping:
-                self._save(step, loss, "preemption", wait=True, notice=True)
-                # Only the chief writes the checkpoint and knows it is complete (the
-                # others' copies are private by-products of the collective save); it
-                # reaches this barrier only once its files are, so the others claim
-                # the save only when all got through it.
-                failed = self._barrier()
-                if failed is not None and not self.cluster.is_chief:
-                    raise TrainerExit(
-                        preemption.PEER_LOST,
-                        f"preempted at step {step} of {self.total_steps}: the chief did not "
-                        f"confirm its save ({failed}); the next attempt resumes from the "
-                        "last complete checkpoint",
-                    )
-                raise TrainerExit(
-                    preemption.PREEMPTED,
-                    f"preempted: saved at step {step} of {self.total_steps}, 0 steps lost"
-                    if self.cluster.is_chief
-                    else f"preempted at step {step} of {self.total_steps}: the chief's save "
-                    "is complete, 0 steps lost",
-                )
-            if step % cfg.save_every_steps == 0 or save_votes > 0 or step == self.total_steps:
-                self._save(
-                    step,
-                    loss,
-                    "timer" if save_votes > 0 else "interval",
-                    wait=step == self.total_steps,
-                )
-                last_save = time.monotonic()
+        while loop.step < self.total_steps:
+            self._check_lease(loop.step)
+            call = caller.run(loop)
+            # After-step actions, in order: each may end the attempt.
+            self._record(call, loop, on_step)
+            self._guard_nan(loop.step, call.loss)
+            self._log(call, loop)
+            self._act_on_votes(call, loop, caller.ahead)
         self.heartbeat.done()  # evaluation and export are bounded and not steps
-        return step
+        return loop.step
+
+    def _check_lease(self, step: int) -> None:
+        if self.lease is not None and self.lease.lost.is_set():
+            raise preemption.NotTheWriter(
+                preemption.UNAVAILABLE,
+                f"lost the lease on --checkpoint-dir {self.cfg.checkpoint_dir!r} (another "
+                f"writer took it over): stopped at step {step} without writing more",
+            )
+
+    def _record(self, call: calls.Call, loop: calls.LoopState, on_step) -> None:
+        """The steps of a call are done: history, heartbeat, timings, ledger."""
+        loop.logged = loop.step // self.cfg.log_every_steps
+        self.history.step_loss(loop.step + 1, call.first)
+        loop.step += call.done
+        self.step_now = step = loop.step
+        self.heartbeat.beat(step)
+        self.step_times.append((call.input_s, call.seconds / call.done))  # per step of the call
+        if on_step is not None:
+            on_step(step, call.input_s, call.seconds)
+        self.ledger.progress(step, saved_step=self.store.newly_complete())
+        if self.first_step_seconds is None:
+            self.first_step_seconds = time.monotonic() - self.started
+            log.info("first step done %.1f s after start", self.first_step_seconds)
+
+    def _guard_nan(self, step: int, loss: float) -> None:
+        """A loss that is not finite ends the attempt (65), with no save."""
+        if math.isfinite(loss):
+            return
+        # The newest checkpoint stays the last good one. A background save of an
+        # earlier step may still be writing: let it finish so the ledger names it.
+        self.store.finish()
+        self.ledger.progress(step, saved_step=self.store.newly_complete())
+        present = [s for s, _ in checkpointing.list_checkpoints(self.cfg.checkpoint_dir)]
+        healthy, diverged = self.history.diverged(step, present)
+        raise TrainerExit(
+            preemption.FATAL_NAN,
+            f"loss is {loss} at step {step}; {advice.nan_advice(self.cfg)}; "
+            + save_health.nan_resume_line(healthy, diverged),
+        )
+
+    def _log(self, call: calls.Call, loop: calls.LoopState) -> None:
+        """The step line and TensorBoard scalars, every --log-every-steps."""
+        import tensorflow as tf
+
+        step = loop.step
+        if step // self.cfg.log_every_steps <= loop.logged and step != self.total_steps:
+            return
+        now = time.monotonic()
+        rate = (step - loop.last_log_step) / max(now - loop.last_log, 1e-9)
+        loop.last_log, loop.last_log_step = now, step
+        print(f"step {step}/{self.total_steps} loss={call.loss:.4f} {rate:.1f} steps/s", flush=True)
+        if self.writer:
+            with self.writer.as_default(step=step):
+                tf.summary.scalar("loss", call.loss)
+                tf.summary.scalar("steps_per_second", rate)
+
+    def _act_on_votes(self, call: calls.Call, loop: calls.LoopState, ahead: bool) -> None:
+        """Saves on the votes (notice, timer) and by count; a notice ends the attempt."""
+        cfg, step = self.cfg, loop.step
+        stop_votes, save_votes = call.stop_votes, call.save_votes
+        if loop.held is not None:
+            stop_votes, save_votes = max(stop_votes, loop.held[0]), max(save_votes, loop.held[1])
+            loop.held = None
+        # One process need not wait for the next step's vote: the notice period
+        # is short, and on some platforms much shorter than the ~30 s (docs/preemption.md).
+        stopping = stop_votes > 0 or (not self.cluster.multi_worker and self.stop.is_set())
+        if (stopping or save_votes > 0) and ahead:
+            loop.held = (1.0 if stopping else 0.0, save_votes)  # acted on after that step
+            return
+        if stopping:
+            self._save_on_notice(step, call.loss)
+        if step % cfg.save_every_steps == 0 or save_votes > 0 or step == self.total_steps:
+            why = "timer" if save_votes > 0 else "interval"
+            self._save(step, call.loss, why, wait=step == self.total_steps)
+            loop.last_save = time.monotonic()
+
+    def _save_on_notice(self, step: int, loss: float) -> None:
+        """Saves at ``step`` on every worker, then ends the attempt (143)."""
+        self._save(step, loss, "preemption", wait=True, notice=True)
+        # Only the chief writes the checkpoint and knows it is complete (the
+        # others' copies are private by-products of the collective save); it
+        # reaches this barrier only once its files are, so the others claim
+        # the save only when all got through it.
+        failed = self._barrier()
+        if failed is not None and not self.cluster.is_chief:
+            raise TrainerExit(
+                preemption.PEER_LOST,
+                f"preempted at step {step} of {self.total_steps}: the chief did not "
+                f"confirm its save ({failed}); the next attempt resumes from the "
+                "last complete checkpoint",
+            )
+        raise TrainerExit(
+            preemption.PREEMPTED,
+            f"preempted: saved at step {step} of {self.total_steps}, 0 steps lost"
+            if self.cluster.is_chief
+            else f"preempted at step {step} of {self.total_steps}: the chief's save "
+            "is complete, 0 steps lost",
+        )
+
+    def step_error(self, error: Exception, step: int, n: int) -> Exception | None:
+        """What a failed call raises instead: one line for the known failures."""
+        import tensorflow as tf
+
+        if isinstance(error, StopIteration | tf.errors.OutOfRangeError):
+            return ConfigError(
+                f"the task's train_dataset ended before step {step + n} of "
+                f"{self.total_steps}: it must yield a batch for every step from "
+                "TrainInput.start_step to total_steps (repeat it)"
+            )
+        if isinstance(error, tf.errors.ResourceExhaustedError):
+            return ConfigError(
+                f"out of memory at step {step + 1} with per-replica batch "
+                f"{self.global_batch // self.replicas}; lower --batch-size-per-replica "
+                "(or the task's input size, e.g. --image-size)"
+            )
+        # The step is traced on its first call: what the task's own code raises
+        # then, or any OpError later, is one line naming the task's part.
+        return task_calls.step_failure(
+            error, step + 1, self.task, self.blame, self.global_batch,
+            self.cluster.multi_worker, self.xla and self.cfg.jit_compile,
+        )  # fmt: skip
 
     def _check_batch_memory(self, ds, context) -> None:
         """A batch that cannot fit is one fatal line now, not the OOM killer's 137 later."""
