@@ -23,6 +23,9 @@ $(STAMP): setup.py
 test: venv tools ## Run the whole test suite (what CI runs)
 	$(PY) -m pytest -q tests
 
+test-fast: venv ## The unit tier only: in-process, no tool builds; a test that starts a process fails
+	SPOTTRAIN_TIER=unit $(PY) -m pytest -q -m unit tests
+
 # Binaries the image gets from its OS packages, for the tests that run its PID 1 chain.
 # tini: the image's init (Dockerfile: apt-get install tini). Debian's package here (the
 # same 0.19.0 as Ubuntu's), unpacked into .tools/ without installing it; on a machine

@@ -12,6 +12,40 @@ os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+# -- Tiers: `make test-fast` runs the unit tier (SPOTTRAIN_TIER=unit) ---------------------------
+
+
+class StartsAProcess(RuntimeError):
+    """A test of the unit tier started a process: mark it ``integration``."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test not marked ``slow`` or ``integration`` is of the ``unit`` tier."""
+    for item in items:
+        if not {"slow", "integration"} & {m.name for m in item.iter_markers()}:
+            item.add_marker(pytest.mark.unit)
+
+
+_POPEN_INIT = subprocess.Popen.__init__
+
+
+def _refuse_processes(self, args, *a, **k):
+    raise StartsAProcess(f"a unit test starts no process ({args!r}): mark it integration")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Under ``make test-fast`` a unit test that starts a process fails, naming why (its
+    fixtures' processes too, module- and session-scoped ones included)."""
+    if os.environ.get("SPOTTRAIN_TIER") == "unit" and item.get_closest_marker("unit"):
+        subprocess.Popen.__init__ = _refuse_processes
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    subprocess.Popen.__init__ = _POPEN_INIT
+
+
 @pytest.fixture(autouse=True)
 def _logger_levels_restored():
     """Each test leaves every logger's level as it found it.

@@ -22,9 +22,12 @@ from spottrain.pipelines import compile as comp
 
 REPO = Path(__file__).resolve().parents[1]
 ARGO_MERGE = REPO / ".tools" / "bin" / "argo-merge"
-pytestmark = pytest.mark.skipif(
-    not ARGO_MERGE.exists(), reason="needs .tools/bin/argo-merge (`make tools`, Go toolchain)"
-)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not ARGO_MERGE.exists(), reason="needs .tools/bin/argo-merge (`make tools`, Go toolchain)"
+    ),
+]
 
 DEFAULTS = {
     "kfp-2.17.0": argo_retry.KFP_WORKFLOW_DEFAULTS,

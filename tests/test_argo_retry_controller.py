@@ -42,9 +42,12 @@ from spottrain.runtime import termination
 
 REPO = Path(__file__).resolve().parents[1]
 BINARY = REPO / ".tools" / "bin" / "argo-retry.test"
-pytestmark = pytest.mark.skipif(
-    not BINARY.exists(), reason="needs .tools/bin/argo-retry.test (`make tools`, Go toolchain)"
-)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not BINARY.exists(), reason="needs .tools/bin/argo-retry.test (`make tools`, Go toolchain)"
+    ),
+]
 
 SHUTDOWN = "Pod was terminated in response to imminent node shutdown."
 SCENARIOS = [

@@ -30,7 +30,10 @@ IMAGE = "registry.example.com/team/spottrain:1.0"
 DOC_URL = "https://github.com/my-org/spottrain"
 DOC_HOST = "https://my-kfp.example.com"
 
-pytestmark = pytest.mark.network
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.network,
+]
 
 
 def _blocks(lang: str) -> list[str]:

@@ -285,6 +285,7 @@ def fill(argv, tmp_path, pushed_dir=None):
     return [a.format(**names) for a in argv]
 
 
+@pytest.mark.integration
 @pytest.mark.filterwarnings("ignore:This client only works:FutureWarning")
 @pytest.mark.parametrize("argv, code, needle", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
 def test_bad_input_gets_one_line_and_its_exit_code(argv, code, needle, tmp_path, capsys, request):
@@ -295,6 +296,7 @@ def test_bad_input_gets_one_line_and_its_exit_code(argv, code, needle, tmp_path,
     assert needle in err and "Traceback" not in err
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "argv, code",
     [
@@ -371,6 +373,7 @@ def make(*args):
     )
 
 
+@pytest.mark.integration
 def test_make_names_upper_case_variables_to_the_cli():
     dry = make("-n", "run-gke", "HOST=h", "TRAIN_STEPS=5", "data_src=gs://a")
     assert '--make-variables "TRAIN_STEPS"' in dry.stdout
@@ -385,12 +388,14 @@ def test_make_names_upper_case_variables_to_the_cli():
     )
 
 
+@pytest.mark.integration
 def test_make_gke_nodepool_refuses_an_unknown_gpu_type():
     result = make("gke-nodepool", "CLUSTER=c", "ZONE=z", "GPU_TYPE=nvidia-tesla-t5")
     assert result.returncode != 0
     assert result.stderr.splitlines()[0].startswith("error: --gpu-type 'nvidia-tesla-t5'")
 
 
+@pytest.mark.integration
 def test_an_unreachable_vertex_endpoint_is_one_line_in_seconds(tmp_path, pushed_compiled_dir):
     """Credentials found, the endpoint does not answer (here: the proxy refuses): 69 in
     seconds, naming the region and the hop, instead of 90 s of SDK retries ending in
@@ -470,6 +475,7 @@ def test_execute_without_a_cluster_is_one_line_before_kubectl(argv, tmp_path, mo
     assert out == ""
 
 
+@pytest.mark.integration
 def test_make_gke_computeclass_execute_without_a_cluster_is_one_line(tmp_path):
     result = subprocess.run(
         ["make", "--no-print-directory", "gke-computeclass", "EXECUTE=1"],

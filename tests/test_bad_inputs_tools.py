@@ -8,6 +8,8 @@ import sys
 import pytest
 from trainer_helpers import REPO, env
 
+pytestmark = pytest.mark.integration
+
 
 def _run(module, *args):
     return subprocess.run(

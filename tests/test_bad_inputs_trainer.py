@@ -19,6 +19,8 @@ from trainer_helpers import REPO, env, error_lines
 
 from spottrain.trainer import preemption
 
+pytestmark = pytest.mark.integration
+
 GOOD = ["--backbone", "small_cnn", "--weights", "none", "--train-steps", "5"]
 
 

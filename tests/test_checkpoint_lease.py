@@ -29,6 +29,7 @@ def lease_dir(request, tmp_path):
     return f"gs://{bucket.name}/runs/one"
 
 
+@pytest.mark.integration
 def test_a_second_holder_is_refused_naming_the_first(lease_dir):
     first = lease_lib.Lease(lease_dir, "run-a", seconds=30)
     assert first.acquire(wait_seconds=0) is None
@@ -45,6 +46,7 @@ def test_a_second_holder_is_refused_naming_the_first(lease_dir):
     second.release()
 
 
+@pytest.mark.integration
 def test_an_expired_lease_is_taken_over_and_its_holder_learns_it_lost(lease_dir):
     dead = lease_lib.Lease(lease_dir, "run-a", seconds=1)
     dead.acquire(wait_seconds=0)  # and never renewed: a SIGKILLed holder
@@ -60,6 +62,7 @@ def test_an_expired_lease_is_taken_over_and_its_holder_learns_it_lost(lease_dir)
     new.release()
 
 
+@pytest.mark.integration
 def test_a_dead_holder_of_this_host_is_taken_over_at_once(lease_dir):
     gone = subprocess.Popen(["true"])
     gone.wait()  # its pid names no process now
@@ -75,6 +78,7 @@ def test_a_dead_holder_of_this_host_is_taken_over_at_once(lease_dir):
         elsewhere.acquire(wait_seconds=0)
 
 
+@pytest.mark.integration
 def test_only_one_of_many_racing_takers_wins(lease_dir):
     takers = [lease_lib.Lease(lease_dir, f"run-{i}", seconds=30) for i in range(6)]
     won = []
@@ -190,6 +194,7 @@ def test_a_holder_that_lost_its_lease_stops_without_writing_more(tmp_path):
     assert json.loads((ckpt / "lease.json").read_text())["run"] == "run-usurper"
 
 
+@pytest.mark.integration
 def test_a_bucket_that_does_not_exist_is_one_fatal_line(fake_gcs):
     from spottrain.trainer import checkpointing, config, distribution
 
@@ -207,6 +212,7 @@ def test_a_bucket_that_does_not_exist_is_one_fatal_line(fake_gcs):
     assert checkpointing.acquire_lease(cfg, worker) is None  # workers share the chief's
 
 
+@pytest.mark.integration
 def test_the_ledger_keeps_every_record_of_concurrent_writers(lease_dir):
     """The holder writes its progress while eight refused runs add their records at
     once: every write merges by compare-and-swap, so none is lost or renumbered twice."""
@@ -274,6 +280,7 @@ INVALID_RECORDS = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("text", INVALID_RECORDS.values(), ids=INVALID_RECORDS.keys())
 def test_an_invalid_record_is_replaced_in_one_named_line_not_retried(lease_dir, text, caplog):
     """No holder wrote it, so nobody will let go, and a retry reads it again: the

@@ -112,6 +112,7 @@ def test_namespace_reaches_uploads_and_runs(kfp_api, capsys):
     assert experiments and all("team-a" in r[1] for r in experiments), experiments
 
 
+@pytest.mark.integration
 def test_make_namespace_is_passed_to_the_cli():
     for target in ("upload", "run-gke"):
         result = make("-n", target, "HOST=h", "NAMESPACE=team-a", "data_src=gs://a")
@@ -289,6 +290,7 @@ def test_a_reservation_goes_on_an_on_demand_pool_only():
             )
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("gcloud") is None, reason="needs the gcloud CLI (offline)")
 @pytest.mark.parametrize("pool", ["preemptible", "spot", "flex-start", "on-demand"])
 def test_gcloud_itself_parses_the_nodepool_command(pool, tmp_path):
@@ -306,6 +308,7 @@ def test_gcloud_itself_parses_the_nodepool_command(pool, tmp_path):
     assert typo.returncode == 2 and "unrecognized arguments" in typo.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("gcloud") is None, reason="needs the gcloud CLI (offline)")
 def test_a_spot_pool_with_a_120_s_grace_is_one_paste_gcloud_parses(tmp_path):
     """The printed here-document and command, run by bash with the real gcloud offline:
@@ -371,12 +374,14 @@ def make(*args):
     )
 
 
+@pytest.mark.integration
 def test_make_help_lists_the_pipeline_targets():
     out = make("help").stdout
     for target in ("compile", "upload", "run-preemptible", "run-vertex", "gke-nodepool", "image"):
         assert f" {target} " in out.replace("\x1b[0m", " ").replace("\x1b[36m", " ")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args, needle",
     [
@@ -391,6 +396,7 @@ def test_make_targets_name_their_missing_variables(args, needle):
     assert result.returncode != 0 and needle in result.stderr
 
 
+@pytest.mark.integration
 def test_make_gke_nodepool_prints_the_spot_command():
     result = make("gke-nodepool", "CLUSTER=prod", "ZONE=us-central1-a", "POOL=spot", "GPUS=2")
     assert result.returncode == 0, result.stderr
@@ -399,6 +405,7 @@ def test_make_gke_nodepool_prints_the_spot_command():
     assert "--spot" in line and "--node-taints=cloud.google.com/gke-spot=true:NoSchedule" in line
 
 
+@pytest.mark.integration
 def test_make_run_preemptible_forwards_lower_case_variables_as_parameters():
     result = make("-n", "run-preemptible", "HOST=h", "data_src=gs://a", "train_steps=5")
     assert "run-gke --host" in result.stdout and "--pool" not in result.stdout
@@ -406,6 +413,7 @@ def test_make_run_preemptible_forwards_lower_case_variables_as_parameters():
     assert "HOST=h" not in result.stdout.split("run-gke --host")[1]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("target", ["upload", "run-preemptible"])
 def test_make_pool_and_fallback_pick_the_gke_variant(target):
     result = make("-n", target, "HOST=h", "POOL=spot", "FALLBACK=1", "data_src=gs://a")
@@ -413,6 +421,7 @@ def test_make_pool_and_fallback_pick_the_gke_variant(target):
     assert '--pool "spot"' in result.stdout and "--fallback" in result.stdout
 
 
+@pytest.mark.integration
 def test_console_module_entry_point():
     result = subprocess.run(
         [sys.executable, "-m", "spottrain.pipelines", "compile", "--check"],
@@ -436,6 +445,7 @@ def test_engine_picks_the_job_or_in_pod_variant(flags, template):
     assert cli._gke_template(args).name == template
 
 
+@pytest.mark.integration
 def test_make_engine_is_passed_on():
     result = make("-n", "run-preemptible", "HOST=h", "ENGINE=pod", "data_src=gs://a")
     assert result.returncode == 0, result.stderr
@@ -443,6 +453,7 @@ def test_make_engine_is_passed_on():
     assert "ENGINE" not in result.stdout.split("run-gke --host")[1]  # not a parameter
 
 
+@pytest.mark.integration
 def test_make_gke_rbac_prints_only_the_verbs_the_launcher_uses():
     import yaml
 

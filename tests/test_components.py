@@ -120,6 +120,7 @@ def test_only_the_chief_writes_outputs(tf_config, chief):
     assert rt.is_chief(tf_config) is chief
 
 
+@pytest.mark.integration
 def test_copy_component_copies_from_gcs_into_its_artifact(kfp_local, gcs_bucket):
     for name in ("a/1.png", "b/2.png"):
         gcs_bucket.blob(f"imgs/{name}").upload_from_string(b"x" * 10)
@@ -133,6 +134,7 @@ def test_copy_component_copies_from_gcs_into_its_artifact(kfp_local, gcs_bucket)
     assert rt.data_location(copied.path, copied.metadata) == copied.path
 
 
+@pytest.mark.integration
 def test_copy_component_to_a_destination_records_where(kfp_local, gcs_bucket):
     gcs_bucket.blob("ckpt/ckpt-5.index").upload_from_string(b"new")
     dst = kfp_local / "ckpt"
@@ -148,6 +150,7 @@ def test_copy_component_to_a_destination_records_where(kfp_local, gcs_bucket):
     assert manifest["location"] == str(dst)
 
 
+@pytest.mark.integration
 def test_copy_component_with_no_source_is_a_no_op(kfp_local):
     task = gcs_copy(src="", dst=str(kfp_local / "ckpt"))
     assert task.outputs["copied"].metadata["files_copied"] == 0
@@ -167,6 +170,7 @@ def test_component_yaml_carries_descriptions_image_and_types():
     assert outputs["metrics"]["artifactType"]["schemaTitle"] == "system.Metrics"
 
 
+@pytest.mark.integration
 def test_a_new_pipeline_built_from_the_yaml_files_alone_runs_locally(kfp_local, digits_dir):
     copy_op = components.load_component_from_file(str(COMPONENTS_DIR / "gcs_copy/component.yaml"))
     train_op = components.load_component_from_file(str(COMPONENTS_DIR / "train/component.yaml"))
@@ -223,6 +227,7 @@ def test_the_fallback_decides_by_the_checkpoint_not_the_state(state, progress, d
     assert fallback_decision.decide(state, progress) == decision
 
 
+@pytest.mark.integration
 def test_fallback_decision_component_from_its_yaml(kfp_local):
     decide_op = components.load_component_from_file(
         str(COMPONENTS_DIR / "fallback_decision/component.yaml")

@@ -120,6 +120,7 @@ def test_bad_class_settings_are_one_line_naming_the_value(kwargs, named):
         computeclass.manifest(args.pop("name"), args.pop("gpu_type"), args.pop("gpu_count"), **args)
 
 
+@pytest.mark.integration
 def test_the_cli_prints_valid_yaml_and_refuses_bad_values_in_one_line():
     run = [sys.executable, "-m", "spottrain.pipelines", "computeclass"]
     ok = subprocess.run([*run, "--name", "c1", "--gpus", "2"], capture_output=True, text=True)
@@ -162,6 +163,7 @@ def test_the_jobset_engine_with_a_class_has_no_fall_back_gang_and_valid_pods():
             "effect": "NoSchedule"} in pod["tolerations"]  # fmt: skip
 
 
+@pytest.mark.integration
 def test_a_flex_start_pool_and_the_job_pods_placed_on_it_match(tmp_path):
     """Outside a class: ``make gke-nodepool POOL=flex-start`` and ``compile --target
     gke-job --pool flex-start``. The pods select GKE's flex-start label (what GKE's
@@ -205,6 +207,7 @@ def status_node_kind(labels: dict) -> str:
     return status.node_kind({"metadata": {"labels": labels}})
 
 
+@pytest.mark.integration
 def test_a_compiled_jobset_engine_pipeline_selects_the_class(tmp_path):
     """``compile --target gke-job --pool spot --compute-class NAME``: the JobSet's pods get
     the class from the launcher's input, the profile task (a KFP pod on the training's
@@ -242,6 +245,7 @@ def test_the_ledger_names_each_capacity_kind_from_the_node_labels(labels, kind):
     assert status.node_kind(node("n1", labels)) == kind
 
 
+@pytest.mark.integration
 def test_a_longer_spot_grace_reaches_the_job_pods(tmp_path):
     """``--spot-grace 120`` (the class's or the pool's kubelet setting): the pods ask
     for 105 s, what the kubelet gives them after the 15 s it keeps for system pods;

@@ -12,7 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from spottrain.pipelines.console import Console
+
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[1]
 

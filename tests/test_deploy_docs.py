@@ -83,6 +83,7 @@ def test_the_deploy_guide_has_the_commands_it_promises():
     assert {"gcloud", "kubectl", "make"} <= tools
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("argv", MAKE_COMMANDS, ids=[" ".join(c)[:50] for c in MAKE_COMMANDS])
 def test_make_commands_name_real_targets_and_variables(argv):
     target, *assignments = argv

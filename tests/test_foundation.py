@@ -9,10 +9,13 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+@pytest.mark.integration
 def test_wheel_installs_only_trainer_and_spottrain(tmp_path):
     subprocess.run(
         [
@@ -85,6 +88,7 @@ def test_dockerfile_tf_matches_setup_py():
     assert f"ENTRYPOINT {entrypoint}" in (REPO / "Dockerfile").read_text()
 
 
+@pytest.mark.integration
 def test_hadolint_passes():
     proc = subprocess.run(
         [str(BIN / "hadolint"), "Dockerfile", "examples/Dockerfile"],
@@ -95,12 +99,14 @@ def test_hadolint_passes():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.integration
 def test_ruff_lint_and_format_clean():
     for args in (["check", "."], ["format", "--check", "."]):
         proc = subprocess.run([str(BIN / "ruff"), *args], cwd=REPO, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.integration
 def test_make_help_lists_the_targets_users_expect():
     out = subprocess.run(
         ["make", "-s", "help"], cwd=REPO, capture_output=True, text=True, check=True

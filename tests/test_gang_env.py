@@ -111,6 +111,7 @@ def test_bad_job_env_is_refused_naming_the_variable(changes, named):
     assert named in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "changes, named",
     [BAD[0], BAD[4], BAD[6], BAD[10], BAD[-1]],

@@ -104,6 +104,7 @@ def big_file(tmp_path_factory) -> tuple[str, bytes]:
     return "big/fifty.bin", data
 
 
+@pytest.mark.integration
 def test_four_directions_round_trip_and_rerun_moves_nothing(fake_gcs, tmp_path, big_file):
     files = {**TREE, big_file[0]: big_file[1]}
     src = write_tree(tmp_path / "src", files)
@@ -135,6 +136,7 @@ def test_four_directions_round_trip_and_rerun_moves_nothing(fake_gcs, tmp_path, 
     assert (tmp_path / "local" / big_file[0]).read_bytes() == big_file[1]
 
 
+@pytest.mark.integration
 def test_sliced_download_of_large_object(fake_gcs, gcs_bucket, tmp_path, big_file):
     """transfer_manager's ranged download path (used above a size threshold)."""
     name, data = big_file
@@ -152,6 +154,7 @@ def test_sliced_download_of_large_object(fake_gcs, gcs_bucket, tmp_path, big_fil
     assert temp_files(dst) == []
 
 
+@pytest.mark.integration
 def test_single_object_and_single_file(fake_gcs, gcs_bucket, tmp_path):
     gcs_bucket.blob("d/one.txt").upload_from_string(b"one")
     copy(f"gs://{gcs_bucket.name}/d/one.txt", str(tmp_path / "into") + "/", progress="off")
@@ -162,6 +165,7 @@ def test_single_object_and_single_file(fake_gcs, gcs_bucket, tmp_path):
     assert (again.files_copied, again.files_skipped) == (0, 1)
 
 
+@pytest.mark.integration
 def test_prefix_means_directory_not_string_prefix(fake_gcs, gcs_bucket, tmp_path):
     upload_tree(gcs_bucket, "", {"data/a": b"1", "data2/b": b"2", "data/sub/c": b"3"})
     copy(f"gs://{gcs_bucket.name}/data", str(tmp_path / "d"), progress="off")
@@ -171,6 +175,7 @@ def test_prefix_means_directory_not_string_prefix(fake_gcs, gcs_bucket, tmp_path
 # -- idempotence and no-clobber ---------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("dst_kind", ["local", "gcs"])
 def test_changed_source_is_copied_again_or_refused(fake_gcs, gcs_bucket, tmp_path, dst_kind):
     src = write_tree(tmp_path / "src", {"keep.txt": b"same", "model.bin": b"version-1"})
@@ -200,6 +205,7 @@ def test_changed_source_is_copied_again_or_refused(fake_gcs, gcs_bucket, tmp_pat
     assert dst_bytes("model.bin") == b"version-2"
 
 
+@pytest.mark.integration
 def test_same_size_change_with_old_mtime_is_noticed(fake_gcs, gcs_bucket, tmp_path):
     """Nothing but the content decides: no cached checksum can hide a change."""
     upload_tree(gcs_bucket, "src/", {"w.bin": b"a" * 4096})
@@ -220,6 +226,7 @@ def test_same_size_change_with_old_mtime_is_noticed(fake_gcs, gcs_bucket, tmp_pa
     assert target.read_bytes() == b"a" * 4096
 
 
+@pytest.mark.integration
 def test_upload_leaves_no_local_file_identity_and_notices_changes(fake_gcs, gcs_bucket, tmp_path):
     """Uploaded objects carry no record of the local file; a changed file is copied again."""
     src = write_tree(tmp_path / "src", {"w.bin": b"a" * 4096})
@@ -248,6 +255,7 @@ CKPT_ADVANCED = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("dst_kind", ["local", "gcs"])
 def test_newer_destination_checkpoint_survives_rerun(fake_gcs, gcs_bucket, tmp_path, dst_kind):
     """The retried copy step must not roll back a checkpoint training advanced."""
@@ -290,6 +298,7 @@ def test_newer_destination_checkpoint_survives_rerun(fake_gcs, gcs_bucket, tmp_p
     assert state() == before
 
 
+@pytest.mark.integration
 def test_no_clobber_default_rule(fake_gcs, gcs_bucket, tmp_path):
     plain = write_tree(tmp_path / "plain", {"x": b"1"})
     ckpt = write_tree(tmp_path / "model", {"checkpoint": b"c", "ckpt-1.index": b"i"})
@@ -305,6 +314,7 @@ def test_no_clobber_default_rule(fake_gcs, gcs_bucket, tmp_path):
 # -- safety ---------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_path_traversal_names_are_refused(fake_gcs, gcs_bucket, tmp_path):
     evil = {
         "p/../evil.txt": b"escape via ..",
@@ -330,6 +340,7 @@ def test_path_traversal_names_are_refused(fake_gcs, gcs_bucket, tmp_path):
     assert "refused" in error_lines(proc)[0]
 
 
+@pytest.mark.integration
 def test_symlink_inside_destination_cannot_lead_outside(fake_gcs, gcs_bucket, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -346,6 +357,7 @@ def test_symlink_inside_destination_cannot_lead_outside(fake_gcs, gcs_bucket, tm
 # -- errors ---------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_missing_or_empty_sources_give_one_clear_line(fake_gcs, gcs_bucket, tmp_path):
     b = gcs_bucket.name
     gcs_bucket.blob("folder/").upload_from_string(b"")  # a console "folder", nothing in it
@@ -381,6 +393,7 @@ def test_missing_or_empty_sources_give_one_clear_line(fake_gcs, gcs_bucket, tmp_
     assert ok.returncode == 0, ok.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to run as nobody"
 )
@@ -417,6 +430,7 @@ def test_local_permission_errors_give_one_clear_line(tmp_path):
         shutil.rmtree(base)
 
 
+@pytest.mark.integration
 def test_dry_run_lists_and_writes_nothing(fake_gcs, gcs_bucket, tmp_path):
     upload_tree(gcs_bucket, "src/", TREE)
     dst = tmp_path / "dst"
@@ -482,6 +496,7 @@ KILL_TREE = {
 }
 
 
+@pytest.mark.integration
 def test_sigkill_download_then_rerun(fake_gcs, gcs_bucket, tmp_path):
     upload_tree(gcs_bucket, "data/", KILL_TREE)
     want = expected(KILL_TREE)
@@ -515,6 +530,7 @@ def test_sigkill_download_then_rerun(fake_gcs, gcs_bucket, tmp_path):
     assert temp_files(dst) == []
 
 
+@pytest.mark.integration
 def test_sigkill_upload_then_rerun(fake_gcs, gcs_bucket, tmp_path):
     src = write_tree(tmp_path / "src", KILL_TREE)
     want = expected(KILL_TREE)
@@ -665,6 +681,7 @@ def is_listing(method: str, path: str) -> bool:
     return method == "GET" and path.split("?")[0].endswith("/o")
 
 
+@pytest.mark.integration
 def test_transient_errors_are_retried(fake_gcs, gcs_bucket, tmp_path, proxy):
     upload_tree(gcs_bucket, "src/", TREE)
     proxy.add(is_listing, 503, times=2)
@@ -686,6 +703,7 @@ def test_transient_errors_are_retried(fake_gcs, gcs_bucket, tmp_path, proxy):
     assert gcs_state(gcs_bucket, "up/") == local_state(src)
 
 
+@pytest.mark.integration
 def test_persistent_corruption_fails_and_leaves_nothing(fake_gcs, gcs_bucket, tmp_path, proxy):
     upload_tree(gcs_bucket, "src/", {"good": b"good", "bad": b"x" * 5000})
     proxy.add(is_download("src/bad"), "corrupt", times=100)
@@ -717,6 +735,7 @@ def test_persistent_corruption_fails_and_leaves_nothing(fake_gcs, gcs_bucket, tm
     assert gcs_state(gcs_bucket, "up/") == {}
 
 
+@pytest.mark.integration
 def test_lost_upload_response_is_not_a_conflict(fake_gcs, gcs_bucket, tmp_path, proxy):
     """The upload landed but its response was lost; the retry's 412 is our own write."""
     src = write_tree(tmp_path / "src", {"ckpt-1.index": b"idx"})
@@ -728,6 +747,7 @@ def test_lost_upload_response_is_not_a_conflict(fake_gcs, gcs_bucket, tmp_path, 
     assert sum(1 for m, p in proxy.requests if is_upload(m, p)) == 2
 
 
+@pytest.mark.integration
 def test_if_generation_match_zero_protects_against_concurrent_writer(
     fake_gcs, gcs_bucket, tmp_path, proxy
 ):
@@ -744,6 +764,7 @@ def test_if_generation_match_zero_protects_against_concurrent_writer(
     assert gcs_bucket.blob("ckpt/checkpoint").download_as_bytes() == b"training wrote this"
 
 
+@pytest.mark.integration
 def test_permission_denied_is_one_line_exit_2(fake_gcs, gcs_bucket, tmp_path, proxy):
     upload_tree(gcs_bucket, "src/", {"a": b"a"})
     proxy.add(is_listing, 403)
@@ -763,6 +784,7 @@ def test_permission_denied_is_one_line_exit_2(fake_gcs, gcs_bucket, tmp_path, pr
     assert info.value.exit_code == 2
 
 
+@pytest.mark.integration
 def test_persistent_5xx_gives_up_with_exit_69(fake_gcs, gcs_bucket, tmp_path, proxy):
     """The endpoint stayed unavailable through the retries: sysexits' EX_UNAVAILABLE."""
     upload_tree(gcs_bucket, "src/", {"a": b"a"})

@@ -11,6 +11,7 @@ import pytest
 from spottrain.gcs_copy import DEFAULT_WORKERS
 
 
+@pytest.mark.integration
 def test_component_and_cli_use_the_library_default():
     from spottrain.components.gcs_copy.component import gcs_copy
 
@@ -28,6 +29,7 @@ def test_component_and_cli_use_the_library_default():
     assert f"parallel transfers (default {DEFAULT_WORKERS})" in help_text
 
 
+@pytest.mark.integration
 def test_many_workers_print_no_connection_pool_warnings(fake_gcs, gcs_bucket, tmp_path):
     """More threads than urllib3's 10 pooled connections: its per-connection warnings stay
     out of the CLI's stderr (one line per discarded connection otherwise)."""
@@ -50,6 +52,7 @@ def _trust_env(client) -> bool:
     return client._http.trust_env
 
 
+@pytest.mark.integration
 def test_own_client_reads_the_environment_once_unless_it_holds_settings(
     fake_gcs, gcs_bucket, tmp_path, monkeypatch
 ):
@@ -90,6 +93,7 @@ def test_own_client_reads_the_environment_once_unless_it_holds_settings(
     assert _trust_env(client) is True
 
 
+@pytest.mark.integration
 def test_the_copys_own_client_keeps_a_connection_per_worker(fake_gcs, gcs_bucket, tmp_path, caplog):
     """Called as a library (make run's upload, the trainer's), where no CLI quiets
     urllib3: no worker's connection is thrown away, so urllib3 has nothing to warn of."""

@@ -50,6 +50,7 @@ def errors(proc: subprocess.CompletedProcess) -> list[str]:
 # -- 1. non-UTF-8 local names -----------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_non_utf8_name_is_refused_before_anything_is_uploaded(fake_gcs, gcs_bucket, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
@@ -75,6 +76,7 @@ def test_non_utf8_name_is_refused_before_anything_is_uploaded(fake_gcs, gcs_buck
 # -- 2. a symlink planted in the destination -------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", ["--no-clobber", "--clobber"])
 def test_symlink_planted_at_a_file_path_is_never_read_or_written(
     fake_gcs, gcs_bucket, tmp_path, mode
@@ -103,6 +105,7 @@ def test_symlink_planted_at_a_file_path_is_never_read_or_written(
     assert (dst / "ok").read_bytes() == b"k"
 
 
+@pytest.mark.integration
 def test_symlink_as_a_single_file_target_is_refused(fake_gcs, gcs_bucket, tmp_path):
     outside = tmp_path / "outside.bin"
     outside.write_bytes(b"1234")
@@ -117,6 +120,7 @@ def test_symlink_as_a_single_file_target_is_refused(fake_gcs, gcs_bucket, tmp_pa
 # -- 3/4. FIFOs in the destination and the source, and Ctrl-C ------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", ["--no-clobber", "--clobber"])
 def test_fifo_at_a_target_path_is_refused_not_read(fake_gcs, gcs_bucket, tmp_path, mode):
     upload_tree(gcs_bucket, "p/", {"f.txt": b"data", "g.txt": b"more"})
@@ -131,6 +135,7 @@ def test_fifo_at_a_target_path_is_refused_not_read(fake_gcs, gcs_bucket, tmp_pat
     assert (dst / "f.txt").is_fifo() and (dst / "g.txt").read_bytes() == b"more"
 
 
+@pytest.mark.integration
 def test_fifo_named_like_a_temp_file_is_left_alone(fake_gcs, gcs_bucket, tmp_path):
     upload_tree(gcs_bucket, "p/", {"f.txt": b"data"})
     dst = tmp_path / "dst"
@@ -146,6 +151,7 @@ def test_fifo_named_like_a_temp_file_is_left_alone(fake_gcs, gcs_bucket, tmp_pat
     assert fifo.is_fifo()
 
 
+@pytest.mark.integration
 def test_fifos_in_the_source_are_skipped_with_a_count(fake_gcs, gcs_bucket, tmp_path):
     src = write_tree(tmp_path / "src", {"a.png": b"a", "sub/b.png": b"b"})
     os.mkfifo(src / "pipe")
@@ -159,6 +165,7 @@ def test_fifos_in_the_source_are_skipped_with_a_count(fake_gcs, gcs_bucket, tmp_
     assert local_state(tmp_path / "dst") == expected({"a.png": b"a", "sub/b.png": b"b"})
 
 
+@pytest.mark.integration
 def test_ctrl_c_stops_a_copy_stuck_in_a_download_at_once(fake_gcs, gcs_bucket, tmp_path):
     """SIGINT while a worker waits on a stalled response: exit 130 at once, rerun completes."""
     upload_tree(gcs_bucket, "p/", {"stuck.bin": b"s" * 1000, "ok.bin": b"o"})
@@ -306,6 +313,7 @@ def _read_pty(fd: int, proc: subprocess.Popen, timeout: float = 60) -> str:
     return out.decode(errors="replace")
 
 
+@pytest.mark.integration
 def test_progress_is_a_tqdm_bar_on_a_terminal_and_log_lines_otherwise(tmp_path):
     src = write_tree(tmp_path / "src", {f"f{i}": b"x" * 1000 for i in range(3)})
     primary, secondary = pty.openpty()

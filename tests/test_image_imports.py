@@ -19,6 +19,8 @@ import pytest
 import yaml
 from image_env import REPO, image_environment, image_python, run_in_image
 
+pytestmark = pytest.mark.integration
+
 # Authoring code: it needs the `pipelines` extra by design and never runs in the image.
 AUTHORING = "spottrain.pipelines"
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 PROXY = Path(__file__).resolve().parent.parent / "bench" / "latency_proxy.py"
 
 

@@ -118,6 +118,7 @@ def _committed() -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in files}
 
 
+@pytest.mark.integration
 def test_make_compile_with_an_image_is_the_users_build_and_run_gke_sends_it(tmp_path):
     before = _committed()
     try:

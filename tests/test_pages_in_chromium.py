@@ -23,9 +23,12 @@ CHROMIUM = next(
     (p for p in (str(REPO / ".tools" / "bin" / "chromium"), shutil.which("chromium")) if p
      and os.path.exists(p)), None,
 )  # fmt: skip
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="needs Debian's chromium (make tools installs it as root)"
-)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="needs Debian's chromium (make tools installs it as root)"
+    ),
+]
 SIZE = (1000, 900)
 
 

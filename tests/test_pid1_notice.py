@@ -26,6 +26,7 @@ from spottrain.runtime.train_job.jobset import TRAINER_COMMAND
 from spottrain.trainer import preemption
 
 pytestmark = [
+    pytest.mark.integration,
     pytest.mark.skipif(not can_unshare(), reason="needs PID namespaces (unshare as root)"),
     pytest.mark.skipif(not have_tini(), reason=NO_TINI),
 ]

@@ -57,6 +57,7 @@ _PID1 = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 @needs_unshare
 @pytest.mark.parametrize("mode", ["reaping", "bare"])
 def test_pid1_reaps_orphans_and_exits_with_the_childs_code(mode):
@@ -92,6 +93,7 @@ def test_a_notice_before_the_trainer_starts_is_held_not_dropped(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is before  # restored
 
 
+@pytest.mark.integration
 def test_a_held_notice_reaches_the_child_as_soon_as_it_exists():
     child = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.DEVNULL
@@ -102,6 +104,7 @@ def test_a_held_notice_reaches_the_child_as_soon_as_it_exists():
     assert child.wait(timeout=10) == -signal.SIGTERM
 
 
+@pytest.mark.integration
 @needs_unshare
 def test_trainer_task_as_pid1_takes_sigterm_from_its_first_lines(digits_dir, tmp_path):
     """The real entry point, signalled as soon as PID 1 catches SIGTERM (its checks still run).
@@ -170,6 +173,7 @@ _LATE_NOTICE = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 def test_a_notice_after_the_trainer_ended_keeps_the_trainers_exit_code():
     """A fatal 64 must not turn into 143 (retried by KFP and Vertex) because a stop
     signal came between the trainer's exit and the supervisor's: CI saw a gang's

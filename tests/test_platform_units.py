@@ -29,6 +29,7 @@ _WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", ["guarded", "bare"])
 def test_writes_to_a_dead_reader(tmp_path, mode):
     marker = tmp_path / "marker"
@@ -58,6 +59,7 @@ def _forward(*cmd, **kw):
     )
 
 
+@pytest.mark.integration
 def test_forward_repeats_a_notice_until_a_late_handler_hears_it_once(tmp_path):
     """kfp's executor runs seconds before the supervisor has its handler, with SIGTERM
     ignored (inherited from forward): a notice then must not be lost, and once a
@@ -92,12 +94,14 @@ def test_forward_repeats_a_notice_until_a_late_handler_hears_it_once(tmp_path):
     assert time.monotonic() - sent < 0.8 + forward.REPEAT_SECONDS + 2.5 + 1.0
 
 
+@pytest.mark.integration
 def test_forward_passes_the_exit_code_and_signal_deaths_on():
     assert _forward("sh", "-c", "exit 143").returncode == 143
     assert _forward("sh", "-c", "exit 0").returncode == 0
     assert _forward("sh", "-c", "kill -KILL $$").returncode == 137
 
 
+@pytest.mark.integration
 def test_forward_refuses_a_missing_command_in_one_line():
     usage = subprocess.run(
         [sys.executable, "-m", "spottrain.trainer.forward"],
@@ -111,6 +115,7 @@ def test_forward_refuses_a_missing_command_in_one_line():
     assert "'/no/such/program'" in missing.stderr and missing.stderr.count("\n") == 1
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not can_unshare(), reason="needs PID namespaces (unshare as root)")
 def test_forward_as_pid1_hands_sigterm_to_a_handler_behind_a_shell(tmp_path):
     """sh (no exec) → python with a handler: the handler runs and its exit code comes out."""

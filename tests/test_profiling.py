@@ -74,6 +74,7 @@ def digits_runs(digits_dir, tmp_path_factory):
     return {"healthy": healthy, "slow": slow, "dir": tmp, "delay_ms": delay_ms}
 
 
+@pytest.mark.integration
 def test_the_report_tells_an_input_bound_pipeline_from_a_healthy_one(digits_runs):
     healthy_md, healthy = digits_runs["healthy"]
     slow_md, slow = digits_runs["slow"]
@@ -96,6 +97,7 @@ def test_the_report_tells_an_input_bound_pipeline_from_a_healthy_one(digits_runs
     assert slow["step_time_mean_ms"] > healthy["step_time_mean_ms"] + delay_ms / 2, delay_ms
 
 
+@pytest.mark.integration
 def test_report_has_step_stats_top_ops_and_says_no_accelerator_on_cpu(digits_runs):
     for md, m in (digits_runs["healthy"], digits_runs["slow"]):
         assert m["profiled_steps"] == 12 and m["accelerators"] == 0
@@ -149,6 +151,7 @@ def table_rows(table: dict) -> list[dict]:
     return [dict(zip(cols, (c.get("v") for c in row["c"]), strict=True)) for row in table["rows"]]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["healthy", "slow"])
 def test_profile_tab_finds_our_steps_and_agrees_with_the_report(digits_runs, name, tmp_path):
     run_dir = digits_runs["dir"] / name
@@ -203,6 +206,7 @@ def test_profile_tab_finds_our_steps_and_agrees_with_the_report(digits_runs, nam
         assert r["total_self_time"] == pytest.approx(op.self_ps / 1e6, rel=0.01)  # us
 
 
+@pytest.mark.integration
 def test_two_workers_measure_allreduce_against_the_estimate(tmp_path, digits_dir):
     from spottrain.trainer import launch
 
@@ -363,6 +367,7 @@ def test_analysis_flags_work_between_steps_and_uneven_steps():
 # -- Component and pipelines ------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_profile_component_yaml_runs_locally_and_fills_its_outputs(tmp_path, digits_dir):
     kfp.local.init(
         runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root")
@@ -453,6 +458,7 @@ def test_training_note_flags_a_different_setup():
 # -- Vertex TensorBoard ------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_the_vertex_uploader_finds_our_profile_session(digits_runs):
     """aiplatform's own profile uploader code (offline parts) finds the trace we write.
 

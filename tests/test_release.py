@@ -87,6 +87,7 @@ def release(tmp_path_factory):
     )
 
 
+@pytest.mark.integration
 def test_release_files_builds_the_wheel_of_this_version(release):
     assert release.result.returncode == 0, release.result.stderr
     wheel = release.out / WHEEL
@@ -102,6 +103,7 @@ def test_release_files_builds_the_wheel_of_this_version(release):
     )
 
 
+@pytest.mark.integration
 def test_release_files_yaml_runs_the_versioned_image(release):
     assert release.result.returncode == 0, release.result.stderr
     yaml_dir = release.out / "yaml"
@@ -121,12 +123,14 @@ def test_release_files_yaml_runs_the_versioned_image(release):
         assert images == [RELEASE_IMAGE if i == IMAGE else i for i in was], path
 
 
+@pytest.mark.integration
 def test_release_files_leaves_the_repository_as_it_was(release):
     assert release.result.returncode == 0, release.result.stderr
     assert release.after == release.before  # bytes and mtimes: not even rewritten
     assert release.left == []  # no build/ or *.egg-info for a later wheel to pick up
 
 
+@pytest.mark.integration
 def test_release_files_needs_a_registry(tmp_path):
     result = make("release-files", f"DIST={tmp_path}")
     assert result.returncode == 2
@@ -137,6 +141,7 @@ def test_release_files_needs_a_registry(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.integration
 def test_release_without_docker_refuses_before_building(tmp_path):
     # A PATH with sed (the Makefile reads the version with it) and no docker, also on
     # machines that have docker.
@@ -153,6 +158,7 @@ def test_release_without_docker_refuses_before_building(tmp_path):
     assert not dist.exists()
 
 
+@pytest.mark.integration
 def test_release_dry_run_builds_the_files_then_pushes_their_image(tmp_path):
     # `make -n` runs the $(MAKE) lines, as dry runs: the sub-makes print their recipes.
     result = make("-n", "release", f"REGISTRY={REGISTRY}", f"DIST={tmp_path}")

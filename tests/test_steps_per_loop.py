@@ -100,6 +100,7 @@ def test_a_loop_stops_at_the_first_non_finite_step(digits_dir, tmp_path):
     assert steps[1] == steps[16], steps
 
 
+@pytest.mark.integration
 def test_xla_trains_and_an_op_it_cannot_compile_is_one_line(tmp_path):
     """--jit-compile on (XLA runs on CPU too) trains the example task; a model with an
     op XLA has no kernel for is refused in one line naming the op, exit 64."""

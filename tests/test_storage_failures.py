@@ -19,6 +19,8 @@ import pytest
 from spottrain.trainer import ledger as ledger_lib
 from spottrain.trainer import preemption
 
+pytestmark = pytest.mark.integration
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -71,6 +71,7 @@ def test_a_user_task_gets_the_whole_contract_under_two_workers(tmp_path, task):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("task", ["Unseeded", "IgnoresStart"])
 def test_deterministic_refuses_batches_a_resume_would_not_reproduce(tmp_path, task):
     """Without --deterministic the check only says so; with it, the check and the run
@@ -108,6 +109,7 @@ def test_the_docs_task_trains_through_a_preemption_from_the_docs_alone(tmp_path,
     assert summary(out)["final_step"] == 150
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "task, args, named",
     [
@@ -188,6 +190,7 @@ def test_a_user_task_through_the_gke_pipeline_under_kfp_local(tmp_path, monkeypa
     assert result.summary["final_step"] == 80 and "val_mse" in result.summary
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "task, ok",
     [
@@ -220,6 +223,7 @@ def test_check_builds_one_batch_and_writes_nothing(tmp_path, task, ok):
     assert not list(tmp_path.iterdir()), "a check wrote something"
 
 
+@pytest.mark.integration
 def test_check_needs_no_train_steps(tmp_path):
     """``--check`` runs one step: the run's length is no business of it."""
     proc, _ = run_module("spottrain.trainer.task", ["--check", *TWO])
@@ -227,6 +231,7 @@ def test_check_needs_no_train_steps(tmp_path):
     assert "check ok: task examples.two_optimizers:TwoOptimizers builds" in proc.stdout
 
 
+@pytest.mark.integration
 def test_check_of_the_built_in_image_task(tmp_path, digits_dir):
     args = ["--check", "--image-dir", digits_dir, "--backbone", "small_cnn", "--weights", "none",
             "--image-size", "32", "--train-steps", "10", "--checkpoint-dir",
@@ -239,6 +244,7 @@ def test_check_of_the_built_in_image_task(tmp_path, digits_dir):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "task, flags, named",
     [
@@ -255,6 +261,7 @@ def test_an_own_step_refuses_what_it_cannot_honour(tmp_path, task, flags, named)
     assert named in line, line
 
 
+@pytest.mark.integration
 def test_a_checkpoint_dir_refuses_another_task_or_other_task_args(tmp_path):
     first, _ = run_module("spottrain.trainer.task", _args(tmp_path, train_steps=10))
     assert first.returncode == 0, first.stderr[-2000:]
@@ -265,6 +272,7 @@ def test_a_checkpoint_dir_refuses_another_task_or_other_task_args(tmp_path):
     assert "holds a different run (task_args: {'features': 8} -> {'features': 4})" in line
 
 
+@pytest.mark.integration
 def test_a_user_package_named_trainer_does_not_clash_with_the_engine(tmp_path):
     """Vertex AI's Python-package convention names the user's package ``trainer``
     (``python -m trainer.task``); the engine is ``spottrain.trainer``, so a user's
@@ -287,6 +295,7 @@ def test_a_user_package_named_trainer_does_not_clash_with_the_engine(tmp_path):
     assert summary(out)["final_step"] == 20
 
 
+@pytest.mark.integration
 def test_the_pre_flight_skips_a_task_it_cannot_import_and_says_so():
     from spottrain.pipelines import task_check
 
@@ -298,6 +307,7 @@ def test_the_pre_flight_skips_a_task_it_cannot_import_and_says_so():
     assert task_check.check_task(ok) is None
 
 
+@pytest.mark.integration
 def test_the_readme_task_passes_the_readme_check_command(tmp_path):
     """The README's KerasTask and its ``--check`` line, as a user pastes them."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -350,6 +360,7 @@ SETTING = os.environ["MY_TASK_SETTING"]
 """
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("task, named", MISTAKES, ids=[m[0].split(":")[0] for m in MISTAKES])
 def test_each_mistake_in_a_task_is_one_line_naming_it_in_check_and_in_a_run(tmp_path, task, named):
     """``--check`` (given no --train-steps: it needs none) runs what a run runs, so both
@@ -377,6 +388,7 @@ def _launch(argv, extra_env=None, timeout=600):
     return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.mark.integration
 def test_a_task_error_under_the_launcher_is_the_same_line_on_every_worker(tmp_path):
     """A runtime OpError of the task (string features) under 2 MWMS workers: each worker
     names it (exit 64), the launcher exits 64, no traceback."""
@@ -405,6 +417,7 @@ if json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("type") == 
 """
 
 
+@pytest.mark.integration
 def test_a_task_that_does_not_import_leaves_fatal_json_under_the_launcher(tmp_path):
     """The worker that fails first is not the chief, and the launcher stops the chief
     (SIGTERM) before it gets as far: the failed worker records FATAL.json itself, so the

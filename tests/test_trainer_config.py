@@ -80,6 +80,7 @@ def test_bad_config_is_fatal_fast_and_named(name, digits_dir, tmp_path, caplog):
     assert not any("strategy" in r.getMessage() for r in caplog.records), "built a strategy"
 
 
+@pytest.mark.integration
 def test_cli_bad_value_exits_fatal_with_one_line(digits_dir, tmp_path):
     proc, seconds = run_module(
         "spottrain.trainer.task", tiny_args(digits_dir, tmp_path, backbone="vgg")

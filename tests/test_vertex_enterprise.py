@@ -21,6 +21,7 @@ RESERVATION = "projects/p/zones/us-central1-a/reservations/a100s"
 ATTACHMENT = "projects/p/regions/us-central1/networkAttachments/att-1"
 
 
+@pytest.mark.integration
 def test_peering_cmek_and_a_reservation_reach_the_custom_job_request(tmp_path):
     spec = _compile(
         tmp_path, "--strategy", "STANDARD", "--replica-count", "2",
@@ -41,6 +42,7 @@ def test_peering_cmek_and_a_reservation_reach_the_custom_job_request(tmp_path):
     assert len(job.job_spec.worker_pool_specs) == 2
 
 
+@pytest.mark.integration
 def test_a_psc_interface_reaches_the_request_and_the_default_job_has_none(tmp_path):
     job = _request(_compile(tmp_path, "--network-attachment", ATTACHMENT), tmp_path).custom_job
     assert job.job_spec.psc_interface_config.network_attachment == ATTACHMENT
@@ -68,6 +70,7 @@ def test_settings_vertex_or_gcpc_would_refuse_are_one_line(settings, named):
         VertexTraining(**settings)
 
 
+@pytest.mark.integration
 def test_a_key_in_another_region_is_refused_at_submit(tmp_path):
     from spottrain.pipelines import vertex
 
@@ -80,6 +83,7 @@ def test_a_key_in_another_region_is_refused_at_submit(tmp_path):
     vertex.check_key_region(_compile(tmp_path), "europe-west4")  # no key: nothing to check
 
 
+@pytest.mark.integration
 def test_every_replica_tells_the_ledger_its_capacity_kind(tmp_path):
     for flags, kind in (
         ((), "spot"),

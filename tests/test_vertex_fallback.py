@@ -73,6 +73,7 @@ def test_a_fallback_that_cannot_run_is_refused_in_one_line(settings, named):
         VertexTraining(**settings)
 
 
+@pytest.mark.integration
 def test_the_compiled_task_runs_our_launcher_and_its_spot_and_standard_jobs_parse_in_gcpc(
     tmp_path, monkeypatch
 ):
@@ -178,6 +179,7 @@ def test_preempted_then_no_spot_capacity_then_standard_ends_trained(digits_dir, 
     assert re.search(r"JOB_STATE_FAILED \(checkpoint step (\d+) -> \1; .*stockout.*: STANDARD", out)
 
 
+@pytest.mark.integration
 def test_a_fatal_training_error_stops_after_one_job(digits_dir, tmp_path):
     payload = _payload(digits_dir, tmp_path, "--learning-rate", "nan")
     with JobService(["run", "run"], env=env()) as svc:
@@ -188,6 +190,7 @@ def test_a_fatal_training_error_stops_after_one_job(digits_dir, tmp_path):
     assert "fatal after SPOT JOB_STATE_FAILED" in out, out
 
 
+@pytest.mark.integration
 def test_a_job_vertex_refuses_is_one_line_and_fatal(digits_dir, tmp_path):
     with JobService(["refuse"]) as svc:
         start = time.monotonic()
@@ -199,6 +202,7 @@ def test_a_job_vertex_refuses_is_one_line_and_fatal(digits_dir, tmp_path):
     assert "Traceback" not in out and time.monotonic() - start < 30
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("answer", ["quota", "unreachable"])
 def test_a_quota_or_an_unreachable_api_is_retryable(digits_dir, tmp_path, answer):
     with JobService([answer]) as svc:
