@@ -93,8 +93,6 @@ class StepAhead:
         The step run ahead, else one run now with ``flags``; with ``then`` (the next
         step's flags), the next step is dispatched before this one is read.
         """
-        import numpy as np
-
         if self._ahead is not None:
             out, error = self._ahead
             self._ahead = None
@@ -107,7 +105,7 @@ class StepAhead:
                 self._ahead = (self._call(*then), None)
             except Exception as e:  # noqa: BLE001 - the next step's, raised at its turn
                 self._ahead = (None, e)
-        return np.asarray(out).tolist()
+        return _read(out)
 
 
 @dataclass
@@ -128,15 +126,11 @@ class LoopState:
     """The training loop's state between calls."""
 
     step: int
+    last_log_step: int  # the step of the last step line (the start step at first)
     last_save: float = field(default_factory=time.monotonic)
     last_log: float = field(default_factory=time.monotonic)
-    last_log_step: int = -1
     logged: int = 0  # step // log_every_steps before the last call
     held: tuple[float, float] | None = None  # votes that wait for the step run ahead
-
-    def __post_init__(self) -> None:
-        if self.last_log_step < 0:
-            self.last_log_step = self.step
 
 
 class Caller:

@@ -211,16 +211,11 @@ class StopFlag:
         a long step would leave the notice unrecorded; the C-level handler writes
         the pipe at once, whatever the main thread is doing.
         """
-        try:
-            read_fd, write_fd = os.pipe()
-            os.set_blocking(write_fd, False)
-            signal.signal(signal.SIGTERM, _no_op)
-            signal.signal(signal.SIGINT, _no_op)
-            signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        except ValueError:  # not the main thread (tests): the handler does it, later
-            signal.signal(signal.SIGTERM, lambda signum, _frame: self._heard(signum))
-            signal.signal(signal.SIGINT, lambda signum, _frame: self._heard(signum))
-            return
+        signal.signal(signal.SIGTERM, _no_op)  # the main thread only, as before
+        signal.signal(signal.SIGINT, _no_op)
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         threading.Thread(
             target=self._watch, args=(read_fd,), name="spottrain-notice", daemon=True
         ).start()

@@ -287,7 +287,7 @@ class Trainer:
         if cfg.deterministic and contexts:
             self._probe_resume(contexts[0])
         caller = calls.Caller(self, iterator, on_step)
-        loop = calls.LoopState(self.start_step)
+        loop = calls.LoopState(step=self.start_step, last_log_step=self.start_step)
         self.first_step_seconds = None
         while loop.step < self.total_steps:
             self._check_lease(loop.step)
