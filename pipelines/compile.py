@@ -150,10 +150,10 @@ def same_yaml(committed: str, fresh: str) -> bool:
     return _SDK_VERSION.sub("", committed) == _SDK_VERSION.sub("", fresh)
 
 
-def write_all(image: str = IMAGE) -> list[Path]:
-    """Writes the YAML files that changed; returns their paths."""
+def write_all(image: str = IMAGE, rendered: dict[Path, str] | None = None) -> list[Path]:
+    """Writes the files that changed (of ``rendered``, else a fresh render); returns their paths."""
     changed = []
-    for path, text in render_all(image).items():
+    for path, text in (rendered or render_all(image)).items():
         if not path.exists() or not same_yaml(path.read_text(), text):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
@@ -208,10 +208,10 @@ def write_all_to(out_dir: Path | str, image: str = IMAGE) -> list[Path]:
     return written
 
 
-def drift(image: str = IMAGE) -> list[Path]:
-    """The committed YAML files that differ from a fresh compile."""
+def drift(image: str = IMAGE, rendered: dict[Path, str] | None = None) -> list[Path]:
+    """The committed YAML files that differ from a fresh compile (or from ``rendered``)."""
     return [
         p
-        for p, text in render_all(image).items()
+        for p, text in (rendered or render_all(image)).items()
         if not p.exists() or not same_yaml(p.read_text(), text)
     ]

@@ -124,6 +124,26 @@ def pushed_compiled_dir(tmp_path_factory):
 
 
 @pytest.fixture
+def kfp_api(pushed_compiled_dir, monkeypatch):
+    """A stand-in KFP API server (tests/kfp_api.py) on loopback: (its handler class, URL)."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from kfp_api import KfpApi
+
+    from spottrain.pipelines import compile as comp
+
+    # The pipelines as compiled against a pushed image (the committed ones are refused).
+    monkeypatch.setattr(comp, "COMPILED_DIR", pushed_compiled_dir)
+    KfpApi.requests = []
+    KfpApi.existing = {}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), KfpApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield KfpApi, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture
 def read_only_dir(tmp_path):
     """A read-only tmpfs (what a ``ro`` mount gives in a pod; root ignores mode bits)."""
     path = tmp_path / "read-only"

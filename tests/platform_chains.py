@@ -239,3 +239,34 @@ def ledger_records(checkpoint_dir: Path) -> list[dict]:
 def checkpoint_steps(checkpoint_dir: Path) -> list[int]:
     """Steps of the complete checkpoints (an ``.index`` is written last)."""
     return sorted(int(p.name[5:-6]) for p in checkpoint_dir.glob("ckpt-*.index"))
+
+
+def wait_for_step(chains, index: int, step: int, timeout: float) -> None:
+    """Reads every pod's log (a full pipe would stall a pod) until pod ``index`` logs ``step``."""
+    deadline = time.monotonic() + timeout
+    open_ = set(range(len(chains)))
+    while chains[index].step < step:
+        for i in sorted(open_):
+            if not chains[i].pump(0.1):
+                open_.discard(i)
+        if index not in open_ or time.monotonic() > deadline:
+            raise AssertionError(f"step {step} not reached:\n{chains[index].text()[-4000:]}")
+
+
+def finish_chains(chains, timeout: float) -> list[int]:
+    """Reads every pod's log to its end; returns each pod's exit code (its ``unshare``'s)."""
+    deadline = time.monotonic() + timeout
+    open_ = set(range(len(chains)))
+    while open_:
+        for i in sorted(open_):
+            if not chains[i].pump(0.1):
+                open_.discard(i)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pods {sorted(open_)} did not end in {timeout} s")
+    return [chain.proc.wait(timeout=30) for chain in chains]
+
+
+def stop_chains(chains) -> None:
+    for chain in chains:
+        if chain.proc.poll() is None:
+            chain.kill()

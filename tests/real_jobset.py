@@ -39,11 +39,27 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
-from real_kube import REPO, ControlPlane, wait_for
+import pytest
+from real_kube import (
+    ACCELERATOR_LABEL,
+    KUBE_CP,
+    NO_KUBE_CP,
+    NODEPOOL_LABEL,
+    REPO,
+    ControlPlane,
+    Kubelet,
+    real_kube_fixture,  # noqa: F401 - a fixture, by import
+    wait_for,
+)
+
+from spottrain.placement import Placement
+from spottrain.runtime.train_job import jobset as js
+from spottrain.runtime.train_job import launcher
 
 JOBSET_MANAGER = REPO / ".tools" / "bin" / "jobset-manager"
 JOBSET_CONFIG = REPO / ".tools" / "jobset-config"  # upstream's config/components
@@ -272,3 +288,196 @@ class JobSetManager:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+
+
+# The marks of every test on JobSet's controller: slow, and skipped without the tools.
+MARKS = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not (JOBSET_MANAGER.exists() and JOBSET_CONFIG.is_dir()), reason=NO_JOBSET),
+    pytest.mark.skipif(not KUBE_CP.exists(), reason=NO_KUBE_CP),
+]
+
+
+@pytest.fixture(scope="module", name="jobset_kube")
+def jobset_kube_fixture(tmp_path_factory):
+    """kube-cp + JobSet's CRD + jobset-manager with webhooks; two GPU nodes, a kubelet."""
+    pytest.importorskip("kubernetes")
+    workdir = tmp_path_factory.mktemp("jobset-kube")
+    cp = ControlPlane(workdir)
+    manager = kubelet = None
+    try:
+        for name in NODES:
+            cp.add_node(name, {ACCELERATOR_LABEL: "nvidia-tesla-a100", NODEPOOL_LABEL: "a100"})
+        cp.crd_seconds = install_crd(cp)
+        manager = JobSetManager(cp, workdir)
+        cp.manager = manager
+        kubelet = cp.kubelet = Kubelet(cp, set(NODES))
+        print(
+            f"\nkube-cp READY {cp.start_seconds:.1f} s, CRD Established {cp.crd_seconds:.1f} s, "
+            f"jobset-manager /readyz {manager.ready_seconds:.1f} s, then webhooks admitting "
+            f"{manager.admitting_seconds:.1f} s ({len(manager.refused_before_ready)} refused)"
+        )
+        yield cp
+    finally:
+        if kubelet:
+            kubelet.stop()
+        if manager:
+            manager.stop()
+        cp.stop()
+
+
+def custom(cp):
+    from kubernetes import client as k8s
+
+    return k8s.CustomObjectsApi(cp.admin)
+
+
+def namespace(cp, ns):
+    core = cp.core()
+    core.create_namespace({"metadata": {"name": ns}})
+    # The serviceaccount controller makes "default"; pods are refused until it exists.
+    wait_for(
+        f"serviceaccount default in {ns}",
+        lambda: any(
+            sa.metadata.name == "default" for sa in core.list_namespaced_service_account(ns).items
+        ),
+    )
+
+
+def get_jobset(cp, ns, name) -> dict:
+    return custom(cp).get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
+
+
+def condition(js: dict, kind: str):
+    return next(
+        (
+            c
+            for c in js.get("status", {}).get("conditions", [])
+            if c["type"] == kind and c["status"] == "True"
+        ),
+        None,
+    )
+
+
+def child_jobs(cp, ns, name):
+    return cp.batch().list_namespaced_job(ns, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
+
+
+def wait_in(cp, ns, what, predicate, timeout=60.0):
+    """wait_for, failing with the namespace's state."""
+    try:
+        return wait_for(what, predicate, timeout=timeout)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{state(cp, ns)}") from None
+
+
+class JobWatch:
+    """Every change of the namespace's Jobs, as (monotonic time, uid, conditions)."""
+
+    def __init__(self, cp, ns):
+        from kubernetes import watch
+
+        self.seen: list[tuple[float, str, list[tuple[str, str, str]]]] = []
+        self.error: Exception | None = None  # the stream's end when kube-cp stops first
+        self._watch = watch.Watch()
+        self._thread = threading.Thread(target=self._run, args=(cp, ns), daemon=True)
+        self._thread.start()
+
+    def _run(self, cp, ns):
+        try:
+            for event in self._watch.stream(cp.batch().list_namespaced_job, ns):
+                job = event["object"]
+                conds = [(c.type, c.status, c.reason) for c in job.status.conditions or []]
+                self.seen.append((time.monotonic(), job.metadata.uid, conds))
+        except Exception as err:  # noqa: BLE001 - kept for a failure message
+            self.error = err
+
+    def stop(self):
+        self._watch.stop()
+
+
+def running_pods(cp, ns, job_uid, count):
+    def got():
+        pods = [
+            p
+            for p in cp.core().list_namespaced_pod(ns).items
+            if any(o.uid == job_uid for o in p.metadata.owner_references or [])
+            and p.status.phase == "Running"
+        ]
+        return pods if len(pods) == count else None
+
+    return wait_for(f"{count} running pods of Job {job_uid}", got, timeout=120)
+
+
+class Background:
+    """``JobSetLauncher.run`` in a thread."""
+
+    def __init__(self, launch: launcher.JobSetLauncher):
+        self.launcher = launch
+        self.outcome = None
+        self.error = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            self.outcome = self.launcher.run()
+        except BaseException as err:  # noqa: BLE001 - re-raised in result()
+            self.error = err
+
+    def result(self, timeout=120.0) -> launcher.Outcome:
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            self.launcher.stop.set()
+            raise AssertionError(f"the launcher did not end in {timeout:.0f} s")
+        if self.error is not None:
+            raise self.error
+        return self.outcome
+
+
+def worker_set(
+    ns, name, workers=2, args=("--checkpoint_dir=gs://bucket/ckpt",), image="trainer:test",
+    **placement,
+):  # fmt: skip
+    return js.WorkerSet(
+        name=name,
+        namespace=ns,
+        image=image,
+        args=tuple(args),
+        workers=workers,
+        placement=Placement(**{**A100, **placement}),
+        run="run-1",
+        attempt=1,
+    )
+
+
+def gone(cp, ns, name) -> bool:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        get_jobset(cp, ns, name)
+    except ApiException as err:
+        return err.status == 404
+    return False
+
+
+NODES = ("gke-a100-1", "gke-a100-2")
+
+
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # api/jobset/v1alpha2/jobset_types.go:24
+
+
+def state(cp, ns) -> str:
+    """The namespace's Jobs and pods in one line each, for a failure message."""
+    lines = []
+    for job in cp.batch().list_namespaced_job(ns).items:
+        conds = [(c.type, c.status, c.reason) for c in job.status.conditions or []]
+        lines.append(f"job {job.metadata.name} {job.metadata.uid[:8]} {conds}")
+    for pod in cp.core().list_namespaced_pod(ns).items:
+        deleting = " deleting" if pod.metadata.deletion_timestamp else ""
+        fins = pod.metadata.finalizers or []
+        lines.append(f"pod {pod.metadata.name} {pod.status.phase}{deleting} {fins}")
+    return "\n".join(lines)
+
+
+A100 = {"pool": "on-demand", "gpu_type": "nvidia-tesla-a100"}

@@ -17,14 +17,12 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import test_cli
 import yaml
-from test_cli import run_cli
+from kfp_api import run_cli
 
 from spottrain.pipelines import __main__ as cli
 from spottrain.pipelines import argo_retry
 
-kfp_api = test_cli.kfp_api  # the KFP API stand-in, as a fixture here too
 pytestmark = pytest.mark.filterwarnings("ignore:This client only works:FutureWarning")
 
 # Another TTL than KFP's, to see that the patch keeps what the cluster has.

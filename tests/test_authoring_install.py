@@ -3,7 +3,7 @@
 The page's install line (``pip install "spottrain[pipelines] @ git+<url>@<commit>"``)
 runs against a git copy of this working tree as the URL; then its own pipeline with our
 components on the user's image is compiled and submitted to a KFP API stand-in
-(``test_cli.KfpApi``) with a task of the user's own (README's ``KerasTask``), which the
+(``tests/kfp_api.py``) with a task of the user's own (README's ``KerasTask``), which the
 pre-flight reads from its source. The shipped pipelines compile and submit from the
 same install. pip resolves the dependencies from the package index (its own cache
 makes a second run quicker): hence the ``network`` marker.
@@ -22,7 +22,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from test_cli import KfpApi
+from kfp_api import KfpApi
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = (REPO / "docs" / "own-pipeline.md").read_text()

@@ -18,8 +18,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from test_train_job_jobset import child_job
-from test_train_job_jobset import validate as validate_k8s
+from jobset_manifests import child_job
+from jobset_manifests import validate as validate_k8s
 
 from spottrain.pipelines import computeclass
 from spottrain.placement import COMPUTE_CLASS_LABEL, Placement, PlacementError

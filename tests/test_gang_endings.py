@@ -99,11 +99,11 @@ def test_a_worker_never_claims_a_notice_save_the_chief_did_not_complete(tmp_path
     it exits 170 saying the chief did not confirm its save, not 143 and "0 steps lost"."""
     import threading
 
-    from test_storage_failures import _fill, _tmpfs
+    from tmpfs import fill, mount_tmpfs
 
     from spottrain.trainer import launch, preemption
 
-    with _tmpfs(tmp_path / "disk", "600k") as disk:
+    with mount_tmpfs(tmp_path / "disk", "600k") as disk:
         args = [
             "--task", "examples.regression:Regression", "--threads", "1",
             "--train-steps", "100000", "--batch-size-per-replica", "16",
@@ -128,7 +128,7 @@ def test_a_worker_never_claims_a_notice_save_the_chief_did_not_complete(tmp_path
             len(gang.workers) < 2 or min(w.last_step for w in gang.workers) < 20
         ):
             time.sleep(0.05)
-        _fill(disk)
+        fill(disk)
         gang._forward(15, None)  # SIGTERM to both, as a preemption notice
         runner.join(timeout=180)
     text = "".join(lines)

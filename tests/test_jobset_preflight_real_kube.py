@@ -8,16 +8,18 @@ before KFP is asked: its host is the discard port, which would give exit 69.
 from __future__ import annotations
 
 import pytest
+from real_jobset import (
+    MARKS,
+    jobset_kube_fixture,  # noqa: F401 - the fixture, by import
+)
 from real_kube import real_kube_fixture  # noqa: F401 - a fixture, by import
-from test_jobset_real_kube import jobset_kube_fixture  # noqa: F401 - the fixture, by import
-from test_jobset_real_kube import pytestmark as _marks
 
 from spottrain.pipelines import __main__ as cli
 from spottrain.pipelines import compile as comp
 from spottrain.pipelines import jobset_check
 from spottrain.runtime.train_job import rbac
 
-pytestmark = _marks  # slow; skipped without kube-cp or `make jobset`'s outputs
+pytestmark = MARKS  # slow; skipped without kube-cp or `make jobset`'s outputs
 UNREACHABLE = "http://127.0.0.1:9"
 
 

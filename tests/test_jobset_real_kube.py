@@ -9,86 +9,34 @@ to sigs.k8s.io/jobset v0.12.0 and k8s.io/kubernetes v1.34.3.
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
-from real_jobset import (
+from real_jobset import (  # noqa: F401 - the fixture, by import
     GROUP,
-    JOBSET_CONFIG,
-    JOBSET_MANAGER,
-    NO_JOBSET,
+    JOBSET_NAME_LABEL,
+    MARKS,
+    NODES,
     PLURAL,
     VERSION,
-    JobSetManager,
-    install_crd,
+    JobWatch,
+    child_jobs,
+    condition,
+    custom,
+    get_jobset,
+    jobset_kube_fixture,
+    namespace,
+    running_pods,
+    wait_in,
 )
 from real_kube import (
     ACCELERATOR_LABEL,
     GPU,
-    KUBE_CP,
-    NO_KUBE_CP,
-    NODEPOOL_LABEL,
-    ControlPlane,
-    Kubelet,
     wait_for,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not (JOBSET_MANAGER.exists() and JOBSET_CONFIG.is_dir()), reason=NO_JOBSET),
-    pytest.mark.skipif(not KUBE_CP.exists(), reason=NO_KUBE_CP),
-]
-
-NODES = ("gke-a100-1", "gke-a100-2")
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # api/jobset/v1alpha2/jobset_types.go:24
+pytestmark = MARKS  # slow; skipped without kube-cp or `make jobset`'s outputs
 RESTARTS_LABEL = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.go:34
-
-
-@pytest.fixture(scope="module", name="jobset_kube")
-def jobset_kube_fixture(tmp_path_factory):
-    """kube-cp + JobSet's CRD + jobset-manager with webhooks; two GPU nodes, a kubelet."""
-    pytest.importorskip("kubernetes")
-    workdir = tmp_path_factory.mktemp("jobset-kube")
-    cp = ControlPlane(workdir)
-    manager = kubelet = None
-    try:
-        for name in NODES:
-            cp.add_node(name, {ACCELERATOR_LABEL: "nvidia-tesla-a100", NODEPOOL_LABEL: "a100"})
-        cp.crd_seconds = install_crd(cp)
-        manager = JobSetManager(cp, workdir)
-        cp.manager = manager
-        kubelet = cp.kubelet = Kubelet(cp, set(NODES))
-        print(
-            f"\nkube-cp READY {cp.start_seconds:.1f} s, CRD Established {cp.crd_seconds:.1f} s, "
-            f"jobset-manager /readyz {manager.ready_seconds:.1f} s, then webhooks admitting "
-            f"{manager.admitting_seconds:.1f} s ({len(manager.refused_before_ready)} refused)"
-        )
-        yield cp
-    finally:
-        if kubelet:
-            kubelet.stop()
-        if manager:
-            manager.stop()
-        cp.stop()
-
-
-def custom(cp):
-    from kubernetes import client as k8s
-
-    return k8s.CustomObjectsApi(cp.admin)
-
-
-def namespace(cp, ns):
-    core = cp.core()
-    core.create_namespace({"metadata": {"name": ns}})
-    # The serviceaccount controller makes "default"; pods are refused until it exists.
-    wait_for(
-        f"serviceaccount default in {ns}",
-        lambda: any(
-            sa.metadata.name == "default" for sa in core.list_namespaced_service_account(ns).items
-        ),
-    )
 
 
 def jobset(name, ns, workers=2, job_failure_policy=None, failure_policy=None, network=None) -> dict:
@@ -126,84 +74,6 @@ def jobset(name, ns, workers=2, job_failure_policy=None, failure_policy=None, ne
         "metadata": {"name": name, "namespace": ns},
         "spec": spec,
     }
-
-
-def get_jobset(cp, ns, name) -> dict:
-    return custom(cp).get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
-
-
-def condition(js: dict, kind: str):
-    return next(
-        (
-            c
-            for c in js.get("status", {}).get("conditions", [])
-            if c["type"] == kind and c["status"] == "True"
-        ),
-        None,
-    )
-
-
-def child_jobs(cp, ns, name):
-    return cp.batch().list_namespaced_job(ns, label_selector=f"{JOBSET_NAME_LABEL}={name}").items
-
-
-def state(cp, ns) -> str:
-    """The namespace's Jobs and pods in one line each, for a failure message."""
-    lines = []
-    for job in cp.batch().list_namespaced_job(ns).items:
-        conds = [(c.type, c.status, c.reason) for c in job.status.conditions or []]
-        lines.append(f"job {job.metadata.name} {job.metadata.uid[:8]} {conds}")
-    for pod in cp.core().list_namespaced_pod(ns).items:
-        deleting = " deleting" if pod.metadata.deletion_timestamp else ""
-        fins = pod.metadata.finalizers or []
-        lines.append(f"pod {pod.metadata.name} {pod.status.phase}{deleting} {fins}")
-    return "\n".join(lines)
-
-
-def wait_in(cp, ns, what, predicate, timeout=60.0):
-    """wait_for, failing with the namespace's state."""
-    try:
-        return wait_for(what, predicate, timeout=timeout)
-    except AssertionError as err:
-        raise AssertionError(f"{err}\n{state(cp, ns)}") from None
-
-
-class JobWatch:
-    """Every change of the namespace's Jobs, as (monotonic time, uid, conditions)."""
-
-    def __init__(self, cp, ns):
-        from kubernetes import watch
-
-        self.seen: list[tuple[float, str, list[tuple[str, str, str]]]] = []
-        self.error: Exception | None = None  # the stream's end when kube-cp stops first
-        self._watch = watch.Watch()
-        self._thread = threading.Thread(target=self._run, args=(cp, ns), daemon=True)
-        self._thread.start()
-
-    def _run(self, cp, ns):
-        try:
-            for event in self._watch.stream(cp.batch().list_namespaced_job, ns):
-                job = event["object"]
-                conds = [(c.type, c.status, c.reason) for c in job.status.conditions or []]
-                self.seen.append((time.monotonic(), job.metadata.uid, conds))
-        except Exception as err:  # noqa: BLE001 - kept for a failure message
-            self.error = err
-
-    def stop(self):
-        self._watch.stop()
-
-
-def running_pods(cp, ns, job_uid, count):
-    def got():
-        pods = [
-            p
-            for p in cp.core().list_namespaced_pod(ns).items
-            if any(o.uid == job_uid for o in p.metadata.owner_references or [])
-            and p.status.phase == "Running"
-        ]
-        return pods if len(pods) == count else None
-
-    return wait_for(f"{count} running pods of Job {job_uid}", got, timeout=120)
 
 
 def test_webhooks_default_and_validate_jobsets(jobset_kube):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kfp import compiler, dsl
-from test_cli import KfpApi
+from kfp_api import KfpApi
 
 from spottrain import components as ours
 from spottrain.pipelines import compile as comp

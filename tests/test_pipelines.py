@@ -447,29 +447,44 @@ def test_vertex_template_builds_a_pipeline_job_offline(tmp_path):
     assert job.project == "my-project" and job.location == "us-central1"
 
 
-def test_committed_yaml_matches_a_fresh_compile():
-    stale = comp.drift()
+@pytest.fixture(scope="module")
+def fresh():
+    """One fresh compile of every committed file (compiling them all takes seconds)."""
+    return comp.render_all()
+
+
+def test_committed_yaml_matches_a_fresh_compile(fresh):
+    stale = comp.drift(rendered=fresh)
     assert not stale, f"stale compiled YAML (run `make compile`): {stale}"
 
 
-def test_drift_check_notices_an_edit(tmp_path, monkeypatch):
-    monkeypatch.setattr(comp, "COMPILED_DIR", tmp_path)
-    monkeypatch.setattr(comp, "COMPONENTS_DIR", tmp_path / "components")
-    assert len(comp.write_all()) == 14  # 6 components, 6 GKE variants, 2 Vertex
+def _moved_to(tmp_path, rendered):
+    """The rendering with its files under ``tmp_path``, laid out as the repository's."""
+    return {
+        tmp_path / p.relative_to(comp.COMPILED_DIR)
+        if p.is_relative_to(comp.COMPILED_DIR)
+        else tmp_path / "components" / p.relative_to(comp.COMPONENTS_DIR): text
+        for p, text in rendered.items()
+    }
+
+
+def test_drift_check_notices_an_edit(tmp_path, fresh):
+    rendered = _moved_to(tmp_path, fresh)
+    assert len(comp.write_all(rendered=rendered)) == 14  # 6 components, 6 GKE variants, 2 Vertex
+    assert comp.drift(rendered=rendered) == []
     (tmp_path / comp.GKE_YAML).write_text("edited")
-    assert comp.drift() == [tmp_path / comp.GKE_YAML]
+    assert comp.drift(rendered=rendered) == [tmp_path / comp.GKE_YAML]
 
 
-def test_drift_check_ignores_only_the_sdk_version_stamp(tmp_path, monkeypatch):
-    monkeypatch.setattr(comp, "COMPILED_DIR", tmp_path)
-    monkeypatch.setattr(comp, "COMPONENTS_DIR", tmp_path / "components")
-    comp.write_all()
+def test_drift_check_ignores_only_the_sdk_version_stamp(tmp_path, fresh):
+    rendered = _moved_to(tmp_path, fresh)
+    comp.write_all(rendered=rendered)
     path = tmp_path / comp.VERTEX_YAML
     text = path.read_text()
     assert "\nsdkVersion: kfp-" in text
     # A newer kfp release stamps another version: not drift.
     path.write_text(re.sub(r"sdkVersion: kfp-\S+", "sdkVersion: kfp-2.99.0", text))
-    assert comp.drift() == []
+    assert comp.drift(rendered=rendered) == []
     # Anything else is.
     path.write_text(text.replace("spottrain-vertex", "spottrain-vertex-edited", 1))
-    assert comp.drift() == [path]
+    assert comp.drift(rendered=rendered) == [path]

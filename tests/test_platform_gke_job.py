@@ -20,7 +20,17 @@ import signal
 import time
 
 import pytest
-from platform_chains import NO_TINI, REPO, chain_env, checkpoint_steps, have_tini, ledger_records
+from platform_chains import (
+    NO_TINI,
+    REPO,
+    chain_env,
+    checkpoint_steps,
+    finish_chains,
+    have_tini,
+    ledger_records,
+    stop_chains,
+    wait_for_step,
+)
 from pod_network import PodNetwork, can_make_pod_networks, pid1_command, signal_pid1
 from trainer_helpers import summary, tiny_args
 
@@ -67,34 +77,9 @@ def _start_gang(net: PodNetwork, args: list[str]):
             # The container's main process is tini, then the trainer's entry point, no shell.
             assert pid1_command(chain) == cmd, pid1_command(chain)
     except BaseException:
-        _stop(chains)
+        stop_chains(chains)
         raise
     return pods, chains
-
-
-def _wait_for_step(chains, index: int, step: int, timeout: float) -> None:
-    """Reads every pod's log (a full pipe would stall a pod) until pod ``index`` logs ``step``."""
-    deadline = time.monotonic() + timeout
-    open_ = set(range(len(chains)))
-    while chains[index].step < step:
-        for i in sorted(open_):
-            if not chains[i].pump(0.1):
-                open_.discard(i)
-        if index not in open_ or time.monotonic() > deadline:
-            raise AssertionError(f"step {step} not reached:\n{chains[index].text()[-4000:]}")
-
-
-def _finish(chains, timeout: float) -> list[int]:
-    """Reads every pod's log to its end; returns each pod's exit code (its ``unshare``'s)."""
-    deadline = time.monotonic() + timeout
-    open_ = set(range(len(chains)))
-    while open_:
-        for i in sorted(open_):
-            if not chains[i].pump(0.1):
-                open_.discard(i)
-        if time.monotonic() > deadline:
-            raise AssertionError(f"pods {sorted(open_)} did not end in {timeout} s")
-    return [chain.proc.wait(timeout=30) for chain in chains]
 
 
 def pod_processes(chain) -> list[int]:
@@ -119,12 +104,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _stop(chains) -> None:
-    for chain in chains:
-        if chain.proc.poll() is None:
-            chain.kill()
-
-
 def _run_gang(net: PodNetwork, args: list[str]):
     t0 = time.monotonic()
     pods, chains = _start_gang(net, args)
@@ -135,9 +114,9 @@ def _gang_to_the_end(net: PodNetwork, args: list[str], timeout: float = 240):
     """A new gang that must finish the run: its pods, and every pod exited 0."""
     pods, chains, _ = _run_gang(net, args)
     try:
-        codes = _finish(chains, timeout=timeout)
+        codes = finish_chains(chains, timeout=timeout)
     finally:
-        _stop(chains)
+        stop_chains(chains)
     assert codes == [0] * WORKERS, [c.text()[-2500:] for c in chains]
     return pods
 
@@ -163,16 +142,16 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
         # 1. SIGKILL: no notice, the pod and everything in it is gone.
         pods1, chains, t0 = _run_gang(net, args)
         try:
-            _wait_for_step(chains, 1, 30, timeout=240)
+            wait_for_step(chains, 1, 30, timeout=240)
             killed_at_step = chains[1].step
             pod = pod_processes(chains[1])  # tini, the supervisor and the trainer
             net.unplug(pods1[1])
             sent = signal_pid1(chains[1], signal.SIGKILL)
             # (unshare 2.38 reports a child killed by a signal as 1, so the
             # container's 137 is not what this returns.)
-            chief, _ = _finish(chains, timeout=90)
+            chief, _ = finish_chains(chains, timeout=90)
         finally:
-            _stop(chains)
+            stop_chains(chains)
         seconds = time.monotonic() - sent
         # PID 1 killed: the kernel ends its namespace, trainer included.
         assert len(pod) >= 3 and not any(_alive(pid) for pid in pod), pod
@@ -190,12 +169,12 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
         # 2. SIGTERM to one pod: every worker saves the same step, exits 143.
         pods2, chains, t0 = _run_gang(net, args)
         try:
-            _wait_for_step(chains, 1, last_save + 20, timeout=240)
+            wait_for_step(chains, 1, last_save + 20, timeout=240)
             seen = chains[1].step
             sent = signal_pid1(chains[1], signal.SIGTERM)  # the kubelet, on a preemption
-            codes = _finish(chains, timeout=120)
+            codes = finish_chains(chains, timeout=120)
         finally:
-            _stop(chains)
+            stop_chains(chains)
         seconds = time.monotonic() - sent
         texts = [c.text() for c in chains]
         assert codes == [preemption.PREEMPTED] * WORKERS, [t[-2500:] for t in texts]
@@ -244,11 +223,11 @@ def test_a_user_task_in_job_pods_saves_on_notice_and_finishes_exactly(tmp_path):
     with PodNetwork(tmp_path, JOB, SERVICE) as net:
         _, chains, _ = _run_gang(net, args)
         try:
-            _wait_for_step(chains, 1, 20, timeout=240)
+            wait_for_step(chains, 1, 20, timeout=240)
             signal_pid1(chains[1], signal.SIGTERM)
-            codes = _finish(chains, timeout=120)
+            codes = finish_chains(chains, timeout=120)
         finally:
-            _stop(chains)
+            stop_chains(chains)
         texts = [c.text() for c in chains]
         assert codes == [preemption.PREEMPTED] * WORKERS, [t[-2500:] for t in texts]
         rec = ledger_records(ckpt)[0]

@@ -7,7 +7,6 @@ full persistent disk or a read-only mount gives in a pod) and runs
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ import sys
 import time
 
 import pytest
+from tmpfs import fill, mount_tmpfs
 
 from spottrain.trainer import ledger as ledger_lib
 from spottrain.trainer import preemption
@@ -22,19 +22,6 @@ from spottrain.trainer import preemption
 pytestmark = pytest.mark.integration
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@contextlib.contextmanager
-def _tmpfs(path, size: str, *options: str):
-    path.mkdir(parents=True, exist_ok=True)
-    opts = ",".join((f"size={size}", *options))
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], check=False)
-    if done.returncode:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def _trainer(ckpt, model, steps, *extra, env=None, supervised=False):
@@ -50,17 +37,6 @@ def _trainer(ckpt, model, steps, *extra, env=None, supervised=False):
     return subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-
-
-def _fill(folder) -> None:
-    """Writes zeros into ``folder`` until its file system is full."""
-    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        with contextlib.suppress(OSError):
-            while os.write(fd, b"\0" * 4096):
-                pass
-    finally:
-        os.close(fd)
 
 
 def _wait_for_a_checkpoint(ckpt, timeout: float = 120) -> None:
@@ -79,7 +55,7 @@ def test_a_disk_that_fills_during_a_save_is_one_line_and_leaves_nothing(tmp_path
     the flag, its half-written files are removed, the ledger's saved_step is a complete
     checkpoint, no FATAL.json; once space is freed the same command resumes and ends
     at exactly the requested step."""
-    with _tmpfs(tmp_path / "disk", "600k") as disk:
+    with mount_tmpfs(tmp_path / "disk", "600k") as disk:
         ckpt = disk / "ckpt"
         first = _trainer(ckpt, tmp_path / "model", 100_000)
         _wait_for_a_checkpoint(ckpt)
@@ -88,7 +64,7 @@ def test_a_disk_that_fills_during_a_save_is_one_line_and_leaves_nothing(tmp_path
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not ledger_lib.read(str(ckpt))[0]["last_step"]:
             time.sleep(0.05)
-        _fill(disk)
+        fill(disk)
         out, err = first.communicate(timeout=120)
         assert first.returncode == preemption.FATAL_CONFIG, err[-3000:]
         (line,) = _exit_lines(out + err, 64)
@@ -115,11 +91,11 @@ def test_a_disk_that_fills_during_a_save_is_one_line_and_leaves_nothing(tmp_path
 def test_a_full_model_dir_is_blamed_on_the_model_dir(tmp_path):
     """Training ends, the export finds its disk full: 64 naming --model-dir (not the
     checkpoint dir), and no FATAL.json to block the run once the disk is freed."""
-    with _tmpfs(tmp_path / "disk", "256k") as disk:
+    with mount_tmpfs(tmp_path / "disk", "256k") as disk:
         ckpt = tmp_path / "ckpt"
         trainer = _trainer(ckpt, disk / "model", 400)
         _wait_for_a_checkpoint(ckpt)
-        _fill(disk)  # after the up-front check wrote and removed its probe
+        fill(disk)  # after the up-front check wrote and removed its probe
         out, err = trainer.communicate(timeout=120)
         assert trainer.returncode == preemption.FATAL_CONFIG, err[-3000:]
         (line,) = _exit_lines(out + err, 64)

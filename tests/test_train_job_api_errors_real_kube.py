@@ -12,16 +12,23 @@ from __future__ import annotations
 import threading
 
 import pytest
+from real_jobset import (  # noqa: F401
+    MARKS,
+    Background,
+    child_jobs,
+    gone,
+    jobset_kube_fixture,
+    namespace,
+    running_pods,
+    worker_set,
+)
 from real_kube import wait_for
-from test_jobset_real_kube import child_jobs, jobset_kube_fixture, namespace, running_pods  # noqa: F401
-from test_jobset_real_kube import pytestmark as _marks
-from test_train_job_launcher_real_kube import Background, gone, worker_set
 
 from spottrain.runtime.train_job import kube, launcher
 from spottrain.runtime.train_job.kube import KubeError
 from spottrain.trainer import preemption
 
-pytestmark = _marks
+pytestmark = MARKS
 
 
 class Outage(kube.Kube):

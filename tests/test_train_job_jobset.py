@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import re
 
-import kubernetes_validate
 import pytest
+from jobset_manifests import child, child_job, validate
 
 from spottrain.placement import Placement, pod_grace_seconds
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import names
 from spottrain.trainer import distribution, gang_env, preemption
-
-# GKE's regular channel runs 1.33-1.34 (late 2026); podReplacementPolicy is GA in 1.34.
-K8S_VERSION = "1.34.0"
 
 
 def worker_set(**changes) -> js.WorkerSet:
@@ -33,22 +30,6 @@ def worker_set(**changes) -> js.WorkerSet:
         "attempt": 2,
     }
     return js.WorkerSet(**{**base, **changes})
-
-
-def child(manifest: dict) -> dict:
-    (rjob,) = manifest["spec"]["replicatedJobs"]
-    return rjob["template"]["spec"]
-
-
-def child_job(manifest: dict) -> dict:
-    """The JobSet's child Job as the ``batch/v1`` Job the JobSet controller creates."""
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"},
-            "spec": child(manifest)}  # fmt: skip
-
-
-def validate(manifest: dict) -> None:
-    """Kubernetes' own OpenAPI schema, strictly (an unknown field is an error)."""
-    kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
 
 
 def test_one_replicated_job_of_n_indexed_pods():

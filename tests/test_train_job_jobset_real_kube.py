@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import time
 
-from real_kube import wait_for
-from test_jobset_real_kube import (
+from real_jobset import (
+    MARKS,
     JobWatch,
     child_jobs,
     condition,
@@ -24,7 +24,7 @@ from test_jobset_real_kube import (
     running_pods,
     wait_in,
 )
-from test_jobset_real_kube import pytestmark as _marks
+from real_kube import wait_for
 
 from spottrain.placement import Placement
 from spottrain.runtime.train_job import jobset as js
@@ -33,7 +33,7 @@ from spottrain.trainer import distribution, gang_env
 
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 WORKERS = 2
-pytestmark = _marks  # slow; skipped without kube-cp or `make jobset`'s outputs
+pytestmark = MARKS  # slow; skipped without kube-cp or `make jobset`'s outputs
 
 
 def create(cp, ns, name, retries) -> js.WorkerSet:

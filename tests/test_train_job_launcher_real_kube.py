@@ -19,23 +19,35 @@ import time
 from pathlib import Path
 
 import pytest
-from platform_chains import NO_TINI, REPO, chain_env, have_tini, ledger_records
+from platform_chains import (
+    NO_TINI,
+    REPO,
+    chain_env,
+    finish_chains,
+    have_tini,
+    ledger_records,
+    stop_chains,
+    wait_for_step,
+)
 from pod_network import PodNetwork, can_make_pod_networks, signal_pid1
-from real_kube import real_kube_fixture, wait_for  # noqa: F401 - a fixture, by import
-from test_jobset_real_kube import (
+from real_jobset import (
+    A100,
     GROUP,
+    MARKS,
     PLURAL,
     VERSION,
+    Background,
     child_jobs,
     custom,
     get_jobset,
+    gone,
     jobset_kube_fixture,  # noqa: F401 - the fixture, by import
     namespace,
     running_pods,
     wait_in,
+    worker_set,
 )
-from test_jobset_real_kube import pytestmark as _marks
-from test_platform_gke_job import _finish, _stop, _wait_for_step
+from real_kube import real_kube_fixture, wait_for  # noqa: F401 - a fixture, by import
 from trainer_helpers import summary
 
 from spottrain.placement import Placement
@@ -43,53 +55,10 @@ from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube, launcher
 from spottrain.runtime.train_job.kube import KubeError
 
-pytestmark = _marks  # slow; skipped without kube-cp or `make jobset`'s outputs
-A100 = {"pool": "on-demand", "gpu_type": "nvidia-tesla-a100"}
+pytestmark = MARKS  # slow; skipped without kube-cp or `make jobset`'s outputs
 RESTART = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.go:34
 INDEX = "batch.kubernetes.io/job-completion-index"
 PROC = Path(__file__).with_name("jobset_launch_proc.py")
-
-
-class Background:
-    """``JobSetLauncher.run`` in a thread."""
-
-    def __init__(self, launch: launcher.JobSetLauncher):
-        self.launcher = launch
-        self.outcome = None
-        self.error = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        try:
-            self.outcome = self.launcher.run()
-        except BaseException as err:  # noqa: BLE001 - re-raised in result()
-            self.error = err
-
-    def result(self, timeout=120.0) -> launcher.Outcome:
-        self.thread.join(timeout)
-        if self.thread.is_alive():
-            self.launcher.stop.set()
-            raise AssertionError(f"the launcher did not end in {timeout:.0f} s")
-        if self.error is not None:
-            raise self.error
-        return self.outcome
-
-
-def worker_set(
-    ns, name, workers=2, args=("--checkpoint_dir=gs://bucket/ckpt",), image="trainer:test",
-    **placement,
-):  # fmt: skip
-    return js.WorkerSet(
-        name=name,
-        namespace=ns,
-        image=image,
-        args=tuple(args),
-        workers=workers,
-        placement=Placement(**{**A100, **placement}),
-        run="run-1",
-        attempt=1,
-    )
 
 
 def in_thread(cp, ws, lines, **kw) -> Background:
@@ -157,16 +126,6 @@ def generation(cp, ns, name, n_restart: int, timeout: float = 120.0):
         return None
 
     return wait_in(cp, ns, f"the child Job of restart {n_restart}", got, timeout=timeout)
-
-
-def gone(cp, ns, name) -> bool:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        get_jobset(cp, ns, name)
-    except ApiException as err:
-        return err.status == 404
-    return False
 
 
 def test_killed_launchers_reattach_and_the_run_completes_with_one_jobset(jobset_kube):
@@ -368,11 +327,11 @@ def test_the_jobset_engines_pods_run_a_user_task_save_on_notice_and_finish_exact
         first = gang(0)
         chains = start(net, first)
         try:
-            _wait_for_step(chains, 1, 20, timeout=240)
+            wait_for_step(chains, 1, 20, timeout=240)
             signal_pid1(chains[1], signal.SIGTERM)
-            codes = _finish(chains, timeout=120)
+            codes = finish_chains(chains, timeout=120)
         finally:
-            _stop(chains)
+            stop_chains(chains)
         assert codes == [143, 143], [c.text()[-2500:] for c in chains]
         report(first, codes)
         reported = time.monotonic()
@@ -380,9 +339,9 @@ def test_the_jobset_engines_pods_run_a_user_task_save_on_notice_and_finish_exact
         restarted = time.monotonic() - reported
         chains = start(net, second)
         try:
-            codes = _finish(chains, timeout=300)
+            codes = finish_chains(chains, timeout=300)
         finally:
-            _stop(chains)
+            stop_chains(chains)
         assert codes == [0, 0], [c.text()[-2500:] for c in chains]
         report(second, codes)
     outcome = run.result(timeout=120)

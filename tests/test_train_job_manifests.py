@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from test_train_job_jobset import child, child_job, validate
+from jobset_manifests import child, child_job, validate
 
 from spottrain.pipelines import compile as comp
 from spottrain.runtime import train as in_pod

@@ -13,6 +13,7 @@ from trainer_helpers import ledger, summary, tiny_args
 from spottrain.trainer import attempt, launch, preemption
 
 
+@pytest.mark.integration  # trains in-process for half a minute: not the quick tier
 def test_trains_on_a_prepared_tfds_dataset_and_writes_tensorboard(tmp_path):
     data_dir = tmp_path / "tfds"
     tfds_digits.DigitsSklearn(data_dir=str(data_dir)).download_and_prepare()

@@ -257,7 +257,7 @@ def test_a_retried_task_follows_the_job_it_left_instead_of_creating_one(digits_d
 
 
 def test_run_vertex_fallback_submits_the_fallback_pipeline(capsys):
-    from test_cli import run_cli
+    from kfp_api import run_cli
 
     from spottrain.pipelines import __main__ as cli
 
