@@ -83,16 +83,29 @@ POLICIES = {
 
 
 def run_controller(tmp_path: Path, policies=POLICIES, tasks=TASKS, scenarios=SCENARIOS):
-    """{(policy, task, scenario): result} from Argo's controller code."""
-    cases, out = tmp_path / "cases.json", tmp_path / "out.jsonl"
-    cases.write_text(json.dumps({"policies": policies, "tasks": tasks, "scenarios": scenarios}))
-    env = dict(os.environ, SPOTTRAIN_RETRY_CASES=str(cases), SPOTTRAIN_RETRY_OUT=str(out))
-    proc = subprocess.run(
-        [str(BINARY), "-test.run", "^TestSpottrainRetries$", "-test.count", "1"],
-        env=env, capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    """{(policy, task, scenario): result} from Argo's controller code.
+
+    One process per policy, all at once: the cases are independent, and each process
+    runs its own controller through its cases one after the other.
+    """
+    procs = []
+    for i, (name, defaults) in enumerate(policies.items()):
+        cases, out = tmp_path / f"cases-{i}.json", tmp_path / f"out-{i}.jsonl"
+        mine = {"policies": {name: defaults}, "tasks": tasks, "scenarios": scenarios}
+        cases.write_text(json.dumps(mine))
+        env = dict(os.environ, SPOTTRAIN_RETRY_CASES=str(cases), SPOTTRAIN_RETRY_OUT=str(out))
+        log = (tmp_path / f"log-{i}.txt").open("w+")
+        proc = subprocess.Popen(
+            [str(BINARY), "-test.run", "^TestSpottrainRetries$", "-test.count", "1"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        procs.append((proc, log, out))
+    rows = []
+    for proc, log, out in procs:
+        code = proc.wait(timeout=1800)
+        log.seek(0)
+        assert code == 0, log.read()[-6000:]
+        rows += [json.loads(line) for line in out.read_text().splitlines()]
     return {(r["policy"], r["task"], r["scenario"]): r for r in rows}
 
 
