@@ -12,8 +12,7 @@ fall-back (:func:`fallback_component`).
 
 import contextlib
 import functools
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from kfp import dsl
 from kfp.dsl import Metrics, Model
@@ -30,7 +29,7 @@ from spottrain.placement import (
     check_retry_window,
     seconds,
 )
-from spottrain.trainer import config
+from spottrain.runtime.train_settings import TrainSettings
 
 NAME = "spottrain-gke-preemptible"  # pipeline_name() of the default variant
 DESCRIPTION = (
@@ -181,13 +180,33 @@ def build(
             tensorboard_dir: TensorBoard log folder; empty for none.
             local_workers: Worker processes per node (MWMS over localhost).
         """
-        hyper = pass_on(locals())
+        settings = TrainSettings(
+            backbone=backbone,
+            weights=weights,
+            image_size=image_size,
+            batch_size_per_replica=batch_size_per_replica,
+            train_steps=train_steps,
+            learning_rate=learning_rate,
+            save_every_steps=save_every_steps,
+            mixed_precision=mixed_precision,
+            steps_per_loop=steps_per_loop,
+            jit_compile=jit_compile,
+            task=task,
+            task_args=task_args,
+            tensorboard_dir=tensorboard_dir,
+        )
         handler = contextlib.nullcontext()
         if on_demand is not None:
             # Created first and outside the body, as dsl.ExitHandler requires; it takes
             # nothing from the body's tasks (the SDK refuses that) and nothing takes
             # anything from it (the backend makes it an exit hook, not a DAG task).
-            exit_task = on_demand(data_src=data_src, data_dst=data_dst, **hyper)
+            exit_task = on_demand(
+                data_src=data_src,
+                data_dst=data_dst,
+                checkpoint_dir=checkpoint_dir,
+                local_workers=local_workers,
+                **settings.inputs(),
+            )
             exit_task.set_display_name(f"fall back to {fallback.pool}").set_caching_options(False)
             handler = dsl.ExitHandler(exit_task, name=f"train on {train_placement.pool}")
         with handler:
@@ -200,8 +219,10 @@ def build(
             )
             trained = train(
                 data=data.outputs["copied"],
+                checkpoint_dir=checkpoint_dir,
+                local_workers=local_workers,
                 expect_gpus=expect_gpus,
-                **hyper,
+                **settings.inputs(),
             ).after(seed)
             apply_placement(
                 train_placement, trained.set_display_name(f"train ({train_placement.pool})")
@@ -211,8 +232,9 @@ def build(
                 trained,
                 functools.partial(apply_placement, train_placement),
                 data=data.outputs["copied"],
+                settings=settings,
                 expect_gpus=expect_gpus,
-                **{k: v for k, v in hyper.items() if k in PROFILE_INPUTS},
+                local_workers=local_workers,
             )
         if on_demand is not None:
             return None
@@ -233,33 +255,37 @@ def build(
     )(preemptible_pipeline)
 
 
-# What a pipeline passes on to the train component: the run's folder, the training
-# settings (spottrain.trainer.config.PIPELINE_HYPERPARAMETERS, defaults checked against
-# TrainConfig by tests/test_signatures.py) and the local worker count.
-TRAIN_INPUTS = ("checkpoint_dir", *config.PIPELINE_HYPERPARAMETERS, "local_workers")
-# The train inputs the profile shares (it replaces the checkpoint dir and steps, and
-# times each step apart: one step a call).
-PROFILE_INPUTS = tuple(
-    n
-    for n in TRAIN_INPUTS
-    if n not in ("checkpoint_dir", "train_steps", "save_every_steps", "steps_per_loop")
-)
-
-
-def pass_on(params: Mapping[str, Any], names: Sequence[str] = TRAIN_INPUTS) -> dict[str, Any]:
-    """The parameters among ``names`` that a pipeline has (call with its ``locals()``)."""
-    return {name: params[name] for name in names if name in params}
-
-
-def add_profile(trained: dsl.PipelineTask, apply, **profile_args) -> dsl.PipelineTask:
+def add_profile(
+    trained: dsl.PipelineTask,
+    apply,
+    *,
+    data,
+    settings: TrainSettings,
+    expect_gpus: int,
+    local_workers=None,
+    tensorboard=None,
+    tensorboard_experiment=None,
+) -> dsl.PipelineTask:
     """Profiles the training setup once ``trained`` is done, placed by ``apply``.
 
-    Same model, data and strategy on the same kind of node as training, so the
-    report (KFP Markdown, Metrics, trace) describes the run that just finished.
+    Same model, data, settings and strategy on the same kind of node as training, so
+    the report (KFP Markdown, Metrics, trace) describes the run that just finished.
+    The optional inputs, left ``None``, keep the profile component's defaults.
     """
     from spottrain.components.profile.component import profile
 
-    task = profile(model=trained.outputs["model"], **profile_args)
+    optional = {
+        "local_workers": local_workers,
+        "tensorboard": tensorboard,
+        "tensorboard_experiment": tensorboard_experiment,
+    }
+    task = profile(
+        model=trained.outputs["model"],
+        data=data,
+        expect_gpus=expect_gpus,
+        **settings.profile_inputs(),
+        **{name: value for name, value in optional.items() if value is not None},
+    )
     apply(task.set_display_name("profile"))
     return task
 
@@ -365,7 +391,21 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
         local_workers: int = 1,
     ):
         """Resumes the spot run on the on-demand pool if it did not finish."""
-        hyper = pass_on(locals())
+        settings = TrainSettings(
+            backbone=backbone,
+            weights=weights,
+            image_size=image_size,
+            batch_size_per_replica=batch_size_per_replica,
+            train_steps=train_steps,
+            learning_rate=learning_rate,
+            save_every_steps=save_every_steps,
+            mixed_precision=mixed_precision,
+            steps_per_loop=steps_per_loop,
+            jit_compile=jit_compile,
+            task=task,
+            task_args=task_args,
+            tensorboard_dir=tensorboard_dir,
+        )
         decision = fallback_decision(
             status=status, checkpoint_dir=checkpoint_dir, train_steps=train_steps
         )
@@ -379,7 +419,11 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
             data.set_display_name("copy data")
             apply_placement(decide_placement, data).set_caching_options(False)
             resumed = _named(train, "train-on-demand")(
-                data=data.outputs["copied"], expect_gpus=placement.gpu_count, **hyper
+                data=data.outputs["copied"],
+                checkpoint_dir=checkpoint_dir,
+                local_workers=local_workers,
+                expect_gpus=placement.gpu_count,
+                **settings.inputs(),
             )
             apply_placement(placement, resumed.set_display_name(f"train ({placement.pool})"))
             resumed.set_caching_options(False)

@@ -13,13 +13,7 @@ import functools
 from kfp import dsl
 
 from spottrain.components.train_job.component import train_job
-from spottrain.pipelines.gke import (
-    PROFILE_INPUTS,
-    Outputs,
-    add_profile,
-    copy_inputs,
-    pass_on,
-)
+from spottrain.pipelines.gke import Outputs, add_profile, copy_inputs
 from spottrain.pipelines.placement import apply_placement
 from spottrain.placement import (
     COPY_PLACEMENT,
@@ -30,20 +24,13 @@ from spottrain.placement import (
     check_retry_window,
     seconds,
 )
-from spottrain.trainer import config
+from spottrain.runtime.train_settings import TrainSettings
 
 DESCRIPTION = (
     "Copy data and an initial checkpoint, then train as a JobSet (jobset.x-k8s.io) of "
     "`workers` pods on a {pool} GPU node pool (the trainer is each pod's main process); "
     "pod disruptions never use up retries, and the training moves to the on-demand "
     "pool when its capacity does not come."
-)
-# What the pipeline passes on to train_job by name.
-JOB_INPUTS = (
-    "checkpoint_dir",
-    *config.PIPELINE_HYPERPARAMETERS,
-    "workers",
-    "unschedulable_timeout",
 )
 
 
@@ -132,7 +119,21 @@ def build(
             unschedulable_timeout: Seconds to wait for spot capacity before moving
                 to the on-demand pool.
         """
-        hyper = pass_on(locals(), JOB_INPUTS)
+        settings = TrainSettings(
+            backbone=backbone,
+            weights=weights,
+            image_size=image_size,
+            batch_size_per_replica=batch_size_per_replica,
+            train_steps=train_steps,
+            learning_rate=learning_rate,
+            save_every_steps=save_every_steps,
+            mixed_precision=mixed_precision,
+            steps_per_loop=steps_per_loop,
+            jit_compile=jit_compile,
+            task=task,
+            task_args=task_args,
+            tensorboard_dir=tensorboard_dir,
+        )
         data, seed = copy_inputs(
             data_src=data_src,
             data_dst=data_dst,
@@ -153,7 +154,10 @@ def build(
             deadline=run_timeout,
             compute_class=train_placement.compute_class,
             grace_seconds=train_placement.grace_seconds,
-            **hyper,
+            checkpoint_dir=checkpoint_dir,
+            workers=workers,
+            unschedulable_timeout=unschedulable_timeout,
+            **settings.inputs(),
         ).after(seed)
         apply_placement(
             launcher_placement,
@@ -164,8 +168,8 @@ def build(
             trained,
             functools.partial(apply_placement, train_placement),
             data=data.outputs["copied"],
+            settings=settings,
             expect_gpus=expect_gpus,
-            **{k: v for k, v in hyper.items() if k in PROFILE_INPUTS},
         )
         return Outputs(model=trained.outputs["model"], metrics=trained.outputs["metrics"])
 

@@ -176,7 +176,7 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
     """Refuses parameter *values* the run would fail on, before anything is submitted.
 
     The training settings are checked by the trainer's own rules, from one source:
-    the parameters that are training settings (``PIPELINE_HYPERPARAMETERS`` and
+    the parameters that are training settings (``TrainSettings`` and
     ``checkpoint_dir``) become the train component's flags
     (``spottrain.runtime.train.trainer_flags``), which ``spottrain.trainer.config``
     parses and validates (the built-in image task's settings included) with neither
@@ -204,19 +204,25 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
             "(worker processes per node)"
         )
     from spottrain.runtime.train import trainer_flags
+    from spottrain.runtime.train_settings import TrainSettings
     from spottrain.trainer import config
     from spottrain.trainer.preemption import ConfigError
 
     # What the train task gets, whatever the pipeline calls its parameters (or constants).
     received = {**values, **templates.train_task_inputs(spec, params)}
-    settings = {n: v for n, v in received.items() if n in config.PIPELINE_HYPERPARAMETERS}
-    if not settings:
+    if not set(TrainSettings.names()) & set(received):
         return  # not a training pipeline
+    settings = TrainSettings.from_params(received)
     checkpoint_dirs = templates.checkpoint_dirs(spec, params)
     ckpt = checkpoint_dirs[0][1] if checkpoint_dirs else ""
     try:
         # The flags the train component would pass, parsed and checked by the trainer.
-        flags = trainer_flags(checkpoint_dir=ckpt, **_PIPELINE_FILLED, **settings)
+        flags = trainer_flags(
+            data_dir=_PIPELINE_FILLED["data_dir"],
+            checkpoint_dir=ckpt,
+            model_dir=_PIPELINE_FILLED["model_dir"],
+            settings=settings,
+        )
         config.validate(config.parse_args(flags, {}))
     except ConfigError as e:
         # The trainer's message names its flags: name the pipeline parameters instead.

@@ -171,7 +171,7 @@ def run_local(
     """
     from spottrain.pipelines import compile as comp
     from spottrain.pipelines import gke, guards
-    from spottrain.trainer.config import IMAGE_HYPERPARAMETERS
+    from spottrain.runtime.train_settings import IMAGE_SETTINGS
 
     try:
         from spottrain.testing.gcs_emulator import FakeGcs  # noqa: F401 - checked before any work
@@ -188,7 +188,7 @@ def run_local(
         shutil.rmtree(stale, ignore_errors=True)
     defaults = dict(DEFAULTS)
     if overrides.get("task"):  # the image task's settings: another task refuses them
-        for name in IMAGE_HYPERPARAMETERS:
+        for name in IMAGE_SETTINGS:
             defaults.pop(name, None)
     params: dict[str, Any] = {
         **defaults,

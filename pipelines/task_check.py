@@ -97,7 +97,7 @@ def _check(params: Mapping[str, Any]) -> str | None:
             f"before the run; check it in your image: {_in_image(task)}"
         )
     from spottrain.runtime.train import trainer_flags
-    from spottrain.trainer.config import PIPELINE_HYPERPARAMETERS
+    from spottrain.runtime.train_settings import TrainSettings
 
     with tempfile.TemporaryDirectory(prefix="spottrain-check-") as scratch:
         # The run's settings become flags as the train component makes them; no data
@@ -106,8 +106,8 @@ def _check(params: Mapping[str, Any]) -> str | None:
             data_dir="",
             checkpoint_dir=f"{scratch}/c",
             model_dir=scratch,
+            settings=TrainSettings.from_params(params),
             extra_args=["--train-steps", "1"],  # the last of a repeated flag wins
-            **{k: params[k] for k in PIPELINE_HYPERPARAMETERS if k in params},
         )
         argv = [sys.executable, "-m", "spottrain.trainer.task", "--check", *flags]
         # CPU only: the check is about the task, and this machine's GPU (if any) is not

@@ -18,7 +18,8 @@ from kfp import dsl
 from spottrain import placement
 from spottrain.components.train.component import train
 from spottrain.pipelines import guards
-from spottrain.pipelines.gke import PROFILE_INPUTS, Outputs, add_profile, copy_inputs, pass_on
+from spottrain.pipelines.gke import Outputs, add_profile, copy_inputs
+from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer.ledger import CAPACITY_ENV
 
 NAME = "spottrain-vertex"
@@ -397,7 +398,21 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
             tensorboard: Vertex TensorBoard resource name to upload logs to; empty = none.
             base_output_directory: gs:// folder for AIP_MODEL_DIR etc.; empty = the pipeline root.
         """
-        hyper = pass_on(locals())
+        settings = TrainSettings(
+            backbone=backbone,
+            weights=weights,
+            image_size=image_size,
+            batch_size_per_replica=batch_size_per_replica,
+            train_steps=train_steps,
+            learning_rate=learning_rate,
+            save_every_steps=save_every_steps,
+            mixed_precision=mixed_precision,
+            steps_per_loop=steps_per_loop,
+            jit_compile=jit_compile,
+            task=task,
+            task_args=task_args,
+            # no tensorboard_dir: the train task uses Vertex's AIP_TENSORBOARD_LOG_DIR
+        )
         data, seed = copy_inputs(
             data_src=data_src,
             data_dst=data_dst,
@@ -409,8 +424,9 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
         )
         job = op(
             data=data.outputs["copied"],
+            checkpoint_dir=checkpoint_dir,
             expect_gpus=vertex.gpus,
-            **hyper,
+            **settings.inputs(),
             service_account=service_account,
             tensorboard=tensorboard,
             base_output_directory=base_output_directory,
@@ -435,12 +451,12 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
             job,
             vertex.place_profile,
             data=data.outputs["copied"],
+            settings=settings,
             expect_gpus=vertex.gpus,
             # The trace reaches the Vertex TensorBoard under the pipeline job's name:
             # the profile task uploads it (runtime.profile.upload_to_vertex_tensorboard).
             tensorboard=tensorboard,
             tensorboard_experiment=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-            **{k: v for k, v in hyper.items() if k in PROFILE_INPUTS},
         )
         return Outputs(model=job.outputs["model"], metrics=job.outputs["metrics"])
 

@@ -12,6 +12,7 @@ import spottrain.trainer.preemption
 from spottrain.components.gcs_copy.component import gcs_copy
 from spottrain.pipelines.compile import COMPONENTS_DIR
 from spottrain.runtime import train as rt
+from spottrain.runtime.train_settings import TrainSettings
 from spottrain.version import IMAGE
 
 # kfp.local warns that it runs the image's code in this env: that is the point here.
@@ -42,16 +43,18 @@ def test_trainer_flags_parse_with_the_trainers_own_parser():
         data_dir="gs://my-bucket/digits",
         checkpoint_dir="gs://my-bucket/ckpt",
         model_dir="/tmp/m",
-        backbone="small_cnn",
-        weights="none",
-        image_size=32,
-        batch_size_per_replica=8,
-        train_steps=10,
-        learning_rate=0.01,
-        save_every_steps=5,
-        mixed_precision=True,
-        steps_per_loop="auto",
-        jit_compile="off",
+        settings=TrainSettings(
+            backbone="small_cnn",
+            weights="none",
+            image_size=32,
+            batch_size_per_replica=8,
+            train_steps=10,
+            learning_rate=0.01,
+            save_every_steps=5,
+            mixed_precision=True,
+            steps_per_loop="auto",
+            jit_compile="off",
+        ),
         extra_args=["--warmup-steps", "3"],
     )
     cfg = config.parse_args(flags, {})
@@ -71,10 +74,12 @@ def test_flags_leave_the_image_settings_out_at_their_defaults_for_any_task():
         data_dir="d",
         checkpoint_dir="c",
         model_dir="m",
-        backbone="resnet50",
-        weights="imagenet",
-        image_size=224,
-        task="examples.regression:Regression",
+        settings=TrainSettings(
+            backbone="resnet50",
+            weights="imagenet",
+            image_size=224,
+            task="examples.regression:Regression",
+        ),
     )
     assert not {"--backbone", "--weights", "--image-size"} & set(flags)
     cfg = config.parse_args(flags, {})  # another task refuses image flags: none came
@@ -87,8 +92,7 @@ def test_flags_leave_the_image_settings_out_at_their_defaults_for_any_task():
                 data_dir="d",
                 checkpoint_dir="c",
                 model_dir="m",
-                backbone="small_cnn",
-                task="examples.regression:Regression",
+                settings=TrainSettings(backbone="small_cnn", task="examples.regression:Regression"),
             ),
             {},
         )

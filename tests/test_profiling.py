@@ -18,6 +18,7 @@ from spottrain import profiling
 from spottrain.pipelines import compile as comp
 from spottrain.pipelines import gke, vertex
 from spottrain.runtime import profile as rt
+from spottrain.runtime.train_settings import TrainSettings
 
 pytestmark = pytest.mark.filterwarnings("ignore:You may be attemping:RuntimeWarning")
 
@@ -507,7 +508,7 @@ def test_a_bad_tensorboard_name_stops_the_profile_task_before_it_profiles(tmp_pa
     with pytest.raises(SystemExit) as err:
         rt.run_component(
             data=None, model=None, report=None, report_html=None, metrics=None, trace=None,
-            tensorboard="my-tensorboard",
+            settings=TrainSettings(), tensorboard="my-tensorboard",
         )  # fmt: skip
     assert err.value.code == 64 and "tensorboard='my-tensorboard'" in str(err.value)
 

@@ -1,9 +1,10 @@
-"""Component and pipeline signatures stay tied to TrainConfig (one source of defaults).
+"""Component and pipeline signatures stay tied to TrainSettings, and it to TrainConfig.
 
 KFP needs every signature written out with literal defaults, so the training
 settings appear in several signatures; this test reads them from the committed
 YAML (what users get) and fails when a name or a default drifts from
-``spottrain.trainer.config`` (``TrainConfig`` and ``PIPELINE_DEFAULTS``).
+``spottrain.runtime.train_settings.TrainSettings``, whose defaults are the engine's
+(``TrainConfig``) and the built-in image task's (``ImageSettings``).
 """
 
 from __future__ import annotations
@@ -15,14 +16,23 @@ import pytest
 import yaml
 
 from spottrain.pipelines import compile as comp
+from spottrain.runtime import train_settings
+from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer import config, image_settings
 
 # The engine's settings; the built-in image task's are its task args (ImageSettings),
-# of which the pipelines expose config.IMAGE_HYPERPARAMETERS.
+# of which the pipelines expose train_settings.IMAGE_SETTINGS.
 TRAIN_FIELDS = {f.name for f in dataclasses.fields(config.TrainConfig)}
 IMAGE_FIELDS = {f.name for f in dataclasses.fields(image_settings.ImageSettings)}
+SETTINGS = {f.name: f for f in dataclasses.fields(TrainSettings)}
+# Where a pipeline's default is not the trainer's, and why.
+PIPELINE_OWN_DEFAULTS = {
+    "train_steps": "pipelines train a step count (no epochs); the trainer's 0 means epochs",
+    "steps_per_loop": "one type for a parameter: the flag's string ('1' or 'auto')",
+}
 # Inputs that are not training settings, and why they are not in TrainConfig.
 NOT_TRAINING = {
+    "checkpoint_dir": "the run's folder every retry resumes from, passed apart from the settings",
     "data": "the copied data artifact (the trainer's --data)",
     "data_src": "where the copy step reads the images",
     "data_dst": "where the copy step writes them",
@@ -72,6 +82,20 @@ def _signatures() -> list[tuple[str, dict]]:
 SIGNATURES = _signatures()
 
 
+def test_settings_take_their_types_and_defaults_from_the_engine_and_the_image_task():
+    assert set(train_settings.IMAGE_SETTINGS) == IMAGE_FIELDS & set(SETTINGS)
+    for name, field in SETTINGS.items():
+        owner = image_settings.ImageSettings if name in IMAGE_FIELDS else config.TrainConfig
+        assert name in TRAIN_FIELDS | IMAGE_FIELDS, f"{name} is neither the engine's nor the task's"
+        expected = getattr(owner, name)
+        if name in PIPELINE_OWN_DEFAULTS:
+            assert field.default != expected, f"{name}: drop it from PIPELINE_OWN_DEFAULTS"
+            continue
+        assert field.default == expected and type(field.default) is type(expected), (
+            f"TrainSettings.{name} defaults to {field.default!r}, {owner.__name__} to {expected!r}"
+        )
+
+
 def test_every_signature_was_found():
     names = [n for n, _ in SIGNATURES]
     assert {"train", "train_job", "profile", "spottrain_vertex"} <= set(names)
@@ -83,28 +107,24 @@ def test_every_signature_was_found():
 @pytest.mark.parametrize("where, params", SIGNATURES, ids=[n for n, _ in SIGNATURES])
 def test_names_and_defaults_match_train_config(where, params):
     for name, spec in params.items():
-        image = name in config.IMAGE_HYPERPARAMETERS
-        assert name in TRAIN_FIELDS or image or name in NOT_TRAINING, (
-            f"{where}: input {name!r} is neither a TrainConfig field, an image-task "
-            "setting nor a known non-training input (renamed hyper-parameter?)"
+        assert name in SETTINGS or name in NOT_TRAINING, (
+            f"{where}: input {name!r} is neither a TrainSettings field nor a known "
+            "non-training input (renamed hyper-parameter?)"
         )
-        assert not (name in IMAGE_FIELDS and not image), (
-            f"{where}: {name!r} is the image task's: add it to config.IMAGE_HYPERPARAMETERS"
-        )
-        if (name in TRAIN_FIELDS or image) and "defaultValue" in spec:
-            owner = image_settings.ImageSettings if image else config.TrainConfig
-            expected = config.PIPELINE_DEFAULTS.get(name, getattr(owner, name))
+        if name in SETTINGS and "defaultValue" in spec:
+            expected = SETTINGS[name].default
             assert spec["defaultValue"] == expected, (
                 f"{where}: {name} defaults to {spec['defaultValue']!r}, "
-                f"{owner.__name__} to {expected!r}"
+                f"TrainSettings to {expected!r}"
             )
 
 
 @pytest.mark.parametrize("where, params", SIGNATURES, ids=[n for n, _ in SIGNATURES])
 def test_training_signatures_expose_every_pipeline_hyperparameter(where, params):
+    missing = set(SETTINGS) - set(params)
     if where == "profile":
-        return  # profiles a window: no steps or checkpoints of its own
-    missing = set(config.PIPELINE_HYPERPARAMETERS) - set(params)
+        # Profiles a window: no steps or checkpoints of its own.
+        missing -= set(train_settings.NOT_PROFILED)
     if where.startswith("spottrain_vertex"):
         missing.discard("tensorboard_dir")  # Vertex: AIP_TENSORBOARD_LOG_DIR
     assert not missing, f"{where} lacks {sorted(missing)}"

@@ -46,6 +46,7 @@ def test_the_in_pod_train_component_marks_the_trainers_fatal_exit(log_file, tmp_
     from types import SimpleNamespace
 
     from spottrain.runtime import train as in_pod
+    from spottrain.runtime.train_settings import TrainSettings
 
     log_file.touch()
     line = "--batch-size-per-replica 0: must be >= 1"
@@ -57,7 +58,8 @@ def test_the_in_pod_train_component_marks_the_trainers_fatal_exit(log_file, tmp_
     artifact = SimpleNamespace(path=str(tmp_path / "m"), metadata={})
     with pytest.raises(SystemExit) as done:
         in_pod.run_component(data=SimpleNamespace(path=str(tmp_path), metadata={}),
-                             model=artifact, metrics=None)  # fmt: skip
+                             model=artifact, metrics=None, checkpoint_dir=str(tmp_path / "c"),
+                             settings=TrainSettings())  # fmt: skip
     assert done.value.code == preemption.FATAL_CONFIG
     assert log_file.read_text() == f"{termination.FATAL_MARK} 64: {line}"
 

@@ -22,12 +22,13 @@ from spottrain.runtime import termination
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher
 from spottrain.runtime.train_job.attempts import PodAttempt
+from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer import checkpointing, ledger, preemption
 
 BASE = dict(
     run_id="run-9", task_name="train-job", workers=2, pool="spot", gpu_type="nvidia-tesla-t4",
     gpus=1, memory_limit="48G", retries=5, unschedulable_timeout=300, on_demand=True,
-    deadline="3600s", train_steps=20, backbone="small_cnn", weights="none",
+    deadline="3600s", settings=TrainSettings(train_steps=20, backbone="small_cnn", weights="none"),
 )  # fmt: skip
 
 

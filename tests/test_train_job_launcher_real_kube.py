@@ -54,6 +54,7 @@ from spottrain.placement import Placement
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube, launcher
 from spottrain.runtime.train_job.kube import KubeError
+from spottrain.runtime.train_settings import TrainSettings
 
 pytestmark = MARKS  # slow; skipped without kube-cp or `make jobset`'s outputs
 RESTART = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.go:34
@@ -452,6 +453,7 @@ def component_launch(cp, client, ns, bucket, **kw):
         task_name="train", workers=2, pool="on-demand", gpu_type="nvidia-tesla-a100", gpus=1,
         memory_limit="48G", retries=1, unschedulable_timeout=300, on_demand=False,
         deadline="3600s", poll_seconds=0.5, launcher_options={"chief_log": lambda line: None},
+        settings=TrainSettings(),
     )  # fmt: skip
     try:
         return name, component.launch(kube.from_client(client, ns), **{**inputs, **kw})

@@ -23,7 +23,8 @@ from spottrain.pipelines import compile as comp
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher, names, rbac
 from spottrain.runtime.train_job import jobset as js
-from spottrain.trainer import config, gang_env
+from spottrain.runtime.train_settings import TrainSettings
+from spottrain.trainer import gang_env
 
 JOB_PIPELINES = [comp.gke_yaml(pool, engine="job") for pool in ("preemptible", "spot")]
 
@@ -70,9 +71,11 @@ def sent(path: Path, workers: int, monkeypatch) -> tuple[dict, list[dict]]:
     monkeypatch.setattr(launcher, "JobSetLauncher", Keep)
     monkeypatch.setattr(component.ledger, "annotate", lambda *a, **k: 0)
     monkeypatch.delenv("HOSTNAME", raising=False)
+    settings = TrainSettings.from_params(inputs)
+    others = {k: v for k, v in inputs.items() if k not in TrainSettings.names()}
     component.launch(
         SimpleNamespace(namespace="kubeflow"), data_dir="gs://bucket/data",
-        default_image="trainer:test", **inputs,
+        default_image="trainer:test", settings=settings, **others,
     )  # fmt: skip
     return inputs, [js.jobset(ws) for ws in given]
 
@@ -119,10 +122,10 @@ def test_the_pod_contract_and_the_args_of_the_in_pod_train(monkeypatch):
     assert gang_env.JOB_COMPLETION_INDEX not in env  # Kubernetes sets it
     assert trainer["ports"] == [{"name": "grpc", "containerPort": gang_env.DEFAULT_PORT}]
     # The same flag builder as the in-pod train component: the two cannot drift.
-    hyper = {k: inputs[k] for k in config.PIPELINE_HYPERPARAMETERS}
     assert trainer["args"] == in_pod.trainer_flags(
         data_dir="gs://bucket/data", checkpoint_dir="gs://bucket/ckpt",
-        model_dir="gs://bucket/ckpt/model", extra_args=inputs["extra_args"], **hyper,
+        model_dir="gs://bucket/ckpt/model", settings=TrainSettings.from_params(inputs),
+        extra_args=inputs["extra_args"],
     )  # fmt: skip
     assert child(spot)["template"]["spec"]["terminationGracePeriodSeconds"] == 30
 

@@ -73,7 +73,37 @@ def profile(
             (projects/P/locations/L/tensorboards/ID) to upload the trace to; empty = none.
         tensorboard_experiment: Experiment to upload it under (default spottrain-profile).
     """
-    inputs = dict(locals())  # every input as named in the signature: no list to drift
     from spottrain.runtime.profile import run_component
+    from spottrain.runtime.train_settings import TrainSettings
 
-    run_component(**inputs)
+    # The training's steps and checkpoints are not the profile's (TrainSettings.for_profile).
+    settings = TrainSettings(
+        backbone=backbone,
+        weights=weights,
+        image_size=image_size,
+        batch_size_per_replica=batch_size_per_replica,
+        learning_rate=learning_rate,
+        mixed_precision=mixed_precision,
+        jit_compile=jit_compile,
+        task=task,
+        task_args=task_args,
+        tensorboard_dir=tensorboard_dir,
+    )
+    run_component(
+        data=data,
+        model=model,
+        report=report,
+        report_html=report_html,
+        metrics=metrics,
+        trace=trace,
+        settings=settings,
+        extra_args=extra_args,
+        local_workers=local_workers,
+        expect_gpus=expect_gpus,
+        skip_steps=skip_steps,
+        profile_steps=profile_steps,
+        bandwidth_gbps=bandwidth_gbps,
+        cloud_profiler=cloud_profiler,
+        tensorboard=tensorboard,
+        tensorboard_experiment=tensorboard_experiment,
+    )

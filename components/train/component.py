@@ -69,7 +69,34 @@ def train(
         local_workers: Worker processes on this node (MWMS over 127.0.0.1); 1 runs in-process.
         expect_gpus: GPUs this task was placed with; fails fast when TensorFlow sees fewer.
     """
-    inputs = dict(locals())  # every input as named in the signature: no list to drift
     from spottrain.runtime.train import run_component
+    from spottrain.runtime.train_settings import TrainSettings
 
-    run_component(**inputs)
+    settings = TrainSettings(
+        backbone=backbone,
+        weights=weights,
+        image_size=image_size,
+        batch_size_per_replica=batch_size_per_replica,
+        train_steps=train_steps,
+        learning_rate=learning_rate,
+        save_every_steps=save_every_steps,
+        mixed_precision=mixed_precision,
+        steps_per_loop=steps_per_loop,
+        jit_compile=jit_compile,
+        task=task,
+        task_args=task_args,
+        tensorboard_dir=tensorboard_dir,
+    )
+    run_component(
+        data=data,
+        model=model,
+        metrics=metrics,
+        attempts=attempts,
+        report=report,
+        classification=classification,
+        checkpoint_dir=checkpoint_dir,
+        settings=settings,
+        extra_args=extra_args,
+        local_workers=local_workers,
+        expect_gpus=expect_gpus,
+    )

@@ -100,7 +100,45 @@ def train_job(
         grace_seconds: The pods' terminationGracePeriodSeconds: 30 (a spot node's
             notice), up to 105 on spot nodes whose shutdown grace is 120 s.
     """
-    inputs = dict(locals())  # every input as named in the signature: no list to drift
     from spottrain.runtime.train_job.component import run_component
+    from spottrain.runtime.train_settings import TrainSettings
 
-    run_component(**inputs)
+    settings = TrainSettings(
+        backbone=backbone,
+        weights=weights,
+        image_size=image_size,
+        batch_size_per_replica=batch_size_per_replica,
+        train_steps=train_steps,
+        learning_rate=learning_rate,
+        save_every_steps=save_every_steps,
+        mixed_precision=mixed_precision,
+        steps_per_loop=steps_per_loop,
+        jit_compile=jit_compile,
+        task=task,
+        task_args=task_args,
+        tensorboard_dir=tensorboard_dir,
+    )
+    run_component(
+        data=data,
+        model=model,
+        metrics=metrics,
+        attempts=attempts,
+        report=report,
+        classification=classification,
+        checkpoint_dir=checkpoint_dir,
+        settings=settings,
+        run_id=run_id,
+        task_name=task_name,
+        workers=workers,
+        pool=pool,
+        gpu_type=gpu_type,
+        gpus=gpus,
+        memory_limit=memory_limit,
+        retries=retries,
+        unschedulable_timeout=unschedulable_timeout,
+        on_demand=on_demand,
+        deadline=deadline,
+        compute_class=compute_class,
+        grace_seconds=grace_seconds,
+        extra_args=extra_args,
+    )

@@ -20,6 +20,7 @@ from typing import Any
 
 from spottrain.runtime import termination
 from spottrain.runtime import train as train_rt
+from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
@@ -40,35 +41,14 @@ class ProfileOutput:
 
 
 def profile_flags(
-    *,
-    data_dir: str,
-    backbone: str,
-    weights: str,
-    image_size: int,
-    batch_size_per_replica: int,
-    learning_rate: float,
-    mixed_precision: bool = False,
-    jit_compile: str = "auto",
-    task: str = "",
-    task_args: str = "{}",
-    extra_args: Sequence[str] = (),
+    *, data_dir: str, settings: TrainSettings, extra_args: Sequence[str] = ()
 ) -> list[str]:
     """The ``spottrain.trainer.task`` flags of the training to profile (the train task's own)."""
     return train_rt.trainer_flags(
         data_dir=data_dir,
         checkpoint_dir=_REPLACED_DIR,
         model_dir=_REPLACED_DIR,
-        backbone=backbone,
-        weights=weights,
-        image_size=image_size,
-        batch_size_per_replica=batch_size_per_replica,
-        train_steps=1,  # replaced by warm-up + profiled steps
-        learning_rate=learning_rate,
-        save_every_steps=1,  # replaced: no checkpoint inside the window
-        mixed_precision=mixed_precision,
-        jit_compile=jit_compile,
-        task=task,
-        task_args=task_args,
+        settings=settings.for_profile(),
         extra_args=extra_args,
     )
 
@@ -267,25 +247,36 @@ def upload_or_refuse(logdir: str, tensorboard: str, experiment: str) -> str:
 
 
 def run_component(
-    *, data, model, report, report_html, metrics, trace, **kwargs: Any
+    *,
+    data,
+    model,
+    report,
+    report_html,
+    metrics,
+    trace,
+    settings: TrainSettings,
+    extra_args: Sequence[str] = (),
+    local_workers: int = 1,
+    expect_gpus: int = 0,
+    skip_steps: int = 5,
+    profile_steps: int = 20,
+    bandwidth_gbps: float = 10.0,
+    cloud_profiler: bool = False,
+    tensorboard: str = "",
+    tensorboard_experiment: str = "",
 ) -> ProfileOutput:
     """The ``profile`` component body.
 
-    Args:
-        data: The ``Input[Dataset]`` with the run's data (or a gcs_copy pointer).
-        model: The train task's ``Input[Model]`` (``None`` when not wired), for context.
-        report: ``Output[Markdown]``: the report.
-        report_html: ``Output[HTML]``: the same report as a page.
-        metrics: ``Output[Metrics]``: the report's numbers.
-        trace: ``Output[Artifact]``: a TensorBoard log dir holding the trace.
-        **kwargs: The remaining component inputs.
+    Takes the component's inputs and outputs by their names (components/profile
+    documents each) and the training's settings as ``settings``
+    (:meth:`TrainSettings.for_profile`; the trace is also copied under its
+    ``tensorboard_dir``). ``model`` is the train task's ``Input[Model]`` (``None`` when
+    not wired), for context; ``report``, ``report_html``, ``metrics`` and ``trace``
+    (a TensorBoard log dir) are filled.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    kwargs = dict(kwargs)
-    train_rt.check_gpus(kwargs.pop("expect_gpus", 0))
-    tensorboard_dir = kwargs.pop("tensorboard_dir", "")
-    tensorboard = kwargs.pop("tensorboard", "")
-    experiment = kwargs.pop("tensorboard_experiment", "")
+    train_rt.check_gpus(expect_gpus)
+    tensorboard_dir = settings.tensorboard_dir
     if tensorboard:
         try:
             parse_tensorboard(tensorboard)  # a bad name fails before the profile runs
@@ -294,21 +285,22 @@ def run_component(
 
             log.error("%s", err)
             raise train_rt.TrainFailed(FATAL_CONFIG, str(err)) from None
-    options = {
-        k: kwargs.pop(k)
-        for k in (
-            "local_workers",
-            "skip_steps",
-            "profile_steps",
-            "bandwidth_gbps",
-            "cloud_profiler",
-        )
-        if k in kwargs
-    }
-    flags = profile_flags(data_dir=train_rt.data_location(data.path, data.metadata), **kwargs)
+    flags = profile_flags(
+        data_dir=train_rt.data_location(data.path, data.metadata),
+        settings=settings,
+        extra_args=extra_args,
+    )
     os.makedirs(trace.path, exist_ok=True)
     try:
-        out = run_profile(flags, trace.path, **options)
+        out = run_profile(
+            flags,
+            trace.path,
+            local_workers=local_workers,
+            skip_steps=skip_steps,
+            profile_steps=profile_steps,
+            bandwidth_gbps=bandwidth_gbps,
+            cloud_profiler=cloud_profiler,
+        )
     except train_rt.TrainFailed as err:
         log.error("%s", err.message)
         termination.mark_fatal(err.code, err.message)
@@ -334,7 +326,7 @@ def run_component(
     if tensorboard and out.trace_dir:
         trace.metadata["vertex_tensorboard"] = tensorboard
         trace.metadata["vertex_tensorboard_experiment"] = upload_or_refuse(
-            trace.path, tensorboard, experiment
+            trace.path, tensorboard, tensorboard_experiment
         )
     log.info("profile report:\n%s", out.markdown)
     return out

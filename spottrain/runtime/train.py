@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from spottrain.runtime import termination
+from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer import preemption
 from spottrain.trainer.train_lib import SUMMARY_FILE
 
@@ -58,8 +59,8 @@ def trainer_flags(
     data_dir: str,
     checkpoint_dir: str,
     model_dir: str,
+    settings: TrainSettings,
     extra_args: Sequence[str] = (),
-    **hyperparameters: Any,
 ) -> list[str]:
     """Builds the ``python -m spottrain.trainer.task`` flags for one training run.
 
@@ -68,31 +69,11 @@ def trainer_flags(
             or its tfds data_dir when ``task_args`` names a dataset).
         checkpoint_dir: ``--checkpoint-dir``.
         model_dir: ``--model-dir``.
+        settings: The training settings (:meth:`TrainSettings.trainer_flags`).
         extra_args: More trainer flags, appended as given.
-        **hyperparameters: Any of ``spottrain.trainer.config.PIPELINE_HYPERPARAMETERS``; each
-            becomes ``--name-with-dashes value`` (a true bool: the bare flag; an
-            empty string or a false bool: left out, so the trainer's default holds).
-            The image task's (``IMAGE_HYPERPARAMETERS``) are left out at their
-            default too: another task refuses them, and a pipeline always has them.
     """
-    from spottrain.trainer import config
-
-    unknown = sorted(set(hyperparameters) - set(config.PIPELINE_HYPERPARAMETERS))
-    if unknown:
-        raise TypeError(f"not trainer hyper-parameters: {', '.join(unknown)}")
     flags = ["--data", data_dir, "--checkpoint-dir", checkpoint_dir, "--model-dir", model_dir]
-    for name in config.PIPELINE_HYPERPARAMETERS:
-        value = hyperparameters.get(name)
-        flag = "--" + name.replace("_", "-")
-        if value is None or value is False or value == "":
-            continue
-        if name in config.IMAGE_HYPERPARAMETERS and value == config.PIPELINE_DEFAULTS[name]:
-            continue
-        if value is True:
-            flags.append(flag)
-        else:
-            flags += [flag, repr(float(value)) if isinstance(value, float) else str(value)]
-    return flags + [str(a) for a in extra_args]
+    return flags + settings.trainer_flags() + [str(a) for a in extra_args]
 
 
 def launcher_argv(
@@ -186,10 +167,11 @@ def train(
     data_dir: str,
     checkpoint_dir: str,
     model_dir: str,
+    settings: TrainSettings,
+    extra_args: Sequence[str] = (),
     local_workers: int = 1,
     preempt_at_step: int = 0,
     expect_gpus: int = 0,
-    **hyperparameters: Any,
 ) -> dict[str, Any] | None:
     """Runs the trainer; returns its summary (``None`` on a non-chief replica).
 
@@ -202,7 +184,11 @@ def train(
         )
     check_gpus(expect_gpus)
     flags = trainer_flags(
-        data_dir=data_dir, checkpoint_dir=checkpoint_dir, model_dir=model_dir, **hyperparameters
+        data_dir=data_dir,
+        checkpoint_dir=checkpoint_dir,
+        model_dir=model_dir,
+        settings=settings,
+        extra_args=extra_args,
     )
     code = run_trainer(flags, local_workers=local_workers, preempt_at_step=preempt_at_step)
     if code != 0:
@@ -226,11 +212,6 @@ def chaos_preempt_at_step(environ: Mapping[str, str] | None = None) -> int:
             f"{CHAOS_PREEMPT_ENV}={raw!r}: expected a step number >= 0 (0 = off)",
         )
     return step
-
-
-def launcher_argv_is_none(kwargs: Mapping[str, Any]) -> bool:
-    """Whether these component inputs run the trainer in-process (no local launcher)."""
-    return kwargs.get("local_workers", 1) == 1 and not kwargs.get("preempt_at_step", 0)
 
 
 def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
@@ -330,7 +311,18 @@ def write_report_safely(checkpoint_dir: str, tensorboard_dir: str, report) -> No
 
 
 def run_component(
-    *, data, model, metrics, attempts=None, report=None, classification=None, **kwargs: Any
+    *,
+    data,
+    model,
+    metrics,
+    checkpoint_dir: str,
+    settings: TrainSettings,
+    attempts=None,
+    report=None,
+    classification=None,
+    extra_args: Sequence[str] = (),
+    local_workers: int = 1,
+    expect_gpus: int = 0,
 ) -> None:
     """The ``train`` component body: trains and records the KFP outputs.
 
@@ -339,11 +331,15 @@ def run_component(
         model: The ``Output[Model]``; its path is the trainer's ``--model-dir``.
         metrics: The ``Output[Metrics]`` filled from ``training_summary.json`` and
             the attempt ledger's totals (``ledger_*``).
+        checkpoint_dir: The folder every retry resumes from.
+        settings: The training settings.
         attempts: The ``Output[Markdown]`` for the attempt ledger table.
         report: The ``Output[HTML]`` for the attempts page (:mod:`spottrain.runtime.report`).
         classification: The ``Output[ClassificationMetrics]`` for the task's confusion
             matrix, when it gives one.
-        **kwargs: The remaining component inputs, passed to :func:`train`.
+        extra_args: More trainer flags, appended as given.
+        local_workers: Worker processes on this node (:func:`launcher_argv`).
+        expect_gpus: GPUs the task was placed with (:func:`check_gpus`).
     """
     from spottrain.trainer import distribution
     from spottrain.trainer.stdio import survive_broken_pipes
@@ -352,16 +348,25 @@ def run_component(
     survive_broken_pipes()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     os.makedirs(model.path, exist_ok=True)
+    preempt_at_step = 0
     try:
-        kwargs["preempt_at_step"] = chaos_preempt_at_step()
+        preempt_at_step = chaos_preempt_at_step()
         summary = train(
-            data_dir=data_location(data.path, data.metadata), model_dir=model.path, **kwargs
+            data_dir=data_location(data.path, data.metadata),
+            checkpoint_dir=checkpoint_dir,
+            model_dir=model.path,
+            settings=settings,
+            extra_args=extra_args,
+            local_workers=local_workers,
+            preempt_at_step=preempt_at_step,
+            expect_gpus=expect_gpus,
         )
     except TrainFailed as err:
         # SystemExit with an int code exits silently: say why before KFP sees the code.
         log.error("%s", err.message)
         termination.mark_fatal(err.code, err.message)
-        if distribution.in_cluster() and launcher_argv_is_none(kwargs):
+        in_process = local_workers == 1 and not preempt_at_step  # no launcher_argv
+        if distribution.in_cluster() and in_process:
             # The trainer ran in this process as one MWMS replica: a normal shutdown
             # would wait at the coordination service's barrier for peers that are gone.
             logging.shutdown()
@@ -373,15 +378,20 @@ def run_component(
         metrics.log_metric(name, value)
     write_classification(summary, classification)
     if attempts is not None:
-        totals = write_ledger(kwargs["checkpoint_dir"], metrics, attempts)
+        totals = write_ledger(checkpoint_dir, metrics, attempts)
         log.info("attempt ledger: %s", json.dumps(totals, sort_keys=True))
     if report is not None:
-        write_report_safely(kwargs["checkpoint_dir"], kwargs.get("tensorboard_dir", ""), report)
+        write_report_safely(checkpoint_dir, settings.tensorboard_dir, report)
+    update_model_metadata(model, checkpoint_dir, settings, summary)
+    log.info("training summary: %s", json.dumps(summary, sort_keys=True))
+
+
+def update_model_metadata(model, checkpoint_dir: str, settings: TrainSettings, summary) -> None:
+    """The ``Output[Model]``'s metadata: what was trained, where, and its numbers."""
     model.metadata.update(
         framework="tensorflow",
-        backbone=kwargs.get("backbone", ""),
-        image_size=kwargs.get("image_size", 0),
-        checkpoint_dir=kwargs["checkpoint_dir"],
+        backbone=settings.backbone,
+        image_size=settings.image_size,
+        checkpoint_dir=checkpoint_dir,
         **numeric_metrics(summary),
     )
-    log.info("training summary: %s", json.dumps(summary, sort_keys=True))

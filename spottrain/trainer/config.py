@@ -132,38 +132,6 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
-# The training settings the components and pipelines expose as inputs, in this
-# order, with the defaults of TrainConfig (the engine's) and of ImageSettings (the
-# built-in image task's: IMAGE_HYPERPARAMETERS), except ``train_steps``: pipelines
-# train a step count (they expose no epochs). tests/test_signatures.py fails when a
-# component or pipeline signature drifts from these names and defaults.
-IMAGE_HYPERPARAMETERS = ("backbone", "weights", "image_size")
-PIPELINE_HYPERPARAMETERS = (
-    *IMAGE_HYPERPARAMETERS,
-    "batch_size_per_replica",
-    "train_steps",
-    "learning_rate",
-    "save_every_steps",
-    "mixed_precision",
-    "steps_per_loop",
-    "jit_compile",
-    "tensorboard_dir",
-    "task",
-    "task_args",
-)
-PIPELINE_DEFAULTS = {
-    **{
-        name: getattr(
-            image_settings.ImageSettings if name in IMAGE_HYPERPARAMETERS else TrainConfig, name
-        )
-        for name in PIPELINE_HYPERPARAMETERS
-    },
-    "train_steps": 1000,
-    # A pipeline parameter is one type: a string, as the flag takes it ("8" or "auto").
-    "steps_per_loop": "1",
-}
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The trainer's command line; every flag maps to a TrainConfig field."""
     d = TrainConfig()

@@ -11,7 +11,6 @@ import logging
 import os
 import signal
 from collections.abc import Sequence
-from typing import Any
 
 from spottrain.placement import Placement, PlacementError, seconds
 from spottrain.runtime import termination
@@ -20,6 +19,7 @@ from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube, launcher, names, status
 from spottrain.runtime.train_job.attempts import gang_attempts
 from spottrain.runtime.train_job.kube import KubeError
+from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer import checkpointing, ledger, preemption
 
 log = logging.getLogger(__name__)
@@ -122,6 +122,7 @@ def launch(
     *,
     data_dir: str,
     checkpoint_dir: str,
+    settings: TrainSettings,
     run_id: str,
     task_name: str,
     workers: int,
@@ -139,7 +140,6 @@ def launch(
     default_image: str = "",
     poll_seconds: float = 10.0,
     launcher_options: dict | None = None,
-    **hyperparameters: Any,
 ) -> launcher.Outcome:
     """Builds the JobSets from the component inputs and runs the launcher to the end.
 
@@ -165,8 +165,8 @@ def launch(
         data_dir=data_dir,
         checkpoint_dir=checkpoint_dir,
         model_dir=checkpointing.job_model_dir(checkpoint_dir),
+        settings=settings,
         extra_args=extra_args,
-        **hyperparameters,
     )
     pod = own_pod(k)
     image, account = image_and_account(pod, default_image)
@@ -199,19 +199,41 @@ def launch(
     return outcome
 
 
-def run_component(*, data, model, metrics, attempts, report=None, classification=None,
-                  k: kube.Kube | None = None, **kwargs) -> None:  # fmt: skip
+def run_component(
+    *,
+    data,
+    model,
+    metrics,
+    attempts,
+    checkpoint_dir: str,
+    settings: TrainSettings,
+    run_id: str,
+    task_name: str,
+    workers: int,
+    pool: str,
+    gpu_type: str,
+    gpus: int,
+    memory_limit: str,
+    retries: int,
+    unschedulable_timeout: int,
+    on_demand: bool,
+    deadline: str,
+    compute_class: str = "",
+    grace_seconds: int = 30,
+    extra_args: Sequence[str] = (),
+    report=None,
+    classification=None,
+    k: kube.Kube | None = None,
+) -> None:
     """The ``train_job`` component body.
 
-    Args:
-        data: ``Input[Dataset]`` (a gs:// folder, or a gcs_copy pointer to one).
-        model: ``Output[Model]``: the chief's model, copied from the checkpoint dir.
-        metrics: ``Output[Metrics]``: the training summary and ledger totals.
-        attempts: ``Output[Markdown]``: the attempt ledger, with the pods' nodes.
-        report: ``Output[HTML]``: the attempts page (:mod:`spottrain.runtime.report`).
-        classification: ``Output[ClassificationMetrics]``: the task's confusion matrix.
-        k: The API (default: this pod's service account, in its namespace).
-        **kwargs: The component's other inputs (see :func:`launch`).
+    Takes the component's inputs and outputs by their names (components/train_job
+    documents each; :func:`launch` checks them), its training settings as
+    ``settings``, and ``k``, the API (default: this pod's service account, in its
+    namespace). The outputs: ``model`` (the chief's, copied from the checkpoint dir),
+    ``metrics`` (the training summary and ledger totals), ``attempts`` (the attempt
+    ledger with the pods' nodes), ``report`` (the attempts page) and ``classification``
+    (the task's confusion matrix).
     """
     from spottrain.version import IMAGE
 
@@ -223,8 +245,23 @@ def run_component(*, data, model, metrics, attempts, report=None, classification
         outcome = launch(
             k if k is not None else kube.in_cluster(),
             data_dir=location,
+            checkpoint_dir=checkpoint_dir,
+            settings=settings,
+            run_id=run_id,
+            task_name=task_name,
+            workers=workers,
+            pool=pool,
+            gpu_type=gpu_type,
+            gpus=gpus,
+            memory_limit=memory_limit,
+            retries=retries,
+            unschedulable_timeout=unschedulable_timeout,
+            on_demand=on_demand,
+            deadline=deadline,
+            compute_class=compute_class,
+            grace_seconds=grace_seconds,
+            extra_args=extra_args,
             default_image=IMAGE,
-            **kwargs,
         )
     except (in_pod.TrainFailed, KubeError) as err:
         log.error("%s", err)
@@ -241,14 +278,24 @@ def run_component(*, data, model, metrics, attempts, report=None, classification
         outcome.restarts,
         outcome.restarts_counted,
     )
-    write_outputs(kwargs, model, metrics, attempts, report, classification)
+    write_outputs(
+        checkpoint_dir=checkpoint_dir,
+        settings=settings,
+        model=model,
+        metrics=metrics,
+        attempts=attempts,
+        report=report,
+        classification=classification,
+    )
 
 
-def write_outputs(inputs: dict, model, metrics, attempts, report, classification) -> None:
+def write_outputs(
+    *, checkpoint_dir: str, settings: TrainSettings, model, metrics, attempts, report,
+    classification,
+) -> None:  # fmt: skip
     """The KFP outputs of a finished run, from its checkpoint dir (both engines)."""
     from spottrain.gcs_copy import copy
 
-    checkpoint_dir = inputs["checkpoint_dir"]
     os.makedirs(model.path, exist_ok=True)
     copy(checkpointing.job_model_dir(checkpoint_dir), model.path)
     summary = in_pod.read_summary(model.path)
@@ -258,11 +305,5 @@ def write_outputs(inputs: dict, model, metrics, attempts, report, classification
     totals = in_pod.write_ledger(checkpoint_dir, metrics, attempts)
     log.info("attempt ledger: %s", json.dumps(totals, sort_keys=True))
     if report is not None:
-        in_pod.write_report_safely(checkpoint_dir, inputs.get("tensorboard_dir", ""), report)
-    model.metadata.update(
-        framework="tensorflow",
-        backbone=inputs.get("backbone", ""),
-        image_size=inputs.get("image_size", 0),
-        checkpoint_dir=checkpoint_dir,
-        **in_pod.numeric_metrics(summary),
-    )
+        in_pod.write_report_safely(checkpoint_dir, settings.tensorboard_dir, report)
+    in_pod.update_model_metadata(model, checkpoint_dir, settings, summary)
