@@ -246,7 +246,7 @@ def run_component(*, data, model, metrics, attempts, report=None, classification
 
 def write_outputs(inputs: dict, model, metrics, attempts, report, classification) -> None:
     """The KFP outputs of a finished run, from its checkpoint dir (both engines)."""
-    from spottrain.gcs_copy import copy
+    from spottrain.copier import copy
 
     checkpoint_dir = inputs["checkpoint_dir"]
     os.makedirs(model.path, exist_ok=True)
