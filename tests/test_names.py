@@ -30,3 +30,66 @@ def test_the_copy_library_is_the_copier_not_a_third_gcs_copy():
     assert _modules_named("copier") == {"spottrain.copier"}
     scripts = importlib.metadata.entry_points(group="console_scripts")
     assert scripts["spottrain-copy"].value == "spottrain.copier:main"  # after `make venv`
+
+
+# -- The on-demand fall-back's decision: one vocabulary (spottrain.runtime.fallback_words) ------
+
+FALLBACK_MODULES = (
+    "spottrain/runtime/fallback_decision.py",
+    "spottrain/runtime/training_status.py",
+    "spottrain/runtime/vertex_job.py",
+    "pipelines/gke.py",
+    "pipelines/vertex.py",
+)
+# The words of every vocabulary the fall-backs ever spoke ("done" and "give up": Vertex's).
+SPOKEN = {"resume", "completed", "incomplete", "fatal", "cancelled", "done", "give up"}
+
+
+def test_the_fallback_modules_spell_no_decision_word_of_their_own():
+    """Each word is a constant of fallback_words; the fall-back modules only import it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spelled = []
+    for rel in FALLBACK_MODULES:
+        tree = ast.parse((root / rel).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in SPOKEN:
+                spelled.append(f"{rel}:{node.lineno} {node.value!r}")
+    assert not spelled
+
+
+def test_both_fallbacks_decide_in_the_same_words():
+    from spottrain.runtime import fallback_decision, fallback_words, vertex_job
+    from spottrain.runtime.vertex_job import Attempt, Plan
+
+    assert set(fallback_words.DECISIONS) | set(fallback_words.STATUSES) <= SPOKEN
+    gke = {
+        fallback_decision.decide(state, progress)
+        for state in ("FAILED", "CANCELED", "COMPLETE", "RUNNING")
+        for progress in fallback_words.STATUSES
+    }
+    assert gke == set(fallback_words.DECISIONS)
+    plan = Plan(first="SPOT", fallback="STANDARD", first_attempts=1, fallback_attempts=1)
+    vertex = set()
+    for state in ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_SUCCEEDED"):
+        for attempts in ([Attempt("SPOT", "j", state)], [Attempt("STANDARD", "j", state)]):
+            for progress in fallback_words.STATUSES:
+                vertex.add(vertex_job.decide(plan, attempts, progress))
+    # Its endings are the same words; a strategy means "resume on" it (and is logged so).
+    assert vertex - set(vertex_job.STRATEGIES) == set(vertex_job.ENDINGS)
+    assert set(vertex_job.ENDINGS) == {"completed", "fatal", "cancelled", "incomplete"}
+
+
+def test_the_compiled_fallback_resumes_on_the_decision_word():
+    import re
+    from pathlib import Path
+
+    from spottrain.runtime.fallback_words import RESUME
+
+    compiled = Path(__file__).resolve().parents[1] / "pipelines" / "compiled"
+    for name in ("spottrain_gke_spot_fallback.yaml", "spottrain_gke_preemptible_fallback.yaml"):
+        text = (compiled / name).read_text()
+        conditions = re.findall(r"fallback-decision-Output'\]\s+==\s+'([^']*)'", text)
+        assert conditions == [RESUME], name
