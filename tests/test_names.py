@@ -93,3 +93,19 @@ def test_the_compiled_fallback_resumes_on_the_decision_word():
         text = (compiled / name).read_text()
         conditions = re.findall(r"fallback-decision-Output'\]\s+==\s+'([^']*)'", text)
         assert conditions == [RESUME], name
+
+
+def test_the_move_to_on_demand_is_a_fall_back_everywhere():
+    """The JobSet launcher called the on-demand fall-back "fall over" (FALL_OVER)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    other = re.compile(r"fall[ _-]?over", re.IGNORECASE)
+    found = [
+        str(path.relative_to(root))
+        for folder in ("spottrain", "pipelines", "components", "docs")
+        for path in (root / folder).rglob("*")
+        if path.suffix in (".py", ".md") and other.search(path.read_text())
+    ]
+    assert not found
