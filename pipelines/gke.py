@@ -367,7 +367,7 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
         decide_placement: Where the CPU decision runs.
     """
     from spottrain.components.fallback_decision.component import fallback_decision
-    from spottrain.runtime.fallback_decision import RESUME
+    from spottrain.runtime.fallback_words import RESUME
 
     @dsl.pipeline(name="on-demand-fallback")
     def on_demand_fallback(

@@ -237,7 +237,7 @@ def _run(
     """Uploads the data to fake GCS and runs the pipeline under kfp.local."""
     import kfp.local
 
-    from spottrain import datasets, gcs_copy
+    from spottrain import copier, datasets
     from spottrain.runtime import train as train_rt
     from spottrain.testing.gcs_emulator import FakeGcs
 
@@ -262,7 +262,7 @@ def _run(
         with FakeGcs() as gcs:
             console.say(f"fake-gcs-server at {gcs.host}: uploading {what} to {params['data_src']}")
             gcs.create_bucket(BUCKET)
-            gcs_copy.copy(str(data), params["data_src"], progress="off")
+            copier.copy(str(data), params["data_src"], progress="off")
             console.say(
                 "running the preemptible pipeline under kfp.local "
                 f"({params['local_workers']} workers, preemption at step "

@@ -247,7 +247,7 @@ def check_vertex_params(params: dict, service_account: str) -> None:
         raise SubmitError(
             f"data_src={src!r} is not on Cloud Storage: Vertex's copy step runs in Google "
             "Cloud and cannot read this machine; upload it first "
-            "(python -m spottrain.gcs_copy SRC gs://…)"
+            "(python -m spottrain.copier SRC gs://…)"
         )
     _check_data_bucket(src)
 
@@ -416,7 +416,7 @@ def check_gke_params(params: Mapping[str, Any]) -> None:
         raise SubmitError(
             f"data_src={src!r} is not on Cloud Storage: the copy step runs in a pod of the "
             "cluster and cannot read this machine; upload it first "
-            "(python -m spottrain.gcs_copy SRC gs://…)"
+            "(python -m spottrain.copier SRC gs://…)"
         )
     _check_data_bucket(src)
 

@@ -50,7 +50,7 @@ def pytest_runtest_teardown(item, nextitem):
 def _logger_levels_restored():
     """Each test leaves every logger's level as it found it.
 
-    A test that quieted ``spottrain.gcs_copy`` for good made a later test in the same
+    A test that quieted ``spottrain.copier`` for good made a later test in the same
     process miss run-local's "upload: copied …" line (CI's one failure, order-dependent).
     """
     import logging

@@ -32,7 +32,7 @@ def _run(module, *args):
 )
 def test_copy_refuses_destinations_with_odd_segments(tmp_path, dst, named):
     (tmp_path / "f.txt").write_text("x")
-    proc = _run("spottrain.gcs_copy", str(tmp_path), dst)
+    proc = _run("spottrain.copier", str(tmp_path), dst)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and named in proc.stderr and "segment" in proc.stderr
 
@@ -41,7 +41,7 @@ def test_copy_refuses_a_destination_below_a_file_before_copying(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "f.txt").write_text("x")
     (tmp_path / "afile").write_text("in the way")
-    proc = _run("spottrain.gcs_copy", str(tmp_path / "src"), str(tmp_path / "afile" / "sub"))
+    proc = _run("spottrain.copier", str(tmp_path / "src"), str(tmp_path / "afile" / "sub"))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == (
         f"error: destination {tmp_path / 'afile' / 'sub'} cannot be created: "
@@ -55,7 +55,7 @@ def test_copy_refuses_a_bad_retry_delay_before_copying(tmp_path, delay):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "f.txt").write_text("x")
     proc = _run(
-        "spottrain.gcs_copy", str(tmp_path / "src"), str(tmp_path / "dst"), "--retry-delay", delay
+        "spottrain.copier", str(tmp_path / "src"), str(tmp_path / "dst"), "--retry-delay", delay
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "retry_delay" in proc.stderr
@@ -111,13 +111,13 @@ def test_copy_refuses_a_symlink_that_leaves_the_source(tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("do not upload")
     (src / "a" / "leak.png").symlink_to(secret)
-    proc = _run("spottrain.gcs_copy", str(src), str(tmp_path / "dst"))
+    proc = _run("spottrain.copier", str(src), str(tmp_path / "dst"))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "leak.png" in proc.stderr
     assert str(secret) in proc.stderr and "--follow-symlinks" in proc.stderr
     assert not (tmp_path / "dst").exists()  # nothing copied
     # Asked for: copied as the file it points to.
-    ok = _run("spottrain.gcs_copy", str(src), str(tmp_path / "dst"), "--follow-symlinks")
+    ok = _run("spottrain.copier", str(src), str(tmp_path / "dst"), "--follow-symlinks")
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "dst" / "a" / "leak.png").read_text() == "do not upload"
 
@@ -126,7 +126,7 @@ def test_copy_follows_symlinked_folders_inside_the_source(tmp_path):
     src = _tree(tmp_path)
     (src / "b").symlink_to(src / "a", target_is_directory=True)  # a class folder as a link
     (src / "a" / "loop").symlink_to(src, target_is_directory=True)  # and a loop
-    proc = _run("spottrain.gcs_copy", str(src), str(tmp_path / "dst"))
+    proc = _run("spottrain.copier", str(src), str(tmp_path / "dst"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "dst" / "b" / "1.png").read_bytes() == b"one"
     assert (tmp_path / "dst" / "a" / "1.png").read_bytes() == b"one"
@@ -143,7 +143,7 @@ def test_copy_into_a_folder_that_cannot_be_created_is_2_before_copying(tmp_path)
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.txt").write_text("a")
     # procfs refuses new folders even to root (a read-only mount would too).
-    proc = _run("spottrain.gcs_copy", str(tmp_path / "src"), "/proc/spottrain-copy")
+    proc = _run("spottrain.copier", str(tmp_path / "src"), "/proc/spottrain-copy")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "error: destination /proc/spottrain-copy cannot be created: No such file or directory"
@@ -152,7 +152,7 @@ def test_copy_into_a_folder_that_cannot_be_created_is_2_before_copying(tmp_path)
 
 def test_copy_names_a_malformed_emulator_host_in_one_line(tmp_path):
     proc = _run_env(
-        "spottrain.gcs_copy", "gs://bkt/x", str(tmp_path / "d"), STORAGE_EMULATOR_HOST="::bad::"
+        "spottrain.copier", "gs://bkt/x", str(tmp_path / "d"), STORAGE_EMULATOR_HOST="::bad::"
     )
     assert proc.returncode == 2, proc.stderr
     assert "STORAGE_EMULATOR_HOST '::bad::' is not a URL" in proc.stderr
@@ -162,7 +162,7 @@ def test_copy_names_a_malformed_emulator_host_in_one_line(tmp_path):
 @pytest.mark.slow
 def test_copy_from_an_endpoint_that_stays_unreachable_is_69(tmp_path):
     proc = _run_env(
-        "spottrain.gcs_copy", "gs://bkt/x", str(tmp_path / "d"), "--retry-delay", "0.1",
+        "spottrain.copier", "gs://bkt/x", str(tmp_path / "d"), "--retry-delay", "0.1",
         STORAGE_EMULATOR_HOST="http://127.0.0.1:9",
     )  # fmt: skip
     assert proc.returncode == 69, proc.stderr[-2000:]

@@ -85,7 +85,7 @@ def test_the_copy_component_refuses_bad_input_in_one_line_exit_64_marked(
 
 
 def test_a_copy_that_may_pass_on_a_retry_exits_retryable_unmarked():
-    from spottrain.gcs_copy import EXIT_FAILED, EXIT_USAGE
+    from spottrain.copier import EXIT_FAILED, EXIT_USAGE
     from spottrain.runtime import gcs_copy as copy_rt
 
     assert copy_rt.component_exit(EXIT_USAGE) == preemption.FATAL_CONFIG

@@ -9,6 +9,9 @@ from spottrain.version import IMAGE
 def fallback_decision(status: dict, checkpoint_dir: str, train_steps: int) -> str:
     """Returns "resume", "completed", "fatal" or "cancelled" after a spot training run.
 
+    The words of spottrain.runtime.fallback_words, as training_status and the Vertex
+    fall-back speak them.
+
     The first step of the on-demand fall-back (a dsl.ExitHandler exit task), on a CPU
     node: only "resume" starts a GPU task on the on-demand pool. The checkpoint dir
     decides; the run's final status only stops a cancelled run from resuming.

@@ -13,7 +13,7 @@ def gcs_copy(
     metrics: Output[Metrics],
     dst: str = "",
     no_clobber: bool = False,
-    workers: int = 32,  # = spottrain.gcs_copy.DEFAULT_WORKERS (tested)
+    workers: int = 32,  # = spottrain.copier.DEFAULT_WORKERS (tested)
     allow_empty: bool = False,
     dry_run: bool = False,
 ):

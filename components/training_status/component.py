@@ -9,6 +9,8 @@ from spottrain.version import IMAGE
 def training_status(checkpoint_dir: str, train_steps: int) -> str:
     """Returns "completed", "incomplete" or "fatal" for the run in checkpoint_dir.
 
+    The words of spottrain.runtime.fallback_words.
+
     Reads only the checkpoint dir, so it works when the train task produced no
     outputs ("fatal": the trainer recorded a non-retryable error, which a retry
     would repeat). The on-demand fall-back decides with the same check

@@ -14,14 +14,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from spottrain.runtime.fallback_words import CANCELLED, COMPLETED, FATAL, RESUME
 from spottrain.runtime.training_status import training_status
 
 log = logging.getLogger(__name__)
-
-RESUME = "resume"
-COMPLETED = "completed"
-FATAL = "fatal"
-CANCELLED = "cancelled"
 
 
 def decide(state: str, progress: str) -> str:
@@ -40,14 +36,15 @@ def decide(state: str, progress: str) -> str:
         state: ``PipelineTaskFinalStatus.state`` (``COMPLETE``, ``FAILED``, ``CANCELED``,
             ``RUNNING``; kfp.local says ``SUCCEEDED`` or ``FAILED``).
         progress: :func:`spottrain.runtime.training_status.training_status` of the checkpoint
-            dir: ``completed``, ``incomplete`` or ``fatal``.
+            dir (one of ``fallback_words.STATUSES``).
 
     Returns:
-        :data:`RESUME`, :data:`COMPLETED`, :data:`FATAL` or :data:`CANCELLED`.
+        One of ``fallback_words.DECISIONS``: ``RESUME``, ``COMPLETED``, ``FATAL`` or
+        ``CANCELLED``.
     """
-    if progress == "completed":
+    if progress == COMPLETED:
         return COMPLETED
-    if progress == "fatal":
+    if progress == FATAL:
         return FATAL  # a config/NaN error fails on-demand as well: do not pay for it
     if state.upper() in ("CANCELED", "CANCELLED"):
         return CANCELLED

@@ -17,13 +17,13 @@ MANIFEST = "copy_summary.json"
 
 
 def component_exit(copy_code: int) -> int:
-    """The copy's CLI code (``spottrain.gcs_copy.results``) as the component's exit code.
+    """The copy's CLI code (``spottrain.copier.results``) as the component's exit code.
 
     Bad input and permission errors are fatal (a retry fails the same way); files that
     failed after the copy's own retries and an unreachable endpoint may pass on KFP's
     retry.
     """
-    from spottrain.gcs_copy import EXIT_USAGE
+    from spottrain.copier import EXIT_USAGE
 
     return preemption.FATAL_CONFIG if copy_code == EXIT_USAGE else preemption.UNAVAILABLE
 
@@ -34,7 +34,7 @@ def copy_and_record(
     out_path: str,
     *,
     no_clobber: bool = False,
-    workers: int = 32,  # = spottrain.gcs_copy.DEFAULT_WORKERS (tested)
+    workers: int = 32,  # = spottrain.copier.DEFAULT_WORKERS (tested)
     allow_empty: bool = False,
     dry_run: bool = False,
 ) -> dict[str, Any]:
@@ -66,10 +66,10 @@ def copy_and_record(
             "seconds": 0.0,
         }
     else:
-        from spottrain import gcs_copy
+        from spottrain import copier
 
         log.info("copying %s -> %s (no_clobber=%s)", src, target, no_clobber)
-        summary = gcs_copy.copy(
+        summary = copier.copy(
             src,
             target,
             no_clobber=no_clobber,
@@ -95,7 +95,7 @@ def run_component(*, copied, src: str, dst: str, metrics=None, **kwargs: Any) ->
         dst: Destination folder or empty.
         **kwargs: ``no_clobber``, ``workers``, ``allow_empty``, ``dry_run``.
     """
-    from spottrain.gcs_copy import CopyError
+    from spottrain.copier import CopyError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 
+from spottrain.runtime.fallback_words import COMPLETED, FATAL, INCOMPLETE
+
 log = logging.getLogger(__name__)
 
 
@@ -15,16 +17,16 @@ def training_status(checkpoint_dir: str, train_steps: int) -> str:
     """How far the run in ``checkpoint_dir`` got.
 
     Returns:
-        ``"fatal"`` when the trainer left its FATAL marker (retrying is pointless),
-        ``"completed"`` when the newest checkpoint is at ``train_steps`` or beyond,
-        else ``"incomplete"``.
+        :data:`FATAL` when the trainer left its FATAL marker (retrying is pointless),
+        :data:`COMPLETED` when the newest checkpoint is at ``train_steps`` or beyond,
+        else :data:`INCOMPLETE` (words of :mod:`spottrain.runtime.fallback_words`).
     """
     import tensorflow as tf
 
     from spottrain.trainer import checkpointing
 
     if tf.io.gfile.exists(f"{checkpoint_dir.rstrip('/')}/{checkpointing.FATAL_MARKER}"):
-        return "fatal"
+        return FATAL
     steps = [step for step, _ in checkpointing.list_checkpoints(checkpoint_dir)]
     done = bool(steps) and max(steps) >= int(train_steps)
     log.info(
@@ -33,4 +35,4 @@ def training_status(checkpoint_dir: str, train_steps: int) -> str:
         max(steps, default=None),
         train_steps,
     )
-    return "completed" if done else "incomplete"
+    return COMPLETED if done else INCOMPLETE

@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from spottrain.runtime import vertex_regions
+from spottrain.runtime.fallback_words import CANCELLED, COMPLETED, FATAL, INCOMPLETE, RESUME
 from spottrain.trainer import preemption
 from spottrain.trainer.ledger import CAPACITY_ENV
 
@@ -52,7 +53,9 @@ SUCCEEDED = "JOB_STATE_SUCCEEDED"
 CANCELLED_STATES = ("JOB_STATE_CANCELLED", "JOB_STATE_CANCELLING")
 # GCPC's _JOB_COMPLETE_STATES: a job in any other state is still going.
 ENDED = (SUCCEEDED, "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_PAUSED")
-DONE, FATAL, CANCELLED, GIVE_UP = "done", "fatal", "cancelled", "give up"
+# The endings of decide (words of fallback_words); anything else it returns is the
+# strategy to resume on. INCOMPLETE: the budgets are used and the training is not done.
+ENDINGS = (COMPLETED, FATAL, CANCELLED, INCOMPLETE)
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ class Attempt:
 
 
 def decide(plan: Plan, attempts: Sequence[Attempt], progress: str) -> str:
-    """What follows the last job: a strategy to run next, or an ending.
+    """What follows the last job: the strategy to resume on, or an ending.
 
     Args:
         plan: The strategies and their budgets.
@@ -108,12 +111,13 @@ def decide(plan: Plan, attempts: Sequence[Attempt], progress: str) -> str:
         progress: :func:`spottrain.runtime.training_status.training_status` of the checkpoint dir.
 
     Returns:
-        :data:`DONE`, :data:`FATAL`, :data:`CANCELLED`, :data:`GIVE_UP`, or a strategy.
+        One of :data:`ENDINGS` (``INCOMPLETE``: no job is left in the budgets), or the
+        strategy of the next job (logged as ``resume on <strategy>``).
     """
     last = attempts[-1]
-    if last.state == SUCCEEDED or progress == "completed":
-        return DONE
-    if progress == "fatal":
+    if last.state == SUCCEEDED or progress == COMPLETED:
+        return COMPLETED
+    if progress == FATAL:
         return FATAL  # the trainer wrote FATAL.json: standard VMs fail the same way
     if last.state in CANCELLED_STATES:
         return CANCELLED  # someone cancelled the job (ours are cancelled only on SIGTERM)
@@ -122,7 +126,7 @@ def decide(plan: Plan, attempts: Sequence[Attempt], progress: str) -> str:
         return plan.first
     if sum(a.strategy == plan.fallback for a in attempts) < plan.fallback_attempts:
         return plan.fallback
-    return GIVE_UP
+    return INCOMPLETE
 
 
 def capacity_kind(strategy: str, reserved: bool) -> str:
@@ -224,9 +228,10 @@ class CustomJobLauncher:
             log.info(
                 "%s job %s ended %s (checkpoint step %s -> %s%s): %s",
                 attempt.strategy, attempt.job, attempt.state, attempt.step_before,
-                attempt.step_after, f"; {attempt.error}" if attempt.error else "", decision,
+                attempt.step_after, f"; {attempt.error}" if attempt.error else "",
+                decision if decision in ENDINGS else f"{RESUME} on {decision}",
             )  # fmt: skip
-            if decision in (DONE, FATAL, CANCELLED, GIVE_UP):
+            if decision in ENDINGS:
                 return decision
             strategy = decision
 
@@ -374,9 +379,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except exceptions.GoogleAPIError as err:
         log.error("Vertex AI unreachable: %s", err)
         return preemption.UNAVAILABLE
-    if decision == DONE:
+    if decision == COMPLETED:
         return preemption.OK
-    if decision == GIVE_UP:
+    if decision == INCOMPLETE:
         log.error("no job finished the training: %s", _summary(launcher.attempts))
         return preemption.UNAVAILABLE
     log.error("%s after %s", decision, _summary(launcher.attempts))

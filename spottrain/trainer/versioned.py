@@ -91,7 +91,7 @@ class _GcsStore:
     def __init__(self, url: str):
         from google.api_core import exceptions as gexc
 
-        from spottrain.gcs_copy.gcs_io import default_client
+        from spottrain.copier.gcs_io import default_client
 
         bucket, _, self.blob_name = url[len("gs://") :].partition("/")
         self.bucket = default_client().bucket(bucket)

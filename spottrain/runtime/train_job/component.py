@@ -294,7 +294,7 @@ def write_outputs(
     classification,
 ) -> None:  # fmt: skip
     """The KFP outputs of a finished run, from its checkpoint dir (both engines)."""
-    from spottrain.gcs_copy import copy
+    from spottrain.copier import copy
 
     os.makedirs(model.path, exist_ok=True)
     copy(checkpointing.job_model_dir(checkpoint_dir), model.path)

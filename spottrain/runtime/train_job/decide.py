@@ -5,7 +5,7 @@ The launcher (:mod:`.launcher`) observes the JobSet, its pods and its own clock
 (restarting the gang, telling a disruption from a fatal exit, counting
 ``maxRestarts``) is not repeated here: this is only what stays ours (issue 30,
 items 2-3): creating the JobSet, saying why it waits, the capacity deadline, falling
-over from a plain spot pool to on-demand, SIGTERM, and the exit code.
+back from a plain spot pool to on-demand, SIGTERM, and the exit code.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ START_FAILURE_SECONDS = 180.0
 # have killed it by then, so its node does not answer.
 UNANSWERED_AFTER = 60.0
 
-WAIT, CREATE, REPORT, FALL_OVER, DELETE_AND_EXIT, EXIT, FORCE_DELETE = (
+WAIT, CREATE, REPORT, FALL_BACK, DELETE_AND_EXIT, EXIT, FORCE_DELETE = (
     "wait",
     "create",
     "report",
-    "fall_over",
+    "fall_back",
     "delete_and_exit",
     "exit",
     "force_delete",
@@ -56,7 +56,7 @@ class Observed:
         capacity_deadline: Seconds of Unschedulable after which the capacity is given up.
         deadline: Seconds the whole run may take (None: no limit).
         age_seconds: How long the run has taken (from its first JobSet's creation).
-        can_fall_over: A plain spot pool with an on-demand pool to move to, not used yet.
+        can_fall_back: A plain spot pool with an on-demand pool to move to, not used yet.
         start_failure: A pod that cannot start: ``"pod <name>: <reason> (<message>)"``.
         start_failure_seconds: How long it has not started (first seen by the launcher).
         start_failure_final: Its command could not run at all (no use waiting).
@@ -83,7 +83,7 @@ class Observed:
     capacity_deadline: float = 3600.0
     deadline: float | None = None
     age_seconds: float = 0.0
-    can_fall_over: bool = False
+    can_fall_back: bool = False
     start_failure: str = ""
     start_failure_seconds: float = 0.0
     start_failure_final: bool = False
@@ -160,9 +160,9 @@ def decide(o: Observed) -> Action:
         return Action(EXIT, "JobSet Completed", preemption.OK)
     if o.state == "failed":
         code = preemption.UNAVAILABLE if o.exit_code is None else o.exit_code
-        if preemption.is_retryable(code) and o.can_fall_over:
+        if preemption.is_retryable(code) and o.can_fall_back:
             return Action(
-                FALL_OVER,
+                FALL_BACK,
                 f"spot used up its {o.max_restarts} restart(s) (last exit {code}): "
                 "moving to on-demand from the same checkpoint dir",
             )
@@ -196,9 +196,9 @@ def decide(o: Observed) -> Action:
         )
     waited = o.unschedulable_seconds
     if waited is not None and waited >= o.capacity_deadline:
-        if o.can_fall_over:
+        if o.can_fall_back:
             return Action(
-                FALL_OVER,
+                FALL_BACK,
                 f"no spot capacity for {waited:.0f} s ({o.selector}): moving to on-demand",
             )
         return Action(

@@ -147,7 +147,7 @@ class JobSetLauncher:
             self._finish_move()
         first = True
         while True:
-            self.memory = replace(self.memory, can_fall_over=self.current < len(self.sets) - 1)
+            self.memory = replace(self.memory, can_fall_back=self.current < len(self.sets) - 1)
             jobset, pods = self._look()
             self._note(pods)
             self.logs.update(pods)
@@ -193,7 +193,7 @@ class JobSetLauncher:
                 stuck = {name for name, _ in seen.unanswered}
                 for meta in (p["metadata"] for p in pods if p["metadata"]["name"] in stuck):
                     self.kube.force_delete_pod(meta["name"], meta["uid"])
-            elif action.kind == d.FALL_OVER:
+            elif action.kind == d.FALL_BACK:
                 self._move()
                 continue
             self.stop.wait(self.poll_seconds)

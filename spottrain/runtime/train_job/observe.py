@@ -35,7 +35,7 @@ class Memory:
     unanswered_after: float = UNANSWERED_AFTER
     capacity_deadline: float = 3600.0
     deadline: float | None = None
-    can_fall_over: bool = False
+    can_fall_back: bool = False
 
 
 def generation(pod: Mapping) -> int:
@@ -180,7 +180,7 @@ def observe(
         state="missing",
         capacity_deadline=memory.capacity_deadline,
         deadline=memory.deadline,
-        can_fall_over=memory.can_fall_over,
+        can_fall_back=memory.can_fall_back,
         restarts_said=memory.restarts_said,
         unschedulable_said=memory.unschedulable_said,
         deleting_said=memory.deleting_said,

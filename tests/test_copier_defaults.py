@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from spottrain.gcs_copy import DEFAULT_WORKERS
+from spottrain.copier import DEFAULT_WORKERS
 
 
 @pytest.mark.integration
@@ -24,7 +24,7 @@ def test_component_and_cli_use_the_library_default():
     body = inspect.signature(copy_rt.copy_and_record).parameters["workers"].default
     assert body == DEFAULT_WORKERS  # the component body's own default (it was 8)
     help_text = subprocess.run(
-        [sys.executable, "-m", "spottrain.gcs_copy", "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "spottrain.copier", "--help"], capture_output=True, text=True
     ).stdout
     assert f"parallel transfers (default {DEFAULT_WORKERS})" in help_text
 
@@ -36,7 +36,7 @@ def test_many_workers_print_no_connection_pool_warnings(fake_gcs, gcs_bucket, tm
     for i in range(120):
         (tmp_path / f"f{i:03d}").write_bytes(os.urandom(2000))
     proc = subprocess.run(
-        [sys.executable, "-m", "spottrain.gcs_copy", str(tmp_path), f"gs://{gcs_bucket.name}"]
+        [sys.executable, "-m", "spottrain.copier", str(tmp_path), f"gs://{gcs_bucket.name}"]
         + ["-j", "64"],
         capture_output=True,
         text=True,
@@ -58,8 +58,8 @@ def test_own_client_reads_the_environment_once_unless_it_holds_settings(
 ):
     """requests' per-request environment scan is off on the copy's own client only when
     nothing in the environment is meant for it (proxy, CA bundle, netrc)."""
-    from spottrain.gcs_copy import copy
-    from spottrain.gcs_copy.gcs_io import default_client
+    from spottrain.copier import copy
+    from spottrain.copier.gcs_io import default_client
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     for name in list(os.environ):
@@ -99,7 +99,7 @@ def test_the_copys_own_client_keeps_a_connection_per_worker(fake_gcs, gcs_bucket
     urllib3: no worker's connection is thrown away, so urllib3 has nothing to warn of."""
     import logging
 
-    from spottrain.gcs_copy import copy
+    from spottrain.copier import copy
 
     for i in range(120):
         (tmp_path / f"f{i:03d}").write_bytes(os.urandom(2000))
@@ -120,7 +120,7 @@ def test_the_cli_run_in_process_leaves_the_libraries_logging_as_it_was(tmp_path,
     a CLI call earlier in the same process (tests do that) had silenced it for good."""
     import logging
 
-    from spottrain.gcs_copy import cli, copy
+    from spottrain.copier import cli, copy
 
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "f").write_bytes(b"x")

@@ -7,7 +7,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from spottrain.gcs_copy.results import CopyError
+from spottrain.copier.results import CopyError
 from spottrain.trainer.fileio import GCS_BUCKET
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ import sys
 import threading
 import time
 
-from spottrain.gcs_copy.results import _human
+from spottrain.copier.results import _human
 
 # One logger for the whole package, named after it, so that configuring
-# ``spottrain.gcs_copy`` covers every module.
+# ``spottrain.copier`` covers every module.
 log = logging.getLogger(__package__)
 
 

@@ -1,16 +1,17 @@
-"""Idempotent, verified, parallel copy of a directory or GCS prefix.
+"""The copier: an idempotent, verified, parallel copy of a directory or GCS prefix.
 
-The copy step of the pipeline: it puts a dataset and an initial checkpoint into
-the working directory before training. On spot nodes it is retried, so it gives
-the same result however often it runs or is interrupted, and a retry never
-overwrites a checkpoint that training has already advanced.
+Named for what it is, apart from the ``gcs_copy`` component that runs it as the
+pipeline's copy step (``spottrain/runtime/gcs_copy.py``): it puts a dataset and an
+initial checkpoint into the working directory before training. On spot nodes it is
+retried, so it gives the same result however often it runs or is interrupted, and a
+retry never overwrites a checkpoint that training has already advanced.
 
 Usage::
 
-    python -m spottrain.gcs_copy SRC DST [--no-clobber | --clobber] [-j N]
+    python -m spottrain.copier SRC DST [--no-clobber | --clobber] [-j N]
                                  [--dry-run] [--allow-empty] [--allow-refused]
 
-    from spottrain.gcs_copy import copy
+    from spottrain.copier import copy
     summary = copy("gs://bucket/data", "/tmp/work/data")
     metrics = summary.to_dict()  # files_copied, files_skipped, files_refused, bytes_copied, seconds
 
@@ -81,18 +82,18 @@ Exit codes of the CLI:
 
 # Only re-exports. ``__all__`` is the public API; the tuning constants, exit codes
 # and the summary logger are reachable from here too.
-from spottrain.gcs_copy.cli import main
-from spottrain.gcs_copy.gcs_io import SINGLE_SHOT_MAX as SINGLE_SHOT_MAX
-from spottrain.gcs_copy.gcs_io import SLICED_DOWNLOAD_CHUNK as SLICED_DOWNLOAD_CHUNK
-from spottrain.gcs_copy.gcs_io import SLICED_DOWNLOAD_THRESHOLD as SLICED_DOWNLOAD_THRESHOLD
-from spottrain.gcs_copy.planner import DEFAULT_RETRIES as DEFAULT_RETRIES
-from spottrain.gcs_copy.planner import DEFAULT_WORKERS as DEFAULT_WORKERS
-from spottrain.gcs_copy.planner import copy
-from spottrain.gcs_copy.planner import summary_log as summary_log
-from spottrain.gcs_copy.results import EXIT_FAILED as EXIT_FAILED
-from spottrain.gcs_copy.results import EXIT_INTERRUPTED as EXIT_INTERRUPTED
-from spottrain.gcs_copy.results import EXIT_OK as EXIT_OK
-from spottrain.gcs_copy.results import EXIT_USAGE as EXIT_USAGE
-from spottrain.gcs_copy.results import CopyError, CopySummary
+from spottrain.copier.cli import main
+from spottrain.copier.gcs_io import SINGLE_SHOT_MAX as SINGLE_SHOT_MAX
+from spottrain.copier.gcs_io import SLICED_DOWNLOAD_CHUNK as SLICED_DOWNLOAD_CHUNK
+from spottrain.copier.gcs_io import SLICED_DOWNLOAD_THRESHOLD as SLICED_DOWNLOAD_THRESHOLD
+from spottrain.copier.planner import DEFAULT_RETRIES as DEFAULT_RETRIES
+from spottrain.copier.planner import DEFAULT_WORKERS as DEFAULT_WORKERS
+from spottrain.copier.planner import copy
+from spottrain.copier.planner import summary_log as summary_log
+from spottrain.copier.results import EXIT_FAILED as EXIT_FAILED
+from spottrain.copier.results import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+from spottrain.copier.results import EXIT_OK as EXIT_OK
+from spottrain.copier.results import EXIT_USAGE as EXIT_USAGE
+from spottrain.copier.results import CopyError, CopySummary
 
 __all__ = ["CopyError", "CopySummary", "copy", "main"]

@@ -7,14 +7,14 @@ import os
 import stat
 from collections.abc import Iterable
 
-from spottrain.gcs_copy.local_files import _is_temp, _list_local, _try_remove_unlocked
-from spottrain.gcs_copy.locations import _check_overlap, _Entry
-from spottrain.gcs_copy.results import CopyError
-from spottrain.gcs_copy.safe_open import _inside, _kind
+from spottrain.copier.local_files import _is_temp, _list_local, _try_remove_unlocked
+from spottrain.copier.locations import _check_overlap, _Entry
+from spottrain.copier.results import CopyError
+from spottrain.copier.safe_open import _inside, _kind
 from spottrain.trainer import fileio
 
 # One logger for the whole package, named after it, so that configuring
-# ``spottrain.gcs_copy`` covers every module.
+# ``spottrain.copier`` covers every module.
 log = logging.getLogger(__package__)
 
 

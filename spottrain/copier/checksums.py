@@ -15,7 +15,7 @@ import base64
 
 import google_crc32c
 
-from spottrain.gcs_copy.safe_open import _open_regular
+from spottrain.copier.safe_open import _open_regular
 
 _READ_CHUNK = 2**20
 

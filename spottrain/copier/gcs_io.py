@@ -7,10 +7,10 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _is_transient, _one_line
-from spottrain.gcs_copy.local_files import _TempFile
-from spottrain.gcs_copy.locations import _Entry, _Loc
-from spottrain.gcs_copy.results import EXIT_UNAVAILABLE, CopyError
+from spottrain.copier.failures import _Corrupt, _Fatal, _is_transient, _one_line
+from spottrain.copier.local_files import _TempFile
+from spottrain.copier.locations import _Entry, _Loc
+from spottrain.copier.results import EXIT_UNAVAILABLE, CopyError
 
 if TYPE_CHECKING:
     from google.cloud import storage

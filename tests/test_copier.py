@@ -1,4 +1,4 @@
-"""spottrain.gcs_copy against a real fake-gcs-server (no mocks).
+"""spottrain.copier against a real fake-gcs-server (no mocks).
 
 Faults (5xx, resets, corruption, lost responses, concurrent writers) are injected
 by a small HTTP proxy between the real client and the real emulator.
@@ -27,7 +27,7 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
-from spottrain.gcs_copy import CopyError, CopySummary, copy
+from spottrain.copier import CopyError, CopySummary, copy
 
 TREE = {
     "a.txt": b"hello\n",
@@ -83,7 +83,7 @@ def run_cli(
     *args: str, env: dict | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "spottrain.gcs_copy", *args],
+        [sys.executable, "-m", "spottrain.copier", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -400,7 +400,7 @@ def test_missing_or_empty_sources_give_one_clear_line(fake_gcs, gcs_bucket, tmp_
 def test_local_permission_errors_give_one_clear_line(tmp_path):
     """Permission checks need a non-root user: the CLI runs as nobody via setpriv."""
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
-    reach = subprocess.run([*nobody, "-c", "import spottrain.gcs_copy"], capture_output=True)
+    reach = subprocess.run([*nobody, "-c", "import spottrain.copier"], capture_output=True)
     if reach.returncode:
         # A checkout under a folder nobody may enter (mktemp -d makes it 0700).
         pytest.skip("nobody cannot import this checkout's spottrain (its folder is private)")
@@ -413,7 +413,7 @@ def test_local_permission_errors_give_one_clear_line(tmp_path):
 
         def as_nobody(*args):
             return subprocess.run(
-                [*nobody, "-m", "spottrain.gcs_copy", *args, "--progress", "off"],
+                [*nobody, "-m", "spottrain.copier", *args, "--progress", "off"],
                 capture_output=True, text=True, timeout=60, cwd="/tmp",
             )  # fmt: skip
 
@@ -484,7 +484,7 @@ def _kill_when(proc: subprocess.Popen, condition, timeout: float = 30) -> bool:
 
 def _start_cli(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "spottrain.gcs_copy", *args, "--progress", "off", "-j", "4"],
+        [sys.executable, "-m", "spottrain.copier", *args, "--progress", "off", "-j", "4"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -12,14 +12,14 @@ import stat
 
 import google_crc32c
 
-from spottrain.gcs_copy.checksums import _READ_CHUNK, _crc_b64, _file_crc32c
-from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _one_line
-from spottrain.gcs_copy.locations import _Entry
-from spottrain.gcs_copy.results import CopyError
-from spottrain.gcs_copy.safe_open import _inside, _kind, _open_regular
+from spottrain.copier.checksums import _READ_CHUNK, _crc_b64, _file_crc32c
+from spottrain.copier.failures import _Corrupt, _Fatal, _one_line
+from spottrain.copier.locations import _Entry
+from spottrain.copier.results import CopyError
+from spottrain.copier.safe_open import _inside, _kind, _open_regular
 
 # One logger for the whole package, named after it, so that configuring
-# ``spottrain.gcs_copy`` covers every module.
+# ``spottrain.copier`` covers every module.
 log = logging.getLogger(__package__)
 
 _WRITE_BUFFER = 2**16

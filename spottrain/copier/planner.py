@@ -12,20 +12,20 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from spottrain.gcs_copy.checksums import _file_crc32c
-from spottrain.gcs_copy.failures import _Corrupt, _Fatal, _is_permission, _is_transient, _one_line
-from spottrain.gcs_copy.gcs_io import SLICED_DOWNLOAD_THRESHOLD, _GcsIO, default_client
-from spottrain.gcs_copy.listing import _Listing
-from spottrain.gcs_copy.local_files import _LocalWriter, _unsafe_local_name
-from spottrain.gcs_copy.locations import _Entry, _Loc, _parse
-from spottrain.gcs_copy.progress import _Progress
-from spottrain.gcs_copy.results import EXIT_FAILED, EXIT_USAGE, CopyError, CopySummary, _human
+from spottrain.copier.checksums import _file_crc32c
+from spottrain.copier.failures import _Corrupt, _Fatal, _is_permission, _is_transient, _one_line
+from spottrain.copier.gcs_io import SLICED_DOWNLOAD_THRESHOLD, _GcsIO, default_client
+from spottrain.copier.listing import _Listing
+from spottrain.copier.local_files import _LocalWriter, _unsafe_local_name
+from spottrain.copier.locations import _Entry, _Loc, _parse
+from spottrain.copier.progress import _Progress
+from spottrain.copier.results import EXIT_FAILED, EXIT_USAGE, CopyError, CopySummary, _human
 
 if TYPE_CHECKING:
     from google.cloud import storage
 
 # One logger for the whole package, named after it, so that configuring
-# ``spottrain.gcs_copy`` covers every module.
+# ``spottrain.copier`` covers every module.
 log = logging.getLogger(__package__)
 # The closing summary line has a logger of its own: the CLI prints it to stdout
 # instead, so it silences this one.
@@ -62,7 +62,7 @@ def copy(
 ) -> CopySummary:
     """Copies the file/directory or GCS object/prefix ``src`` to ``dst``.
 
-    See the ``spottrain.gcs_copy`` package docstring for the exact rules.
+    See the ``spottrain.copier`` package docstring for the exact rules.
 
     Args:
         src: ``gs://bucket[/prefix]`` or a local path.

@@ -1,4 +1,4 @@
-"""The command line: ``python -m spottrain.gcs_copy`` and the ``spottrain-copy`` script."""
+"""The command line: ``python -m spottrain.copier`` and the ``spottrain-copy`` script."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import signal
 import sys
 import threading
 
-from spottrain.gcs_copy.planner import DEFAULT_RETRIES, DEFAULT_WORKERS, copy, summary_log
-from spottrain.gcs_copy.results import (
+from spottrain.copier.planner import DEFAULT_RETRIES, DEFAULT_WORKERS, copy, summary_log
+from spottrain.copier.results import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -40,7 +40,7 @@ exit codes:
 def main(argv: list[str] | None = None) -> int:
     """Runs the CLI; returns the exit code."""
     parser = argparse.ArgumentParser(
-        prog="python -m spottrain.gcs_copy",
+        prog="python -m spottrain.copier",
         description=(
             "Idempotent, verified, parallel copy of a directory or GCS prefix "
             "(gs://bucket/prefix or local path, either side)."

@@ -1,7 +1,7 @@
-"""spottrain.gcs_copy in hostile trees (issue 13): odd names, planted links and FIFOs, races.
+"""spottrain.copier in hostile trees (issue 13): odd names, planted links and FIFOs, races.
 
 Real files, real processes and the real fake-gcs-server; the only stand-in is the
-fault proxy of test_gcs_copy.py, used here to stall a download.
+fault proxy of test_copier.py, used here to stall a download.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_gcs_copy import (
+from test_copier import (
     FaultProxy,
     crc,
     expected,
@@ -29,13 +29,13 @@ from test_gcs_copy import (
     write_tree,
 )
 
-from spottrain.gcs_copy import CopyError, copy
+from spottrain.copier import CopyError, copy
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
     """Runs the CLI; a hang fails the test (and the process is killed) instead of stalling it."""
     return subprocess.run(
-        [sys.executable, "-m", "spottrain.gcs_copy", *args, "--progress", "off"],
+        [sys.executable, "-m", "spottrain.copier", *args, "--progress", "off"],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -175,7 +175,7 @@ def test_ctrl_c_stops_a_copy_stuck_in_a_download_at_once(fake_gcs, gcs_bucket, t
     try:
         dst = tmp_path / "dst"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "spottrain.gcs_copy", f"gs://{gcs_bucket.name}/p", str(dst)],
+            [sys.executable, "-m", "spottrain.copier", f"gs://{gcs_bucket.name}/p", str(dst)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -219,7 +219,7 @@ def test_concurrent_copies_never_delete_each_others_temp_files(tmp_path, caplog)
     files = {f"f{i:04d}.bin": i.to_bytes(4, "big") * 50 for i in range(500)}
     src = write_tree(tmp_path / "src", files)
     (tmp_path / "empty").mkdir()
-    caplog.set_level(logging.WARNING, logger="spottrain.gcs_copy")  # restored after the test
+    caplog.set_level(logging.WARNING, logger="spottrain.copier")  # restored after the test
     started = time.monotonic()
     for trial in range(5):
         dst = tmp_path / f"dst{trial}"
@@ -270,7 +270,7 @@ def test_transient_errors_are_the_storage_clients_own_predicate():
     from google.api_core import exceptions as api
     from google.cloud.storage.exceptions import DataCorruption
 
-    from spottrain.gcs_copy.failures import _Corrupt, _is_transient
+    from spottrain.copier.failures import _Corrupt, _is_transient
 
     transient = [
         api.ServiceUnavailable("x"),
@@ -318,7 +318,7 @@ def test_progress_is_a_tqdm_bar_on_a_terminal_and_log_lines_otherwise(tmp_path):
     src = write_tree(tmp_path / "src", {f"f{i}": b"x" * 1000 for i in range(3)})
     primary, secondary = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "spottrain.gcs_copy", str(src), str(tmp_path / "tty")],
+        [sys.executable, "-m", "spottrain.copier", str(src), str(tmp_path / "tty")],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=secondary,
@@ -334,7 +334,7 @@ def test_progress_is_a_tqdm_bar_on_a_terminal_and_log_lines_otherwise(tmp_path):
 
     # Not a terminal: no bar, no carriage returns (a pod's log keeps every redraw).
     proc = subprocess.run(
-        [sys.executable, "-m", "spottrain.gcs_copy", str(src), str(tmp_path / "log")],
+        [sys.executable, "-m", "spottrain.copier", str(src), str(tmp_path / "log")],
         capture_output=True,
         text=True,
         timeout=60,
@@ -344,9 +344,9 @@ def test_progress_is_a_tqdm_bar_on_a_terminal_and_log_lines_otherwise(tmp_path):
 
 
 def test_log_mode_writes_periodic_progress_lines(caplog):
-    from spottrain.gcs_copy.progress import _Progress
+    from spottrain.copier.progress import _Progress
 
-    with caplog.at_level(logging.INFO, logger="spottrain.gcs_copy"):
+    with caplog.at_level(logging.INFO, logger="spottrain.copier"):
         bar = _Progress(4, 4000, "log", log_every=0.05)
         bar.advance(1000)
         time.sleep(0.3)
@@ -357,8 +357,8 @@ def test_log_mode_writes_periodic_progress_lines(caplog):
 
 def test_reads_refuse_fifos_and_links_out_even_when_planted_after_listing(tmp_path):
     """The second line of defence: the checks on the open descriptor itself."""
-    from spottrain.gcs_copy.checksums import _file_crc32c
-    from spottrain.gcs_copy.safe_open import _NotRegular, _Outside
+    from spottrain.copier.checksums import _file_crc32c
+    from spottrain.copier.safe_open import _NotRegular, _Outside
 
     root = tmp_path / "dst"
     root.mkdir()
