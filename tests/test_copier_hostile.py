@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_copier import (
+from copier_helpers import (
     FaultProxy,
     crc,
     expected,
