@@ -175,7 +175,7 @@ def repo_path(path: Path) -> Path:
 
 def out_dir_problem(out_dir: str) -> str | None:
     """Why ``write_all_to`` must not write under ``out_dir``, or ``None``."""
-    from spottrain.trainer.fileio import folder_problem
+    from spottrain.storage import folder_problem
 
     if not out_dir:
         return "is empty"

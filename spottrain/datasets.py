@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from spottrain.trainer import fileio
+from spottrain import storage
 
 # scikit-learn ships the digits but is a test/dev dependency (``spottrain[test]``), not
 # one of the image's: the trainer image can run everything here except this writer.
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     problem = ""
     if args.limit < 0:
         problem = f"--limit {args.limit} must be >= 0 (0: all images)"
-    elif blocked := fileio.folder_problem(args.out_dir):
+    elif blocked := storage.folder_problem(args.out_dir):
         problem = f"out_dir {args.out_dir!r}: {blocked}"
     if problem:
         print(f"{p.prog}: error: {problem}", file=sys.stderr)

@@ -14,8 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+from spottrain import storage
 from spottrain.datasets import MISSING_DEPENDENCY, MissingDependency, write_digits
-from spottrain.trainer import fileio, launch, ledger, preemption
+from spottrain.trainer import launch, ledger, preemption
 from spottrain.trainer.train_lib import SUMMARY_FILE
 
 
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         if value < least:
             p.error(f"{flag} {value} must be >= {least}")
-    if blocked := fileio.folder_problem(args.out):
+    if blocked := storage.folder_problem(args.out):
         p.error(f"--out {args.out!r}: {blocked}")
 
     out = Path(args.out).resolve()

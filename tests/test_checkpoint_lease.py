@@ -261,7 +261,7 @@ def test_a_bad_config_beside_a_live_run_adds_its_record_and_leaves_the_others(tm
 def _put_raw(lease_dir: str, text: str) -> None:
     """Writes ``lease.json`` as is, bypassing the store (a hand edit, another tool)."""
     if lease_dir.startswith("gs://"):
-        from spottrain.copier.gcs_io import default_client
+        from spottrain.storage import default_client
 
         bucket, _, prefix = lease_dir[len("gs://") :].partition("/")
         default_client().bucket(bucket).blob(f"{prefix}/lease.json").upload_from_string(text)

@@ -59,7 +59,7 @@ def test_own_client_reads_the_environment_once_unless_it_holds_settings(
     """requests' per-request environment scan is off on the copy's own client only when
     nothing in the environment is meant for it (proxy, CA bundle, netrc)."""
     from spottrain.copier import copy
-    from spottrain.copier.gcs_io import default_client
+    from spottrain.storage import default_client
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     for name in list(os.environ):

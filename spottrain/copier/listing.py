@@ -7,11 +7,11 @@ import os
 import stat
 from collections.abc import Iterable
 
+from spottrain import storage
 from spottrain.copier.local_files import _is_temp, _list_local, _try_remove_unlocked
 from spottrain.copier.locations import _check_overlap, _Entry
 from spottrain.copier.results import CopyError
 from spottrain.copier.safe_open import _inside, _kind
-from spottrain.trainer import fileio
 
 # One logger for the whole package, named after it, so that configuring
 # ``spottrain.copier`` covers every module.
@@ -80,7 +80,7 @@ class _Listing:
             self.dst_root = dst.path
             if os.path.lexists(dst.path) and not os.path.isdir(dst.path):
                 raise CopyError(f"destination is not a directory: {dst.path}")
-            blocked = fileio.folder_problem(dst.path)
+            blocked = storage.folder_problem(dst.path)
             if blocked:
                 raise CopyError(f"destination {dst.path} cannot be created: {blocked}")
             if not self.dry_run:  # read-only, full or refusing: one line before any file

@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from spottrain.copier.results import CopyError
-from spottrain.trainer.fileio import GCS_BUCKET
+from spottrain.storage import GCS_BUCKET
 
 if TYPE_CHECKING:
     from google.cloud import storage

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 from spottrain.copier.checksums import _file_crc32c
 from spottrain.copier.failures import _Corrupt, _Fatal, _is_permission, _is_transient, _one_line
-from spottrain.copier.gcs_io import SLICED_DOWNLOAD_THRESHOLD, _GcsIO, default_client
+from spottrain.copier.gcs_io import SLICED_DOWNLOAD_THRESHOLD, _GcsIO
 from spottrain.copier.listing import _Listing
 from spottrain.copier.local_files import _LocalWriter, _unsafe_local_name
 from spottrain.copier.locations import _Entry, _Loc, _parse
 from spottrain.copier.progress import _Progress
 from spottrain.copier.results import EXIT_FAILED, EXIT_USAGE, CopyError, CopySummary, _human
+from spottrain.storage import StorageError, default_client
 
 if TYPE_CHECKING:
     from google.cloud import storage
@@ -105,7 +106,10 @@ def copy(
     src_loc, dst_loc = _parse(src, "source"), _parse(dst, "destination")
     own_client = client is None and (src_loc.is_gcs or dst_loc.is_gcs)
     if own_client:
-        client = default_client(connections=workers)
+        try:
+            client = default_client(connections=workers)
+        except StorageError as e:
+            raise CopyError(str(e)) from e
     job = _Copy(
         src_loc,
         dst_loc,

@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from spottrain import storage
 from spottrain.profiling.analysis import DEFAULT_PROFILE_STEPS, DEFAULT_SKIP_STEPS
 from spottrain.profiling.findings import DEFAULT_BANDWIDTH_GBPS
 from spottrain.profiling.trace import ProfileError
@@ -71,7 +72,7 @@ def _check_outputs(args: argparse.Namespace) -> str:
         ("--metrics-json", args.metrics_json),
         ("--steps-json", args.steps_json),
     ):
-        if not path or not fileio.is_local(path):
+        if not path or not storage.is_local(path):
             continue
         parent = os.path.dirname(os.path.abspath(path))
         if os.path.isdir(path):
@@ -81,8 +82,8 @@ def _check_outputs(args: argparse.Namespace) -> str:
         problem = _unwritable(parent)
         if problem:
             return f"{flag} {path!r}: {problem}"
-    if args.logdir and fileio.is_local(args.logdir):
-        problem = fileio.folder_problem(args.logdir) or _unwritable(args.logdir)
+    if args.logdir and storage.is_local(args.logdir):
+        problem = storage.folder_problem(args.logdir) or _unwritable(args.logdir)
         if problem:
             return f"--logdir {args.logdir!r}: {problem}"
     return ""

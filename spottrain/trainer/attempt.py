@@ -12,6 +12,7 @@ import json
 import logging
 from typing import NamedTuple
 
+from spottrain.storage import is_local, url_problem
 from spottrain.trainer import (
     checkpointing,
     config,
@@ -163,7 +164,7 @@ def _dirs(cfg) -> dict[str, str]:
 
 def _recordable(cfg) -> bool:
     """Whether the checkpoint dir can hold FATAL.json and the ledger at all."""
-    return bool(cfg and cfg.checkpoint_dir) and fileio.url_problem(cfg.checkpoint_dir) is None
+    return bool(cfg and cfg.checkpoint_dir) and url_problem(cfg.checkpoint_dir) is None
 
 
 class Checked(NamedTuple):
@@ -189,7 +190,7 @@ def check(argv: list[str], environ: dict | None = None) -> Checked:
     try:
         cfg, cluster = prepare(argv, environ)
         # gs:// output dirs wait for the trainer process, which has TensorFlow.
-        local = all(fileio.is_local(d) for d in _dirs(cfg).values())
+        local = all(is_local(d) for d in _dirs(cfg).values())
         _quick_checks(cfg, cluster, storage=local)
     except TrainerExit as e:
         if not _recordable(cfg):

@@ -29,6 +29,7 @@ import os
 import re
 import time
 
+from spottrain import storage
 from spottrain.trainer import fileio
 from spottrain.trainer.config import TrainConfig
 from spottrain.trainer.distribution import Cluster, default_dirs
@@ -142,7 +143,7 @@ def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:
             fileio.probe_writable(directory)
         except Exception as e:  # noqa: BLE001 - OSError or a TF error for gs://, both fatal here
             reason = getattr(e, "strerror", None) or str(e).strip().splitlines()[0][:200]
-            if fileio.is_local(directory) and os.path.isfile(directory):
+            if storage.is_local(directory) and os.path.isfile(directory):
                 reason = "it is a file, not a folder"
             raise Unwritable(f"{flag} {directory!r} is not writable: {reason}") from None
 

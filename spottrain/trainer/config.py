@@ -14,7 +14,8 @@ import json
 import math
 from dataclasses import dataclass
 
-from spottrain.trainer import fileio, image_settings
+from spottrain import storage
+from spottrain.trainer import image_settings
 from spottrain.trainer.preemption import ConfigError
 
 OPTIMIZERS = ("adam", "sgd")
@@ -498,7 +499,7 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
         ("--tensorboard-dir", cfg.tensorboard_dir),
         ("--data", cfg.data),
     ):
-        problem = fileio.url_problem(path)
+        problem = storage.url_problem(path)
         _require(problem is None, f"{flag} {path!r}: {problem}")
 
 

@@ -19,37 +19,10 @@ import logging
 import os
 import re
 
+from spottrain.storage import is_local
 from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
-
-
-def is_local(path: str) -> bool:
-    """A path of this machine (incl. a /gcs/ FUSE mount), not a URL like gs://."""
-    return "://" not in path
-
-
-# Bucket names: 3-63 characters (up to 222 with dots) of a-z, 0-9, -, _ and .,
-# starting and ending with a letter or digit
-# (https://cloud.google.com/storage/docs/buckets#naming).
-GCS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
-
-
-def url_problem(path: str) -> str | None:
-    """What is wrong with ``path`` as a dir URL, or ``None`` (local paths always pass).
-
-    TensorFlow's file system knows gs:// (and a /gcs/ FUSE mount is a local path);
-    an empty or malformed bucket would otherwise become a local folder named "gs:".
-    """
-    if not path or is_local(path):
-        return None
-    scheme, _, rest = path.partition("://")
-    if scheme != "gs":
-        return "only local paths, /gcs/ mounts and gs://bucket/... URLs are supported"
-    bucket = rest.split("/", 1)[0]
-    if not GCS_BUCKET.match(bucket):
-        return f"{bucket!r} is not a Cloud Storage bucket name"
-    return None
 
 
 # What no retry can cure without someone fixing the destination: the same table
@@ -143,16 +116,6 @@ def naming(path: str):
         if e.filename or e.errno is None:
             raise
         raise OSError(e.errno, e.strerror, path) from e
-
-
-def folder_problem(path: str) -> str | None:
-    """Why a local folder cannot be created at ``path`` (a file in the way), or ``None``."""
-    existing = os.path.abspath(path)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        return f"{existing!r} is a file, not a folder"
-    return None
 
 
 def gfile():

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from spottrain.trainer import fileio
+from spottrain import storage
 from spottrain.trainer.preemption import ConfigError
 
 BACKBONES = ("resnet50", "mobilenet_v2", "small_cnn")
@@ -120,7 +120,7 @@ class ImageSettings:
         )
         _require(self.cache_max_mb >= 0, f"--cache-max-mb {self.cache_max_mb} must be >= 0")
         for flag, path in (("--image-dir", self.image_dir), ("--data-dir", self.data_dir)):
-            problem = fileio.url_problem(path)
+            problem = storage.url_problem(path)
             _require(problem is None, f"{flag} {path!r}: {problem}")
         if not self.image_dir:
             _require(bool(self.dataset), "give --image-dir or --dataset")

@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from spottrain import storage
 from spottrain.trainer import fileio
 
 
@@ -91,7 +92,7 @@ class _GcsStore:
     def __init__(self, url: str):
         from google.api_core import exceptions as gexc
 
-        from spottrain.copier.gcs_io import default_client
+        from spottrain.storage import default_client
 
         bucket, _, self.blob_name = url[len("gs://") :].partition("/")
         self.bucket = default_client().bucket(bucket)
@@ -152,6 +153,6 @@ def store(path: str):
         return _GcsStore(path)
     if path.startswith("/gcs/"):  # Vertex's Cloud Storage FUSE mount: the same object
         return _GcsStore("gs://" + path[len("/gcs/") :])
-    if not fileio.is_local(path):
+    if not storage.is_local(path):
         raise ValueError(f"{path!r}: only local paths, /gcs/ mounts and gs:// URLs")
     return _LocalStore(path)

@@ -362,7 +362,7 @@ def supervise(
         except (ConfigError, ValueError):
             cfg = config.TrainConfig()  # the child reports the error itself
     sup = Supervisor(cmd, cfg.hang_timeout, cfg.startup_timeout, name)
-    from spottrain.trainer.fileio import is_local
+    from spottrain.storage import is_local
 
     if relay is not None and cfg.checkpoint_dir and is_local(cfg.checkpoint_dir):
         relay.on_forward = lambda reason: write_notice(cfg.checkpoint_dir, name, reason)
