@@ -83,7 +83,8 @@ print(json.dumps({"stamps": stamps, "cpu": cpu}))
 FIT = r"""
 import json, resource, sys, time
 import tensorflow as tf, keras
-from spottrain.trainer import config, data, image_settings, model as model_lib, optimizer
+from spottrain.tasks.image import data, model as model_lib, settings as image_settings
+from spottrain.trainer import config, optimizer
 image_dir, backup, kind = sys.argv[1], sys.argv[5], sys.argv[6]
 steps, batch, save_every = (int(v) for v in sys.argv[2:5])
 cfg = config.TrainConfig(train_steps=steps)

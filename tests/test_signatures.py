@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from spottrain.pipelines import compile as comp
-from spottrain.trainer import config, image_settings
+from spottrain.tasks.image import settings as image_settings
+from spottrain.trainer import config
 
 # The engine's settings; the built-in image task's are its task args (ImageSettings),
 # of which the pipelines expose config.IMAGE_HYPERPARAMETERS.

@@ -167,7 +167,8 @@ def _parse(*flags):
 
 
 def test_image_flags_are_the_image_tasks_task_args():
-    from spottrain.trainer import config, image_settings
+    from spottrain.tasks.image import settings as image_settings
+    from spottrain.trainer import config
 
     cfg = _parse("--backbone", "mobilenet_v2", "--fine-tune", "--task-args", '{"image_size": 64}')
     assert json.loads(cfg.task_args) == {
