@@ -28,7 +28,7 @@ COPY . .
 RUN pip install ".[trainer,vertex]" \
     && tini --version \
     && python -c "import tensorflow as tf; assert tf.test.is_built_with_cuda()" \
-    && python -c "import spottrain.trainer.task, spottrain.trainer.forward, spottrain.components, spottrain.runtime.fallback_decision, spottrain.runtime.gcs_copy, spottrain.runtime.profile, spottrain.runtime.train_job.component, spottrain.runtime.train, spottrain.runtime.train_settings, spottrain.runtime.training_status, spottrain.runtime.vertex_job"
+    && python -c "import spottrain.trainer.task, spottrain.tasks.image.task, spottrain.trainer.forward, spottrain.components, spottrain.runtime.fallback_decision, spottrain.runtime.gcs_copy, spottrain.runtime.profile, spottrain.runtime.train_job.component, spottrain.runtime.train, spottrain.runtime.train_settings, spottrain.runtime.training_status, spottrain.runtime.vertex_job"
 
 # py-spy (installed with the package) needs CAP_SYS_PTRACE to dump a hung
 # worker: add it to the pod's securityContext on GKE.

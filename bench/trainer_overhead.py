@@ -83,13 +83,14 @@ print(json.dumps({"stamps": stamps, "cpu": cpu}))
 FIT = r"""
 import json, resource, sys, time
 import tensorflow as tf, keras
-from spottrain.trainer import config, data, image_settings, model as model_lib, optimizer
+from spottrain.tasks.image import data, model as model_lib
+from spottrain.tasks.image.settings import ImageSettings
+from spottrain.trainer import config, optimizer
 image_dir, backup, kind = sys.argv[1], sys.argv[5], sys.argv[6]
 steps, batch, save_every = (int(v) for v in sys.argv[2:5])
 cfg = config.TrainConfig(train_steps=steps)
 backbone = "resnet50" if kind == "resnet50" else "small_cnn"
-image = image_settings.ImageSettings(image_dir=image_dir, backbone=backbone, weights="none",
-                                     image_size=32)
+image = ImageSettings(image_dir=image_dir, backbone=backbone, weights="none", image_size=32)
 keras.utils.set_random_seed(0)
 if kind == "keras":  # the user task's own compiled model and examples
     from examples.keras_classifier import Classifier

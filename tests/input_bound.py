@@ -15,7 +15,7 @@ import time
 
 
 def slow_train_dataset(delay_ms: float) -> None:
-    """Adds a ``delay_ms`` sleep per batch to each ``spottrain.trainer.data.Pipelines`` train set.
+    """Adds a ``delay_ms`` sleep per batch to each train set of the image task's ``Pipelines``.
 
     A sequential map, like an unparallelised decode: the producer cannot run ahead
     of the delay however deep the prefetch buffer is. The sleep runs in a Python
@@ -24,7 +24,7 @@ def slow_train_dataset(delay_ms: float) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from spottrain.trainer import data
+    from spottrain.tasks.image import data
 
     original = data.Pipelines.train_dataset
     seconds = delay_ms / 1000

@@ -351,7 +351,7 @@ def test_a_broken_validation_image_is_named_before_any_step(digits_dir, tmp_path
     there fails the run before training, not after the last step."""
     import shutil
 
-    from spottrain.trainer import data
+    from spottrain.tasks.image import data
 
     images = tmp_path / "images"
     shutil.copytree(digits_dir, images)

@@ -191,3 +191,7 @@ def test_the_dockerfile_smoke_import_covers_every_component_runtime_module():
     assert wanted <= smoke, f"add to the Dockerfile's smoke import: {sorted(wanted - smoke)}"
     # The image's entry points too: the ENTRYPOINT's and the Vertex pools' init.
     assert {"spottrain.trainer.task", "spottrain.trainer.forward"} <= smoke
+    # And the task the entry point trains by default (spottrain/tasks/ must ship too).
+    from spottrain.trainer import task_loader
+
+    assert task_loader.DEFAULT_TASK.partition(":")[0] in smoke

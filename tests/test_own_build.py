@@ -155,8 +155,8 @@ def test_make_compile_with_an_image_is_the_users_build_and_run_gke_sends_it(tmp_
 def test_the_image_folder_layout_in_the_docs_is_what_the_trainer_reads(tmp_path):
     from PIL import Image
 
-    from spottrain.trainer import data
-    from spottrain.trainer.image_settings import IMAGE_EXTENSIONS, ImageSettings
+    from spottrain.tasks.image import data
+    from spottrain.tasks.image.settings import IMAGE_EXTENSIONS, ImageSettings
     from spottrain.trainer.preemption import ConfigError
 
     page = (REPO / "docs" / "deploy.md").read_text()

@@ -18,12 +18,13 @@ import yaml
 from spottrain.pipelines import compile as comp
 from spottrain.runtime import train_settings
 from spottrain.runtime.train_settings import TrainSettings
-from spottrain.trainer import config, image_settings
+from spottrain.tasks.image.settings import ImageSettings
+from spottrain.trainer import config
 
 # The engine's settings; the built-in image task's are its task args (ImageSettings),
 # of which the pipelines expose train_settings.IMAGE_SETTINGS.
 TRAIN_FIELDS = {f.name for f in dataclasses.fields(config.TrainConfig)}
-IMAGE_FIELDS = {f.name for f in dataclasses.fields(image_settings.ImageSettings)}
+IMAGE_FIELDS = {f.name for f in dataclasses.fields(ImageSettings)}
 SETTINGS = {f.name: f for f in dataclasses.fields(TrainSettings)}
 # Where a pipeline's default is not the trainer's, and why.
 PIPELINE_OWN_DEFAULTS = {
@@ -85,7 +86,7 @@ SIGNATURES = _signatures()
 def test_settings_take_their_types_and_defaults_from_the_engine_and_the_image_task():
     assert set(train_settings.IMAGE_SETTINGS) == IMAGE_FIELDS & set(SETTINGS)
     for name, field in SETTINGS.items():
-        owner = image_settings.ImageSettings if name in IMAGE_FIELDS else config.TrainConfig
+        owner = ImageSettings if name in IMAGE_FIELDS else config.TrainConfig
         assert name in TRAIN_FIELDS | IMAGE_FIELDS, f"{name} is neither the engine's nor the task's"
         expected = getattr(owner, name)
         if name in PIPELINE_OWN_DEFAULTS:

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from trainer_helpers import error_lines, ledger, run_module, tiny_args
 
+from spottrain.tasks.image import model as _model  # noqa: F401 - registers Preprocess for load_model
 from spottrain.trainer import calls, config, launch, preemption
-from spottrain.trainer import model as _model  # noqa: F401 - registers Preprocess for load_model
 from spottrain.trainer.calls import LoopSizes
 
 REGRESSION = ["--task", "examples.regression:Regression", "--train-steps", "30",

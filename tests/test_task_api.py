@@ -238,9 +238,7 @@ def test_check_of_the_built_in_image_task(tmp_path, digits_dir):
             str(tmp_path / "c"), "--model-dir", str(tmp_path / "m")]  # fmt: skip
     proc, _ = run_module("spottrain.trainer.task", args)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert (
-        "check ok: task spottrain.trainer.image_task:ImageClassificationTask builds" in proc.stdout
-    )
+    assert "check ok: task spottrain.tasks.image.task:ImageClassificationTask builds" in proc.stdout
     assert not list(tmp_path.iterdir())
 
 

@@ -167,7 +167,8 @@ def _parse(*flags):
 
 
 def test_image_flags_are_the_image_tasks_task_args():
-    from spottrain.trainer import config, image_settings
+    from spottrain.tasks.image.settings import ImageSettings
+    from spottrain.trainer import config
 
     cfg = _parse("--backbone", "mobilenet_v2", "--fine-tune", "--task-args", '{"image_size": 64}')
     assert json.loads(cfg.task_args) == {
@@ -177,9 +178,9 @@ def test_image_flags_are_the_image_tasks_task_args():
     }
     assert not hasattr(cfg, "backbone")  # the engine's config holds no image settings
     # The run's --data is the image folder, or the tfds data_dir once a dataset is named.
-    folder = image_settings.ImageSettings.from_args({}, data="/d")
+    folder = ImageSettings.from_args({}, data="/d")
     assert (folder.image_dir, folder.data_dir) == ("/d", "")
-    tfds = image_settings.ImageSettings.from_args({"dataset": "mnist"}, data="/d")
+    tfds = ImageSettings.from_args({"dataset": "mnist"}, data="/d")
     assert (tfds.image_dir, tfds.data_dir, tfds.dataset) == ("", "/d", "mnist")
     config.validate(cfg)
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from trainer_helpers import error_lines, ledger, run_module, summary, tiny_args
 
+from spottrain.tasks.image import model as _model  # noqa: F401 - registers Preprocess for load_model
 from spottrain.trainer import launch, preemption
-from spottrain.trainer import model as _model  # noqa: F401 - registers Preprocess for load_model
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from spottrain import storage
-from spottrain.trainer import image_settings
+from spottrain.tasks.image import flags as default_task_flags
 from spottrain.trainer.preemption import ConfigError
 
 OPTIMIZERS = ("adam", "sgd")
@@ -36,8 +36,8 @@ class TrainConfig:
     """The engine's settings of one training run (see ``build_parser`` for the meaning).
 
     What is trained, and on what, is the task's: ``task`` and its own settings in
-    ``task_args`` (the built-in image classifier's are ``ImageSettings``, also
-    given as their own flags).
+    ``task_args`` (the built-in image classifier's are also given as their own flags:
+    :mod:`spottrain.tasks.image.flags`).
     """
 
     # What is trained (spottrain.trainer.task_api); empty: the built-in image classifier.
@@ -157,10 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--data",
         default=d.data,
         help="The run's input folder, local or gs:// (a pipeline's copied data); the task "
-        "decides what it holds. The image classifier: an image folder, or the tfds "
-        "data_dir when its dataset is given.",
+        "decides what it holds.",
     )
-    _add_image_flags(p)
+    default_task_flags.add(p)
     opt = p.add_argument_group("optimisation")
     opt.add_argument(
         "--mixed-precision",
@@ -316,67 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _add_image_flags(p: argparse.ArgumentParser) -> None:
-    """The built-in image task's settings as flags (each also a --task-args key)."""
-    i = image_settings.ImageSettings()
-    g = p.add_argument_group(
-        "built-in image classifier (its task args, also as flags; not with another --task)"
-    )
-    quiet = argparse.SUPPRESS  # absent unless given: then they join --task-args
-
-    def add(name: str, help: str, **kw) -> None:
-        default = getattr(i, name.replace("-", "_"))
-        g.add_argument(f"--{name}", default=quiet, help=f"{help} (default {default!r})", **kw)
-
-    add("image-dir", "Image folder <root>/<label>/*.png|jpg, local or gs://; overrides --dataset")
-    add("dataset", "tfds dataset name")
-    add("data-dir", "tfds data_dir holding the prepared dataset")
-    add("train-split", "tfds training split")
-    add("val-split", "tfds validation split; empty: hold out --val-fraction of train")
-    add("val-fraction", "Share of the training data held out for validation", type=float)
-    add("cache-max-mb", "Decode the training set once into memory when it fits", type=int)
-    bb = ", ".join(image_settings.BACKBONES)
-    add("backbone", f"One of {bb}")
-    add("weights", "imagenet (download pretrained) or none (random init)")
-    g.add_argument(
-        "--fine-tune", action="store_true", default=quiet, help="Also train the backbone."
-    )
-    add("image-size", "Square input size in pixels", type=int)
-
-
-def _merge_image_flags(values: dict) -> None:
-    """Moves the image flags given into ``values["task_args"]``; refuses a clash.
-
-    Raises:
-        ConfigError: image flags with another task, or a flag that contradicts
-            the same key in ``--task-args``.
-    """
-    from spottrain.trainer import task_loader
-
-    names = [f.name for f in dataclasses.fields(image_settings.ImageSettings)]
-    given = {n: values.pop(n) for n in names if n in values}
-    if not given:
-        return
-    module, cls, args = task_loader.check_spec(values["task"], values["task_args"])
-    flags = ", ".join("--" + n.replace("_", "-") for n in given)
-    if f"{module}:{cls}" != task_loader.DEFAULT_TASK:
-        raise ConfigError(
-            f"{flags}: settings of the built-in image classifier; --task {values['task']} "
-            "takes its settings in --task-args"
-        )
-    for name, value in given.items():
-        if name in args and args[name] != value:
-            raise ConfigError(
-                f"--{name.replace('_', '-')} {value!r} contradicts --task-args "
-                f"{name}={args[name]!r}; give it once"
-            )
-    values["task_args"] = json.dumps({**args, **given})
-
-
 def parse_args(argv: list[str], env_dirs: dict[str, str]) -> TrainConfig:
     """Parses flags into a TrainConfig; output dirs fall back to ``env_dirs``.
 
-    The image classifier's flags (``--backbone``, ``--image-dir``, ...) become keys
+    The built-in task's own flags (:mod:`spottrain.tasks.image.flags`) become keys
     of ``task_args``.
 
     Raises:
@@ -387,7 +329,7 @@ def parse_args(argv: list[str], env_dirs: dict[str, str]) -> TrainConfig:
     for key in ("checkpoint_dir", "model_dir", "tensorboard_dir"):
         if values[key] is None:
             values[key] = env_dirs.get(key, "")
-    _merge_image_flags(values)
+    default_task_flags.merge(values)
     return TrainConfig(**values)
 
 
@@ -409,9 +351,7 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
 
     module, cls, args = task_loader.check_spec(cfg.task, cfg.task_args)
     if f"{module}:{cls}" == task_loader.DEFAULT_TASK:
-        # The built-in task's settings need no TensorFlow to check: the supervisor and
-        # the pipelines' pre-flight refuse a bad one in milliseconds.
-        image_settings.ImageSettings.from_args(args, cfg.data)
+        default_task_flags.check(args, cfg.data)
     _require(
         cfg.optimizer in OPTIMIZERS,
         f"--optimizer {cfg.optimizer!r} is unknown; choose one of {', '.join(OPTIMIZERS)}",
@@ -535,3 +475,8 @@ def global_batch(cfg: TrainConfig, num_replicas: int) -> int:
         )
         return cfg.global_batch_size
     return cfg.batch_size_per_replica * num_replicas
+
+
+def steps_for_epochs(epochs: float, num_train: int, global_batch: int) -> int:
+    """Converts --epochs into a whole number of steps (at least one)."""
+    return max(1, math.ceil(epochs * num_train / global_batch))

@@ -9,7 +9,7 @@ attempt ledger, TensorBoard scalars, profiler step markers and the outputs.
 
 Select a task with ``python -m spottrain.trainer.task --task my_pkg.my_module:MyTask
 --task-args '{"hidden": 64}'``; the built-in image classifier
-(:class:`spottrain.trainer.image_task.ImageClassificationTask`) is the default.
+(:class:`spottrain.tasks.image.task.ImageClassificationTask`) is the default.
 
 **Exact resume.** The engine resumes at the checkpointed step and asks the task for
 the batches from that step on (``TrainInput.start_step``). Under

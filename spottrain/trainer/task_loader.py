@@ -13,7 +13,7 @@ from spottrain.trainer import fileio
 from spottrain.trainer.preemption import ConfigError, TrainerExit
 from spottrain.trainer.task_api import KerasTask, Task
 
-DEFAULT_TASK = "spottrain.trainer.image_task:ImageClassificationTask"
+DEFAULT_TASK = "spottrain.tasks.image.task:ImageClassificationTask"
 
 
 def call_task(what: str, method, *args):

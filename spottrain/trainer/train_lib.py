@@ -24,7 +24,6 @@ from spottrain.trainer import (
     checkpoint_store,
     checkpointing,
     config,
-    data,
     distribution,
     fileio,
     metadata_notice,
@@ -123,7 +122,7 @@ class Trainer:
             examples = self.task.num_train_examples()
             if not examples:
                 raise ConfigError("--epochs needs a task that knows its number of examples")
-            self.total_steps = data.steps_for_epochs(cfg.epochs, examples, self.global_batch)
+            self.total_steps = config.steps_for_epochs(cfg.epochs, examples, self.global_batch)
         if cfg.mixed_precision:
             keras.mixed_precision.set_global_policy("mixed_float16")
         # Same initial weights and dropout masks on every run with this seed; the

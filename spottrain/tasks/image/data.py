@@ -22,8 +22,8 @@ import re
 import zlib
 from dataclasses import dataclass
 
+from spottrain.tasks.image.settings import IMAGE_EXTENSIONS, ImageSettings
 from spottrain.trainer import fileio
-from spottrain.trainer.image_settings import IMAGE_EXTENSIONS, ImageSettings
 from spottrain.trainer.preemption import ConfigError
 
 log = logging.getLogger(__name__)
@@ -174,11 +174,6 @@ def tfds_stream(index: DataIndex, split: str):
         split=split, decoders={image_key: tfds.decode.SkipDecoding()}, shuffle_files=False
     )
     return ds.map(lambda ex: (ex[image_key], tf.cast(ex[label_key], tf.int32)))
-
-
-def steps_for_epochs(epochs: float, num_train: int, global_batch: int) -> int:
-    """Converts --epochs into a whole number of steps (at least one)."""
-    return max(1, math.ceil(epochs * num_train / global_batch))
 
 
 def _decoder(image_size: int, from_files: bool):

@@ -1,21 +1,20 @@
 """The built-in task: an image classifier (ResNet50, MobileNetV2 or a small CNN + a new head).
 
 It is what production trains by default (ResNet50 with ImageNet weights on tfds
-``cassava``) and goes through the same :class:`spottrain.trainer.task_api.Task` API as a
+``cassava``) and goes through the same public :class:`spottrain.Task` API as a
 user's task: its settings are task args
-(:class:`spottrain.trainer.image_settings.ImageSettings`, also given as flags:
-``--image-dir``, ``--dataset``, ``--backbone``, ...), :mod:`spottrain.trainer.data` its
-input and :mod:`spottrain.trainer.model` its model.
+(:class:`spottrain.tasks.image.settings.ImageSettings`, also given as flags:
+``--image-dir``, ``--dataset``, ``--backbone``, ...; :mod:`spottrain.tasks.image.flags`),
+:mod:`spottrain.tasks.image.data` its input and :mod:`spottrain.tasks.image.model` its model.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from spottrain.trainer import data
-from spottrain.trainer.image_settings import ImageSettings
-from spottrain.trainer.preemption import ConfigError
-from spottrain.trainer.task_api import Task, TrainInput
+from spottrain import ConfigError, Task, TrainInput
+from spottrain.tasks.image import data
+from spottrain.tasks.image.settings import ImageSettings
 
 
 class ImageClassificationTask(Task):
@@ -43,8 +42,8 @@ class ImageClassificationTask(Task):
         return self._pipelines
 
     def build_model(self):
-        """The classifier of :func:`spottrain.trainer.model.build_model` for the indexed classes."""
-        from spottrain.trainer import model as model_lib  # Keras: imported only to train
+        """The classifier of :func:`.model.build_model` for the indexed classes."""
+        from spottrain.tasks.image import model as model_lib  # Keras: imported only to train
 
         return model_lib.build_model(self.settings, len(self.index.class_names))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 from keras import layers
 
+from spottrain.tasks.image.settings import ImageSettings
 from spottrain.trainer import preemption
-from spottrain.trainer.image_settings import ImageSettings
 
 
 @keras.saving.register_keras_serializable(package="spottrain")
