@@ -65,7 +65,7 @@ task = attempt.validate_all(cfg, cluster)
 stamps, cpu = [], []
 class Stamped(ledger_lib.Ledger):  # the loop calls progress(step) once a step, then a save may
     seen = set()
-    def progress(self, step, saved_step=None):
+    def progress(self, step, saved_step=None, force=False):
         if step not in self.seen:
             self.seen.add(step)
             stamps.append(time.perf_counter())
