@@ -1,5 +1,5 @@
 # The image every component and Vertex worker runs. The TensorFlow GPU base
-# image's version must match setup.py's TF_RANGE (tests/test_foundation.py
+# image's version must match setup.py's TF_RANGE (tests/integration/project/test_foundation.py
 # checks it): the right TF build for the hardware, with CUDA/cuDNN that fit.
 FROM tensorflow/tensorflow:2.21.0-gpu
 

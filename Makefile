@@ -23,8 +23,8 @@ $(STAMP): setup.py
 test: venv tools ## Run the whole test suite (what CI runs)
 	$(PY) -m pytest -q tests
 
-test-fast: venv ## The unit tier only: in-process, no tool builds; a test that starts a process fails
-	SPOTTRAIN_TIER=unit $(PY) -m pytest -q -m unit tests
+test-fast: venv ## The unit tier only (tests/unit): in-process, no tool builds; a test that starts a process fails
+	SPOTTRAIN_TIER=unit $(PY) -m pytest -q tests/unit
 
 # Binaries the image gets from its OS packages, for the tests that run its PID 1 chain.
 # tini: the image's init (Dockerfile: apt-get install tini). Debian's package here (the
@@ -43,7 +43,7 @@ $(TOOLS)/bin/tini:
 	  || echo "tools: could not fetch Debian's tini; the PID-1 tests will skip" >&2; \
 	else echo "tools: no apt-get here; the PID-1 tests will skip" >&2; fi
 
-# Headless Chromium renders the pages the KFP UI shows (tests/test_pages_in_chromium.py).
+# Headless Chromium renders the pages the KFP UI shows (tests/integration/runtime/test_pages_in_chromium.py).
 # Debian's package and its libraries are installed (as root; ~16 s, 81 MB), not
 # unpacked: Chromium loads too many of them; elsewhere those tests skip, naming why.
 $(TOOLS)/bin/chromium:
@@ -68,7 +68,7 @@ $(TOOLS)/bin/argo-merge: tools/argo-merge/main.go tools/argo-merge/go.mod tools/
 
 # Argo v4.0.5's own workflow-controller package, with tools/argo-retry's test file
 # compiled into it (`go test -c -overlay`, the source left as it is): the retry policies
-# run through its real operate loop (tests/test_argo_retry_controller.py). Go refuses
+# run through its real operate loop (tests/system/kfp/test_argo_retry_controller.py). Go refuses
 # overlays inside its module cache, so this builds in the copy of the module that the
 # argoexec target makes (.tools/argo-src), whose go.sum covers the test imports.
 $(TOOLS)/bin/argo-retry.test: tools/argo-retry/spottrain_retry_test.go $(TOOLS)/bin/argoexec
@@ -84,11 +84,11 @@ $(TOOLS)/bin/argo-retry.test: tools/argo-retry/spottrain_retry_test.go $(TOOLS)/
 	else echo "tools: no Go toolchain or no .tools/argo-src; the argo-retry tests will skip" >&2; fi
 
 argo-retry-table: venv $(TOOLS)/bin/argo-retry.test ## Print how often Argo's own controller runs a preempted/fatal/crashed KFP task under each retry policy
-	$(PY) -m pytest -q -s tests/test_argo_retry_controller.py -k test_table -p no:cacheprovider
+	$(PY) -m pytest -q -s tests/system/kfp/test_argo_retry_controller.py -k test_table -p no:cacheprovider
 .PHONY: argo-retry-table
 
 # Argo v4.0.5's own executor, `argoexec` (tools/argoexec/go.mod pins it), PID 1 of the
-# KFP-pod reproduction (tests/test_platform_kfp_argo.py) instead of the stand-in. Argo's
+# KFP-pod reproduction (tests/system/kfp/test_platform_kfp_argo.py) instead of the stand-in. Argo's
 # workflow/executor/osspecific/signal_linux.go is a symlink to signal_darwin.go and module
 # zips drop symlinks, so the proxy's copy does not build on Linux; the module is copied
 # to .tools/argo-src with that link put back, and a workspace (.tools/argoexec.work)
@@ -117,7 +117,7 @@ $(TOOLS)/bin/argoexec: tools/argoexec/go.mod tools/argoexec/go.sum
 	else echo "tools: no Go toolchain here; the KFP-pod tests use the emissary stand-in" >&2; fi
 
 # KFP 2.17.0's own backend compiler, then Argo v4.0.5's validation, on the committed
-# pipelines (tools/kfp-compile; tests/test_kfp_compiler.py). The Go module proxy refuses
+# pipelines (tools/kfp-compile; tests/unit/pipelines/test_kfp_compiler.py). The Go module proxy refuses
 # KFP's module, so this needs a checkout of kubeflow/pipelines at tag 2.17.0 (commit
 # 4a3592cb2dd0a91a4652ab93893ec8beda1f3158); it is linked to .tools/kfp-src, where
 # tools/kfp-compile/go.mod points. Not part of `make tools`: without it that test skips.
@@ -148,7 +148,7 @@ $(TOOLS)/bin/kube-cp: tools/kube-cp/main.go tools/kube-cp/go.mod tools/kube-cp/g
 
 # JobSet v0.12.0's manager (sigs.k8s.io/jobset, its main package at the module root;
 # tools/jobset/go.mod pins it and its k8s.io v0.36.0 deps), from the Go module proxy, for
-# tests/test_jobset_real_kube.py, which runs it against kube-cp. The same module's
+# tests/system/gke/test_jobset_real_kube.py, which runs it against kube-cp. The same module's
 # config/components (its CRD, webhook manifests) is copied to .tools/jobset-config, so
 # the tests need no Go toolchain to install them. Part of `make tools` since the JobSet
 # launcher's tests run on it: a cold build took 5-7 min on 2 busy cores after 15 s of

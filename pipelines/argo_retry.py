@@ -37,7 +37,7 @@ Hence the ``preemption`` policy (the default of ``make kfp-retry-policy``): the 
 patch with ``retryStrategy.expression``, which Argo evaluates per attempt after the
 limit (operator.go:1135-1151, with ``lastRetry.exitCode/status/message``,
 operator.go:2050-2070). What each policy does to a KFP-shaped workflow, run through
-Argo's own controller code, is in tests/test_argo_retry_controller.py.
+Argo's own controller code, is in tests/system/kfp/test_argo_retry_controller.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Compiles the components and pipelines to the YAML files committed in the repository.
 
-``make compile`` rewrites them; ``tests/test_pipelines.py`` fails when a
+``make compile`` rewrites them; ``tests/unit/pipelines/test_pipelines.py`` fails when a
 committed file differs from what this module renders (the drift check).
 ``make release-files`` writes the same set for a release's image under ``dist/``.
 """

@@ -297,7 +297,7 @@ def _named(component, name: str):
     label when it merges a sub-pipeline into its parent: a second ``train`` task
     inside the exit task's graph is compiled as ``exec-train`` there, and the spot
     task's ``exec-train`` lost its pool selector to it (seen in the compiled
-    platform spec; tests/test_pipelines.py asserts both). A distinct name gives it
+    platform spec; tests/unit/pipelines/test_pipelines.py asserts both). A distinct name gives it
     an executor of its own.
     """
     import tempfile

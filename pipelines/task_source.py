@@ -25,7 +25,7 @@ TASK_API = "spottrain.trainer.task_api"
 # (spottrain/__init__.py hands them out).
 TASK_BASES = {f"{m}.{c}" for m in (TASK_API, "spottrain") for c in ("Task", "KerasTask")}
 # What the engine calls on each kind of task: spottrain.trainer.task_loader.load_task's
-# rule (tests/test_task_source.py checks that the two agree).
+# rule (tests/unit/pipelines/test_task_source.py checks that the two agree).
 KERAS_REQUIRED = ("model", "examples")
 TASK_REQUIRED = ("build_model", "train_dataset", "loss")
 OWN_STEP_REQUIRED = ("build_model", "train_dataset")

@@ -322,7 +322,7 @@ def with_forwarding_init(op):
     GCPC copies the train component's ``sh -ec …`` command into every worker pool
     as is (google_cloud_pipeline_components/v1/custom_job/utils.py L165-182 at
     GCPC 2.22.0), and Vertex runs it as the container's PID 1, which never passes
-    SIGTERM on (tests/test_platform_vertex.py runs the compiled pool command as
+    SIGTERM on (tests/system/vertex/test_platform_vertex.py runs the compiled pool command as
     PID 1 of a PID namespace, with and without this). GCPC has no hook for the
     pool command, so the default of the component's ``worker_pool_specs`` input
     is edited; a pipeline that uses ``op`` compiles that default.

@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -19,11 +20,27 @@ class StartsAProcess(RuntimeError):
     """A test of the unit tier started a process: mark it ``integration``."""
 
 
+TIERS = ("unit", "integration", "system")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Every test not marked ``slow`` or ``integration`` is of the ``unit`` tier."""
+    """A test's tier is its folder: tests/unit, tests/integration or tests/system.
+
+    ``unit``: in-process and quick (``make test-fast``); ``integration``: starts our
+    processes or servers (trainers, fake-gcs-server, the CLI, the tools); ``system``:
+    runs ours on the platform's own code (kfp.local, kube-cp, Argo, JobSet, the PID-1
+    chain). A tier marker written on a test must agree with its folder.
+    """
+    root = Path(__file__).resolve().parent
     for item in items:
-        if not {"slow", "integration"} & {m.name for m in item.iter_markers()}:
-            item.add_marker(pytest.mark.unit)
+        parts = Path(item.path).resolve().relative_to(root).parts
+        tier = parts[0] if len(parts) > 1 else ""
+        if tier not in TIERS:
+            raise pytest.UsageError(f"{item.nodeid}: a test lives in tests/{{{','.join(TIERS)}}}/")
+        written = {m.name for m in item.iter_markers()} & set(TIERS)
+        if written - {tier}:
+            raise pytest.UsageError(f"{item.nodeid}: marked {sorted(written)} but in tests/{tier}/")
+        item.add_marker(getattr(pytest.mark, tier))
 
 
 _POPEN_INIT = subprocess.Popen.__init__
@@ -141,6 +158,22 @@ def kfp_api(pushed_compiled_dir, monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield KfpApi, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+@pytest.fixture
+def metadata():
+    """Makes stand-in GCE metadata servers on loopback (tests/standins/gce_metadata.py)."""
+    from standins.gce_metadata import MetadataServer
+
+    servers = []
+
+    def make(**kw) -> MetadataServer:
+        servers.append(MetadataServer(**kw))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Pipeline bodies with exit tasks that KFP OSS mishandles (``guards.check_exit_tasks``).
 
-Shared by tests/test_pipelines.py (the guard) and tests/test_kfp_compiler.py (what KFP's
+Shared by tests/unit/pipelines/test_pipelines.py (the guard) and
+tests/unit/pipelines/test_kfp_compiler.py (what KFP's
 own compiler and Argo's validation do with them). No ``from __future__ import
 annotations``: the kfp SDK reads the parameter annotations as types.
 """

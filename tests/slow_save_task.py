@@ -2,7 +2,7 @@
 
 examples.regression's MLP plus a non-trainable weight of ``BALLAST_MB`` that no
 step reads: steps stay fast, while each save copies and writes it (a large model's
-checkpoint in a small model's run). Used by tests/test_ledger_truth.py.
+checkpoint in a small model's run). Used by tests/integration/trainer/test_ledger_truth.py.
 """
 
 from examples.regression import Regression

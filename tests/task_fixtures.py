@@ -1,4 +1,7 @@
-"""Broken tasks, for the one-line refusals of ``--task`` (tests/test_task_api.py)."""
+"""Broken tasks, for the one-line refusals of ``--task``.
+
+Used by tests/integration/trainer/test_task_api.py.
+"""
 
 from spottrain.trainer.task_api import KerasTask, Task
 

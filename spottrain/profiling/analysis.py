@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from spottrain.profiling import findings as rules
+import spottrain.profiling.findings as rules
 from spottrain.profiling.findings import (
     DEFAULT_BANDWIDTH_GBPS,
     INPUT_BOUND_SHARE,

@@ -128,7 +128,8 @@ def render_markdown(a: Analysis) -> str:
 def profile_tab_note(run) -> str:
     """How the report's numbers relate to TensorBoard's Profile tab (xprof) on the same trace.
 
-    Checked against xprof 2.24 on this trainer's traces (tests/test_profiling.py);
+    Checked against xprof 2.24 on this trainer's traces
+    (tests/integration/profiling/test_profiling.py);
     thresholds from xprof's convert/op_stats_to_input_pipeline_analysis.cc
     (kHighlyInfeedBoundThresholdInPercent 20, kModeratelyInfeedBoundThresholdInPercent
     5, kModeratelyAllOtherBoundThresholdInPercent 3).

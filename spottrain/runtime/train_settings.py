@@ -2,7 +2,7 @@
 
 Each pipeline and training component writes these out as parameters (KFP needs
 explicit signatures), builds a :class:`TrainSettings` from them by name, and the
-runtime turns it into the trainer's flags. tests/test_signatures.py ties the fields
+runtime turns it into the trainer's flags. tests/unit/pipelines/test_signatures.py ties the fields
 and defaults to ``TrainConfig`` (the engine's) and ``ImageSettings`` (the built-in
 image task's). Imports neither kfp nor TensorFlow: the component bodies use it.
 """

@@ -146,8 +146,8 @@ def capacity(strategy: str, job: dict) -> str:
 def remove_empty(value):
     """GCPC's ``json_util.recursive_remove_empty``: drops falsy dict values, empty items.
 
-    Rewritten because GCPC is not in the image; ``tests/test_vertex_fallback.py``
-    compares the two on the compiled payload.
+    Rewritten because GCPC is not in the image;
+    ``tests/integration/runtime/test_vertex_fallback.py`` compares the two on the compiled payload.
     """
     if isinstance(value, dict):
         out = {k: remove_empty(v) for k, v in value.items() if v}

@@ -5,7 +5,8 @@ resolve), which would otherwise read as an outage and be retried. The list is th
 public one, https://cloud.google.com/vertex-ai/docs/general/locations, as the
 Vertex AI SDK ships it (``google.cloud.aiplatform.constants.base.SUPPORTED_REGIONS``,
 google-cloud-aiplatform 1.165.1, less ``global``, which runs no custom job);
-tests/test_bad_inputs_cli.py checks that the installed SDK knows none that is not here.
+tests/integration/pipelines/test_bad_inputs_cli.py checks that the installed SDK knows none
+that is not here.
 """
 
 from __future__ import annotations

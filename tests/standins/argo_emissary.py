@@ -1,7 +1,7 @@
 """Stand-in for Argo's ``argoexec emissary``, PID 1 of a KFP task pod's main container.
 
 Mirrors argoproj/argo-workflows at v4.0.5 (the version KFP 2.17.0 pins:
-kubeflow/pipelines third_party/argo/VERSION, go.mod L10). tests/test_platform_kfp_argo.py
+kubeflow/pipelines third_party/argo/VERSION, go.mod L10). tests/system/kfp/test_platform_kfp_argo.py
 runs the real ``argoexec`` instead when ``make argoexec`` built it; what follows was
 checked against that binary (lines at v4.0.5):
 

@@ -9,7 +9,7 @@
 // is played: each pod's end is written into the fake clientset as Argo's own tests do
 // (controller_test.go makePodsPhase/deletePods).
 //
-// Input: $SPOTTRAIN_RETRY_CASES, a JSON file written by tests/test_argo_retry_controller.py
+// Input: $SPOTTRAIN_RETRY_CASES, a JSON file written by tests/system/kfp/test_argo_retry_controller.py
 // (policies as workflowDefaults YAML, tasks, scenarios); output: one JSON object per
 // case in $SPOTTRAIN_RETRY_OUT.
 package controller

@@ -1,5 +1,5 @@
 // Argo v4.0.5's executor, argoexec, built as it is (its cmd/argoexec main package, the
-// `tool` below): `make argoexec` puts it in .tools/bin for tests/test_platform_kfp_argo.py.
+// `tool` below): `make argoexec` puts it in .tools/bin for tests/system/kfp/test_platform_kfp_argo.py.
 // Upstream's workflow/executor/osspecific/signal_linux.go is a symlink, which module zips
 // drop; the Makefile builds from a copy of the module with the link put back.
 module spottrain/tools/argoexec

@@ -1,5 +1,5 @@
 // JobSet v0.12.0's manager (its main package, the module root: main.go), built as it is
-// (the `tool` below): `make jobset` puts it in .tools/bin for tests/test_jobset_real_kube.py.
+// (the `tool` below): `make jobset` puts it in .tools/bin for tests/system/gke/test_jobset_real_kube.py.
 // The Go module proxy serves sigs.k8s.io/jobset@v0.12.0 (commit 09e9a3bb) although it
 // lists no versions for it.
 module spottrain/tools/jobset

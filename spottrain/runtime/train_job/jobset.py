@@ -28,7 +28,7 @@ and k8s.io/kubernetes v1.34.3.
   counting; anything else (170, 171, ``BackoffLimitExceeded``) restarts it, counted.
 * ``backoffLimit: 0``: a gang fails together, so the first failure no rule names
   ends the child Job and the JobSet restarts every pod. A known gap, shown in
-  tests/test_train_job_jobset_real_kube.py: the Job controller reads only pods whose
+  tests/system/gke/test_train_job_jobset_real_kube.py: the Job controller reads only pods whose
   phase is ``Failed`` (``job_controller.go:2004-2014``) and fixes the outcome at the
   first failure it reads (``FailureTarget``, :944-960), so a peer's 170 that gets
   there while a preempted pod is still terminating makes that restart a counted one.

@@ -1,0 +1,87 @@
+"""The attempts page (spottrain.runtime.report): drawn from a real preempted and
+resumed run, every number on it compared with the ledger and the event files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from html_elements import _parse
+from trainer_helpers import ledger as read_ledger
+from trainer_helpers import run_module, tiny_args
+
+from spottrain.runtime import report
+from spottrain.trainer import ledger
+
+
+@pytest.mark.slow
+def test_the_page_of_a_preempted_and_resumed_run_shows_the_ledger_and_the_loss(
+    digits_dir, tmp_path
+):
+    args = tiny_args(digits_dir, tmp_path, train_steps=60, price_per_hour=0.35,
+                     on_demand_price_per_hour=1.2)  # fmt: skip
+    first, _ = run_module(
+        "spottrain.trainer.launch",
+        ["--workers", "1", "--preempt-at-step", "25", "--signal", "TERM", "--", *args],
+        extra_env={ledger.CAPACITY_ENV: "spot"},
+    )
+    assert first.returncode == 143, first.stdout + first.stderr
+    second, _ = run_module(
+        "spottrain.trainer.task", args, extra_env={ledger.CAPACITY_ENV: "standard"}
+    )
+    assert second.returncode == 0, second.stderr
+    out = tmp_path / "attempts.html"
+    report.write_report(str(tmp_path / "checkpoints"), "", str(out))
+    page = _parse(out.read_text())
+
+    records = read_ledger(tmp_path)
+    drawn = page.of("attempt")
+    assert len(drawn) == len(records) == 2
+    for bar, rec in zip(drawn, records, strict=True):
+        assert bar["data-attempt"] == str(rec["attempt"])
+        assert bar["data-capacity"] == rec["capacity"]
+        assert bar["data-outcome"] == rec["outcome"]
+        assert bar["data-saved-step"] == str(rec["saved_step"])
+        assert bar["data-steps-lost"] == str(rec["steps_lost"])
+    assert [b["data-capacity"] for b in drawn] == ["spot", "standard"]
+    assert len(page.of("notice")) == 1  # the preempted attempt ends on a notice
+    # The restart between them (no attempt running) is drawn and labelled with its length.
+    (restart,) = page.of("restart")
+    gap = records[1]["started"] - records[0]["ended"]
+    assert gap > 0 and float(restart["data-seconds"]) == pytest.approx(gap, abs=0.1)
+    totals = ledger.totals(records)
+    (shown,) = page.of("totals")
+    assert shown["data-attempts"] == "2" and shown["data-preemptions"] == "1"
+    text = "".join(page.text)
+    assert f"${totals['cost']:.4f} against ${totals['on_demand_cost']:.4f}" in text
+
+    scalars = report.read_scalars(str(tmp_path / "checkpoints" / "tensorboard"))
+    (loss,) = [c for c in page.of("curve") if c["data-scalar"] == "loss"]
+    assert int(loss["data-points"]) == len(scalars["loss"]) >= 10
+    assert loss["data-last-step"] == "60"
+    # The last loss the trainer printed is the curve's last value.
+    printed = [ln for ln in second.stdout.splitlines() if ln.startswith("step 60/60")]
+    assert printed and f"loss={float(loss['data-last']):.4f}" in printed[0]
+    assert "steps_per_second" not in [c["data-scalar"] for c in page.of("curve")]
+
+    # The image task's confusion matrix, logged as the ClassificationMetrics the KFP UI
+    # draws: it counts every validation example, and its diagonal is the accuracy.
+    from kfp.dsl import ClassificationMetrics
+
+    from spottrain.runtime.train import write_classification
+
+    summary = json.loads((tmp_path / "model" / "training_summary.json").read_text())
+    # The validation, written once, is shown as its number, not as a one-point curve.
+    finals = {f["data-scalar"]: float(f["data-value"]) for f in page.of("final")}
+    assert finals["val_accuracy"] == pytest.approx(summary["val_accuracy"], rel=1e-3)
+    assert "val_accuracy" not in [c["data-scalar"] for c in page.of("curve")]
+    matrix = summary["confusion_matrix"]
+    assert len(matrix) == len(summary["class_names"]) == 10
+    assert sum(map(sum, matrix)) == summary["val_examples"]
+    diagonal = sum(matrix[i][i] for i in range(10))
+    assert diagonal / summary["val_examples"] == pytest.approx(summary["val_accuracy"])
+    artifact = ClassificationMetrics(name="classification", uri=str(tmp_path / "c"))
+    write_classification(summary, artifact)
+    logged = artifact.metadata["confusionMatrix"]
+    assert [c["displayName"] for c in logged["annotationSpecs"]] == summary["class_names"]
+    assert [r["row"] for r in logged["rows"]] == matrix

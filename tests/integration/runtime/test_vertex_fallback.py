@@ -1,0 +1,211 @@
+"""The Vertex fall-back (spottrain.runtime.vertex_job): spot jobs, then standard ones,
+resuming one checkpoint dir, in one pipeline task that ends Succeeded.
+
+The decision is tested as a table; the payloads of the compiled pipeline go through
+GCPC's own launcher code into the real ``CreateCustomJobRequest``; and the launcher
+runs against the real ``aiplatform_v1.JobServiceClient`` over gRPC, served by the
+stand-in ``standins/vertex_jobs.py`` whose jobs run the real trainer locally.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from google.cloud import aiplatform_v1
+from google_cloud_pipeline_components.container.v1.gcp_launcher import job_remote_runner
+from google_cloud_pipeline_components.container.v1.gcp_launcher.utils import json_util
+from standins.vertex_jobs import JobService
+from trainer_helpers import REPO, env, tiny_args
+from vertex_helpers import compile_vertex, filled_payload, gcpc_request
+
+from spottrain.runtime import vertex_job as vj
+from spottrain.trainer import checkpointing, preemption
+
+BILLING = {"vertex-ai-pipelines-run-billing-id": "4242"}
+
+
+def test_the_compiled_task_runs_our_launcher_and_its_spot_and_standard_jobs_parse_in_gcpc(
+    tmp_path, monkeypatch
+):
+    spec = compile_vertex(tmp_path, "--fallback-strategy", "STANDARD", "--replica-count", "2")
+    container = spec["deploymentSpec"]["executors"]["exec-train"]["container"]
+    assert container["command"][-1] == "spottrain.runtime.vertex_job"
+    assert spec["root"]["dag"]["tasks"]["train"]["retryPolicy"]["maxRetryCount"] == 1
+    # The task's arguments, placeholders filled, are the launcher's.
+    fills = {"checkpoint_dir": "gs://b/ck", "train_steps": "1000", "project": "p",
+             "location": "us-central1"}  # fmt: skip
+    argv = [next((v for k, v in fills.items() if f"['{k}']" in a), a) for a in container["args"]]
+    argv[argv.index("--payload") + 1] = filled_payload(spec)
+    args = vj.parse_args(argv)
+    assert (args.checkpoint_dir, args.train_steps, args.fallback_strategy) == (
+        "gs://b/ck", 1000, "STANDARD",
+    )  # fmt: skip
+    payload = json.loads(args.payload, strict=False)
+    # Ours drops what GCPC's launcher drops before it creates a job.
+    assert vj.remove_empty(json.loads(json.dumps(payload))) == json_util.recursive_remove_empty(
+        payload
+    )
+    monkeypatch.setenv("VERTEX_AI_PIPELINES_RUN_LABELS", json.dumps(BILLING))
+    for strategy, kind in (("SPOT", "spot"), ("STANDARD", "standard")):
+        job = gcpc_request(json.dumps(vj.job_for(payload, strategy, 1)), tmp_path).custom_job
+        assert job.job_spec.scheduling.strategy.name == strategy
+        assert len(job.job_spec.worker_pool_specs) == 2
+        for pool in job.job_spec.worker_pool_specs:
+            env_ = {e.name: e.value for e in pool.container_spec.env}
+            assert env_["SPOTTRAIN_CAPACITY"] == kind
+            assert pool.container_spec.command[:2] == ["tini", "--"]
+        assert dict(job.labels) == BILLING
+        assert job.display_name.endswith(f"-{kind}-1")
+
+
+def _payload(digits_dir: str, out: Path, *extra: str, steps: int = 60) -> dict:
+    args = tiny_args(digits_dir, out, train_steps=steps)
+    pool = {
+        "machine_spec": {"machine_type": "n1-standard-4"},
+        "replica_count": 1,
+        "container_spec": {
+            "image_uri": "us-docker.pkg.dev/p/r/trainer:1",
+            "command": [sys.executable, "-m", "spottrain.trainer.task"],
+            "args": [*args, *extra],
+            "env": [{"name": "SPOTTRAIN_CAPACITY", "value": "spot"}],
+        },
+    }
+    return {
+        "display_name": "spottrain-train",
+        "job_spec": {
+            "worker_pool_specs": [pool],
+            "scheduling": {"strategy": "SPOT", "timeout": "3600s", "max_wait_duration": ""},
+        },
+        "labels": {},
+    }
+
+
+def _launch(svc: JobService, tmp_path: Path, payload: dict, steps: int = 60) -> subprocess.Popen:
+    argv = [
+        sys.executable, "-m", "spottrain.runtime.vertex_job", "--project", "p",
+        "--location", "us-central1", "--payload", json.dumps(payload),
+        "--gcp_resources", str(tmp_path / "gcp_resources"),
+        "--checkpoint_dir", str(tmp_path / "checkpoints"), "--train_steps", str(steps),
+    ]  # fmt: skip
+    e = {**env(), vj.API_ENV: svc.address, vj.POLL_ENV: "0.2",
+         "VERTEX_AI_PIPELINES_RUN_LABELS": json.dumps(BILLING)}  # fmt: skip
+    return subprocess.Popen(argv, cwd=REPO, env=e, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+
+
+def _newest(tmp_path: Path) -> int:
+    return max(s for s, _ in checkpointing.list_checkpoints(str(tmp_path / "checkpoints")))
+
+
+def _gcpc_reads_resources(tmp_path: Path) -> str:
+    runner = job_remote_runner.JobRemoteRunner.__new__(job_remote_runner.JobRemoteRunner)
+    runner.job_type, runner.gcp_resources = "CustomJob", str(tmp_path / "gcp_resources")
+    runner.job_uri_prefix = "https://us-central1-aiplatform.googleapis.com/v1/"
+    return runner.check_if_job_exists()
+
+
+@pytest.mark.slow
+def test_preempted_then_no_spot_capacity_then_standard_ends_trained(digits_dir, tmp_path):
+    with JobService(["preempt@20", "stockout", "run"], env=env(), log_dir=tmp_path) as svc:
+        proc = _launch(svc, tmp_path, _payload(digits_dir, tmp_path))
+        out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    strategies = [j.job_spec.scheduling.strategy.name for j in svc.jobs]
+    assert strategies == ["SPOT", "SPOT", "STANDARD"], out
+    kinds = [{e.name: e.value for e in j.job_spec.worker_pool_specs[0].container_spec.env}
+             ["SPOTTRAIN_CAPACITY"] for j in svc.jobs]  # fmt: skip
+    assert kinds == ["spot", "spot", "standard"]
+    assert all(dict(j.labels) == BILLING for j in svc.jobs)
+    assert _newest(tmp_path) == 60
+    # The ledger: the preempted spot attempt, then the standard one (the stockout never ran).
+    records = json.loads((tmp_path / "checkpoints" / "attempts.json").read_text())["attempts"]
+    assert [(r["capacity"], r["outcome"]) for r in records] == [
+        ("spot", "preempted"), ("standard", "success"),
+    ], records  # fmt: skip
+    assert records[1]["start_step"] == records[0]["saved_step"] > 0, records
+    # gcp_resources names the last job, readable by GCPC's own re-attach code.
+    assert _gcpc_reads_resources(tmp_path) == svc.jobs[-1].name
+    # The stockout made no progress, so it went to standard with spot attempts left.
+    stockout = r"JOB_STATE_FAILED \(checkpoint step (\d+) -> \1; .*stockout.*: resume on STANDARD"
+    assert re.search(stockout, out)
+
+
+def test_a_fatal_training_error_stops_after_one_job(digits_dir, tmp_path):
+    payload = _payload(digits_dir, tmp_path, "--learning-rate", "nan")
+    with JobService(["run", "run"], env=env()) as svc:
+        proc = _launch(svc, tmp_path, payload)
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == preemption.FATAL_CONFIG, out
+    assert len(svc.jobs) == 1, out  # no standard job paid for a config error
+    assert "fatal after SPOT JOB_STATE_FAILED" in out, out
+
+
+def test_a_job_vertex_refuses_is_one_line_and_fatal(digits_dir, tmp_path):
+    with JobService(["refuse"]) as svc:
+        proc = _launch(svc, tmp_path, _payload(digits_dir, tmp_path))
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == preemption.FATAL_CONFIG, out
+    errors = [line for line in out.splitlines() if "ERROR" in line or "refused" in line]
+    assert len(errors) == 1 and "bad spec" in errors[0], out
+    # Not retried: a second create would have been answered "run" and made a job.
+    assert "Traceback" not in out and not svc.jobs, out
+
+
+@pytest.mark.parametrize("answer", ["quota", "unreachable"])
+def test_a_quota_or_an_unreachable_api_is_retryable(digits_dir, tmp_path, answer):
+    with JobService([answer]) as svc:
+        if answer == "unreachable":
+            svc.server.stop(0)
+        proc = _launch(svc, tmp_path, _payload(digits_dir, tmp_path))
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == preemption.UNAVAILABLE, out
+    assert preemption.is_retryable(proc.returncode) and "Traceback" not in out
+    assert not svc.jobs
+
+
+@pytest.mark.slow
+def test_cancelling_the_task_cancels_its_job_and_the_trainer_saves(digits_dir, tmp_path):
+    payload = _payload(digits_dir, tmp_path, steps=100_000)
+    with JobService(["run"], env=env(), log_dir=tmp_path) as svc:
+        proc = _launch(svc, tmp_path, payload, steps=100_000)
+        deadline = time.monotonic() + 120
+        while not list(checkpointing.list_checkpoints(str(tmp_path / "checkpoints"))):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        trainer = svc._procs[svc.jobs[0].name]
+        trainer.wait(timeout=60)
+    assert proc.returncode == preemption.PREEMPTED, out
+    assert svc.cancelled == [svc.jobs[0].name]
+    assert trainer.returncode == preemption.PREEMPTED  # the notice reached it: saved
+    assert _newest(tmp_path) > 0
+
+
+@pytest.mark.slow
+def test_a_retried_task_follows_the_job_it_left_instead_of_creating_one(digits_dir, tmp_path):
+    import grpc
+    from google.cloud.aiplatform_v1.services.job_service.transports import (
+        JobServiceGrpcTransport,
+    )
+
+    with JobService(["run", "run"], env=env()) as svc:
+        client = aiplatform_v1.JobServiceClient(
+            transport=JobServiceGrpcTransport(channel=grpc.insecure_channel(svc.address))
+        )
+        job = client.create_custom_job(
+            parent="projects/p/locations/us-central1",
+            custom_job=vj.job_for(_payload(digits_dir, tmp_path), "SPOT", 1),
+        )
+        vj.write_resources(str(tmp_path / "gcp_resources"), "us-central1", job.name)
+        proc = _launch(svc, tmp_path, _payload(digits_dir, tmp_path))
+        out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    assert len(svc.jobs) == 1 and _newest(tmp_path) == 60

@@ -1,0 +1,90 @@
+"""The Vertex fall-back (spottrain.runtime.vertex_job): spot jobs, then standard ones,
+resuming one checkpoint dir, in one pipeline task that ends Succeeded.
+
+The in-process tests; those that start processes are in
+tests/integration/runtime/test_vertex_fallback.py.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from spottrain.runtime.vertex_job import Attempt, Plan, decide
+from spottrain.trainer import preemption
+
+PLAN = Plan(first="SPOT", fallback="STANDARD", first_attempts=3, fallback_attempts=2)
+
+
+def _a(strategy, state="JOB_STATE_FAILED", before=-1, after=-1):
+    return Attempt(strategy, "j", state=state, step_before=before, step_after=after)
+
+
+@pytest.mark.parametrize(
+    ("attempts", "progress", "expected"),
+    [
+        ([_a("SPOT", "JOB_STATE_SUCCEEDED", -1, 60)], "completed", "completed"),
+        ([_a("SPOT", after=20)], "completed", "completed"),  # saved the last step, then failed
+        ([_a("SPOT", after=20)], "fatal", "fatal"),
+        ([_a("SPOT", "JOB_STATE_CANCELLED", after=20)], "incomplete", "cancelled"),
+        ([_a("SPOT", after=20)], "incomplete", "SPOT"),  # preempted: spot again
+        ([_a("SPOT")], "incomplete", "STANDARD"),  # no progress: no capacity
+        ([_a("SPOT", after=20), _a("SPOT", before=20, after=20)], "incomplete", "STANDARD"),
+        ([_a("SPOT", before=20 * i, after=20 * i + 20) for i in range(3)], "incomplete",
+         "STANDARD"),  # spot attempts used up, though each one progressed
+        ([_a("SPOT"), _a("STANDARD", before=-1, after=20)], "incomplete", "STANDARD"),
+        ([_a("SPOT"), _a("STANDARD"), _a("STANDARD")], "incomplete", "incomplete"),
+        ([_a("SPOT"), _a("STANDARD", "JOB_STATE_SUCCEEDED", -1, 60)], "completed", "completed"),
+    ],
+)  # fmt: skip
+def test_the_checkpoint_dir_and_the_budgets_decide_what_follows_a_job(attempts, progress, expected):
+    assert decide(PLAN, attempts, progress) == expected
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        (dict(fallback="SPOT"), "fallback='SPOT'"),
+        (dict(fallback="STANDARD", strategy="STANDARD"), "strategy='STANDARD'"),
+        (dict(fallback="STANDARD", spot_attempts=0), "spot_attempts=0"),
+    ],
+)
+def test_a_fallback_that_cannot_run_is_refused_in_one_line(settings, named):
+    from spottrain.pipelines.vertex import VertexConfigError, VertexTraining
+
+    with pytest.raises(VertexConfigError, match=named):
+        VertexTraining(**settings)
+
+
+def test_run_vertex_fallback_submits_the_fallback_pipeline(capsys):
+    from kfp_api import run_cli
+
+    from spottrain.pipelines import __main__ as cli
+
+    argv = ["run-vertex", "--project", "my-project", "--region", "us-central1", "--bucket",
+            "b-1", "data_src=gs://my-bucket/d", "checkpoint_dir=gs://my-bucket/c"]  # fmt: skip
+    for flags, name in (
+        ([], "spottrain_vertex.yaml"),
+        (["--fallback"], "spottrain_vertex_fallback.yaml"),
+    ):
+        code, _, err = run_cli(*argv, *flags, capsys=capsys)
+        # Refused before any request (the placeholder image), naming the template it picked.
+        assert code == cli.ERROR_EXIT and f"compiled/{name} runs the placeholder image" in err, err
+
+
+@pytest.mark.parametrize(("kind", "price"), [("spot", 0.35), ("standard", 1.2), ("on-demand", 1.2)])
+def test_a_fallback_attempt_is_costed_at_the_on_demand_price(tmp_path, monkeypatch, kind, price):
+    """The spot and standard jobs run the same flags (one --price-per-hour); the
+    ledger prices each attempt by the capacity it ran on."""
+    from spottrain.trainer import ledger
+
+    monkeypatch.setenv(ledger.CAPACITY_ENV, kind)
+    book = ledger.Ledger(str(tmp_path), True, price_per_hour=0.35, on_demand_price_per_hour=1.2)
+    book.begin(0)
+    an_hour_later = time.time() + 3600
+    monkeypatch.setattr(ledger.time, "time", lambda: an_hour_later)
+    (rec,) = book.end(preemption.OK) and ledger.read(str(tmp_path))
+    assert rec["capacity"] == kind and rec["seconds"] == pytest.approx(3600, abs=5)
+    assert rec["cost"] == pytest.approx(price, rel=0.01)
+    assert rec["on_demand_cost"] == pytest.approx(1.2, rel=0.01)

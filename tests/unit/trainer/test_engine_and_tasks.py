@@ -1,0 +1,60 @@
+"""The engine (``spottrain/trainer/``) apart from the built-in task (``spottrain/tasks/``).
+
+The built-in image classifier is a user of the Task API like any user's task; the
+engine names it in two places only: ``task_loader.DEFAULT_TASK`` and the hook of its
+flags in ``config.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+ENGINE = REPO / "spottrain" / "trainer"
+
+# config.py hooks the default task's flags in; nothing else of the engine names a task.
+ALLOWED = {("config.py", "spottrain.tasks.image.flags")}
+
+
+def _imported(path: Path) -> set[str]:
+    """What ``path`` imports, top-level or inside a function (``from a import b``: ``a.b``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def test_the_default_task_is_a_task_from_the_tasks_package():
+    from spottrain import Task
+    from spottrain.trainer import task_loader
+
+    module, _, cls = task_loader.DEFAULT_TASK.partition(":")
+    assert module.startswith("spottrain.tasks."), task_loader.DEFAULT_TASK
+    assert issubclass(getattr(__import__(module, fromlist=[cls]), cls), Task)
+
+
+def test_the_engine_imports_the_tasks_only_to_hook_in_the_default_tasks_flags():
+    uses = {
+        (path.name, name)
+        for path in sorted(ENGINE.glob("*.py"))
+        for name in _imported(path)
+        if name.startswith("spottrain.tasks")
+    }
+    stray = {
+        (f, name)
+        for f, name in uses
+        if not any(f == g and (name + ".").startswith(m + ".") for g, m in ALLOWED)
+    }
+    assert stray == set()
+    assert ("config.py", "spottrain.tasks.image.flags") in uses
+
+
+def test_the_engine_holds_no_image_task_module():
+    left = {"image_task.py", "image_settings.py", "model.py", "data.py"} & {
+        p.name for p in ENGINE.glob("*.py")
+    }
+    assert left == set()
