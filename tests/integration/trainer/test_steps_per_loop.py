@@ -23,17 +23,26 @@ def _weights(out):
     return keras.models.load_model(out / "model" / "model.keras").get_weights()
 
 
+NOTICE_RUN = dict(train_steps=60, save_every_steps=50, batch_size_per_replica=16)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(digits_dir, tmp_path_factory):
+    """The weights of an uninterrupted 2-worker run of one step per call (run once)."""
+    clean = tmp_path_factory.mktemp("clean")
+    assert launch.ProcessLauncher(2, tiny_args(digits_dir, clean, **NOTICE_RUN)).run().code == 0
+    return _weights(clean)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("steps_per_loop", ["1", "7", "auto"])  # 1: a step run ahead
 def test_a_notice_inside_a_loop_saves_the_same_step_everywhere_and_resumes_exactly(
-    digits_dir, tmp_path, steps_per_loop
+    digits_dir, tmp_path, steps_per_loop, uninterrupted
 ):
     """2 workers, SIGTERM mid-run: both save the same step, at most one call (one step
     a call: the step run ahead) after the notice, 0 lost; the resumed run ends with
     the weights of an uninterrupted run of one step per call."""
-    steps = dict(train_steps=60, save_every_steps=50, batch_size_per_replica=16)
-    clean, hit = tmp_path / "clean", tmp_path / "hit"
-    assert launch.ProcessLauncher(2, tiny_args(digits_dir, clean, **steps)).run().code == 0
+    steps, hit = NOTICE_RUN, tmp_path / "hit"
     looped = tiny_args(digits_dir, hit, steps_per_loop=steps_per_loop, **steps)
     first = launch.ProcessLauncher(2, looped, preempt_at_step=22, signal_name="TERM", seed=0).run()
     assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first
@@ -44,7 +53,7 @@ def test_a_notice_inside_a_loop_saves_the_same_step_everywhere_and_resumes_exact
     again = launch.ProcessLauncher(2, looped).run()
     assert again.code == 0, again
     assert ledger(hit)[1]["start_step"] == rec["saved_step"]
-    for a, b in zip(_weights(clean), _weights(hit), strict=True):
+    for a, b in zip(uninterrupted, _weights(hit), strict=True):
         np.testing.assert_array_equal(a, b)
 
 
