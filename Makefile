@@ -133,7 +133,7 @@ kfp-compile: ## Build KFP 2.17.0's compiler + Argo's validation into .tools/: KF
 
 # A real Kubernetes control plane in one process (tools/kube-cp: embedded etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler of k8s.io/kubernetes v1.34.3,
-# pinned in tools/kube-cp/go.mod) for the real-kube tests (tests/*real_kube.py); built from the
+# pinned in tools/kube-cp/go.mod) for the real-kube tests (tests/system/gke/*real_kube.py); built from the
 # Go module proxy. Part of `tools`, so `make test` builds it once: cold ~7.5 min on 2
 # cores (2.6 GB peak memory, 2.8 GB build cache), 16 s after a change, 165 MiB.
 kube-cp: $(TOOLS)/bin/kube-cp ## Build the one-process Kubernetes control plane the real-kube tests run
