@@ -76,7 +76,9 @@ def _logger_levels_restored():
     before = {lg: lg.level for lg in loggers if isinstance(lg, logging.Logger)}
     yield
     for lg, level in before.items():
-        lg.setLevel(level)
+        # Only those changed: each setLevel clears every logger's cache (O(loggers)).
+        if lg.level != level:
+            lg.setLevel(level)
 
 
 # -- GCS emulator (spottrain.testing.gcs_emulator) -------------------------------------------------
