@@ -157,7 +157,7 @@ def kfp_api(pushed_compiled_dir, monkeypatch):
     KfpApi.requests = []
     KfpApi.existing = {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), KfpApi)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     yield KfpApi, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 

@@ -31,7 +31,7 @@ class MetadataServer:
         handler = type("Handler", (_Handler,), {"md": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
 
     @property
     def host(self) -> str:

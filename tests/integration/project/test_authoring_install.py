@@ -97,7 +97,7 @@ def authoring(tmp_path_factory) -> Path:
 def _kfp_api():
     KfpApi.requests, KfpApi.existing = [], {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), KfpApi)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 

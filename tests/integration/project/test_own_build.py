@@ -56,7 +56,7 @@ def test_make_compile_with_an_image_is_the_users_build_and_run_gke_sends_it(tmp_
 
     KfpApi.requests, KfpApi.existing = [], {}
     server = ThreadingHTTPServer(("127.0.0.1", 0), KfpApi)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         host = f"http://127.0.0.1:{server.server_address[1]}"
         params = ["data_src=gs://my-bucket/d", "checkpoint_dir=gs://my-bucket/c"]

@@ -84,7 +84,7 @@ def kube(tmp_path, monkeypatch):
         [],
     )
     server = ThreadingHTTPServer(("127.0.0.1", 0), ConfigMapApi)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         yaml.safe_dump(

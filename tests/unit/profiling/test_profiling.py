@@ -272,7 +272,7 @@ def vertex_rest(monkeypatch):
 
     saved = dict(vars(initializer.global_config))
     server = ThreadingHTTPServer(("127.0.0.1", 0), _VertexStandIn)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     _VertexStandIn.requests = []
     aiplatform.init(
         project="my-project", location="us-central1", credentials=AnonymousCredentials(),

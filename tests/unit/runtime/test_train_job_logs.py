@@ -51,7 +51,7 @@ def api():
 
     LogApi.requests = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), LogApi)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     conf = client.Configuration()
     conf.host = f"http://127.0.0.1:{server.server_address[1]}"
     yield kube.from_client(client.ApiClient(conf), "kubeflow")
