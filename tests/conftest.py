@@ -1,6 +1,7 @@
 """Shared pytest fixtures. Edit with targeted insertions: several areas add fixtures here."""
 
 import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -17,7 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 class StartsAProcess(RuntimeError):
-    """A test of the unit tier started a process: mark it ``integration``."""
+    """A test of the unit tier started a process: it belongs in tests/integration."""
 
 
 TIERS = ("unit", "integration", "system")
@@ -44,10 +45,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 _POPEN_INIT = subprocess.Popen.__init__
+# The standard library runs `uname -p` once per process, the first time anything asks
+# for the processor (TensorFlow's import does), and caches it: asked here, before any
+# test, so a unit test run alone does not count that as its own process.
+platform.processor()
 
 
 def _refuse_processes(self, args, *a, **k):
-    raise StartsAProcess(f"a unit test starts no process ({args!r}): mark it integration")
+    raise StartsAProcess(f"a unit test starts no process ({args!r}): it goes in tests/integration")
 
 
 @pytest.hookimpl(tryfirst=True)
