@@ -53,7 +53,6 @@ from real_kube import (
     REPO,
     ControlPlane,
     Kubelet,
-    real_kube_fixture,  # noqa: F401 - a fixture, by import
     wait_for,
 )
 
