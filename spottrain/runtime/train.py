@@ -365,8 +365,8 @@ def run_component(
         # SystemExit with an int code exits silently: say why before KFP sees the code.
         log.error("%s", err.message)
         termination.mark_fatal(err.code, err.message)
-        launcher = launcher_argv([], local_workers=local_workers, preempt_at_step=preempt_at_step)
-        if distribution.in_cluster() and launcher is None:
+        in_process = local_workers == 1 and not preempt_at_step  # no launcher_argv
+        if distribution.in_cluster() and in_process:
             # The trainer ran in this process as one MWMS replica: a normal shutdown
             # would wait at the coordination service's barrier for peers that are gone.
             logging.shutdown()
