@@ -21,14 +21,15 @@ WORKDIR /opt/spottrain
 
 COPY . .
 # The local package with its `trainer` extra (TensorFlow, the engine's and profiler's
-# dependencies) and its `vertex` extra (the profile's Vertex TensorBoard upload, the
-# Vertex fall-back launcher); its versions are pinned in setup.py, which hadolint does
+# dependencies), its `vertex` extra (the profile's Vertex TensorBoard upload, the
+# Vertex fall-back launcher) and its `pricing` extra (the Cloud Billing Catalog client
+# for the attempts' cost figures); its versions are pinned in setup.py, which hadolint does
 # not read.
 # hadolint ignore=DL3013
-RUN pip install ".[trainer,vertex]" \
+RUN pip install ".[trainer,vertex,pricing]" \
     && tini --version \
     && python -c "import tensorflow as tf; assert tf.test.is_built_with_cuda()" \
-    && python -c "import spottrain.trainer.task, spottrain.tasks.image.task, spottrain.trainer.forward, spottrain.components, spottrain.runtime.fallback_decision, spottrain.runtime.gcs_copy, spottrain.runtime.profile, spottrain.runtime.train_job.component, spottrain.runtime.train, spottrain.runtime.train_settings, spottrain.runtime.training_status, spottrain.runtime.vertex_job"
+    && python -c "import spottrain.trainer.task, spottrain.tasks.image.task, spottrain.trainer.forward, spottrain.components, spottrain.runtime.fallback_decision, spottrain.runtime.gcs_copy, spottrain.runtime.profile, spottrain.runtime.train_job.component, spottrain.runtime.train, spottrain.runtime.train_settings, spottrain.runtime.training_status, spottrain.runtime.vertex_job, spottrain.pricing.catalog, google.cloud.billing_v1"
 
 # py-spy (installed with the package) needs CAP_SYS_PTRACE to dump a hung
 # worker: add it to the pod's securityContext on GKE.

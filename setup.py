@@ -36,6 +36,10 @@ TRAINER_REQUIRES = [
     "markdown>=3.4,<4",  # the profile report's HTML variant
     "py-spy>=0.4,<0.5",  # stack dumps of a hung worker
 ]
+# Per-attempt cost figures read list prices from the Cloud Billing Catalog API
+# (spottrain.pricing, imported lazily there): the image's and the tests', never a
+# pipeline author's.
+PRICING_REQUIRES = ["google-cloud-billing>=1.16,<2"]
 PIPELINE_REQUIRES = [
     KUBERNETES_CLIENT,
     "kfp-kubernetes>=2.17,<3",
@@ -98,9 +102,12 @@ setup(
         "pipelines": PIPELINE_REQUIRES,
         # In the image: the profile task uploads its trace to a Vertex TensorBoard.
         "vertex": ["google-cloud-aiplatform>=1.165,<2"],
+        # In the image: what each attempt cost, from the platform's own list prices.
+        "pricing": PRICING_REQUIRES,
         "test": [
             *TRAINER_REQUIRES,
             *PIPELINE_REQUIRES,
+            *PRICING_REQUIRES,
             "pytest>=8,<10",
             # A hung test fails alone instead of holding CI until its 90 minutes end.
             "pytest-timeout>=2.3,<3",

@@ -34,8 +34,8 @@ class CatalogError(RuntimeError):
 
 
 def origin_of(endpoint: str) -> str:
-    """The name a table from ``endpoint`` is cached under."""
-    return endpoint or GOOGLE
+    """The name a table from ``endpoint`` is cached under (``off`` reads Google's cache)."""
+    return GOOGLE if endpoint in ("", "off") else endpoint
 
 
 def _is_loopback(endpoint: str) -> bool:

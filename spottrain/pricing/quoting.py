@@ -95,7 +95,7 @@ def table_for(sources: Sources) -> tuple[PriceTable | None, str, str]:
     cached, why_not = cache.load(sources.cache_path, origin, sources.currency)
     if cached is not None and now - cached.fetched_at < sources.max_age_s:
         result = _Held(cached, f"cache of {_stamp(cached)}", "", time.monotonic())
-    elif sources.catalog_endpoint.lower() == OFF:
+    elif sources.catalog_endpoint == OFF:
         stale = f"stale cache of {_stamp(cached)}" if cached else ""
         result = _Held(
             cached,

@@ -101,7 +101,7 @@ def parse_overrides(text: str) -> Overrides:
         ValueError: one line naming the bad value.
     """
     raw = text.strip()
-    if not raw.startswith("{"):
+    if not raw.startswith(("{", "[")):  # a path; JSON inline otherwise
         path = Path(raw).expanduser()
         try:
             raw = path.read_text(encoding="utf-8")
@@ -171,10 +171,11 @@ class Sources:
                     "%s=%r is not a number of seconds > 0; using %s", DEADLINE_ENV, text, deadline
                 )
         cache = env.get(CACHE_ENV, "").strip()
+        endpoint = env.get(ENDPOINT_ENV, "").strip()
         return cls(
             overrides=overrides,
             overrides_error=error,
-            catalog_endpoint=env.get(ENDPOINT_ENV, "").strip(),
+            catalog_endpoint=OFF if endpoint.lower() == OFF else endpoint,
             cache_path=Path(cache).expanduser() if cache else _default_cache(),
             deadline_s=deadline,
             currency=overrides.currency if overrides else "USD",
