@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 #: After a failed fetch, this process uses what it has for this long before asking again,
 #: so one unreachable catalog costs one deadline, not one per quote.
 RETRY_AFTER_S = 600.0
+#: What quote() may wait past the deadline for the fetch thread to hand its result over.
+JOIN_SLACK_S = 0.5
 VERTEX_CAVEAT = (
     "Vertex AI prices are not read from the catalog (the shapes of its custom-training "
     "SKUs are not confirmed), and a Compute Engine price is not Vertex AI's; "
@@ -126,7 +128,7 @@ def table_for(sources: Sources) -> tuple[PriceTable | None, str, str]:
         # The calls inside have the same deadline; the join bounds what they cannot
         # (credentials looked up before the first call). Past it the thread may still
         # finish and fill the cache for the next run.
-        worker.join(sources.deadline_s + 0.5)
+        worker.join(sources.deadline_s + JOIN_SLACK_S)
         if "table" in box:
             return box["table"], _stamp(box["table"]), ""
         error = box.get("error") or f"the catalog did not answer within {sources.deadline_s:g} s"
