@@ -45,6 +45,7 @@ def _is_loopback(endpoint: str) -> bool:
 
 def _client(endpoint: str) -> Any:
     try:
+        import grpc
         from google.cloud import billing_v1
         from google.cloud.billing_v1.services.cloud_catalog.transports import (
             CloudCatalogGrpcTransport,
@@ -52,8 +53,6 @@ def _client(endpoint: str) -> Any:
     except ImportError as e:
         raise CatalogError("google-cloud-billing is not installed") from e
     if endpoint and _is_loopback(endpoint):
-        import grpc
-
         # A stand-in on this machine speaks plain gRPC; a channel given to the transport
         # makes it skip credentials (transports/grpc.py sets _ignore_credentials).
         channel = grpc.insecure_channel(endpoint)

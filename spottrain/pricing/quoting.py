@@ -72,11 +72,14 @@ def _stamp(table: PriceTable) -> str:
 
 def _fetch_into(key: tuple[str, str, str], sources: Sources, box: dict) -> None:
     try:
-        table = catalog.fetch(sources.catalog_endpoint, sources.currency, sources.deadline_s)
+        table = catalog.fetch(
+            sources.catalog_endpoint,
+            sources.currency,
+            max(sources.deadline_s, sources.fetch_budget_s),
+        )
     except catalog.CatalogError as e:
         box["error"] = str(e)
         return
-    box["table"] = table
     if why := cache.save(sources.cache_path, table):
         log.warning("%s", why)
     with _lock:
@@ -125,13 +128,18 @@ def table_for(sources: Sources) -> tuple[PriceTable | None, str, str]:
                 )
                 _fetching[key] = worker
                 worker.start()
-        # The calls inside have the same deadline; the join bounds what they cannot
-        # (credentials looked up before the first call). Past it the thread may still
-        # finish and fill the cache for the next run.
+        # A quote waits deadline_s; the read goes on in the thread up to fetch_budget_s
+        # (Compute Engine has thousands of SKUs), holding and caching the table for the
+        # quotes after it. A daemon thread: it never holds the process at exit.
         worker.join(sources.deadline_s + JOIN_SLACK_S)
-        if "table" in box:
-            return box["table"], _stamp(box["table"]), ""
-        error = box.get("error") or f"the catalog did not answer within {sources.deadline_s:g} s"
+        with _lock:
+            done = _held.get(key)
+        if done is not None and done.table is not None and done.table.fetched_at >= now:
+            return done.table, done.source, ""
+        error = box.get("error") or (
+            f"the catalog did not answer within {sources.deadline_s:g} s "
+            "(the read goes on in the background and fills the cache)"
+        )
         if cached is not None:
             src = f"stale cache of {_stamp(cached)}; the catalog: {error}"
             result = _Held(cached, src, "", time.monotonic())
@@ -139,7 +147,10 @@ def table_for(sources: Sources) -> tuple[PriceTable | None, str, str]:
             more = "" if why_not == cache.NO_CACHE else f" ({why_not})"
             result = _Held(None, "", f"{error}{more}", time.monotonic())
     with _lock:
-        _held[key] = result
+        current = _held.get(key)
+        # A read that ended after the join has just put its fresh table here: keep it.
+        if current is None or current.table is None or current.table.fetched_at < now:
+            _held[key] = result
     return result.table, result.source, result.reason
 
 

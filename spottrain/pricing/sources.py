@@ -10,8 +10,10 @@ hour; they win over the catalog's list prices::
       "currency": "USD",
       "gpu": {"nvidia-tesla-t4": {"spot": 0.14, "on_demand": 0.35}},
       "machine": {"n1-standard-8": {"spot": 0.08, "on_demand": 0.38}},
-      "vertex": {"gpu": {"NVIDIA_TESLA_T4": {"on_demand": 0.40}},
-                 "machine": {"n1-standard-8": {"on_demand": 0.44}}}
+      "vertex": {
+        "gpu": {"NVIDIA_TESLA_T4": {"spot": 0.16, "on_demand": 0.40}},
+        "machine": {"n1-standard-8": {"spot": 0.09, "on_demand": 0.44}}
+      }
     }
 
 ``gpu`` is per GPU, ``machine`` is the machine type without its GPUs (its cores and RAM);
@@ -42,6 +44,7 @@ DEADLINE_ENV = "SPOTTRAIN_PRICE_DEADLINE_S"
 #: ``SPOTTRAIN_CATALOG_ENDPOINT=off``: never call a catalog (cache and overrides only).
 OFF = "off"
 DEFAULT_DEADLINE_S = 5.0
+DEFAULT_FETCH_BUDGET_S = 120.0
 #: A cached table older than this is fetched again, and still used if that fails.
 DEFAULT_MAX_AGE_S = 7 * 24 * 3600.0
 SIDES = ("spot", "on_demand")
@@ -135,7 +138,9 @@ class Sources:
         overrides_error: Why ``SPOTTRAIN_PRICES`` is bad (no price is given then).
         catalog_endpoint: ``host:port`` of a catalog; ``""``: Google's; ``"off"``: none.
         cache_path: The JSON cache of the catalog's prices.
-        deadline_s: The most all catalog calls of one fetch may take together.
+        deadline_s: The most a quote waits on the catalog (all its calls together).
+        fetch_budget_s: The most one read of the catalog may take in the background,
+            where it goes on after a quote stopped waiting, to hold and cache the prices.
         max_age_s: A cache older than this is refreshed (and used if that fails).
         currency: The currency asked of the catalog.
     """
@@ -145,6 +150,7 @@ class Sources:
     catalog_endpoint: str = ""
     cache_path: Path = field(default_factory=_default_cache)
     deadline_s: float = DEFAULT_DEADLINE_S
+    fetch_budget_s: float = DEFAULT_FETCH_BUDGET_S
     max_age_s: float = DEFAULT_MAX_AGE_S
     currency: str = "USD"
 

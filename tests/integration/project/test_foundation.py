@@ -56,7 +56,9 @@ def test_wheel_installs_only_trainer_and_spottrain(tmp_path):
         "google-cloud-pipeline-components",
         "google-cloud-aiplatform",
         "kfp-kubernetes",
+        "google-cloud-billing",  # the cost figures' catalog client: the image's `pricing` extra
     }
+    assert any(r.startswith("google-cloud-billing") and 'extra == "pricing"' in r for r in requires)
     assert any(
         r.split(";")[0].rstrip("<>=.,0123456789 ") == "tensorflow" and 'extra == "trainer"' in r
         for r in requires
