@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,7 @@ class Sources:
     currency: str = "USD"
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Sources:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Sources:
         """Reads the ``SPOTTRAIN_*`` variables (``env`` or ``os.environ``); never raises."""
         env = os.environ if env is None else env
         overrides, error = None, ""
