@@ -20,8 +20,12 @@ $(STAMP): setup.py
 	$(PY) -m pip install -q -e '.[pipelines,test]'
 	@touch $(STAMP)
 
+# The suite runs in TEST_WORKERS pytest-xdist workers, whole files to a worker (module
+# fixtures stay shared): run one after another it kept 2 cores about 60% busy, waiting
+# on the trainers, servers and control planes it starts (docs/development.md, "CI budget").
+TEST_WORKERS ?= 2
 test: venv tools ## Run the whole test suite (what CI runs)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 test-fast: venv ## The unit tier only (tests/unit): in-process, no tool builds; a test that starts a process fails
 	SPOTTRAIN_TIER=unit $(PY) -m pytest -q tests/unit
@@ -31,7 +35,11 @@ test-fast: venv ## The unit tier only (tests/unit): in-process, no tool builds; 
 # same 0.19.0 as Ubuntu's), unpacked into .tools/ without installing it; on a machine
 # without apt the PID-1 tests skip, naming the reason.
 TOOLS := .tools
-tools: $(TOOLS)/bin/tini $(TOOLS)/bin/argo-merge $(TOOLS)/bin/argo-retry.test $(TOOLS)/bin/chromium $(TOOLS)/bin/kube-cp $(TOOLS)/bin/argoexec $(TOOLS)/bin/jobset-manager ## Fetch or build the tools the tests run into .tools/ (tini, argo-merge, argo-retry, chromium, kube-cp, argoexec, jobset-manager)
+TOOL_BINS := $(addprefix $(TOOLS)/bin/,tini argo-merge argo-retry.test chromium kube-cp argoexec jobset-manager)
+# Two at a time: a cold Go build spends minutes fetching modules, when the other can
+# compile (kube-cp peaks at 2.6 GB, so not more).
+tools: ## Fetch or build the tools the tests run into .tools/ (tini, argo-merge, argo-retry, chromium, kube-cp, argoexec, jobset-manager)
+	@$(MAKE) --no-print-directory -j2 $(TOOL_BINS)
 
 $(TOOLS)/bin/tini:
 	@mkdir -p $(TOOLS)/bin $(TOOLS)/deb
@@ -46,7 +54,8 @@ $(TOOLS)/bin/tini:
 # Headless Chromium renders the pages the KFP UI shows (tests/integration/runtime/test_pages_in_chromium.py).
 # Debian's package and its libraries are installed (as root; ~16 s, 81 MB), not
 # unpacked: Chromium loads too many of them; elsewhere those tests skip, naming why.
-$(TOOLS)/bin/chromium:
+# After tini: two apt-get runs at once fail on apt's lock (and the tests would skip).
+$(TOOLS)/bin/chromium: | $(TOOLS)/bin/tini
 	@mkdir -p $(TOOLS)/bin
 	@if command -v chromium >/dev/null; then ln -sf "$$(command -v chromium)" $@; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \

@@ -111,6 +111,8 @@ setup(
             "pytest>=8,<10",
             # A hung test fails alone instead of holding CI until its 90 minutes end.
             "pytest-timeout>=2.3,<3",
+            # `make test` runs the suite in two workers (Makefile: TEST_WORKERS).
+            "pytest-xdist>=3.6,<4",
             # Reads the screenshots of the pages the KFP UI shows
             # (tests/integration/runtime/test_pages_in_chromium.py).
             "pillow>=10,<14",
