@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 
-from spottrain import usage
+from spottrain import bill_labels, usage
 from spottrain.trainer import attempt_cost, checkpointing, fileio, preemption, versioned
 
 log = logging.getLogger(__name__)
@@ -237,6 +237,8 @@ class Ledger:
         # What it runs on, where the engine knows it now (usage.USAGE_ENV): Vertex's job
         # spec, the compiled GKE placement; the JobSet launcher adds the node's later.
         rec.update(usage.from_env(os.environ))
+        if labels := bill_labels.from_env(os.environ):
+            rec["bill_labels"] = labels  # its job's or pods' labels: the bill's join key
         self._mine[_key(rec)] = rec
         return rec
 
