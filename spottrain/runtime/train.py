@@ -299,15 +299,16 @@ def quote_price(usage):
     return quote(usage)
 
 
-def write_ledger(checkpoint_dir: str, metrics, attempts, price=quote_price) -> dict[str, Any]:
+def write_ledger(checkpoint_dir: str, metrics, attempts, price=None) -> dict[str, Any]:
     """Prices ``attempts.json`` and exposes it as Metrics (``ledger_*``) and a Markdown table.
 
     The figures (``ledger_spent``, ``ledger_saved``, ``ledger_lost``) are logged only
-    when known; ``price``: ``Usage -> Quote`` (:mod:`spottrain.trainer.attempt_cost`).
+    when known; ``price``: ``Usage -> Quote`` (:mod:`spottrain.trainer.attempt_cost`),
+    by default :func:`quote_price`.
     """
     from spottrain.trainer import ledger
 
-    records = ledger.price(checkpoint_dir, price)
+    records = ledger.price(checkpoint_dir, price or quote_price)
     totals = ledger.totals(records)
     for name, value in totals.items():
         if isinstance(value, int | float) and not isinstance(value, bool):

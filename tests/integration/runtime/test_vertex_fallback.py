@@ -54,14 +54,18 @@ def test_the_compiled_task_runs_our_launcher_and_its_spot_and_standard_jobs_pars
     )
     monkeypatch.setenv("VERTEX_AI_PIPELINES_RUN_LABELS", json.dumps(BILLING))
     for strategy, kind in (("SPOT", "spot"), ("STANDARD", "standard")):
-        job = gcpc_request(json.dumps(vj.job_for(payload, strategy, 1)), tmp_path).custom_job
+        sent = vj.job_for(payload, strategy, 1, location="us-central1")
+        job = gcpc_request(json.dumps(sent), tmp_path).custom_job
         assert job.job_spec.scheduling.strategy.name == strategy
         assert len(job.job_spec.worker_pool_specs) == 2
         for pool in job.job_spec.worker_pool_specs:
             env_ = {e.name: e.value for e in pool.container_spec.env}
             assert env_["SPOTTRAIN_CAPACITY"] == kind
+            assert json.loads(env_["SPOTTRAIN_USAGE"])["location"] == "us-central1"
             assert pool.container_spec.command[:2] == ["tini", "--"]
-        assert dict(job.labels) == BILLING
+        # The run's billing id also as ours (no --run_id here), and the attempt.
+        ours = {"spottrain-run": "4242", "spottrain-attempt": f"{kind}-1"}
+        assert dict(job.labels) == {**BILLING, **ours}
         assert job.display_name.endswith(f"-{kind}-1")
 
 

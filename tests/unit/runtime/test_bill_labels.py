@@ -22,7 +22,8 @@ LONG = "run-" + "x" * 80
          "6f1c2a9e-0b7d-4c3e-9d2f-1a2b3c4d5e6f"),
         ("Run_1.A", "Run_1.A", "run_1-a"),
         ("-spot/3-", "spot-3", "-spot-3-"),
-        ("projects/p/locations/us-central1/customJobs/42", "projects-p-locations-us-central1-customJobs-42",
+        ("projects/p/locations/us-central1/customJobs/42",
+         "projects-p-locations-us-central1-customJobs-42",
          "projects-p-locations-us-central1-customjobs-42"),
         ("éß run", "run", "-run"),
         ("", "", ""),
@@ -47,10 +48,10 @@ def test_unknown_rules_are_one_line_naming_them():
 
 
 def test_the_label_sets_use_each_platforms_keys_and_leave_empty_values_out():
-    assert bill_labels.k8s_labels("Run 1", 2) == {"spottrain.dev/run": "Run-1",
-                                                   "spottrain.dev/attempt": "2"}  # fmt: skip
-    assert bill_labels.gcp_labels("Run 1", "spot-1") == {"spottrain-run": "run-1",
-                                                          "spottrain-attempt": "spot-1"}  # fmt: skip
+    k8s = {"spottrain.dev/run": "Run-1", "spottrain.dev/attempt": "2"}
+    assert bill_labels.k8s_labels("Run 1", 2) == k8s
+    gcp = {"spottrain-run": "run-1", "spottrain-attempt": "spot-1"}
+    assert bill_labels.gcp_labels("Run 1", "spot-1") == gcp
     assert bill_labels.k8s_labels("") == {} and bill_labels.gcp_labels("???") == {
         "spottrain-run": "-"
     }

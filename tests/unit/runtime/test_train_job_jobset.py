@@ -13,8 +13,8 @@ import pytest
 from jobset_manifests import child, child_job, validate
 
 from spottrain.placement import Placement, pod_grace_seconds
-from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import component, names
+from spottrain.runtime.train_job import jobset as js
 from spottrain.trainer import distribution, gang_env, preemption
 
 
