@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 USAGE_ENV = "SPOTTRAIN_USAGE"
 FIELDS = ("location", "machine_type", "gpu_type", "gpu_count", "platform", "usage_from")
 PLATFORMS = ("gce", "vertex")
+# What a local run (make run, make run-trainer) is priced as: it has no machine type.
+ASSUMED_LOCAL = (
+    '{"gpu_count":1,"gpu_type":"nvidia-tesla-t4","location":"us-central1",'
+    '"machine_type":"n1-standard-8","platform":"gce",'
+    '"usage_from":"assumed (a local run has no machine type)"}'
+)
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ZONE_LABEL = "topology.kubernetes.io/zone"

@@ -75,7 +75,7 @@ def figures(rec: Mapping[str, Any]) -> str:
     if "spent" in rec:
         lost = f", lost {rec['lost']:.4f}" if "lost" in rec else ""
         saved = f", saved {rec['saved']:.4f}" if "saved" in rec else ""
-        return f"; spent {rec['spent']:.4f} {rec.get('currency', '')}{lost}{saved}"
+        return f"; spent {rec['spent']:.4f}{lost}{saved} {rec.get('currency', '')}".rstrip()
     if "price_unknown" in rec:
         return "; price unknown"
     return ""

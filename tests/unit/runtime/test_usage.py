@@ -119,3 +119,10 @@ def test_a_bad_gpu_limit_is_not_counted(caplog):
     pod = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "lots"}}}]}}
     assert usage.pod_gpus(pod) == 0
     assert "'lots'" in caplog.text
+
+
+def test_a_local_run_is_priced_as_an_assumed_machine_and_says_so():
+    rec = usage.from_env({usage.USAGE_ENV: usage.ASSUMED_LOCAL})
+    assert usage.ASSUMED_LOCAL == usage.env_value(**rec)
+    assert usage.describe(rec) == "n1-standard-8 + 1 nvidia-tesla-t4 in us-central1"
+    assert rec["usage_from"].startswith("assumed")
