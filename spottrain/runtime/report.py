@@ -73,7 +73,7 @@ def restart_gaps(records: Sequence[Mapping[str, Any]]) -> list[float | None]:
 def figures(rec: Mapping[str, Any]) -> str:
     """An attempt's spent, lost and saved for its label (or why they are unknown)."""
     if "spent" in rec:
-        lost = f", lost {rec['lost']:.4f}" if "lost" in rec else ""
+        lost = f", preemption cost {rec['lost']:.4f}" if "lost" in rec else ""
         saved = f", saved {rec['saved']:.4f}" if "saved" in rec else ""
         return f"; spent {rec['spent']:.4f}{lost}{saved} {rec.get('currency', '')}".rstrip()
     if "price_unknown" in rec:
