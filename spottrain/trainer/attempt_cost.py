@@ -111,7 +111,9 @@ def price_records(
         if rec.get("outcome") in INTERRUPTED:
             lost = _lost(rec, _next(out, i), paid, _next_rate(out, rates, i))
             if lost is None:
-                rec["lost_unknown"] = "its steps lost cannot be timed (no start or end)"
+                rec["lost_unknown"] = (
+                    "its redone steps or the next attempt's restart have no time or price"
+                )
             else:
                 rec.update(lost)
     return out
@@ -142,7 +144,9 @@ def _lost(rec: dict, nxt: dict | None, paid: float, next_paid: float | None) -> 
             return None
         redo = steps * (float(rec["ended"]) - float(began)) / trained
     restart = 0.0
-    if nxt is not None and nxt.get("resumed_at") and next_paid is not None:
+    if nxt is not None and nxt.get("resumed_at"):
+        if next_paid is None:
+            return None  # the restart ran on an attempt without a price
         restart = max(0.0, float(nxt["resumed_at"]) - float(nxt["started"]))
     workers = int(rec.get("workers") or 1)
     next_workers = int((nxt or {}).get("workers") or 1)

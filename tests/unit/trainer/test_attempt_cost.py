@@ -118,6 +118,13 @@ def test_steps_lost_that_cannot_be_timed_leave_the_runs_lost_out():
     assert "lost to preemptions unknown" in attempt_cost.totals_line(totals)
 
 
+def test_a_restart_on_an_unpriced_attempt_leaves_the_lost_out_not_short():
+    recs = preempted_then_done(second_kind="compute-class")
+    one, two = attempt_cost.price_records(recs, fixed(0.36, 1.2))
+    assert "spent" in one and "lost" not in one and one["lost_unknown"]
+    assert "spent" not in two
+
+
 def test_pricing_again_replaces_the_old_figures():
     price = fixed(0.36, 1.2)
     once = attempt_cost.price_records(preempted_then_done(), price)
