@@ -225,3 +225,21 @@ def test_ledger_annotate_matches_records_by_time(tmp_path):
         "n1", "spot", "TerminationByKubelet",
     )  # fmt: skip
     assert second["node"] == "n2" and second["pod_exit_codes"] == {"0": 0}
+
+
+def test_the_nodes_usage_replaces_the_placements_whole(tmp_path):
+    """A record opened with the placement's GPUs (SPOTTRAIN_USAGE on the pods) gets the
+    chief's node: machine, zone and the pod's GPUs, nothing of the placement's left."""
+    placed = usage.from_placement("nvidia-tesla-t4", 2)
+    rec = {"attempt": 1, "started": 1000.0, "outcome": "success", **placed}
+    (tmp_path / ledger.LEDGER).write_text(json.dumps({"attempts": [rec]}))
+    node = usage.from_node(
+        {"metadata": {"labels": {"node.kubernetes.io/instance-type": "e2-standard-4",
+                                 "topology.kubernetes.io/region": "us-east1"}}}
+    )  # fmt: skip
+    gang = {"started": 990.0, "finished": 1500.0, "node": "n1", "node_kind": "on-demand",
+            "gang": "st-x-od/0", **node}  # fmt: skip
+    assert ledger.annotate(str(tmp_path), [gang]) == 1
+    (got,) = ledger.read(str(tmp_path))
+    assert {k: got[k] for k in usage.FIELDS if k in got} == node
+    assert "gpu_type" not in got and got["gang"] == "st-x-od/0"
