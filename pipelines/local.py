@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spottrain import placement
+from spottrain import placement, usage
 from spottrain.pipelines.console import Console
+from spottrain.runtime.report import figures
 from spottrain.trainer.train_lib import SUMMARY_FILE
 
 BUCKET = "spottrain-demo"
@@ -37,6 +38,7 @@ DEFAULTS: dict[str, Any] = dict(
     save_every_steps=20,
 )
 DEFAULT_PREEMPT_AT = 50
+
 DEFAULT_LIMIT = 600
 LOCAL_COPY_PLACEMENT = placement.COPY_PLACEMENT.with_(backoff="1s")
 _RETRY_LOG = re.compile(r"Task (\S+) failed \(attempt (\d+)/(\d+)\)")
@@ -86,6 +88,8 @@ class LocalResult:
     metrics: dict[str, float] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    # The run's spent, saved and lost, or why they are unknown (ledger.totals).
+    cost: dict[str, Any] = field(default_factory=dict)
     profile_report: Path | None = None
     attempts_page: Path | None = None
     profile_page: Path | None = None
@@ -120,8 +124,9 @@ class LocalResult:
             lines.append(
                 f"attempt {a.get('attempt')}:      {a.get('outcome')} (exit {a.get('exit_code')}), "
                 f"steps {a.get('start_step')}->{a.get('last_step')}, "
-                f"{a.get('steps_lost') or 0} lost, {a.get('seconds', 0):.0f} s"
+                f"{a.get('steps_lost') or 0} lost, {a.get('seconds', 0):.0f} s" + figures(a)
             )
+        lines += self._cost_lines()
         lines.append(f"data:           {self.params.get('data_src')} (fake GCS)")
         lines.append(f"checkpoints:    {self.params.get('checkpoint_dir')}")
         if self.model_dir:
@@ -136,6 +141,18 @@ class LocalResult:
         if self.log:
             lines.append(f"full log:       {self.log}")
         return "\n".join(lines)
+
+    def _cost_lines(self) -> list[str]:
+        """What the attempts ran on and the run's three figures, or why they are unknown."""
+        from spottrain.trainer.attempt_cost import totals_line
+
+        used = next((a for a in self.attempts if "usage_from" in a), None)
+        lines = []
+        if used is not None:
+            lines.append(f"ran on:         {usage.describe(used)}, {used['usage_from']}")
+        if line := totals_line(self.cost):
+            lines.append(f"cost:           {line}")
+        return lines
 
 
 def run_local(
@@ -256,8 +273,10 @@ def _run(
     result = LocalResult(out=out, ok=False, seconds=0.0, params=params)
     chaos = DEFAULT_PREEMPT_AT if preempt_at_step is None else preempt_at_step
     saved_env = os.environ.get(train_rt.CHAOS_PREEMPT_ENV)
+    saved_usage = os.environ.get(usage.USAGE_ENV)
     # kfp.local's subprocesses inherit this environment: the train task reads it.
     os.environ[train_rt.CHAOS_PREEMPT_ENV] = str(chaos)
+    os.environ[usage.USAGE_ENV] = saved_usage or usage.ASSUMED_LOCAL
     try:
         with FakeGcs() as gcs:
             console.say(f"fake-gcs-server at {gcs.host}: uploading {what} to {params['data_src']}")
@@ -289,6 +308,8 @@ def _run(
             os.environ.pop(train_rt.CHAOS_PREEMPT_ENV, None)
         else:
             os.environ[train_rt.CHAOS_PREEMPT_ENV] = saved_env
+        if saved_usage is None:
+            os.environ.pop(usage.USAGE_ENV, None)
     result.retries = counter.retries
     result.failed_tasks = sorted(counter.failed)
     return result
@@ -320,6 +341,9 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
     from spottrain.trainer import ledger
 
     result.attempts = ledger.read(str(result.params["checkpoint_dir"]))
+    totals = ledger.totals(result.attempts)
+    result.cost = {k: totals[k] for k in ("spent", "saved", "lost", "currency", "price_unknown")
+                   if k in totals}  # fmt: skip
     done = result.summary.get("final_step", -1) >= result.params["train_steps"]
     result.ok = bool(result.summary) and done
 

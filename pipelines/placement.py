@@ -15,6 +15,7 @@ import shlex
 
 from kfp import dsl, kubernetes
 
+from spottrain import usage
 from spottrain.placement import (
     DEFAULT_SPOT_GRACE_SECONDS,
     GCLOUD_POOL_FLAGS,
@@ -36,6 +37,11 @@ def apply_placement(placement: Placement, task: dsl.PipelineTask) -> dsl.Pipelin
         task.set_accelerator_type(GPU_RESOURCE).set_accelerator_limit(placement.gpu_count)
     if placement.require_pool:  # the task runs on exactly that capacity: its ledger says so
         task.set_env_variable(CAPACITY_ENV, placement.capacity)
+    if placement.gpu_count:
+        # Its GPUs, for the ledger's prices (spottrain.usage); machine and zone are its
+        # node's, unknown when compiled.
+        value = usage.env_value(**usage.from_placement(placement.gpu_type, placement.gpu_count))
+        task.set_env_variable(usage.USAGE_ENV, value)
     for key, value in placement.node_selector.items():
         kubernetes.add_node_selector(task, label_key=key, label_value=value)
     for toleration in placement.tolerations():  # one list for KFP tasks and Job pods

@@ -15,7 +15,7 @@ from google_cloud_pipeline_components.v1.custom_job import (
 )
 from kfp import dsl
 
-from spottrain import placement
+from spottrain import placement, usage
 from spottrain.components.train.component import train
 from spottrain.pipelines import guards
 from spottrain.pipelines.gke import Outputs, add_profile, copy_inputs
@@ -157,7 +157,15 @@ class VertexTraining:
             kwargs["psc_interface_config"] = {"network_attachment": self.network_attachment}
         if self.encryption_key:
             kwargs["encryption_spec_key_name"] = self.encryption_key
-        kwargs["env"] = [{"name": CAPACITY_ENV, "value": self.capacity}]
+        # What the replicas run on, for the ledger (spottrain.usage); the region is the
+        # job's, known when it runs: the fall-back launcher's jobs add it (vertex_job).
+        spec = {"machine_type": self.machine_type, "accelerator_type": self.accelerator_type,
+                "accelerator_count": self.gpus}  # fmt: skip
+        kwargs["env"] = [
+            {"name": CAPACITY_ENV, "value": self.capacity},
+            {"name": usage.USAGE_ENV,
+             "value": usage.env_value(**usage.from_vertex_pool({"machine_spec": spec}, ""))},
+        ]  # fmt: skip
         if self.reservation:
             kwargs.update(
                 reservation_affinity_type="SPECIFIC_RESERVATION",
@@ -294,6 +302,8 @@ def with_fallback_launcher(op, v: VertexTraining):
         "--fallback_attempts", str(v.fallback_attempts),
         "--checkpoint_dir", "{{$.inputs.parameters['checkpoint_dir']}}",
         "--train_steps", "{{$.inputs.parameters['train_steps']}}",
+        # The jobs' spottrain-run label (bill_labels); the driver resolves the run's id.
+        "--run_id", dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     ]  # fmt: skip
     return op
 

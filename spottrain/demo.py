@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from spottrain import storage
+from spottrain import storage, usage
 from spottrain.datasets import MISSING_DEPENDENCY, MissingDependency, write_digits
-from spottrain.trainer import launch, ledger, preemption
+from spottrain.trainer import attempt_cost, launch, ledger, preemption
 from spottrain.trainer.train_lib import SUMMARY_FILE
 
 
@@ -70,11 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         "50",
         "--log-every-steps",
         "20",
-        "--price-per-hour",
-        "0.35",
-        "--on-demand-price-per-hour",
-        "1.20",
     ]
+    # A local run has no machine: its prices are an assumed spot machine's, said as
+    # such (run-local assumes the same; SPOTTRAIN_USAGE names another). The workers
+    # inherit this environment (launch.ProcessLauncher).
+    os.environ.setdefault(usage.USAGE_ENV, usage.ASSUMED_LOCAL)
+    os.environ.setdefault(ledger.CAPACITY_ENV, "spot")
     started = time.monotonic()
     for attempt in range(1, args.max_attempts + 1):
         print(
@@ -101,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== gave up after {args.max_attempts} attempts")
         return 1
     summary = json.loads((run_dir / "model" / SUMMARY_FILE).read_text())
-    records = ledger.read(str(run_dir / "checkpoints"))
+    from spottrain.runtime.train import quote_price
+
+    # Priced once the run is over, as the pipelines' outputs are (never in the loop).
+    records = ledger.price(str(run_dir / "checkpoints"), quote_price)
     totals = ledger.totals(records)
     print("\n== attempts (checkpoints/attempts.json)")
     print(f"{'#':>2} {'outcome':<12} {'start':>6} {'saved':>6} {'lost':>5} {'seconds':>8}")
@@ -118,11 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"steps lost:     {totals['steps_lost']}")
     print(f"val accuracy:   {summary.get('val_accuracy', float('nan')):.3f}")
-    if "cost" in totals:
-        print(
-            f"est. cost:      ${totals['cost']:.4f} spot vs ${totals['on_demand_cost']:.4f} "
-            "on-demand"
-        )
+    used = next((r for r in records if "usage_from" in r), None)
+    if used is not None:
+        print(f"ran on:         {usage.describe(used)}, {used['usage_from']}")
+    print(f"cost:           {attempt_cost.totals_line(totals) or 'price unknown'}")
     print(f"wall time:      {time.monotonic() - started:.1f} s")
     print(f"outputs:        {run_dir} (model/, checkpoints/, logs/)")
     ok = summary["final_step"] == summary["train_steps"] == args.steps

@@ -13,6 +13,8 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from spottrain.trainer.attempt_cost import totals_line
+
 # One colour per capacity kind (the ledger's ``capacity`` or a Job pod's ``node_kind``).
 COLORS = {
     "spot": "#2e7d32",
@@ -68,6 +70,17 @@ def restart_gaps(records: Sequence[Mapping[str, Any]]) -> list[float | None]:
     return gaps
 
 
+def figures(rec: Mapping[str, Any]) -> str:
+    """An attempt's spent, lost and saved for its label (or why they are unknown)."""
+    if "spent" in rec:
+        lost = f", preemption cost {rec['lost']:.4f}" if "lost" in rec else ""
+        saved = f", saved {rec['saved']:.4f}" if "saved" in rec else ""
+        return f"; spent {rec['spent']:.4f}{lost}{saved} {rec.get('currency', '')}".rstrip()
+    if "price_unknown" in rec:
+        return "; price unknown"
+    return ""
+
+
 def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
     """The attempts as bars on one time axis, one row each."""
     timed = [r for r in records if r.get("started") is not None]
@@ -95,12 +108,14 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
         label = (
             f"#{r.get('attempt')} {kind}: steps {r.get('start_step')}→{r.get('saved_step')} "
             f"saved, {r.get('outcome')}, lost {lost}"
-            + (f", ${cost:.4f}" if isinstance(cost, (int, float)) else "")
+            + (f", ${cost:.4f}" if isinstance(cost, (int, float)) and "spent" not in r else "")
+            + figures(r)
         )
+        money = {k: r[k] for k in ("spent", "saved", "lost", "currency") if k in r}
         data = _attrs(
             attempt=r.get("attempt"), capacity=kind, outcome=r.get("outcome"),
             start_step=r.get("start_step"), saved_step=r.get("saved_step"), steps_lost=lost,
-            seconds=r.get("seconds", ""),
+            seconds=r.get("seconds", ""), **money,
         )  # fmt: skip
         if gap is not None:
             # The restart before it, on its row up to its bar: a line below the labels'
@@ -217,6 +232,9 @@ def page(
             f"; ${totals['cost']:.4f} against ${totals['on_demand_cost']:.4f} on demand "
             f"(saving ${totals['saving']:.4f})"
         )
+    money = totals_line(totals)
+    money_attrs = _attrs(**{k: totals[k] for k in ("spent", "saved", "lost", "currency",
+                                                   "price_unknown") if k in totals})  # fmt: skip
     legend = "".join(
         f'<span style="color:{color}">■</span> {kind} '
         for kind, color in COLORS.items()
@@ -240,7 +258,8 @@ def page(
         "<style>body{font-family:sans-serif;margin:16px}svg{display:block;margin:8px 0}"
         "</style></head><body>"
         f'<h2>Training attempts</h2><p class="totals" {totals_attrs}>{html.escape(summary)}</p>'
-        f"<p>{legend}</p>{timeline_svg(records)}"
+        + (f'<p class="figures" {money_attrs}>{html.escape(money)}</p>' if money else "")
+        + f"<p>{legend}</p>{timeline_svg(records)}"
         + (f"<h3>Curves</h3>{curves}" if curves else "<p>No scalars were written.</p>")
         + "</body></html>"
     )

@@ -214,21 +214,38 @@ def chaos_preempt_at_step(environ: Mapping[str, str] | None = None) -> int:
     return step
 
 
+def _money(value: Any) -> str:
+    """A figure for the tables: 4 decimals; ``""`` when absent (unknown, never 0)."""
+    return f"{value:.4f}" if isinstance(value, int | float) else ""
+
+
 def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
     """The attempt ledger as a Markdown table for the KFP UI."""
+    from spottrain.trainer import attempt_cost
+    from spottrain.usage import describe
+
     # JobSet-engine runs also know where each attempt ran (spottrain.trainer.ledger.annotate).
     pods = any("node_kind" in r for r in records)
     # Where the pipeline knew the capacity kind when compiled (ledger.CAPACITY_ENV).
     capacity = not pods and any("capacity" in r for r in records)
+    # What each attempt ran on (spottrain.usage) and its figures (attempt_cost).
+    used = any("usage_from" in r for r in records)
+    priced = any("spent" in r or "price_unknown" in r for r in records)
+    currencies = [r["currency"] for r in records if "currency" in r]
+    currency = totals.get("currency") or (currencies[0] if currencies else "")
     lines = [
         "# Training attempts",
         "",
         "| # | outcome | exit | start step | last step | saved step | steps lost | seconds "
         "| cost $ |"
         + (" capacity |" if capacity else "")
+        + (" ran on |" if used else "")
+        + (f" spent {currency} | saved {currency} | lost {currency} |" if priced else "")
         + (" node | node kind | disruption | pod exit codes |" if pods else ""),
         "|---|---|---|---|---|---|---|---|---|"
         + ("---|" if capacity else "")
+        + ("---|" if used else "")
+        + ("---|---|---|" if priced else "")
         + ("---|---|---|---|" if pods else ""),
     ]
     for r in records:
@@ -242,6 +259,13 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
         )
         if capacity:
             row += f" {r.get('capacity', '')} |"
+        if used:
+            row += f" {describe(r) if 'usage_from' in r else ''} |"
+        if priced:
+            if "spent" in r:
+                row += "".join(f" {_money(r.get(k))} |" for k in ("spent", "saved", "lost"))
+            else:
+                row += f" price unknown: {r.get('price_unknown', '')} | | |"
         if pods:
             exits = sorted((r.get("pod_exit_codes") or {}).items())
             codes = ", ".join(f"{i}: {c}" for i, c in exits)
@@ -263,17 +287,32 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
             f"Estimated cost ${totals['cost']:.4f} at the spot price vs "
             f"${totals['on_demand_cost']:.4f} on demand (saving ${totals['saving']:.4f})."
         )
+    if line := attempt_cost.totals_line(totals):
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 
-def write_ledger(checkpoint_dir: str, metrics, attempts) -> dict[str, Any]:
-    """Exposes ``attempts.json`` as Metrics (``ledger_*``) and a Markdown table."""
+def quote_price(usage):
+    """The price source behind :func:`spottrain.pricing.quote` (never raises)."""
+    from spottrain.pricing import quote
+
+    return quote(usage)
+
+
+def write_ledger(checkpoint_dir: str, metrics, attempts, price=None) -> dict[str, Any]:
+    """Prices ``attempts.json`` and exposes it as Metrics (``ledger_*``) and a Markdown table.
+
+    The figures (``ledger_spent``, ``ledger_saved``, ``ledger_lost``) are logged only
+    when known; ``price``: ``Usage -> Quote`` (:mod:`spottrain.trainer.attempt_cost`),
+    by default :func:`quote_price`.
+    """
     from spottrain.trainer import ledger
 
-    records = ledger.read(checkpoint_dir)
+    records = ledger.price(checkpoint_dir, price or quote_price)
     totals = ledger.totals(records)
     for name, value in totals.items():
-        metrics.log_metric(f"ledger_{name}", float(value))
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            metrics.log_metric(f"ledger_{name}", float(value))
     with open(attempts.path, "w") as f:
         f.write(ledger_markdown(records, totals))
     return totals

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from spottrain import bill_labels, usage
 from spottrain.runtime import vertex_regions
 from spottrain.runtime.fallback_words import CANCELLED, COMPLETED, FATAL, INCOMPLETE, RESUME
 from spottrain.trainer import preemption
@@ -158,26 +159,48 @@ def remove_empty(value):
     return value
 
 
-def job_for(payload: dict, strategy: str, number: int) -> dict:
+# Vertex Pipelines labels every run's jobs with this (GCPC gcp_labels_util.py reads the
+# system labels from VERTEX_AI_PIPELINES_RUN_LABELS); the run's id where none is passed.
+BILLING_ID_LABEL = "vertex-ai-pipelines-run-billing-id"
+
+
+def job_for(
+    payload: dict, strategy: str, number: int, *, location: str = "", run: str = ""
+) -> dict:
     """The custom job of one attempt: the payload with this strategy and capacity kind.
 
     Also what GCPC's launcher does to every payload: empty fields removed, the run's
     system labels added (``VERTEX_AI_PIPELINES_RUN_LABELS``, user labels win), and
     ``max_wait_duration`` only for ``FLEX_START`` (``remote_runner.py``
-    ``create_custom_job_with_client``).
+    ``create_custom_job_with_client``). Ours too: the labels ``spottrain-run`` (``run``,
+    else the run's billing id) and ``spottrain-attempt`` (``<kind>-<number>``, as the
+    display name ends), and in each pool's env what its replicas run on
+    (``usage.USAGE_ENV``: the pool's ``machine_spec`` in ``location``) and those labels
+    (``bill_labels.LABELS_ENV``), for the ledger's record.
     """
     job = remove_empty(copy.deepcopy(payload))
     system = json.loads(os.environ.get("VERTEX_AI_PIPELINES_RUN_LABELS") or "{}")
-    if system or job.get("labels"):
-        job["labels"] = {**system, **job.get("labels", {})}
     scheduling = job["job_spec"].setdefault("scheduling", {})
     scheduling["strategy"] = strategy
     if strategy != "FLEX_START":
         scheduling.pop("max_wait_duration", None)
     kind = capacity(strategy, job)
+    ours = bill_labels.gcp_labels(run or system.get(BILLING_ID_LABEL, ""), f"{kind}-{number}")
+    job["labels"] = {**system, **ours, **job.get("labels", {})}
+    if not job["labels"]:
+        job.pop("labels")
+    names = (CAPACITY_ENV, usage.USAGE_ENV, bill_labels.LABELS_ENV)
     for pool in job["job_spec"]["worker_pool_specs"]:
-        env = [e for e in pool["container_spec"].get("env", []) if e["name"] != CAPACITY_ENV]
-        pool["container_spec"]["env"] = [*env, {"name": CAPACITY_ENV, "value": kind}]
+        env = [e for e in pool["container_spec"].get("env", []) if e["name"] not in names]
+        pool["container_spec"]["env"] = [
+            *env,
+            {"name": CAPACITY_ENV, "value": kind},
+            {
+                "name": usage.USAGE_ENV,
+                "value": usage.env_value(**usage.from_vertex_pool(pool, location)),
+            },
+            {"name": bill_labels.LABELS_ENV, "value": bill_labels.env_value(ours)},
+        ]
     job["display_name"] = f"{job.get('display_name', 'spottrain-train')}-{kind}-{number}"
     return job
 
@@ -194,6 +217,7 @@ class CustomJobLauncher:
         newest_step: The newest checkpoint step in the checkpoint dir (-1: none).
         progress: ``training_status`` of the checkpoint dir.
         record: Called with each new job's name (``gcp_resources``).
+        run_id: The pipeline run's id, for the jobs' ``spottrain-run`` label.
     """
 
     client: object
@@ -206,6 +230,7 @@ class CustomJobLauncher:
     poll_seconds: float = POLL_SECONDS
     attempts: list[Attempt] = field(default_factory=list)
     current: str = ""
+    run_id: str = ""
 
     def run(self, attach: str = "") -> str:
         """Runs jobs until an ending; ``attach`` follows an existing job first."""
@@ -244,7 +269,14 @@ class CustomJobLauncher:
     def _create(self, strategy: str, number: int) -> Attempt:
         step = self.newest_step()
         job = self.client.create_custom_job(
-            parent=self.parent, custom_job=job_for(self.payload, strategy, number)
+            parent=self.parent,
+            custom_job=job_for(
+                self.payload,
+                strategy,
+                number,
+                location=self.parent.rsplit("/", 1)[-1],
+                run=self.run_id,
+            ),
         )
         log.info("created %s job %s (checkpoint step %s)", strategy, job.name, step)
         self.record(job.name)
@@ -320,6 +352,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--fallback_attempts", type=int, default=2)
     p.add_argument("--checkpoint_dir", required=True)
     p.add_argument("--train_steps", type=int, required=True)
+    # dsl.PIPELINE_JOB_ID_PLACEHOLDER; unresolved ("{{$..."), the run's billing id serves.
+    p.add_argument("--run_id", default="")
     return p.parse_args(argv)
 
 
@@ -359,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress=lambda: training_status(args.checkpoint_dir, args.train_steps),
         record=lambda name: write_resources(args.gcp_resources, args.location, name),
         poll_seconds=float(os.environ.get(POLL_ENV) or POLL_SECONDS),
+        run_id="" if "{{" in args.run_id else args.run_id,
     )
 
     def on_sigterm(signum, frame):

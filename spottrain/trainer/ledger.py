@@ -19,7 +19,8 @@ import threading
 import time
 import uuid
 
-from spottrain.trainer import checkpointing, fileio, preemption, versioned
+from spottrain import bill_labels, usage
+from spottrain.trainer import attempt_cost, checkpointing, fileio, preemption, versioned
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +91,14 @@ def totals(records: list[dict]) -> dict:
         out["cost"] = round(sum(r.get("cost", 0) for r in records), 4)
         out["on_demand_cost"] = round(sum(r.get("on_demand_cost", 0) for r in records), 4)
         out["saving"] = round(out["on_demand_cost"] - out["cost"], 4)
+    # spent, saved, lost and currency, once the run's outputs priced the records.
+    out.update(attempt_cost.run_totals(records))
     return out
 
 
-# What the JobSet-engine launcher adds to an attempt's record: where its pods ran.
-POD_FIELDS = ("node", "node_kind", "disruption", "pod_exit_codes", "pods")
+# What the JobSet-engine launcher adds to an attempt's record: where its pods ran
+# (the gang: "<jobset>/<restart attempt>") and what the chief's node was (usage.FIELDS).
+POD_FIELDS = ("node", "node_kind", "disruption", "pod_exit_codes", "pods", "gang", *usage.FIELDS)
 
 
 def annotate(checkpoint_dir: str, gang_attempts: list[dict], slack_s: float = 60.0) -> int:
@@ -127,6 +131,9 @@ def annotate(checkpoint_dir: str, gang_attempts: list[dict], slack_s: float = 60
 
         best = min(free, key=distance)
         if distance(best) <= slack_s:
+            if "usage_from" in best:  # the node's usage replaces the compiled one whole
+                for k in usage.FIELDS:
+                    rec.pop(k, None)
             rec.update({k: best[k] for k in POD_FIELDS if k in best})
             free.remove(best)
             annotated += 1
@@ -136,6 +143,32 @@ def annotate(checkpoint_dir: str, gang_attempts: list[dict], slack_s: float = 60
             lambda stored: merge(stored, changed)
         )
     return annotated
+
+
+def price(checkpoint_dir: str, price_of: attempt_cost.Price | None) -> list[dict]:
+    """Writes each record's spent, saved and lost (:mod:`attempt_cost`) into the ledger.
+
+    Called once the run's outputs are written (never by the training loop). Never
+    raises: a ledger that cannot be priced or written is logged and returned as read.
+
+    Returns:
+        The records, priced where the price function knew the prices.
+    """
+    try:
+        records = read(checkpoint_dir)
+    except Exception as e:  # noqa: BLE001 - prices never fail a run
+        log.warning("could not read the attempt ledger in %s: %s", checkpoint_dir, e)
+        return []
+    if not records:
+        return records
+    # Priced outside the file's compare-and-swap: a price source's wait holds no lock.
+    priced = attempt_cost.price_records(records, price_of)
+    try:
+        store = versioned.store(fileio.join(checkpoint_dir, LEDGER))
+        return store.update(lambda stored: merge(stored, priced))["attempts"]
+    except Exception as e:  # noqa: BLE001 - prices never fail a run
+        log.warning("could not write the priced attempt ledger in %s: %s", checkpoint_dir, e)
+        return priced
 
 
 class Ledger:
@@ -201,6 +234,11 @@ class Ledger:
         rec.update(started=time.time(), **fields, outcome="running", workers=self.workers)
         if os.environ.get(CAPACITY_ENV):
             rec["capacity"] = os.environ[CAPACITY_ENV]
+        # What it runs on, where the engine knows it now (usage.USAGE_ENV): Vertex's job
+        # spec, the compiled GKE placement; the JobSet launcher adds the node's later.
+        rec.update(usage.from_env(os.environ))
+        if labels := bill_labels.from_env(os.environ):
+            rec["bill_labels"] = labels  # its job's or pods' labels: the bill's join key
         self._mine[_key(rec)] = rec
         return rec
 
@@ -308,6 +346,9 @@ class Ledger:
         """
         if not self.current:
             return
+        # Training resumes now: the time since the attempt began is its restart
+        # (attempt_cost prices it into the previous attempt's "lost").
+        self.current["resumed_at"] = time.time()
         prev, corrected = self._previous, False
         if (
             prev is not None
@@ -328,7 +369,7 @@ class Ledger:
             log.info("attempt %s lost %d step(s)", prev.get("attempt"), prev["steps_lost"])
         if self.current["start_step"] != step or corrected:
             self.current.update(start_step=step, last_step=step, saved_step=step)
-            self._write(force=True)
+        self._write(force=True)
 
     def progress(self, step: int, saved_step: int | None = None, *, force: bool = False) -> None:
         """Notes a finished step, and a save whose files are complete.

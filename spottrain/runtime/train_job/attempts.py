@@ -8,9 +8,11 @@ generation, or a Job) under its chief, for ``spottrain.trainer.ledger.annotate``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from spottrain.runtime.train_job import status
+from spottrain import usage as usage_of
+from spottrain.runtime.train_job import names, status
 
 
 @dataclass
@@ -26,10 +28,15 @@ class PodAttempt:
     exit_code: int | None
     started: float | None
     finished: float | None
+    # What it ran on (spottrain.usage.from_node): the node's machine, zone and GPUs.
+    usage: dict[str, Any] = field(default_factory=dict)
 
 
-def from_pod(pod: dict, gang: str, node_kind: str) -> PodAttempt:
-    """The ended ``pod`` of ``gang`` (its generation's name), run on a ``node_kind`` node."""
+def from_pod(pod: dict, gang: str, node_kind: str, node: dict | None = None) -> PodAttempt:
+    """The ended ``pod`` of ``gang`` (its generation's name), run on a ``node_kind`` node.
+
+    ``node``: the Node object, when readable, for what the pod ran on.
+    """
     term = status.terminated(pod) or {}
     return PodAttempt(
         job=gang,
@@ -41,6 +48,7 @@ def from_pod(pod: dict, gang: str, node_kind: str) -> PodAttempt:
         exit_code=status.exit_code(pod),
         started=status.epoch(term.get("startedAt")),
         finished=status.epoch(term.get("finishedAt")),
+        usage=usage_of.from_node(node, pod, names.CONTAINER),
     )
 
 
@@ -67,6 +75,9 @@ def gang_attempts(attempts: Sequence[PodAttempt]) -> list[dict]:
                 "finished": chief.finished,
                 "node": chief.node,
                 "node_kind": chief.node_kind,
+                # "<jobset>/<restart attempt>": its pods' JobSet labels, for the bill.
+                "gang": chief.job,
+                **chief.usage,
                 "disruption": next((a.disruption for a in gang if a.disruption), ""),
                 "pod_exit_codes": {str(a.index): a.exit_code for a in gang},
                 "pods": [

@@ -105,12 +105,17 @@ def worker_sets(
         namespace=namespace, image=image, args=tuple(args), workers=workers,
         service_account=service_account, run=run_id,
     )  # fmt: skip
-    out = [js.WorkerSet(name=names.jobset_name(run_id, task_name), placement=placement, **common)]
+    out = [
+        js.WorkerSet(
+            name=names.jobset_name(run_id, task_name), placement=placement, attempt=1, **common
+        )
+    ]
     if on_demand and placement.pool != "on-demand" and not placement.compute_class:
         out.append(
             js.WorkerSet(
                 name=names.jobset_name(run_id, task_name, on_demand=True),
                 placement=placement.with_(pool="on-demand", taint=None),
+                attempt=2,
                 **common,
             )
         )

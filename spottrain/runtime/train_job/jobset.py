@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from spottrain import bill_labels, usage
 from spottrain.placement import Placement
 from spottrain.runtime.train_job import names
 from spottrain.trainer import gang_env, preemption
@@ -52,7 +53,11 @@ from spottrain.trainer import gang_env, preemption
 TRAINER_COMMAND = ("tini", "--", "python", "-m", "spottrain.trainer.task")
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 REPLICATED_JOB = "workers"
-ATTEMPT_LABEL = "spottrain.dev/attempt"
+# The gang's number in the run (1: the spot JobSet, 2: the on-demand one). Its pods'
+# own restarts are told apart by JobSet's label jobset.sigs.k8s.io/restart-attempt
+# (observe.RESTART_LABEL): JobSet recreates them from one template, so no label of ours
+# can carry the ledger's attempt number; the ledger records both as "gang".
+ATTEMPT_LABEL = bill_labels.K8S_ATTEMPT
 # Finished JobSets (their Jobs and pods' logs) stay a day for inspection, then go.
 TTL_SECONDS_AFTER_FINISHED = 86400
 # The child Job's rules, in order; FAILURE_RULE_NAMES name the JobSet's rules
@@ -80,7 +85,7 @@ class WorkerSet:
         port: The workers' gRPC port.
         service_account: The pods' service account (empty: the namespace default).
         run: The KFP run id, as a label (empty: none).
-        attempt: The launcher's attempt number, as a label (None: none).
+        attempt: The gang's number in the run (``ATTEMPT_LABEL``; None: none).
     """
 
     name: str
@@ -176,13 +181,24 @@ def failure_policy(max_restarts: int) -> dict:
 
 
 def env(ws: WorkerSet) -> list[dict]:
-    """The gang contract (``spottrain/trainer/gang_env.py``); the Job controller adds the index."""
-    return [
+    """The gang contract (``spottrain/trainer/gang_env.py``); the Job controller adds the index.
+
+    Also what the ledger's record starts with: the placement's GPUs (the launcher adds
+    the node's machine and zone once the pod ended: ``ledger.annotate``) and the
+    run and attempt labels the pods carry (``bill_labels``).
+    """
+    out = [
         {"name": gang_env.JOB_NAME, "value": ws.child_job},
         {"name": gang_env.SERVICE, "value": ws.name},
         {"name": gang_env.WORKERS, "value": str(ws.workers)},
         {"name": gang_env.PORT, "value": str(ws.port)},
     ]
+    gpus = usage.from_placement(ws.placement.gpu_type, ws.placement.gpu_count)
+    out.append({"name": usage.USAGE_ENV, "value": usage.env_value(**gpus)})
+    labels = {k: v for k, v in ws.all_labels().items() if k.startswith("spottrain.dev/")}
+    if labels:
+        out.append({"name": bill_labels.LABELS_ENV, "value": bill_labels.env_value(labels)})
+    return out
 
 
 def container(ws: WorkerSet) -> dict:

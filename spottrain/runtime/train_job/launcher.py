@@ -126,7 +126,7 @@ class JobSetLauncher:
         )  # fmt: skip
         self.attempts: dict[str, PodAttempt] = {}
         self.run_started: float | None = None
-        self._node_kinds: dict[str, str] = {}
+        self._nodes: dict[str, dict | None] = {}
         self._starts: dict[str, float] = {}
         self.logs = ChiefLog(kube, chief_log)
 
@@ -285,22 +285,23 @@ class JobSetLauncher:
             key = meta.get("uid") or meta.get("name")
             if key in self.attempts or not status.is_done(pod):
                 continue
-            node = (pod.get("spec") or {}).get("nodeName") or ""
+            node = self._node((pod.get("spec") or {}).get("nodeName") or "")
             self.attempts[key] = attempts.from_pod(
-                pod, f"{self.ws.name}/{generation(pod)}", self._node_kind(node)
+                pod, f"{self.ws.name}/{generation(pod)}", status.node_kind(node), node
             )
 
-    def _node_kind(self, node: str) -> str:
-        if not node:
-            return "unknown"
-        if node not in self._node_kinds:
+    def _node(self, name: str) -> dict | None:
+        """The Node (its labels: capacity kind, machine, zone, GPU), once per name."""
+        if not name:
+            return None
+        if name not in self._nodes:
             try:
-                self._node_kinds[node] = status.node_kind(self.kube.read_node(node))
+                self._nodes[name] = self.kube.read_node(name)
             except KubeError as err:
                 # Node labels need a ClusterRole; without it the ledger says "unknown".
-                log.warning("node kind of %s unknown: %s", node, err)
-                self._node_kinds[node] = "unknown"
-        return self._node_kinds[node]
+                log.warning("node kind of %s unknown: %s", name, err)
+                self._nodes[name] = None
+        return self._nodes[name]
 
 
 def _said(memory: Memory, what: str, seen: d.Observed) -> Memory:

@@ -12,18 +12,18 @@ backend/src/v2/compiler/argocompiler/container.go:583 `executor.RetryStrategy = 
 from __future__ import annotations
 
 import hashlib
-import re
+
+from spottrain import bill_labels
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "spottrain")
-RUN_LABEL = "spottrain.dev/kfp-run"
+# The KFP run id: what makes a JobSet this run's, and the bill's join key (bill_labels).
+RUN_LABEL = bill_labels.K8S_RUN
 CONTAINER = "trainer"
 PORT_NAME = "grpc"
 # The Job controller's annotation with a pod's index
 # (https://kubernetes.io/docs/concepts/workloads/controllers/job/#completion-mode).
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 ON_DEMAND_SUFFIX = "-od"
-
-_LABEL_VALUE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def jobset_name(run_id: str, task_name: str, *, on_demand: bool = False) -> str:
@@ -39,5 +39,5 @@ def jobset_name(run_id: str, task_name: str, *, on_demand: bool = False) -> str:
 
 
 def label_value(text: str) -> str:
-    """``text`` cut to a valid label value (63 characters, alphanumeric ends)."""
-    return _LABEL_VALUE.sub("-", text)[:63].strip("-_.")
+    """``text`` as a valid Kubernetes label value (:func:`bill_labels.label_value`)."""
+    return bill_labels.label_value(text, "k8s")

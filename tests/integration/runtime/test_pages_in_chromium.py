@@ -16,7 +16,7 @@ from PIL import Image
 from spottrain.pipelines import local
 from spottrain.profiling import render_html
 from spottrain.runtime import report
-from spottrain.trainer import ledger
+from spottrain.trainer import attempt_cost, ledger
 
 REPO = Path(__file__).resolve().parents[3]
 CHROMIUM = next(
@@ -89,6 +89,8 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
          "on_demand_cost": round((b - a) / 3600 * 1.2, 6), "exit_code": 0}
         for i, (a, b, kind, outcome, s0, s1) in enumerate(spans)
     ]  # fmt: skip
+    # Priced from the flags' cost (as --price-per-hour does): spent and saved agree with them.
+    records = attempt_cost.price_records(records, None)
     totals = ledger.totals(records)
     loss = [(s, 2.0 / (1 + s / 10)) for s in range(5, 105, 5)]
     html = report.page(records, totals, {"loss": loss})
@@ -117,6 +119,9 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
     assert text.count("restart 100 s</text>") == 2
     assert "#2 spot: steps 30→45 saved, preempted, lost 0" in text
     assert f"${totals['cost']:.4f} against ${totals['on_demand_cost']:.4f}" in text
+    assert f"Spent {totals['spent']:.4f} USD" in text
+    assert totals["spent"] == pytest.approx(totals["cost"], abs=1e-4)
+    assert f"spent {records[1]['spent']:.4f}" in text  # beside bar 2
     assert f"loss (last {loss[-1][1]:.4g})" in text
 
 

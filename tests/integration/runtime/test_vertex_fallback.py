@@ -54,14 +54,18 @@ def test_the_compiled_task_runs_our_launcher_and_its_spot_and_standard_jobs_pars
     )
     monkeypatch.setenv("VERTEX_AI_PIPELINES_RUN_LABELS", json.dumps(BILLING))
     for strategy, kind in (("SPOT", "spot"), ("STANDARD", "standard")):
-        job = gcpc_request(json.dumps(vj.job_for(payload, strategy, 1)), tmp_path).custom_job
+        sent = vj.job_for(payload, strategy, 1, location="us-central1")
+        job = gcpc_request(json.dumps(sent), tmp_path).custom_job
         assert job.job_spec.scheduling.strategy.name == strategy
         assert len(job.job_spec.worker_pool_specs) == 2
         for pool in job.job_spec.worker_pool_specs:
             env_ = {e.name: e.value for e in pool.container_spec.env}
             assert env_["SPOTTRAIN_CAPACITY"] == kind
+            assert json.loads(env_["SPOTTRAIN_USAGE"])["location"] == "us-central1"
             assert pool.container_spec.command[:2] == ["tini", "--"]
-        assert dict(job.labels) == BILLING
+        # The run's billing id also as ours (no --run_id here), and the attempt.
+        ours = {"spottrain-run": "4242", "spottrain-attempt": f"{kind}-1"}
+        assert dict(job.labels) == {**BILLING, **ours}
         assert job.display_name.endswith(f"-{kind}-1")
 
 
@@ -122,7 +126,11 @@ def test_preempted_then_no_spot_capacity_then_standard_ends_trained(digits_dir, 
     kinds = [{e.name: e.value for e in j.job_spec.worker_pool_specs[0].container_spec.env}
              ["SPOTTRAIN_CAPACITY"] for j in svc.jobs]  # fmt: skip
     assert kinds == ["spot", "spot", "standard"]
-    assert all(dict(j.labels) == BILLING for j in svc.jobs)
+    # The run's billing id also as spottrain-run (no --run_id given), and each attempt.
+    attempts = ["spot-1", "spot-2", "standard-1"]
+    assert [dict(j.labels) for j in svc.jobs] == [
+        {**BILLING, "spottrain-run": "4242", "spottrain-attempt": a} for a in attempts
+    ]
     assert _newest(tmp_path) == 60
     # The ledger: the preempted spot attempt, then the standard one (the stockout never ran).
     records = json.loads((tmp_path / "checkpoints" / "attempts.json").read_text())["attempts"]
@@ -130,6 +138,11 @@ def test_preempted_then_no_spot_capacity_then_standard_ends_trained(digits_dir, 
         ("spot", "preempted"), ("standard", "success"),
     ], records  # fmt: skip
     assert records[1]["start_step"] == records[0]["saved_step"] > 0, records
+    # Each record: what its job's pool ran on, in the job's region, and the job's labels.
+    assert [(r["machine_type"], r["location"], r["platform"]) for r in records] == [
+        ("n1-standard-4", "us-central1", "vertex")
+    ] * 2, records
+    assert [r["bill_labels"]["spottrain-attempt"] for r in records] == ["spot-1", "standard-1"]
     # gcp_resources names the last job, readable by GCPC's own re-attach code.
     assert _gcpc_reads_resources(tmp_path) == svc.jobs[-1].name
     # The stockout made no progress, so it went to standard with spot attempts left.

@@ -59,6 +59,11 @@ def test_preempted_train_task_is_retried_by_kfp_and_resumes_to_the_exact_step(tm
     assert f"attempts page:  {(tmp_path / 'attempts.html').as_uri()}" in report
     assert f"profile page:   {(tmp_path / 'profile.html').as_uri()}" in report
     assert f"full log:       {log}" in report
+    # What the attempts ran on (assumed, and said so) and the three figures, or why not.
+    assert "ran on:         n1-standard-8 + 1 nvidia-tesla-t4 in us-central1, assumed" in report
+    assert "cost:           Spent " in report or "price unknown (" in report, report
+    assert all(a["resumed_at"] >= a["started"] for a in result.attempts)
+    assert all("spent" in a or a["price_unknown"] for a in result.attempts)
 
 
 def test_on_demand_fallback_resumes_when_spot_retries_run_out(tmp_path):

@@ -165,3 +165,24 @@ def test_a_ledger_record_names_the_capacity_the_pipeline_compiled_for(tmp_path, 
     spec = next(d for d in yaml.safe_load_all(text) if d)
     env = spec["deploymentSpec"]["executors"]["exec-train"]["container"]["env"]
     assert {"name": "SPOTTRAIN_CAPACITY", "value": "spot"} in env
+
+
+def test_the_compiled_tasks_carry_what_they_run_on_for_the_ledgers_prices():
+    """The in-pod train task: its placement's GPUs (machine and zone are its node's);
+    the Vertex job's replicas: its machine_spec; the fall-back launcher: the run's id."""
+    from spottrain import usage
+
+    def executors(name: str) -> dict:
+        text = (REPO / "pipelines" / "compiled" / name).read_text()
+        return next(d for d in yaml.safe_load_all(text) if d)["deploymentSpec"]["executors"]
+
+    env = {e["name"]: e["value"] for e in executors("spottrain_gke_spot.yaml")["exec-train"]
+           ["container"]["env"]}  # fmt: skip
+    assert usage.from_env(env) == usage.from_placement("nvidia-tesla-t4", 1)
+    text = (REPO / "pipelines" / "compiled" / "spottrain_vertex.yaml").read_text()
+    assert usage.USAGE_ENV in text
+    assert '"machine_type":"n1-standard-8","platform":"vertex"' in text
+    args = executors("spottrain_vertex_fallback.yaml")
+    (launcher,) = [e for e in args.values() if "--run_id" in e["container"].get("args", [])]
+    argv = launcher["container"]["args"]
+    assert argv[argv.index("--run_id") + 1] == "{{$.pipeline_job_uuid}}"

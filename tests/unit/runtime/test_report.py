@@ -71,3 +71,90 @@ def test_a_restart_is_the_time_no_attempt_ran_and_a_refused_run_beside_the_holde
     page = _parse(report.page(recs, ledger.totals(recs), {}))
     assert [r["data-seconds"] for r in page.of("restart")] == ["18.5"]
     assert "restart 18 s" in "".join(page.text)
+
+
+def _priced_run(quote):
+    """A preempted attempt (20 steps redone, the next one's 15 s restart) and its resume."""
+    from spottrain.trainer import attempt_cost
+
+    recs = [
+        {"attempt": 1, "started": 0.0, "resumed_at": 10.0, "ended": 110.0, "seconds": 110.0,
+         "workers": 2, "start_step": 0, "last_step": 100, "saved_step": 80, "steps_lost": 20,
+         "outcome": "preempted_unsaved", "capacity": "spot", "machine_type": "n1-standard-8",
+         "gpu_type": "nvidia-tesla-t4", "gpu_count": 1, "location": "us-central1",
+         "platform": "gce", "usage_from": "node"},
+        {"attempt": 2, "started": 130.0, "resumed_at": 145.0, "ended": 245.0, "seconds": 115.0,
+         "workers": 2, "start_step": 80, "last_step": 200, "saved_step": 200, "steps_lost": 0,
+         "outcome": "success", "capacity": "spot"},
+    ]  # fmt: skip
+    priced = attempt_cost.price_records(recs, lambda usage: quote)
+    return priced, ledger.totals(priced)
+
+
+def test_each_bar_carries_its_figures_and_the_page_the_runs():
+    from spottrain.pricing import Quote
+
+    recs, totals = _priced_run(Quote(0.36, 1.2, "USD", "stand-in"))
+    page = _parse(report.page(recs, totals, {}))
+    bars = page.of("attempt")
+    for bar, rec in zip(bars, recs, strict=True):
+        assert float(bar["data-spent"]) == rec["spent"] and bar["data-currency"] == "USD"
+        assert float(bar["data-saved"]) == rec["saved"]
+    assert float(bars[0]["data-lost"]) == recs[0]["lost"] and "data-lost" not in bars[1]
+    (line,) = page.of("figures")
+    assert (float(line["data-spent"]), float(line["data-saved"]), float(line["data-lost"])) == (
+        totals["spent"], totals["saved"], totals["lost"],
+    )  # fmt: skip
+    text = "".join(page.text)
+    assert f"spent {recs[0]['spent']:.4f}, preemption cost {recs[0]['lost']:.4f}" in text
+    assert f"Spent {totals['spent']:.4f} USD, lost to preemptions {totals['lost']:.4f}" in text
+
+
+def test_an_unknown_price_is_said_on_the_page_and_no_figure_is_drawn():
+    from spottrain.pricing import Quote
+
+    recs, totals = _priced_run(Quote(None, None, reason="catalog unreachable: 127.0.0.1:9"))
+    page = _parse(report.page(recs, totals, {}))
+    assert all("data-spent" not in bar for bar in page.of("attempt"))
+    (line,) = page.of("figures")
+    assert line["data-price-unknown"] == "attempt 1: catalog unreachable: 127.0.0.1:9"
+    assert "price unknown (attempt 1: catalog unreachable" in "".join(page.text)
+
+
+def test_the_figures_become_metrics_and_markdown_columns_or_price_unknown(tmp_path):
+    """write_ledger prices attempts.json (a price function in, never the catalog here)."""
+    import json
+
+    from spottrain.pricing import Quote
+    from spottrain.runtime.train import write_ledger
+
+    recs, _ = _priced_run(Quote(None, None))
+    (tmp_path / ledger.LEDGER).write_text(json.dumps({"attempts": recs}))
+
+    class Out:
+        def __init__(self, path):
+            self.path, self.logged = str(path), {}
+
+        def log_metric(self, name, value):
+            self.logged[name] = value
+
+    metrics, md = Out(tmp_path / "m"), Out(tmp_path / "a.md")
+    totals = write_ledger(str(tmp_path), metrics, md, lambda u: Quote(0.36, 1.2, "USD", "s"))
+    assert metrics.logged["ledger_spent"] == totals["spent"] > 0
+    assert metrics.logged["ledger_lost"] == totals["lost"] > 0
+    assert metrics.logged["ledger_saved"] == totals["saved"] > 0
+    assert "ledger_currency" not in metrics.logged  # text is not a metric
+    table = (tmp_path / "a.md").read_text()
+    assert "| ran on | spent USD | saved USD | lost USD |" in table
+    assert "n1-standard-8 + 1 nvidia-tesla-t4 in us-central1" in table
+    stored = ledger.read(str(tmp_path))
+    assert (
+        f"| {stored[0]['spent']:.4f} | {stored[0]['saved']:.4f} | {stored[0]['lost']:.4f} |"
+        in table
+    )
+
+    metrics = Out(tmp_path / "m2")
+    totals = write_ledger(str(tmp_path), metrics, md, lambda u: Quote(None, None, reason="down"))
+    assert not any(k in metrics.logged for k in ("ledger_spent", "ledger_saved", "ledger_lost"))
+    table = (tmp_path / "a.md").read_text()
+    assert "price unknown: down" in table and "price unknown (attempt 1: down)" in table

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from spottrain import usage
 from spottrain.runtime import termination
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher
@@ -92,9 +93,16 @@ def test_outputs_match_the_in_pod_train_and_the_ledger_gains_the_pods(
 ):
     ckpt = tmp_path / "ckpt"
     chief_writes(ckpt, started=1000.0)
+    t4 = usage.from_node(
+        {"metadata": {"labels": {"node.kubernetes.io/instance-type": "n1-standard-8",
+                                 "topology.kubernetes.io/zone": "us-central1-a",
+                                 "cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}}},
+        {"spec": {"containers": [{"name": "trainer",
+                                  "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
+    )  # fmt: skip
     pods = [
         PodAttempt("st-x/0", "st-x-workers-0-0-a", 0, "gke-spot-1", "spot",
-                   "TerminationByKubelet", 143, 999.0, 1500.0),
+                   "TerminationByKubelet", 143, 999.0, 1500.0, usage=t4),
         PodAttempt("st-x/0", "st-x-workers-0-1-b", 1, "gke-spot-2", "spot", "", 143, 999.5, 1500.2),
     ]  # fmt: skip
     seen: list = []
@@ -117,6 +125,12 @@ def test_outputs_match_the_in_pod_train_and_the_ledger_gains_the_pods(
     [rec] = ledger.read(str(ckpt))
     assert rec["node"] == "gke-spot-1" and rec["node_kind"] == "spot"
     assert rec["pod_exit_codes"] == {"0": 143, "1": 143}
+    # What the chief's node was, and the gang (JobSet and restart) the bill's labels name.
+    assert (rec["machine_type"], rec["location"], rec["gpu_count"]) == (
+        "n1-standard-8", "us-central1-a", 1,
+    )  # fmt: skip
+    assert rec["gang"] == "st-x/0" and rec["usage_from"] == "node"
+    assert "price_unknown" in rec or "spent" in rec  # priced (or said why not) when written
     table = (tmp_path / "attempts.md").read_text()
     assert "| node | node kind | disruption | pod exit codes |" in table
     assert "gke-spot-1 | spot | TerminationByKubelet |" in table
@@ -211,3 +225,21 @@ def test_ledger_annotate_matches_records_by_time(tmp_path):
         "n1", "spot", "TerminationByKubelet",
     )  # fmt: skip
     assert second["node"] == "n2" and second["pod_exit_codes"] == {"0": 0}
+
+
+def test_the_nodes_usage_replaces_the_placements_whole(tmp_path):
+    """A record opened with the placement's GPUs (SPOTTRAIN_USAGE on the pods) gets the
+    chief's node: machine, zone and the pod's GPUs, nothing of the placement's left."""
+    placed = usage.from_placement("nvidia-tesla-t4", 2)
+    rec = {"attempt": 1, "started": 1000.0, "outcome": "success", **placed}
+    (tmp_path / ledger.LEDGER).write_text(json.dumps({"attempts": [rec]}))
+    node = usage.from_node(
+        {"metadata": {"labels": {"node.kubernetes.io/instance-type": "e2-standard-4",
+                                 "topology.kubernetes.io/region": "us-east1"}}}
+    )  # fmt: skip
+    gang = {"started": 990.0, "finished": 1500.0, "node": "n1", "node_kind": "on-demand",
+            "gang": "st-x-od/0", **node}  # fmt: skip
+    assert ledger.annotate(str(tmp_path), [gang]) == 1
+    (got,) = ledger.read(str(tmp_path))
+    assert {k: got[k] for k in usage.FIELDS if k in got} == node
+    assert "gpu_type" not in got and got["gang"] == "st-x-od/0"

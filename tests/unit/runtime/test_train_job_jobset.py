@@ -13,8 +13,8 @@ import pytest
 from jobset_manifests import child, child_job, validate
 
 from spottrain.placement import Placement, pod_grace_seconds
+from spottrain.runtime.train_job import component, names
 from spottrain.runtime.train_job import jobset as js
-from spottrain.runtime.train_job import names
 from spottrain.trainer import distribution, gang_env, preemption
 
 
@@ -96,6 +96,27 @@ def test_labels_name_the_run_and_attempt():
         assert labels[js.ATTEMPT_LABEL] == "2"
     bare = js.jobset(worker_set(run="", attempt=None))["metadata"]["labels"]
     assert names.RUN_LABEL not in bare and js.ATTEMPT_LABEL not in bare
+    # The keys the billing export's k8s-label/<key> joins (docs/cost.md).
+    assert (names.RUN_LABEL, js.ATTEMPT_LABEL) == ("spottrain.dev/run", "spottrain.dev/attempt")
+
+
+def test_a_long_or_odd_run_id_is_a_valid_label_and_the_gangs_are_numbered():
+    run = "Run/" + "7" * 90 + "/"
+    sets = component.worker_sets(
+        run_id=run, task_name="train", namespace="ns", image="img", args=(), workers=1,
+        placement=Placement(pool="spot"), on_demand=True,
+    )  # fmt: skip
+    for number, ws in enumerate(sets, 1):
+        m = js.jobset(ws)
+        # kubernetes-validate has no JobSet schema: its labels on an object it has.
+        meta = {"name": "x", "labels": m["metadata"]["labels"]}
+        validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+        validate(child_job(m))  # and the pod template's, in the real Job schema
+        labels = m["metadata"]["labels"]
+        assert labels[js.ATTEMPT_LABEL] == str(number) and len(labels[names.RUN_LABEL]) == 63
+        # The schema does not check values: apimachinery's IsValidLabelValue does.
+        value = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+        assert all(value.fullmatch(v) and len(v) <= 63 for v in labels.values())
 
 
 def test_pod_failure_policy_disruption_first_then_fatal_then_notice():

@@ -12,6 +12,7 @@ validation runs in the real-controller tests.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +20,7 @@ import pytest
 import yaml
 from jobset_manifests import child, child_job, validate
 
+from spottrain import bill_labels, usage
 from spottrain.pipelines import compile as comp
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher, names, rbac
@@ -113,6 +115,12 @@ def test_the_pod_contract_and_the_args_of_the_in_pod_train(monkeypatch):
     [trainer] = child(spot)["template"]["spec"]["containers"]
     env = {e["name"]: e["value"] for e in trainer["env"]}
     name = spot["metadata"]["name"]
+    labels = json.loads(env.pop(bill_labels.LABELS_ENV))
+    assert labels == {k: v for k, v in spot["metadata"]["labels"].items() if "spottrain.dev" in k}
+    assert labels[bill_labels.K8S_ATTEMPT] == "1" and labels[bill_labels.K8S_RUN]
+    assert usage.from_env({usage.USAGE_ENV: env.pop(usage.USAGE_ENV)}) == {
+        "gpu_type": "nvidia-tesla-t4", "gpu_count": 1, "platform": "gce", "usage_from": "placement"
+    }  # fmt: skip
     assert env == {
         gang_env.JOB_NAME: f"{name}-workers-0",  # the child Job JobSet creates
         gang_env.SERVICE: name,

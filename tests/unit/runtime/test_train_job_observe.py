@@ -8,7 +8,7 @@ import pytest
 
 from spottrain.runtime.train_job import observe as ob
 
-OURS = {"app.kubernetes.io/managed-by": "spottrain", "spottrain.dev/kfp-run": "run-1"}
+OURS = {"app.kubernetes.io/managed-by": "spottrain", "spottrain.dev/run": "run-1"}
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 T0 = "2027-01-15T07:59:00Z"  # NOW - 60
 
@@ -62,7 +62,7 @@ def test_no_jobset_is_missing():
 
 
 def test_a_jobset_without_our_labels_is_foreign():
-    other = {**OURS, "spottrain.dev/kfp-run": "run-2"}
+    other = {**OURS, "spottrain.dev/run": "run-2"}
     assert look(jobset(labels=other)).state == "foreign"
     assert look(jobset(labels={})).state == "foreign"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from kfp import dsl
 from trainer_helpers import ledger, tiny_args
 
@@ -24,6 +25,11 @@ def test_ledger_becomes_metrics_and_markdown(digits_dir, tmp_path):
     assert totals["attempts"] == 2 and totals["steps_lost"] == 0
     assert metrics.metadata["ledger_attempts"] == 2.0
     assert metrics.metadata["ledger_saving"] > 0  # spot is cheaper than on-demand
+    # The flags are the user's prices: the figures agree with them, whatever the catalog says.
+    m = metrics.metadata
+    assert m["ledger_spent"] == pytest.approx(m["ledger_cost"], abs=1e-4)
+    assert m["ledger_saved"] == pytest.approx(m["ledger_saving"], abs=1e-4)
+    assert m["ledger_lost"] == 0  # nothing was redone
     table = (tmp_path / "attempts.md").read_text()
     rows = [ln for ln in table.splitlines() if ln.startswith("| 1 ") or ln.startswith("| 2 ")]
     assert "fatal_config" in rows[0] and "| 64 |" in rows[0]

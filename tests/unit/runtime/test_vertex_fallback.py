@@ -88,3 +88,39 @@ def test_a_fallback_attempt_is_costed_at_the_on_demand_price(tmp_path, monkeypat
     assert rec["capacity"] == kind and rec["seconds"] == pytest.approx(3600, abs=5)
     assert rec["cost"] == pytest.approx(price, rel=0.01)
     assert rec["on_demand_cost"] == pytest.approx(1.2, rel=0.01)
+
+
+def test_each_job_carries_the_run_and_attempt_labels_and_what_its_pools_run_on(monkeypatch):
+    """job_for: GCP-valid labels, and in each pool's env its own machine_spec in the
+    job's region and those labels, which the ledger copies into the attempt's record."""
+    import json
+
+    from spottrain import bill_labels, usage
+    from spottrain.runtime import vertex_job as vj
+
+    monkeypatch.delenv("VERTEX_AI_PIPELINES_RUN_LABELS", raising=False)
+    pools = [
+        {"machine_spec": {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4",
+                          "accelerator_count": 1}, "replica_count": 1,
+         "container_spec": {"image_uri": "i",
+                            "env": [{"name": "SPOTTRAIN_USAGE", "value": "old"}]}},
+        {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 2,
+         "container_spec": {"image_uri": "i"}},
+    ]  # fmt: skip
+    payload = {"display_name": "t", "job_spec": {"worker_pool_specs": pools}}
+    job = vj.job_for(payload, "STANDARD", 2, location="europe-west4", run="Run_ABC/7")
+    assert job["labels"] == {"spottrain-run": "run_abc-7", "spottrain-attempt": "standard-2"}
+    chief, workers = (
+        {e["name"]: e["value"] for e in p["container_spec"]["env"]}
+        for p in job["job_spec"]["worker_pool_specs"]
+    )
+    assert usage.from_env(chief) == {
+        "location": "europe-west4", "machine_type": "n1-standard-8",
+        "gpu_type": "NVIDIA_TESLA_T4", "gpu_count": 1, "platform": "vertex",
+        "usage_from": "vertex job",
+    }  # fmt: skip
+    assert usage.from_env(workers)["machine_type"] == "n1-standard-4"
+    assert bill_labels.from_env(chief) == job["labels"]
+    assert json.loads(chief[bill_labels.LABELS_ENV]) == job["labels"]
+    # No run id and no system labels: only the attempt.
+    assert vj.job_for(payload, "SPOT", 1)["labels"] == {"spottrain-attempt": "spot-1"}

@@ -1,0 +1,194 @@
+"""Spent, lost and saved, per attempt and per run (issue 34): pure functions.
+
+Given the ledger's records and a price function (``Usage -> Quote``: per hour, one
+machine with its GPUs), each attempt gets:
+
+* ``spent``: its seconds x workers x the price of what it ran on;
+* ``saved``: what the same seconds would have cost on demand, minus ``spent``;
+* ``lost`` (attempts a preemption, kill, lost peer or hang ended): the steps it
+  trained again (``steps_lost`` x its own seconds per step), priced as it ran, plus
+  the restart that followed: the next attempt's seconds from its start to the
+  restored checkpoint (``resumed_at``), priced as that attempt ran.
+
+A price the source does not know leaves the figures out (never 0) and says why in
+``price_unknown``. The trainer's ``--price-per-hour`` flags, where given, are the
+user's own prices and win (``cost``/``on_demand_cost`` in the record): ``spent`` and
+``saved`` then agree with them. Figures are computed when the run's outputs are
+written, never in the training loop: a run never waits on prices.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from spottrain.pricing import Quote, Usage
+
+log = logging.getLogger(__name__)
+
+Price = Callable[[Usage], Quote]
+FIGURES = ("spent", "saved", "lost")
+# What each attempt's priced fields are (removed before pricing again).
+PRICED_FIELDS = (
+    *FIGURES, "currency", "price_source", "price_unknown", "lost_redo_seconds",
+    "lost_restart_seconds", "lost_unknown", "price_per_hour", "on_demand_price_per_hour",
+)  # fmt: skip
+# Billed at the spot price: Spot VMs and preemptible VMs.
+SPOT_KINDS = ("spot", "preemptible")
+# Billed at the on-demand price here, saving 0. An on-demand VM, a Vertex STANDARD job
+# and a reservation's VM are on-demand VMs: a consumed reservation bills its VMs at
+# the on-demand rate, committed-use or sustained-use discounts apart
+# (https://cloud.google.com/compute/docs/instances/reservations-overview, "Pricing").
+# Flex-start VMs bill at their own discounted rate (GKE: "Flex-start VMs are priced
+# at a discount", https://cloud.google.com/kubernetes-engine/docs/concepts/flex-start-vms;
+# Vertex: https://cloud.google.com/vertex-ai/docs/training/flex-start), which the price
+# source does not carry: the on-demand price is an upper bound for them.
+ON_DEMAND_KINDS = ("on-demand", "standard", "reservation", "flex-start")
+INTERRUPTED = ("preempted", "preempted_unsaved", "killed", "worker_lost", "hang")
+
+
+def kind(record: Mapping[str, Any]) -> str:
+    """The capacity kind an attempt ran on: its node's, else the compiled one."""
+    return str(record.get("node_kind") or record.get("capacity") or "")
+
+
+def _machine_seconds(record: Mapping[str, Any]) -> float:
+    return float(record.get("seconds") or 0) * int(record.get("workers") or 1)
+
+
+def _rates(record: Mapping[str, Any], price: Price | None, quotes: dict) -> tuple:
+    """(paid, on_demand per machine-hour, currency, source, reason); ``None`` = unknown."""
+    if "cost" in record and "on_demand_cost" in record:
+        hours = _machine_seconds(record) / 3600
+        if hours > 0:
+            return (float(record["cost"]) / hours, float(record["on_demand_cost"]) / hours,
+                    "USD", "--price-per-hour flags", "")  # fmt: skip
+        return 0.0, 0.0, "USD", "--price-per-hour flags", ""
+    capacity = kind(record)
+    if capacity not in SPOT_KINDS + ON_DEMAND_KINDS:
+        why = f"capacity kind {capacity!r} has no price" if capacity else "no capacity kind"
+        return None, None, "", "", why
+    if price is None:
+        return None, None, "", "", "no price source"
+    from spottrain.usage import as_usage
+
+    usage = as_usage(record)
+    if usage not in quotes:
+        try:
+            quotes[usage] = price(usage)
+        except Exception as err:  # noqa: BLE001 - prices never fail a run
+            quotes[usage] = Quote(None, None, reason=f"{type(err).__name__}: {err}")
+    q: Quote = quotes[usage]
+    paid = q.spot if capacity in SPOT_KINDS else q.on_demand
+    reason = q.reason or ("no spot price" if paid is None else "no on-demand price")
+    known = paid is not None and q.on_demand is not None
+    return paid, q.on_demand, q.currency, q.source, "" if known else reason
+
+
+def price_records(
+    records: Sequence[Mapping[str, Any]], price: Price | None
+) -> list[dict[str, Any]]:
+    """Copies of ``records`` with their figures (or ``price_unknown``), in the same order."""
+    quotes: dict = {}
+    out = [{k: v for k, v in r.items() if k not in PRICED_FIELDS} for r in records]
+    rates = [_rates(r, price, quotes) for r in out]
+    for i, (rec, (paid, od, currency, source, reason)) in enumerate(zip(out, rates, strict=True)):
+        if source:
+            rec["price_source"] = source
+        if currency and paid is not None:
+            rec["currency"] = currency
+        if reason:
+            rec["price_unknown"] = reason
+        if paid is None:
+            continue
+        rec["price_per_hour"] = round(paid, 6)
+        hours = _machine_seconds(rec) / 3600
+        rec["spent"] = round(hours * paid, 6)
+        if od is not None:
+            rec["on_demand_price_per_hour"] = round(od, 6)
+            rec["saved"] = round(hours * od - rec["spent"], 6)
+        if rec.get("outcome") in INTERRUPTED:
+            lost = _lost(rec, _next(out, i), paid, _next_rate(out, rates, i))
+            if lost is None:
+                rec["lost_unknown"] = (
+                    "its redone steps or the next attempt's restart have no time or price"
+                )
+            else:
+                rec.update(lost)
+    return out
+
+
+def _next(records: list[dict], i: int) -> dict | None:
+    """The attempt that resumed after record ``i`` (the next one started, not refused)."""
+    started = records[i].get("started") or 0
+    later = [
+        r for r in records if (r.get("started") or 0) > started and r.get("outcome") != "refused"
+    ]
+    return min(later, key=lambda r: r["started"]) if later else None
+
+
+def _next_rate(records: list[dict], rates: list[tuple], i: int) -> float | None:
+    nxt = _next(records, i)
+    return None if nxt is None else rates[records.index(nxt)][0]
+
+
+def _lost(rec: dict, nxt: dict | None, paid: float, next_paid: float | None) -> dict | None:
+    """``lost`` and its two parts' seconds; ``None`` when the redone steps cannot be timed."""
+    steps = int(rec.get("steps_lost") or 0)
+    redo = 0.0
+    if steps:
+        began = rec.get("resumed_at") or rec.get("started")
+        trained = (rec.get("last_step") or 0) - (rec.get("start_step") or 0)
+        if not rec.get("ended") or began is None or trained <= 0:
+            return None
+        redo = steps * (float(rec["ended"]) - float(began)) / trained
+    restart = 0.0
+    if nxt is not None and nxt.get("resumed_at"):
+        if next_paid is None:
+            return None  # the restart ran on an attempt without a price
+        restart = max(0.0, float(nxt["resumed_at"]) - float(nxt["started"]))
+    workers = int(rec.get("workers") or 1)
+    next_workers = int((nxt or {}).get("workers") or 1)
+    cost = redo * workers * paid / 3600 + restart * next_workers * (next_paid or 0.0) / 3600
+    return {"lost": round(cost, 6), "lost_redo_seconds": round(redo, 2),
+            "lost_restart_seconds": round(restart, 2)}  # fmt: skip
+
+
+def run_totals(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The run's figures: sums over attempts, only when every attempt is priced.
+
+    A sum over some attempts would read as the run's: one attempt without a price
+    leaves the run's figures out, with that attempt's reason in ``price_unknown``.
+    """
+    if not any("spent" in r or "price_unknown" in r for r in records):
+        return {}
+    unpriced = [r for r in records if "spent" not in r or "saved" not in r]
+    currencies = {r.get("currency") for r in records if "spent" in r}
+    if unpriced:
+        r = unpriced[0]
+        why = r.get("price_unknown") or "no price"
+        return {"price_unknown": f"attempt {r.get('attempt')}: {why}"}
+    if len(currencies) > 1:
+        return {"price_unknown": f"attempts priced in {', '.join(sorted(map(str, currencies)))}"}
+    out = {
+        "spent": round(sum(r["spent"] for r in records), 6),
+        "saved": round(sum(r["saved"] for r in records), 6),
+        "currency": currencies.pop(),
+    }
+    if not any("lost_unknown" in r for r in records):
+        out["lost"] = round(sum(r.get("lost", 0.0) for r in records), 6)
+    return out
+
+
+def totals_line(totals: Mapping[str, Any]) -> str:
+    """The run's spent, lost and saved in one line, or why they are unknown."""
+    if "spent" in totals:
+        lost = (f"{totals['lost']:.4f}" if "lost" in totals else "") or "unknown"
+        return (
+            f"Spent {totals['spent']:.4f} {totals.get('currency', '')}, lost to preemptions "
+            f"{lost}, saved {totals['saved']:.4f} against on-demand."
+        )
+    if "price_unknown" in totals:
+        return f"Spent, lost, saved: price unknown ({totals['price_unknown']})."
+    return ""

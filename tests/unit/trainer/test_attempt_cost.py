@@ -1,0 +1,176 @@
+"""Spent, lost and saved per attempt and per run (spottrain.trainer.attempt_cost), by table."""
+
+from __future__ import annotations
+
+import pytest
+
+from spottrain.pricing import Quote, Usage
+from spottrain.trainer import attempt_cost, ledger
+
+T4 = dict(location="us-central1", machine_type="n1-standard-8", gpu_type="nvidia-tesla-t4",
+          gpu_count=1, platform="gce", usage_from="node")  # fmt: skip
+
+
+def fixed(spot, on_demand, reason=""):
+    calls: list[Usage] = []
+
+    def price(u: Usage) -> Quote:
+        calls.append(u)
+        return Quote(spot, on_demand, "USD", "stand-in", reason)
+
+    price.calls = calls
+    return price
+
+
+def preempted_then_done(kind="spot", second_kind=None):
+    """#1: 2 workers, restored at 10 s, 100 steps in 100 s, 20 redone; #2 resumes 15 s in."""
+    return [
+        {"attempt": 1, "started": 0.0, "resumed_at": 10.0, "ended": 110.0, "seconds": 110.0,
+         "workers": 2, "start_step": 0, "last_step": 100, "saved_step": 80, "steps_lost": 20,
+         "outcome": "preempted_unsaved", "capacity": kind, **T4},
+        {"attempt": 2, "started": 130.0, "resumed_at": 145.0, "ended": 245.0, "seconds": 115.0,
+         "workers": 2, "start_step": 80, "last_step": 200, "saved_step": 200, "steps_lost": 0,
+         "outcome": "success", "capacity": second_kind or kind, **T4},
+    ]  # fmt: skip
+
+
+def test_spot_attempts_spend_the_spot_price_save_the_difference_and_lose_redo_plus_restart():
+    price = fixed(0.36, 1.2)
+    one, two = attempt_cost.price_records(preempted_then_done(), price)
+    assert one["spent"] == pytest.approx(220 / 3600 * 0.36, abs=1e-6)
+    assert one["saved"] == pytest.approx(220 / 3600 * (1.2 - 0.36), abs=1e-6)
+    # 20 steps at 1 s each on 2 workers, and #2's 15 s restart on its 2 workers.
+    assert one["lost_redo_seconds"] == 20.0 and one["lost_restart_seconds"] == 15.0
+    assert one["lost"] == pytest.approx((20 + 15) * 2 * 0.36 / 3600, abs=1e-6)
+    assert two["spent"] == pytest.approx(230 / 3600 * 0.36, abs=1e-6) and "lost" not in two
+    assert one["currency"] == "USD" and one["price_source"] == "stand-in"
+    assert len(price.calls) == 1  # one usage, one quote
+    totals = attempt_cost.run_totals([one, two])
+    assert totals["spent"] == pytest.approx(450 / 3600 * 0.36, abs=1e-6)
+    assert totals["saved"] == pytest.approx(450 / 3600 * 0.84, abs=1e-6)
+    assert totals["lost"] == pytest.approx(one["lost"], abs=1e-6) and totals["currency"] == "USD"
+
+
+@pytest.mark.parametrize("kind", ["on-demand", "standard", "reservation", "flex-start"])
+def test_full_price_kinds_spend_the_on_demand_price_and_save_nothing(kind):
+    one, two = attempt_cost.price_records(preempted_then_done(kind), fixed(0.36, 1.2))
+    assert one["spent"] == pytest.approx(220 / 3600 * 1.2, abs=1e-6) and one["saved"] == 0
+    assert two["price_per_hour"] == 1.2
+
+
+def test_the_nodes_kind_wins_over_the_compiled_one():
+    recs = preempted_then_done("compute-class")
+    recs[1]["node_kind"] = "on-demand"
+    one, two = attempt_cost.price_records(recs, fixed(0.36, 1.2))
+    assert one["price_unknown"] == "capacity kind 'compute-class' has no price"
+    assert "spent" not in one and two["spent"] == pytest.approx(230 / 3600 * 1.2, abs=1e-6)
+    assert attempt_cost.run_totals([one, two]) == {
+        "price_unknown": "attempt 1: capacity kind 'compute-class' has no price"
+    }
+
+
+def test_the_price_flags_win_and_spent_and_saved_agree_with_them(tmp_path):
+    book = ledger.Ledger(str(tmp_path), True, workers=2, price_per_hour=0.35,
+                         on_demand_price_per_hour=1.2)  # fmt: skip
+    book.begin(0)
+    rec = book.end(0)
+    price = fixed(9.0, 99.0)
+    (priced,) = attempt_cost.price_records([rec], price)
+    assert priced["spent"] == pytest.approx(rec["cost"], abs=1e-6)
+    assert priced["saved"] == pytest.approx(rec["on_demand_cost"] - rec["cost"], abs=1e-6)
+    assert priced["price_source"] == "--price-per-hour flags" and not price.calls
+
+
+@pytest.mark.parametrize(
+    "quote, reason",
+    [
+        (Quote(None, None, reason="catalog unreachable: 127.0.0.1:1"), "catalog unreachable"),
+        (Quote(0.36, None), "no on-demand price"),
+        (Quote(None, 1.2), "no spot price"),
+    ],
+)
+def test_an_unknown_price_leaves_the_figures_out_and_says_why(quote, reason):
+    recs = attempt_cost.price_records(preempted_then_done(), lambda u: quote)
+    for rec in recs:
+        assert reason in rec["price_unknown"]
+        assert "saved" not in rec  # never 0
+        assert ("spent" in rec) == (quote.spot is not None)
+    totals = attempt_cost.run_totals(recs)
+    assert set(totals) == {"price_unknown"} and reason in totals["price_unknown"]
+    assert "price unknown" in attempt_cost.totals_line(totals)
+
+
+def test_a_price_source_that_raises_is_a_price_unknown_not_a_failure():
+    def broken(u):
+        raise ConnectionError("refused")
+
+    (rec,) = attempt_cost.price_records([{"attempt": 1, "capacity": "spot", "seconds": 5}], broken)
+    assert rec["price_unknown"] == "ConnectionError: refused" and "spent" not in rec
+
+
+def test_steps_lost_that_cannot_be_timed_leave_the_runs_lost_out():
+    recs = preempted_then_done()
+    recs[0].pop("ended")
+    one, two = attempt_cost.price_records(recs, fixed(0.36, 1.2))
+    assert "lost" not in one and one["lost_unknown"]
+    totals = attempt_cost.run_totals([one, two])
+    assert "lost" not in totals and "spent" in totals
+    assert "lost to preemptions unknown" in attempt_cost.totals_line(totals)
+
+
+def test_a_restart_on_an_unpriced_attempt_leaves_the_lost_out_not_short():
+    recs = preempted_then_done(second_kind="compute-class")
+    one, two = attempt_cost.price_records(recs, fixed(0.36, 1.2))
+    assert "spent" in one and "lost" not in one and one["lost_unknown"]
+    assert "spent" not in two
+
+
+def test_pricing_again_replaces_the_old_figures():
+    price = fixed(0.36, 1.2)
+    once = attempt_cost.price_records(preempted_then_done(), price)
+    again = attempt_cost.price_records(once, fixed(None, None, reason="gone"))
+    assert all("spent" not in r and r["price_unknown"] == "gone" for r in again)
+
+
+def test_unpriced_records_have_no_run_figures():
+    assert attempt_cost.run_totals([{"attempt": 1}]) == {}
+    assert attempt_cost.totals_line({}) == ""
+
+
+def test_the_ledger_records_usage_and_resume_and_writes_the_figures_into_attempts_json(
+    tmp_path, monkeypatch
+):
+    from spottrain import usage
+
+    monkeypatch.setenv(ledger.CAPACITY_ENV, "spot")
+    monkeypatch.setenv(usage.USAGE_ENV, usage.env_value(**{**T4, "usage_from": "assumed"}))
+    book = ledger.Ledger(str(tmp_path), True, workers=2)
+    book.begin(0)
+    book.set_start(0)
+    book.end(0)
+    (rec,) = ledger.read(str(tmp_path))
+    assert rec["machine_type"] == "n1-standard-8" and rec["usage_from"] == "assumed"
+    assert rec["started"] <= rec["resumed_at"] <= rec["ended"]
+    (priced,) = ledger.price(str(tmp_path), fixed(0.36, 1.2))
+    (stored,) = ledger.read(str(tmp_path))
+    assert (
+        stored["spent"]
+        == priced["spent"]
+        == pytest.approx(rec["seconds"] * 2 * 0.36 / 3600, abs=1e-6)
+    )
+    assert ledger.totals([stored])["spent"] == stored["spent"]
+
+
+def test_a_record_without_a_capacity_kind_is_priced_unknown(tmp_path):
+    book = ledger.Ledger(str(tmp_path), True)
+    book.begin(0)
+    book.end(0)
+    ledger.price(str(tmp_path), fixed(0.36, 1.2))
+    (stored,) = ledger.read(str(tmp_path))
+    assert stored["price_unknown"] == "no capacity kind" and "spent" not in stored
+    assert ledger.totals([stored])["price_unknown"] == "attempt 1: no capacity kind"
+
+
+def test_pricing_a_missing_ledger_writes_nothing(tmp_path):
+    assert ledger.price(str(tmp_path / "none"), fixed(0.36, 1.2)) == []
+    assert not (tmp_path / "none" / ledger.LEDGER).exists()
