@@ -10,6 +10,7 @@ one-second backoff (kfp.local ignores the kfp-kubernetes settings anyway).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ import re
 import shutil
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -256,6 +258,7 @@ def _run(
 
     from spottrain import copier, datasets
     from spottrain.runtime import train as train_rt
+    from spottrain.testing import billing_catalog
     from spottrain.testing.gcs_emulator import FakeGcs
 
     if data is None:
@@ -272,13 +275,18 @@ def _run(
     root_logger.addFilter(counter)
     result = LocalResult(out=out, ok=False, seconds=0.0, params=params)
     chaos = DEFAULT_PREEMPT_AT if preempt_at_step is None else preempt_at_step
-    saved_env = os.environ.get(train_rt.CHAOS_PREEMPT_ENV)
-    saved_usage = os.environ.get(usage.USAGE_ENV)
-    # kfp.local's subprocesses inherit this environment: the train task reads it.
-    os.environ[train_rt.CHAOS_PREEMPT_ENV] = str(chaos)
-    os.environ[usage.USAGE_ENV] = saved_usage or usage.ASSUMED_LOCAL
     try:
-        with FakeGcs() as gcs:
+        # kfp.local's subprocesses inherit this environment: the train task reads it.
+        with (
+            _environ(
+                {
+                    train_rt.CHAOS_PREEMPT_ENV: str(chaos),
+                    usage.USAGE_ENV: os.environ.get(usage.USAGE_ENV) or usage.ASSUMED_LOCAL,
+                }
+            ),
+            billing_catalog.local_prices(out, console.say),
+            FakeGcs() as gcs,
+        ):
             console.say(f"fake-gcs-server at {gcs.host}: uploading {what} to {params['data_src']}")
             gcs.create_bucket(BUCKET)
             copier.copy(str(data), params["data_src"], progress="off")
@@ -304,15 +312,24 @@ def _run(
     finally:
         root_logger.removeFilter(counter)
         root_logger.setLevel(old_level)
-        if saved_env is None:
-            os.environ.pop(train_rt.CHAOS_PREEMPT_ENV, None)
-        else:
-            os.environ[train_rt.CHAOS_PREEMPT_ENV] = saved_env
-        if saved_usage is None:
-            os.environ.pop(usage.USAGE_ENV, None)
     result.retries = counter.retries
     result.failed_tasks = sorted(counter.failed)
     return result
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    """``values`` set in ``os.environ`` for the block, as they were after it."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _collect(task: Any, root: Path, result: LocalResult) -> None:

@@ -8,6 +8,7 @@ orchestrator would, and prints a summary built from the trainer's own ledger.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -105,8 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     summary = json.loads((run_dir / "model" / SUMMARY_FILE).read_text())
     from spottrain.runtime.train import quote_price
 
+    try:  # a development install: the stand-in catalog, as make run uses
+        from spottrain.testing.billing_catalog import local_prices
+    except ImportError:  # the wheel: the prices the environment names
+        local_prices = None
     # Priced once the run is over, as the pipelines' outputs are (never in the loop).
-    records = ledger.price(str(run_dir / "checkpoints"), quote_price)
+    with local_prices(out) if local_prices else contextlib.nullcontext():
+        records = ledger.price(str(run_dir / "checkpoints"), quote_price)
     totals = ledger.totals(records)
     print("\n== attempts (checkpoints/attempts.json)")
     print(f"{'#':>2} {'outcome':<12} {'start':>6} {'saved':>6} {'lost':>5} {'seconds':>8}")

@@ -19,19 +19,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
 from google.cloud import billing_v1
 
+from spottrain.pricing import sources
 from spottrain.testing.billing_catalog_data import SERVICES, SKUS
 
-__all__ = ["Catalog", "serve", "start"]
+__all__ = ["Catalog", "local_prices", "serve", "start"]
 
 SERVICE = "google.cloud.billing.v1.CloudCatalog"
 
@@ -140,6 +143,34 @@ def serve(catalog: Catalog | None = None, port: int = 0) -> Iterator[tuple[Catal
         if catalog.hold is not None:
             catalog.hold.set()  # let held calls end, or stop() waits on them
         server.stop(grace=None).wait()
+
+
+@contextlib.contextmanager
+def local_prices(out: Path, say: Callable[[str], None] = print) -> Iterator[None]:
+    """A stand-in for a local run (``make run``), unless the user named prices.
+
+    A local run has no cloud to ask, so its figures come from the stand-in's
+    illustrative list prices (docs/cost.md); they are cached in ``out``, never in the
+    user's price cache, where they would pass for Google's. The environment points at
+    it for the block (kfp.local's tasks and the demo's workers inherit it).
+    """
+    if os.environ.get(sources.ENDPOINT_ENV) or os.environ.get(sources.PRICES_ENV):
+        yield
+        return
+    with serve() as (_, address):
+        say(f"stand-in Cloud Billing Catalog at {address} (illustrative list prices)")
+        cache = Path(out) / "prices-standin.json"
+        cache.unlink(missing_ok=True)  # an earlier run's
+        saved = {k: os.environ.get(k) for k in (sources.ENDPOINT_ENV, sources.CACHE_ENV)}
+        os.environ.update({sources.ENDPOINT_ENV: address, sources.CACHE_ENV: str(cache)})
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 import pytest
 
 from spottrain.pipelines import local
+from spottrain.pricing import sources
 
 pytestmark = pytest.mark.slow
 
@@ -59,14 +60,21 @@ def test_preempted_train_task_is_retried_by_kfp_and_resumes_to_the_exact_step(tm
     assert f"attempts page:  {(tmp_path / 'attempts.html').as_uri()}" in report
     assert f"profile page:   {(tmp_path / 'profile.html').as_uri()}" in report
     assert f"full log:       {log}" in report
-    # What the attempts ran on (assumed, and said so) and the three figures, or why not.
+    # What the attempts ran on (assumed, and said so) and the three figures, priced from
+    # the stand-in catalog run_local starts (issue 34's acceptance).
     assert "ran on:         n1-standard-8 + 1 nvidia-tesla-t4 in us-central1, assumed" in report
-    assert "cost:           Spent " in report or "price unknown (" in report, report
+    assert "cost:           Spent " in report and "price unknown" not in report, report
     assert all(a["resumed_at"] >= a["started"] for a in result.attempts)
-    assert all("spent" in a or a["price_unknown"] for a in result.attempts)
+    first, second = result.attempts
+    assert first["spent"] > 0 and first["saved"] > 0 and first["lost"] > 0, first
+    assert second["spent"] > 0 and "lost" not in second, second
+    assert result.cost["spent"] == pytest.approx(first["spent"] + second["spent"], abs=1e-4)
 
 
-def test_on_demand_fallback_resumes_when_spot_retries_run_out(tmp_path):
+def test_on_demand_fallback_resumes_when_spot_retries_run_out(tmp_path, monkeypatch):
+    # No catalog answers (a closed port): the figures say "price unknown", the run succeeds.
+    monkeypatch.setenv(sources.ENDPOINT_ENV, "127.0.0.1:9")
+    monkeypatch.setenv(sources.CACHE_ENV, str(tmp_path / "no-prices.json"))
     result = local.run_local(
         tmp_path, workers=1, preempt_at_step=10, train_steps=100, limit=300, fallback=True
     )
@@ -79,3 +87,6 @@ def test_on_demand_fallback_resumes_when_spot_retries_run_out(tmp_path):
     assert result.model_dir.parent.name == "train-on-demand"
     assert result.summary["final_step"] == 100
     assert 10 <= result.summary["start_step"] < 100
+    assert "cost:           Spent, lost, saved: price unknown (" in result.report()
+    assert result.attempts and all(a["price_unknown"] for a in result.attempts)
+    assert not any("spent" in a for a in result.attempts), result.attempts
