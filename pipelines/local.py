@@ -10,7 +10,6 @@ one-second backoff (kfp.local ignores the kfp-kubernetes settings anyway).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -18,7 +17,6 @@ import re
 import shutil
 import time
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -259,6 +257,7 @@ def _run(
     from spottrain import copier, datasets
     from spottrain.runtime import train as train_rt
     from spottrain.testing import billing_catalog
+    from spottrain.testing.environ import environ
     from spottrain.testing.gcs_emulator import FakeGcs
 
     if data is None:
@@ -278,7 +277,7 @@ def _run(
     try:
         # kfp.local's subprocesses inherit this environment: the train task reads it.
         with (
-            _environ(
+            environ(
                 {
                     train_rt.CHAOS_PREEMPT_ENV: str(chaos),
                     usage.USAGE_ENV: os.environ.get(usage.USAGE_ENV) or usage.ASSUMED_LOCAL,
@@ -315,21 +314,6 @@ def _run(
     result.retries = counter.retries
     result.failed_tasks = sorted(counter.failed)
     return result
-
-
-@contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    """``values`` set in ``os.environ`` for the block, as they were after it."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _collect(task: Any, root: Path, result: LocalResult) -> None:

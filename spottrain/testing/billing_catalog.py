@@ -33,6 +33,7 @@ from google.cloud import billing_v1
 
 from spottrain.pricing import sources
 from spottrain.testing.billing_catalog_data import SERVICES, SKUS
+from spottrain.testing.environ import environ
 
 __all__ = ["Catalog", "local_prices", "serve", "start"]
 
@@ -161,16 +162,8 @@ def local_prices(out: Path, say: Callable[[str], None] = print) -> Iterator[None
         say(f"stand-in Cloud Billing Catalog at {address} (illustrative list prices)")
         cache = Path(out) / "prices-standin.json"
         cache.unlink(missing_ok=True)  # an earlier run's
-        saved = {k: os.environ.get(k) for k in (sources.ENDPOINT_ENV, sources.CACHE_ENV)}
-        os.environ.update({sources.ENDPOINT_ENV: address, sources.CACHE_ENV: str(cache)})
-        try:
+        with environ({sources.ENDPOINT_ENV: address, sources.CACHE_ENV: str(cache)}):
             yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
 
 def main(argv: list[str] | None = None) -> int:
