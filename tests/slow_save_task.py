@@ -29,16 +29,28 @@ class SlowToSave(Regression):
 
 class SlowSteps(Regression):
     """Each batch takes ``STEP_S`` to produce: the trainer's main thread spends its
-    steps waiting inside TensorFlow, where no Python signal handler runs."""
+    steps waiting inside TensorFlow, where no Python signal handler runs.
+
+    With ``MARK_ENV`` set, each wait first writes its start (``time.time()``) to that
+    file: a test reads when a wait began from there, not from when a loaded machine
+    handed it a step's log line."""
 
     STEP_S = 10.0
+    MARK_ENV = "SLOW_STEPS_MARK"
 
     def train_dataset(self, spec):
+        import os
         import time
 
         import tensorflow as tf
 
+        mark = os.environ.get(self.MARK_ENV)
+
         def pause(x):
+            if mark:
+                with open(f"{mark}.tmp", "w") as f:
+                    f.write(repr(time.time()))
+                os.replace(f"{mark}.tmp", mark)
             time.sleep(self.STEP_S)
             return x
 

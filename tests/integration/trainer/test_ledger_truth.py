@@ -127,30 +127,39 @@ def test_a_gang_that_never_formed_is_charged_from_its_start(digits_dir, tmp_path
     assert timeout <= hang["seconds"] <= seconds + 1, (hang, timeout, seconds)
 
 
-def _into_slow_steps(out: Path) -> subprocess.Popen:
-    """A trainer of SlowSteps, returned once it is in its steady state: a step line
-    has just come, and the next step waits STEP_S for its batch."""
+def _into_slow_steps(out: Path) -> tuple[subprocess.Popen, float]:
+    """A trainer of SlowSteps in its steady state: (it, when its current batch wait
+    began, by ``time.time()``), returned within STEP_S / 4 of that start, so most of
+    the wait, with the main thread inside TensorFlow, is still ahead."""
     from slow_save_task import SlowSteps
 
     args = _args(out, task="tests.slow_save_task:SlowSteps", train_steps=100)
+    mark = out.parent / f"{out.name}.wait-began"
     proc = subprocess.Popen(
         [sys.executable, "-m", "spottrain.trainer.task", *args],
         cwd=REPO,
-        env=env(),
+        env={**env(), SlowSteps.MARK_ENV: str(mark)},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         start_new_session=True,
     )
-    # Long gaps only: this busy machine may hand us a line seconds after it was written.
-    last = None
+    # Training: a step has been taken (batches made before it may be a probe's).
     for line in proc.stdout:
         if line.startswith("step "):
-            now = time.monotonic()
-            if last is not None and now - last > SlowSteps.STEP_S / 2:
-                return proc
-            last = now
-    raise AssertionError(f"the trainer ended before its steady state: {proc.wait()}")
+            break
+    else:
+        raise AssertionError(f"the trainer ended before its first step: {proc.wait()}")
+    # A wait that began since; one this busy machine let us see late is passed over.
+    seen = None
+    while proc.poll() is None:
+        began = float(mark.read_text()) if mark.exists() else None
+        if began is not None and began != seen:
+            if time.time() - began < SlowSteps.STEP_S / 4:
+                return proc, began
+            seen = began
+        time.sleep(0.05)
+    raise AssertionError(f"the trainer ended before its steady state: {proc.returncode}")
 
 
 def test_a_notice_cut_off_mid_step_is_recorded_as_a_preemption(tmp_path):
@@ -163,16 +172,15 @@ def test_a_notice_cut_off_mid_step_is_recorded_as_a_preemption(tmp_path):
     from spottrain.trainer import ledger as ledger_lib
 
     out = tmp_path / "run"
-    proc = _into_slow_steps(out)
+    proc, began = _into_slow_steps(out)
     try:
         os.kill(proc.pid, signal.SIGTERM)  # the supervisor, which passes it on
-        sent = time.monotonic()
         time.sleep(0.05)  # a platform's short grace, far within the step
         os.killpg(proc.pid, signal.SIGKILL)
-        cut = time.monotonic() - sent
+        cut = time.time() - began
     finally:
         proc.wait(timeout=60)
-    assert cut < SlowSteps.STEP_S / 2, cut  # well inside the step
+    assert cut < SlowSteps.STEP_S / 2, cut  # well inside the step's wait
     # The trainer could not close its record (the kill): the next attempt does.
     assert ledger(out)[-1]["outcome"] == "running"
     # What the next attempt writes into the ledger about this one.
@@ -192,10 +200,10 @@ def test_the_trainer_records_a_notice_while_its_step_runs(tmp_path):
     from slow_save_task import SlowSteps
 
     out = tmp_path / "run"
-    proc = _into_slow_steps(out)
+    proc, began = _into_slow_steps(out)
     try:
-        # Into the next step: its call waits for the batch that takes STEP_S.
-        time.sleep(SlowSteps.STEP_S * 0.3)
+        # Into the wait: the step's call waits for the batch that takes STEP_S.
+        time.sleep(max(0.0, began + SlowSteps.STEP_S * 0.3 - time.time()))
         before = ledger(out)[-1]
         os.kill(proc.pid, signal.SIGTERM)
         sent = time.monotonic()

@@ -23,7 +23,10 @@ def _weights(out):
     return keras.models.load_model(out / "model" / "model.keras").get_weights()
 
 
-NOTICE_RUN = dict(train_steps=60, save_every_steps=50, batch_size_per_replica=16)
+# The interval save comes late: the injected SIGTERM follows the step log lines, which a
+# loaded machine (two test workers) hands over seconds late, and a notice that lands
+# after the interval save cannot be told from it.
+NOTICE_RUN = dict(train_steps=150, save_every_steps=125, batch_size_per_replica=16)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +52,7 @@ def test_a_notice_inside_a_loop_saves_the_same_step_everywhere_and_resumes_exact
     rec = ledger(hit)[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
     assert rec["saved_step"] == rec["last_step"] >= first.chaos["step"], (rec, first.chaos)
-    assert rec["saved_step"] < 50, rec  # the notice's save, not the interval's
+    assert rec["saved_step"] < 125, rec  # the notice's save, not the interval's
     again = launch.ProcessLauncher(2, looped).run()
     assert again.code == 0, again
     assert ledger(hit)[1]["start_step"] == rec["saved_step"]
