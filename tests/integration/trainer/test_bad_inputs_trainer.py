@@ -218,9 +218,13 @@ def _offline_trainer(*args, extra_env=None):
         or subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode
     ):
         pytest.skip("needs unshare --net (root)")
+    # Google's endpoints, not the session's fake-gcs-server (its STORAGE_EMULATOR_HOST
+    # leaks in from an earlier test): with no DNS they fail at once, where a refused
+    # loopback port is retried with backoff for 80-110 s.
+    base = {k: v for k, v in env().items() if k != "STORAGE_EMULATOR_HOST"}
     proc = subprocess.run(
         ["unshare", "--net", sys.executable, "-m", "spottrain.trainer.task", *args],
-        cwd=REPO, env={**env(), **(extra_env or {})}, capture_output=True, text=True,
+        cwd=REPO, env={**base, **(extra_env or {})}, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
