@@ -21,8 +21,9 @@ $(STAMP): setup.py
 	@touch $(STAMP)
 
 # The suite runs in TEST_WORKERS pytest-xdist workers, whole files to a worker (module
-# fixtures stay shared): run one after another it kept 2 cores about 60% busy, waiting
-# on the trainers, servers and control planes it starts (docs/development.md, "CI budget").
+# fixtures stay shared): one test after another used 0.76 of 2 cores, waiting on the
+# trainers, servers and control planes it starts (docs/development.md, "CI budget").
+# TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: venv tools ## Run the whole test suite (what CI runs)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
