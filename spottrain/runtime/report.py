@@ -28,13 +28,14 @@ COLORS = {
 UNKNOWN = "#9e9e9e"
 # The time between attempts, when nothing trains: the restart a preemption costs.
 RESTART = "#90a4ae"
-RESTART_DY = 20  # its line's top below its row's top: under the label text, in the bar
+RESTART_DY = 20  # its line's top below its row's top (one-line labels): under their text
 # Outcomes that ended on a notice (drawn with a marker at the bar's end).
 NOTICE_OUTCOMES = ("preempted", "preempted_unsaved")
 WIDTH = 900
 ROW = 34
 LEFT = 10
 CHAR_PX = 6.6  # a generous width of one 12 px sans-serif character
+WRAP_DY = 14  # a label's second line below its first
 
 
 def capacity(rec: Mapping[str, Any]) -> str:
@@ -81,6 +82,45 @@ def figures(rec: Mapping[str, Any]) -> str:
     return ""
 
 
+def _labels(r: Mapping[str, Any]) -> tuple[str, str]:
+    """An attempt's label: what it did, and what it cost (``""`` when nothing is known)."""
+    cost = r.get("cost")
+    did = (
+        f"#{r.get('attempt')} {capacity(r)}: steps {r.get('start_step')}→"
+        f"{r.get('saved_step')} saved, {r.get('outcome')}, lost {r.get('steps_lost', 0)}"
+    )
+    money = (f", ${cost:.4f}" if isinstance(cost, int | float) and "spent" not in r else "") + (
+        figures(r)
+    )
+    return did, money
+
+
+def _bar(r: Mapping[str, Any], t0: float, scale: float) -> tuple[float, float]:
+    """An attempt's bar: its left edge and width in px."""
+    start = float(r["started"])
+    end = float(r.get("ended") or start)
+    return LEFT + (start - t0) * scale, max((end - start) * scale, 2)
+
+
+def _place(label: tuple[str, str], x: float, w: float) -> tuple[float, str, list[str]]:
+    """Where a bar's label goes: (x, anchor, its lines).
+
+    Beside the bar, never on it (dark on colour does not read): in one line right of
+    it, else left of it; else in two lines (what it did, what it cost) on the wider
+    side; else from the left edge.
+    """
+    one = "".join(label)
+    lines = [label[0], label[1].lstrip(",; ")] if label[1] else [label[0]]
+    right, left = WIDTH - (x + w + 12), x - 6
+    for text in ([one], lines):
+        room = max(len(t) for t in text) * CHAR_PX
+        if room <= right:
+            return x + w + 12, "start", text
+        if room <= left:
+            return x - 6, "end", text
+    return LEFT, "start", [one]
+
+
 def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
     """The attempts as bars on one time axis, one row each."""
     timed = [r for r in records if r.get("started") is not None]
@@ -91,26 +131,22 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
     t1 = max(float(r.get("ended") or r["started"]) for r in timed)
     span = max(t1 - t0, 1e-9)
     scale = (WIDTH - 2 * LEFT) / span
-    height = ROW * len(timed) + 30
+    bars = [_bar(r, t0, scale) for r in timed]
+    places = [_place(_labels(r), x, w) for r, (x, w) in zip(timed, bars, strict=True)]
+    # A label in two lines needs a taller row (every row, so the axis stays even).
+    row = ROW + (WRAP_DY if any(len(lines) > 1 for _, _, lines in places) else 0)
+    height = row * len(timed) + 30
     parts = [
         f'<svg class="timeline" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="attempts over time">'
     ]
     for i, r in enumerate(timed):
-        start = float(r["started"])
-        end = float(r.get("ended") or start)
-        x, w = LEFT + (start - t0) * scale, max((end - start) * scale, 2)
-        y = 5 + i * ROW
+        (x, w), (tx, anchor, lines) = bars[i], places[i]
+        y = 5 + i * row
         kind = capacity(r)
         lost = r.get("steps_lost", 0)
-        cost = r.get("cost")
         gap = gaps[i]
-        label = (
-            f"#{r.get('attempt')} {kind}: steps {r.get('start_step')}→{r.get('saved_step')} "
-            f"saved, {r.get('outcome')}, lost {lost}"
-            + (f", ${cost:.4f}" if isinstance(cost, (int, float)) and "spent" not in r else "")
-            + figures(r)
-        )
+        label = "".join(_labels(r))
         money = {k: r[k] for k in ("spent", "saved", "lost", "currency") if k in r}
         data = _attrs(
             attempt=r.get("attempt"), capacity=kind, outcome=r.get("outcome"),
@@ -123,9 +159,9 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
             gx, gw = x - gap * scale, gap * scale
             parts.append(
                 f'<g class="restart" data-seconds="{gap:.1f}"><title>{gap:.0f} s restart: '
-                f'no attempt running</title><rect x="{gx:.1f}" y="{y + RESTART_DY}" '
+                f'no attempt running</title><rect x="{gx:.1f}" y="{y + row - ROW + RESTART_DY}" '
                 f'width="{gw:.1f}" height="4" fill="{RESTART}"/><text x="{gx + gw / 2:.1f}" '
-                f'y="{y + ROW - 2}" font-size="10" fill="#455a64" text-anchor="middle">'
+                f'y="{y + row - 2}" font-size="10" fill="#455a64" text-anchor="middle">'
                 f"restart {gap:.0f} s</text></g>"
             )
         parts.append(
@@ -138,18 +174,13 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
                 f'<polygon class="notice" points="{x + w:.1f},{y} {x + w + 7:.1f},{y - 4} '
                 f'{x + w + 7:.1f},{y + 4}" fill="#c62828"/>'
             )
-        # Beside the bar where it fits (right, else left), never on it: dark on colour
-        # does not read.
-        room = len(label) * CHAR_PX
-        if x + w + 12 + room <= WIDTH:
-            tx, anchor = x + w + 12, "start"
-        elif x - 6 - room >= 0:
-            tx, anchor = x - 6, "end"
-        else:
-            tx, anchor = LEFT, "start"
+        spans = "".join(
+            f'<tspan x="{tx:.1f}" dy="{0 if n == 0 else WRAP_DY}">{html.escape(line)}</tspan>'
+            for n, line in enumerate(lines)
+        )
         parts.append(
             f'<text x="{tx:.1f}" y="{y + ROW - 18}" font-size="12" fill="#000" '
-            f'text-anchor="{anchor}">{html.escape(label)}</text></g>'
+            f'text-anchor="{anchor}">{spans}</text></g>'
         )
     parts.append(
         f'<text x="{LEFT}" y="{height - 4}" font-size="11" fill="#555">0 s</text>'

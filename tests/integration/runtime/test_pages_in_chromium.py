@@ -102,9 +102,11 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
     widths = [w for _, w in spot[-2:]] + [w for _, w in standard[-1:]]
     expected = [(b - a) * scale for a, b, *_ in spans]
     assert widths == pytest.approx(expected, abs=2), (widths, expected)
-    # Rows in attempt order, one ROW apart; the two preempted bars end on a red notice.
+    # Rows in attempt order, one row apart (taller where a label took two lines, beside
+    # its bar); the two preempted bars end on a red notice.
+    row = report.ROW + (report.WRAP_DY if f'dy="{report.WRAP_DY}"' in html else 0)
     tops = [t for t, _ in spot[-2:]] + [t for t, _ in standard[-1:]]
-    assert [b - a for a, b in zip(tops, tops[1:], strict=False)] == [report.ROW, report.ROW]
+    assert [b - a for a, b in zip(tops, tops[1:], strict=False)] == [row, row]
     assert len(bands(im, "#c62828")) == 2
     # The loss curve is drawn below the bars (its stroke colour, many pixels).
     blue = sum(1 for p in im.get_flattened_data() if p == rgb("#1565c0"))
@@ -113,7 +115,7 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
     # the previous attempt's end to its start (100 s each here), and labelled.
     restarts = bands(im, report.RESTART)[-2:]
     assert [w for _, w in restarts] == pytest.approx([100 * scale, 100 * scale], abs=2)
-    assert [t for t, _ in restarts] == [t + report.RESTART_DY for t in tops[1:]]
+    assert [t for t, _ in restarts] == [t + row - report.ROW + report.RESTART_DY for t in tops[1:]]
     text = rendered_text(tmp_path, html)
     assert "3 attempt(s), 2 preemption(s), 0 step(s) lost, 200 s in 2 restart(s)" in text
     assert text.count("restart 100 s</text>") == 2

@@ -158,3 +158,24 @@ def test_the_figures_become_metrics_and_markdown_columns_or_price_unknown(tmp_pa
     assert not any(k in metrics.logged for k in ("ledger_spent", "ledger_saved", "ledger_lost"))
     table = (tmp_path / "a.md").read_text()
     assert "price unknown: down" in table and "price unknown (attempt 1: down)" in table
+
+
+def test_a_label_goes_beside_its_bar_in_one_line_else_two_never_on_it():
+    did, cost = "#2 preemptible: steps 54→120 saved, success, lost 0", "; spent 0.0013 USD"
+    one, two = len(did + cost) * report.CHAR_PX, len(did) * report.CHAR_PX
+    width, right_of = report.WIDTH, lambda x, w: x + w + 12
+    cases = [  # (bar x, bar width) -> (anchor, lines)
+        ((10, 50), ("start", [did + cost])),  # room on the right
+        ((width - 60, 50), ("end", [did + cost])),  # room on the left only
+        # Neither side holds one line (make run's second attempt): two, on the left.
+        ((two + 10, width - two - 20), ("end", [did, "spent 0.0013 USD"])),
+        ((10, width - 20), ("start", [did + cost])),  # no room anywhere: from the edge
+    ]
+    for (x, w), (anchor, lines) in cases:
+        tx, got_anchor, got = report._place((did, cost), x, w)
+        assert (got_anchor, got) == (anchor, lines), (x, w)
+        if anchor == "start" and tx != report.LEFT:
+            assert tx >= right_of(x, w)
+        if anchor == "end":
+            assert tx <= x and tx - max(map(len, lines)) * report.CHAR_PX >= 0
+    assert one > two  # the case above tests what it says
