@@ -38,7 +38,6 @@ DEFAULTS: dict[str, Any] = dict(
     save_every_steps=20,
 )
 DEFAULT_PREEMPT_AT = 50
-
 DEFAULT_LIMIT = 600
 LOCAL_COPY_PLACEMENT = placement.COPY_PLACEMENT.with_(backoff="1s")
 _RETRY_LOG = re.compile(r"Task (\S+) failed \(attempt (\d+)/(\d+)\)")
@@ -146,10 +145,9 @@ class LocalResult:
         """What the attempts ran on and the run's three figures, or why they are unknown."""
         from spottrain.trainer.attempt_cost import totals_line
 
-        used = next((a for a in self.attempts if "usage_from" in a), None)
         lines = []
-        if used is not None:
-            lines.append(f"ran on:         {usage.describe(used)}, {used['usage_from']}")
+        if used := usage.ran_on(self.attempts):
+            lines.append(f"ran on:         {used}")
         if line := totals_line(self.cost):
             lines.append(f"cost:           {line}")
         return lines

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== gave up after {args.max_attempts} attempts")
         return 1
     summary = json.loads((run_dir / "model" / SUMMARY_FILE).read_text())
-    from spottrain.runtime.train import quote_price
+    from spottrain.pricing import quote
 
     try:  # a development install: the stand-in catalog, as make run uses
         from spottrain.testing.billing_catalog import local_prices
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         local_prices = None
     # Priced once the run is over, as the pipelines' outputs are (never in the loop).
     with local_prices(out) if local_prices else contextlib.nullcontext():
-        records = ledger.price(str(run_dir / "checkpoints"), quote_price)
+        records = ledger.price(str(run_dir / "checkpoints"), quote)
     totals = ledger.totals(records)
     print("\n== attempts (checkpoints/attempts.json)")
     print(f"{'#':>2} {'outcome':<12} {'start':>6} {'saved':>6} {'lost':>5} {'seconds':>8}")
@@ -129,9 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"steps lost:     {totals['steps_lost']}")
     print(f"val accuracy:   {summary.get('val_accuracy', float('nan')):.3f}")
-    used = next((r for r in records if "usage_from" in r), None)
-    if used is not None:
-        print(f"ran on:         {usage.describe(used)}, {used['usage_from']}")
+    if used := usage.ran_on(records):
+        print(f"ran on:         {used}")
     print(f"cost:           {attempt_cost.totals_line(totals) or 'price unknown'}")
     print(f"wall time:      {time.monotonic() - started:.1f} s")
     print(f"outputs:        {run_dir} (model/, checkpoints/, logs/)")

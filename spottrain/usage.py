@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -180,6 +180,12 @@ def as_usage(record: Mapping[str, Any]):
         gpu_count=int(record.get("gpu_count") or 0),
         platform=str(record.get("platform") or "gce"),
     )
+
+
+def ran_on(records: Sequence[Mapping[str, Any]]) -> str:
+    """What a run ran on and how that is known, from its first record that says (or ``""``)."""
+    used = next((r for r in records if "usage_from" in r), None)
+    return f"{describe(used)}, {used['usage_from']}" if used is not None else ""
 
 
 def describe(record: Mapping[str, Any]) -> str:

@@ -292,23 +292,17 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
     return "\n".join(lines) + "\n"
 
 
-def quote_price(usage):
-    """The price source behind :func:`spottrain.pricing.quote` (never raises)."""
-    from spottrain.pricing import quote
-
-    return quote(usage)
-
-
 def write_ledger(checkpoint_dir: str, metrics, attempts, price=None) -> dict[str, Any]:
     """Prices ``attempts.json`` and exposes it as Metrics (``ledger_*``) and a Markdown table.
 
     The figures (``ledger_spent``, ``ledger_saved``, ``ledger_lost``) are logged only
     when known; ``price``: ``Usage -> Quote`` (:mod:`spottrain.trainer.attempt_cost`),
-    by default :func:`quote_price`.
+    by default :func:`spottrain.pricing.quote`.
     """
+    from spottrain.pricing import quote
     from spottrain.trainer import ledger
 
-    records = ledger.price(checkpoint_dir, price or quote_price)
+    records = ledger.price(checkpoint_dir, price or quote)
     totals = ledger.totals(records)
     for name, value in totals.items():
         if isinstance(value, int | float) and not isinstance(value, bool):

@@ -126,3 +126,13 @@ def test_a_local_run_is_priced_as_an_assumed_machine_and_says_so():
     assert usage.ASSUMED_LOCAL == usage.env_value(**rec)
     assert usage.describe(rec) == "n1-standard-8 + 1 nvidia-tesla-t4 in us-central1"
     assert rec["usage_from"].startswith("assumed")
+
+
+def test_a_run_ran_on_its_first_record_that_says_or_nothing():
+    rec = usage.from_env({usage.USAGE_ENV: usage.ASSUMED_LOCAL})
+    refused = {"outcome": "refused"}  # a run the lease turned away knows no machine
+    assert usage.ran_on([refused, rec, usage.from_placement("nvidia-l4", 2)]) == (
+        "n1-standard-8 + 1 nvidia-tesla-t4 in us-central1, assumed (a local run has no "
+        "machine type)"
+    )
+    assert usage.ran_on([refused]) == "" and usage.ran_on([]) == ""
