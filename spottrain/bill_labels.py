@@ -55,20 +55,22 @@ def label_value(text: str, rules: str = "k8s") -> str:
     return value.strip(_ENDS[rules] + "-") if rules == "k8s" else value
 
 
+def labels(run: str, attempt: int | str | None, rules: str) -> dict[str, str]:
+    """The run and attempt labels under ``rules`` (``k8s``, ``gcp``), empty values left out."""
+    values = (label_value(run, rules) if run else "",
+              "" if attempt is None else label_value(str(attempt), rules))  # fmt: skip
+    keys = (K8S_RUN, K8S_ATTEMPT) if rules == "k8s" else (GCP_RUN, GCP_ATTEMPT)
+    return {k: v for k, v in zip(keys, values, strict=True) if v}
+
+
 def k8s_labels(run: str, attempt: int | str | None = None) -> dict[str, str]:
-    """The Kubernetes labels of a run's objects (empty values left out)."""
-    out = {K8S_RUN: label_value(run)} if run else {}
-    if attempt is not None:
-        out[K8S_ATTEMPT] = label_value(str(attempt))
-    return {k: v for k, v in out.items() if v}
+    """The Kubernetes labels of a run's objects (a JobSet and its pods)."""
+    return labels(run, attempt, "k8s")
 
 
 def gcp_labels(run: str, attempt: int | str | None = None) -> dict[str, str]:
     """The Google Cloud labels of a run's resources (a Vertex custom job)."""
-    out = {GCP_RUN: label_value(run, "gcp")} if run else {}
-    if attempt is not None:
-        out[GCP_ATTEMPT] = label_value(str(attempt), "gcp")
-    return {k: v for k, v in out.items() if v}
+    return labels(run, attempt, "gcp")
 
 
 # The labels an attempt's job or pods carry, as a JSON object: the ledger copies them

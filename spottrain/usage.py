@@ -1,8 +1,9 @@
 """What one attempt ran on: location, machine type, GPU type and count (issue 34).
 
 The one owner of "usage of an attempt": the fields a ledger record carries
-(:data:`FIELDS`) and where each engine learns them. Standard library only, so the
-trainer image (the ledger, the JobSet launcher) imports it without kfp.
+(:data:`FIELDS`) and where each engine learns them. The standard library and
+:mod:`spottrain.placement` only, so the trainer image (the ledger, the JobSet
+launcher) imports it without kfp.
 
 * **JobSet engine**: the chief pod's node (:func:`from_node`), read by the launcher.
   Well-known labels the kubelet or cloud provider sets on every node
@@ -30,6 +31,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from spottrain.placement import GPU_NODE_LABEL, GPU_RESOURCE
+
 log = logging.getLogger(__name__)
 
 # JSON object of FIELDS (any subset); the ledger copies it into each record it opens.
@@ -46,8 +49,6 @@ ASSUMED_LOCAL = (
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
-GPU_LABEL = "cloud.google.com/gke-accelerator"  # = spottrain.placement.GPU_NODE_LABEL
-GPU_RESOURCE = "nvidia.com/gpu"  # = spottrain.placement.GPU_RESOURCE
 
 
 def fields(
@@ -131,8 +132,8 @@ def from_node(
     return fields(
         location=labels.get(ZONE_LABEL) or labels.get(REGION_LABEL) or "",
         machine_type=labels.get(INSTANCE_TYPE_LABEL, ""),
-        gpu_type=labels.get(GPU_LABEL, ""),
-        gpu_count=pod_gpus(pod, container) if labels.get(GPU_LABEL) else 0,
+        gpu_type=labels.get(GPU_NODE_LABEL, ""),
+        gpu_count=pod_gpus(pod, container) if labels.get(GPU_NODE_LABEL) else 0,
         platform="gce",
         usage_from="node",
     )

@@ -118,12 +118,7 @@ class WorkerSet:
     def all_labels(self) -> dict[str, str]:
         """Labels of the JobSet and its pods."""
         key, value = names.MANAGED_BY
-        out = {**self.labels, key: value}
-        if self.run:
-            out[names.RUN_LABEL] = names.label_value(self.run)
-        if self.attempt is not None:
-            out[ATTEMPT_LABEL] = str(self.attempt)
-        return out
+        return {**self.labels, key: value, **bill_labels.k8s_labels(self.run, self.attempt)}
 
 
 def pod_host(jobset: str, index: int) -> str:
@@ -195,8 +190,7 @@ def env(ws: WorkerSet) -> list[dict]:
     ]
     gpus = usage.from_placement(ws.placement.gpu_type, ws.placement.gpu_count)
     out.append({"name": usage.USAGE_ENV, "value": usage.env_value(**gpus)})
-    labels = {k: v for k, v in ws.all_labels().items() if k.startswith("spottrain.dev/")}
-    if labels:
+    if labels := bill_labels.k8s_labels(ws.run, ws.attempt):
         out.append({"name": bill_labels.LABELS_ENV, "value": bill_labels.env_value(labels)})
     return out
 

@@ -36,8 +36,3 @@ def jobset_name(run_id: str, task_name: str, *, on_demand: bool = False) -> str:
         raise ValueError(f"run_id={run_id!r}, task_name={task_name!r}: both are needed")
     digest = hashlib.sha256(f"{run_id}/{task_name}".encode()).hexdigest()[:12]
     return f"st-{digest}" + (ON_DEMAND_SUFFIX if on_demand else "")
-
-
-def label_value(text: str) -> str:
-    """``text`` as a valid Kubernetes label value (:func:`bill_labels.label_value`)."""
-    return bill_labels.label_value(text, "k8s")
