@@ -338,11 +338,11 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
         found = re.findall(r"^\d+\. (.+?)$", reports[-1].read_text(), flags=re.M)
         result.profile_findings = [f.replace("**", "").split(". ")[0] for f in found]
     from spottrain.trainer import ledger
+    from spottrain.trainer.attempt_cost import TOTAL_FIELDS
 
     result.attempts = ledger.read(str(result.params["checkpoint_dir"]))
     totals = ledger.totals(result.attempts)
-    result.cost = {k: totals[k] for k in ("spent", "saved", "lost", "currency", "price_unknown")
-                   if k in totals}  # fmt: skip
+    result.cost = {k: totals[k] for k in TOTAL_FIELDS if k in totals}
     done = result.summary.get("final_step", -1) >= result.params["train_steps"]
     result.ok = bool(result.summary) and done
 

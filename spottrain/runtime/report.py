@@ -13,7 +13,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spottrain.trainer.attempt_cost import totals_line
+from spottrain.trainer.attempt_cost import TOTAL_FIELDS, totals_line
 
 # One colour per capacity kind (the ledger's ``capacity`` or a Job pod's ``node_kind``).
 COLORS = {
@@ -132,7 +132,8 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
     span = max(t1 - t0, 1e-9)
     scale = (WIDTH - 2 * LEFT) / span
     bars = [_bar(r, t0, scale) for r in timed]
-    places = [_place(_labels(r), x, w) for r, (x, w) in zip(timed, bars, strict=True)]
+    labels = [_labels(r) for r in timed]
+    places = [_place(label, x, w) for label, (x, w) in zip(labels, bars, strict=True)]
     # A label in two lines needs a taller row (every row, so the axis stays even).
     row = ROW + (WRAP_DY if any(len(lines) > 1 for _, _, lines in places) else 0)
     height = row * len(timed) + 30
@@ -146,7 +147,7 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
         kind = capacity(r)
         lost = r.get("steps_lost", 0)
         gap = gaps[i]
-        label = "".join(_labels(r))
+        label = "".join(labels[i])
         money = {k: r[k] for k in ("spent", "saved", "lost", "currency") if k in r}
         data = _attrs(
             attempt=r.get("attempt"), capacity=kind, outcome=r.get("outcome"),
@@ -264,8 +265,7 @@ def page(
             f"(saving ${totals['saving']:.4f})"
         )
     money = totals_line(totals)
-    money_attrs = _attrs(**{k: totals[k] for k in ("spent", "saved", "lost", "currency",
-                                                   "price_unknown") if k in totals})  # fmt: skip
+    money_attrs = _attrs(**{k: totals[k] for k in TOTAL_FIELDS if k in totals})
     legend = "".join(
         f'<span style="color:{color}">■</span> {kind} '
         for kind, color in COLORS.items()

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 Price = Callable[[Usage], Quote]
 FIGURES = ("spent", "saved", "lost")
+# The run's figures in ledger.totals (run_totals): what the outputs show of them.
+TOTAL_FIELDS = (*FIGURES, "currency", "price_unknown")
 # What each attempt's priced fields are (removed before pricing again).
 PRICED_FIELDS = (
     *FIGURES, "currency", "price_source", "price_unknown", "lost_redo_seconds",
@@ -109,7 +111,9 @@ def price_records(
             rec["on_demand_price_per_hour"] = round(od, 6)
             rec["saved"] = round(hours * od - rec["spent"], 6)
         if rec.get("outcome") in INTERRUPTED:
-            lost = _lost(rec, _next(out, i), paid, _next_rate(out, rates, i))
+            j = _next(out, i)
+            nxt, next_paid = (None, None) if j is None else (out[j], rates[j][0])
+            lost = _lost(rec, nxt, paid, next_paid)
             if lost is None:
                 rec["lost_unknown"] = (
                     "its redone steps or the next attempt's restart have no time or price"
@@ -119,18 +123,15 @@ def price_records(
     return out
 
 
-def _next(records: list[dict], i: int) -> dict | None:
-    """The attempt that resumed after record ``i`` (the next one started, not refused)."""
+def _next(records: list[dict], i: int) -> int | None:
+    """Where the attempt that resumed after record ``i`` is (next started, not refused)."""
     started = records[i].get("started") or 0
     later = [
-        r for r in records if (r.get("started") or 0) > started and r.get("outcome") != "refused"
+        j
+        for j, r in enumerate(records)
+        if (r.get("started") or 0) > started and r.get("outcome") != "refused"
     ]
-    return min(later, key=lambda r: r["started"]) if later else None
-
-
-def _next_rate(records: list[dict], rates: list[tuple], i: int) -> float | None:
-    nxt = _next(records, i)
-    return None if nxt is None else rates[records.index(nxt)][0]
+    return min(later, key=lambda j: records[j]["started"]) if later else None
 
 
 def _lost(rec: dict, nxt: dict | None, paid: float, next_paid: float | None) -> dict | None:
