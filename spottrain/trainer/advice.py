@@ -15,7 +15,7 @@ def nan_advice(cfg: config.TrainConfig) -> str:
         tips.append("add --warmup-steps")
     if not cfg.clip_norm:
         tips.append("set --clip-norm (e.g. 1.0)")
-    if cfg.optimizer != "adam":
+    if cfg.optimizer not in ("", config.DEFAULT_OPTIMIZER):
         tips.append("use --optimizer adam")
     if cfg.mixed_precision:
         tips.append("try without --mixed-precision (float16 overflows)")

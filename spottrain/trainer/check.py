@@ -48,7 +48,7 @@ def _check(cfg: config.TrainConfig) -> str:
     import numpy as np
     import tensorflow as tf
 
-    from spottrain.trainer import steps, task_calls
+    from spottrain.trainer import fit_step, steps, task_calls
 
     batch = cfg.batch_size_per_replica
     # The run's horizon, at least long enough that the probe is not a short pipeline's
@@ -59,11 +59,15 @@ def _check(cfg: config.TrainConfig) -> str:
     keras.utils.set_random_seed(cfg.seed)
     strategy = tf.distribute.get_strategy()  # the default: this process, one replica
     model = task_calls.build_model(task)
-    optimizer, optimizers = task_calls.build_optimizers(task, model, cfg)
     context = tf.distribute.InputContext(
         num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=1
     )
     dataset = task_calls.dataset(task, task_api.TrainInput(context, batch, cfg.seed, 0, total))
+    if task.fit_step():
+        optimizer = fit_step.prepare(model, dataset.element_spec, cfg)
+        optimizers = fit_step.optimizers(model)
+    else:
+        optimizer, optimizers = task_calls.build_optimizers(task, model, cfg)
     engine = SimpleNamespace(
         cfg=cfg, task=task, model=model, optimizer=optimizer, optimizers=optimizers,
         strategy=strategy, global_batch=batch, replicas=1, blame=task_calls.Blame(),
@@ -84,8 +88,12 @@ def _check(cfg: config.TrainConfig) -> str:
         raise failure from e
     if not np.isfinite(loss):
         raise ConfigError(f"the task's loss is {loss} on the first batch (step 1)")
-    params = model.count_params()
+    # count_params() needs the model itself built; a subclassed one may never be (no call).
+    params = sum(int(np.prod(v.shape)) for v in model.weights)
     step = f" and {len(optimizers)} optimizers" if task.has_own_step() else ""
+    if task.fit_step():
+        step = " trained by its own train_step (model.fit's)"
+    exported = _export_line(model)
     from spottrain.trainer import resume_probe
 
     problem = task_loader.call_task(
@@ -101,5 +109,19 @@ def _check(cfg: config.TrainConfig) -> str:
     return (
         f"task {cfg.task or task_loader.DEFAULT_TASK} builds a model of {params:,} parameters"
         f"{step}; "
-        f"a batch of {batch} fits it; mean loss {loss:.4g}; {resumes}"
+        f"a batch of {batch} fits it; mean loss {loss:.4g}; {resumes}; its export {exported}"
     )
+
+
+def _export_line(model) -> str:
+    """What the run's export would write, tried now on the built model (into a temp dir)."""
+    import shutil
+    import tempfile
+
+    from spottrain.trainer import export
+
+    where = tempfile.mkdtemp(prefix="spottrain-check-export-")
+    try:
+        return export.line(export.write(model, where))
+    finally:
+        shutil.rmtree(where, ignore_errors=True)

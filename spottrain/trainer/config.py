@@ -18,7 +18,9 @@ from spottrain import storage
 from spottrain.tasks.image import flags as default_task_flags
 from spottrain.trainer.preemption import ConfigError
 
-OPTIMIZERS = ("adam", "sgd")
+OPTIMIZERS = ("adam", "sgd", "rmsprop", "adamw")
+# The engine's optimizer when --optimizer names none (a KerasTask then keeps its compiled one).
+DEFAULT_OPTIMIZER = "adam"
 
 # The step counter is an int64 and every step costs real time: far beyond any run.
 MAX_STEPS = 10**10
@@ -49,7 +51,8 @@ class TrainConfig:
     global_batch_size: int = 0
     train_steps: int = 0
     epochs: float = 0.0
-    optimizer: str = "adam"
+    # Empty: a KerasTask's compiled optimizer, else DEFAULT_OPTIMIZER.
+    optimizer: str = ""
     learning_rate: float = 1e-3
     warmup_steps: int = 0
     clip_norm: float = 0.0
@@ -101,6 +104,7 @@ class TrainConfig:
         """The fields a checkpoint depends on: the engine's and ``task_part``, the task's."""
         d = self.to_dict()
         out = {k: d[k] for k in COMPATIBILITY_KEYS}
+        out["optimizer"] = self.optimizer or DEFAULT_OPTIMIZER  # as before it could be empty
         if self.task:  # only then: run configs written before tasks existed stay valid
             out["task"] = self.task
         return {**out, **task_part}
@@ -185,7 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.epochs,
         help="Alternative to --train-steps, converted with the dataset size.",
     )
-    opt.add_argument("--optimizer", default=d.optimizer, help=f"One of {', '.join(OPTIMIZERS)}.")
+    opt.add_argument(
+        "--optimizer",
+        default=d.optimizer,
+        help=f"One of {', '.join(OPTIMIZERS)} (default: a KerasTask's compiled optimizer, "
+        f"else {DEFAULT_OPTIMIZER}).",
+    )
     opt.add_argument("--learning-rate", type=float, default=d.learning_rate)
     opt.add_argument(
         "--warmup-steps",
@@ -353,7 +362,7 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
     if f"{module}:{cls}" == task_loader.DEFAULT_TASK:
         default_task_flags.check(args, cfg.data)
     _require(
-        cfg.optimizer in OPTIMIZERS,
+        not cfg.optimizer or cfg.optimizer in OPTIMIZERS,
         f"--optimizer {cfg.optimizer!r} is unknown; choose one of {', '.join(OPTIMIZERS)}",
     )
     _require(

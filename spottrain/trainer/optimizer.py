@@ -1,4 +1,4 @@
-"""The engine's optimizer, from its flags: Adam or SGD, warmup, loss scaling.
+"""The engine's optimizer, from its flags: Adam, SGD, RMSprop or AdamW, warmup, loss scaling.
 
 A task trains with it unless it runs a whole custom step of its own.
 """
@@ -9,11 +9,11 @@ import math
 
 import keras
 
-from spottrain.trainer.config import TrainConfig
+from spottrain.trainer.config import DEFAULT_OPTIMIZER, TrainConfig
 
 
 def build_optimizer(cfg: TrainConfig) -> keras.optimizers.Optimizer:
-    """Adam or SGD with linear warmup; wrapped for loss scaling under mixed precision."""
+    """``--optimizer`` with linear warmup; wrapped for loss scaling under mixed precision."""
     lr = cfg.learning_rate
     if cfg.warmup_steps:
         lr = keras.optimizers.schedules.PolynomialDecay(
@@ -22,8 +22,13 @@ def build_optimizer(cfg: TrainConfig) -> keras.optimizers.Optimizer:
             end_learning_rate=lr,
             power=1.0,
         )
-    if cfg.optimizer == "sgd":
+    name = cfg.optimizer or DEFAULT_OPTIMIZER
+    if name == "sgd":
         opt = keras.optimizers.SGD(learning_rate=lr, momentum=0.9)
+    elif name == "rmsprop":
+        opt = keras.optimizers.RMSprop(learning_rate=lr)
+    elif name == "adamw":
+        opt = keras.optimizers.AdamW(learning_rate=lr)
     else:
         opt = keras.optimizers.Adam(learning_rate=lr)
     if cfg.mixed_precision:

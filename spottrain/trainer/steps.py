@@ -51,7 +51,7 @@ def make_step_functions(trainer):
     """
     import tensorflow as tf
 
-    from spottrain.trainer import task_calls
+    from spottrain.trainer import fit_step, task_calls
 
     blame = trainer.blame  # names the task's part a failure at trace or run time came from
     cfg, model, optimizer, task = trainer.cfg, trainer.model, trainer.optimizer, trainer.task
@@ -67,6 +67,13 @@ def make_step_functions(trainer):
             return task_calls.step_loss(
                 task.train_step(model, trainer.optimizers, features, labels, gb)
             )
+
+    def fit_update(data):
+        # Keras's own train_step, or the model's override, as model.fit calls it.
+        fit_step.reset_metrics(model)
+        with blame("fit_step"):
+            logs = model.train_step(data)
+        return fit_step.step_loss(logs, replicas)
 
     def forward_backward(features, labels):
         with tf.GradientTape() as tape:
@@ -91,14 +98,16 @@ def make_step_functions(trainer):
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    fn = own_update if task.has_own_step() else update
+    fit = task.fit_step()
+    own = fit or task.has_own_step()
+    fn = fit_update if fit else own_update if own else update
     trainer.xla = use_xla(cfg, strategy, model)
     if trainer.xla and replicas == 1:
         # All of it, as fit compiles its whole step (the optimizer's update too).
         fn = tf.function(fn, jit_compile=True)
-    elif trainer.xla and task.has_own_step():
+    elif trainer.xla and own:
         log.warning(
-            "--jit-compile on: a task's own train_step is compiled only on one device "
+            "--jit-compile on: a model's or task's own train_step is compiled only on one device "
             "(here %d replicas); it runs without XLA",
             replicas,
         )
@@ -108,15 +117,14 @@ def make_step_functions(trainer):
         # outside: XLA compiles the forward and backward pass.
         forward_backward = tf.function(forward_backward, jit_compile=True)
 
-    def replica_step(features, labels, stop_local, save_local):
-        loss = fn(features, labels)
+    def replica_step(batch, stop_local, save_local):
+        loss = fn(batch) if fit else fn(*batch)  # fit's step takes the element as it is
         return tf.distribute.get_replica_context().all_reduce(
             tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local])
         )
 
     def run_step(batch, stop_local, save_local):
-        features, labels = batch
-        out = strategy.run(replica_step, args=(features, labels, stop_local, save_local))
+        out = strategy.run(replica_step, args=(batch, stop_local, save_local))
         return strategy.experimental_local_results(out)[0]
 
     @tf.function

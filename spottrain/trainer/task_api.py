@@ -134,6 +134,11 @@ class Task:
         """Whether this task overrides :meth:`train_step`."""
         return cls.train_step is not Task.train_step
 
+    @classmethod
+    def fit_step(cls) -> bool:
+        """Whether each step is the model's own ``train_step``, as fit runs it (KerasTask)."""
+        return False
+
     # -- optional -----------------------------------------------------------------
     def evaluate(self, model, batch_size: int) -> dict[str, Any]:
         """Validation metrics after training (each worker, whole split); ``{}``: none.
@@ -172,60 +177,88 @@ class Task:
 
 
 class KerasTask(Task):
-    """The shortest path: a compiled Keras model and a dataset of examples.
+    """The shortest path: the model and data you already train with ``model.fit``.
 
-    Implement :meth:`model` (a compiled ``keras.Model``: its loss is used, per
-    example; the optimizer is the engine's, from its flags) and :meth:`examples` (a
-    finite ``tf.data.Dataset`` of single ``(features, label)`` examples: one epoch).
-    The engine shuffles it with the run's seed every epoch, batches it, starts at
-    the resumed step by skipping the batches before it (reading through them: fine
-    for data that streams quickly, else write ``train_dataset`` yourself) and gives
-    each worker its part. Resumes are bit-identical when :meth:`examples` yields the
-    same examples in the same order every time.
+    Implement :meth:`model` (a compiled ``keras.Model``, as you pass it to fit) and
+    :meth:`examples` (what you pass fit as data). Each step is the model's own
+    ``train_step`` (Keras's, or your override; your ``compute_loss`` too), called as
+    fit calls it: compiled losses by name or object, per output with
+    ``loss_weights``, batch-mean losses, compiled metrics and the compiled optimizer
+    all train as under fit. ``--optimizer`` replaces the compiled optimizer with the
+    engine's (``--learning-rate``, ``--warmup-steps``).
+
+    The engine shuffles the examples with the run's seed every epoch, batches them
+    at the run's global batch, starts at the resumed step by skipping the batches
+    before it (reading through them: fine for data that streams quickly, else write
+    ``train_dataset`` yourself) and gives each worker its part. Resumes are
+    bit-identical when :meth:`examples` yields the same examples in the same order
+    every time.
     """
 
     #: Examples held in the shuffle buffer (the whole epoch when it is smaller).
     shuffle_buffer = 10_000
+    #: Whether :meth:`examples` gives batches; ``None``: read from the dataset's ops.
+    batched: bool | None = None
 
     def model(self):
-        """A compiled ``keras.Model``."""
+        """A compiled ``keras.Model``, as you would pass it to ``fit``."""
         raise NotImplementedError
 
     def examples(self):
-        """One epoch of unbatched ``(features, label)`` examples, in a fixed order."""
+        """One epoch of the data, in a fixed order: what you would pass ``fit``.
+
+        Arrays ``x`` (a model that needs no labels), ``(x, y)`` or ``(x, y,
+        sample_weight)`` (lists or dicts of arrays for several inputs or outputs), a
+        ``tf.data.Dataset`` of batches (as fit takes it) or of single examples.
+        """
         raise NotImplementedError
 
-    def build_model(self):
-        """The compiled model; remembers its loss."""
-        import keras
+    @classmethod
+    def fit_step(cls) -> bool:
+        """The model's own ``train_step`` is the step (``model.fit``'s)."""
+        return True
 
+    def build_model(self):
+        """The compiled model."""
         model = self.model()
-        if getattr(model, "loss", None) is None:
-            raise ConfigError(f"{type(self).__name__}.model() must return a compiled model")
-        loss = keras.losses.get(model.loss)
-        self._loss = loss.call if isinstance(loss, keras.losses.Loss) else loss
+        if not getattr(model, "compiled", True):
+            raise ConfigError(
+                f"{type(self).__name__}.model() must return a compiled model "
+                "(model.compile(...), as model.fit needs)"
+            )
         return model
+
+    def single_examples(self):
+        """:meth:`examples` as a dataset of single examples (read once, then kept)."""
+        from spottrain.trainer import fit_input
+
+        if getattr(self, "_examples", None) is None:
+            owner = f"{type(self).__name__}.examples()"
+            self._examples = fit_input.examples_dataset(self.examples(), self.batched, owner)
+        return self._examples
 
     def train_dataset(self, spec: TrainInput):
         """Seeded shuffle per epoch, global batches, from ``start_step``, this worker's part."""
         import tensorflow as tf
 
         part = spec.worker_slice
+
+        def this_workers(*element):
+            # Every tensor of the element: (x, y), (x, y, w), several inputs, dicts.
+            element = element[0] if len(element) == 1 else element
+            return tf.nest.map_structure(lambda t: t[part.start : part.stop], element)
+
         ds = (
-            self.examples()
+            self.single_examples()
             .shuffle(self.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
             .repeat()
             .batch(spec.global_batch, drop_remainder=True)
             .skip(spec.start_step)
             .take(spec.total_steps - spec.start_step)
-            .map(lambda x, y: (x[part.start : part.stop], y[part.start : part.stop]))
+            .map(this_workers)
             .rebatch(spec.per_replica_batch, drop_remainder=True)
             .prefetch(tf.data.AUTOTUNE)  # the next batches are made while a step runs
         )
         options = tf.data.Options()
         options.deterministic = True
         return ds.with_options(options)
-
-    def loss(self, labels, outputs):
-        """The compiled loss, per example."""
-        return self._loss(labels, outputs)

@@ -27,6 +27,7 @@ _PARTS = {
     "loss": "loss()",
     "model": "model (build_model())",
     "train_dataset": "train_dataset()",
+    "fit_step": "model's train_step() (model.fit's step)",
 }
 
 # Errors a collective raises when a peer died, froze or was torn down.
@@ -112,6 +113,8 @@ def dataset(task, spec):
     if not isinstance(ds, tf.data.Dataset):
         raise ConfigError(f"{what} must {_DATASET_HINT}, got {_kind(ds)}")
     element = ds.element_spec
+    if task.fit_step():  # what model.fit takes: x, (x, y), (x, y, sample_weight)
+        return ds
     if not (isinstance(element, tuple) and len(element) == 2):
         shape = type(element).__name__
         if isinstance(element, tuple):
@@ -291,7 +294,8 @@ def step_failure(
         if not isinstance(error, tf.errors.OpError):
             return misfit_error(original, step)
         return ConfigError(f"the task's step failed at step {step} ({text})")
-    return ConfigError(f"the task's {_PARTS[part]} failed at step {step} ({text})")
+    whose = "the" if part == "fit_step" else "the task's"
+    return ConfigError(f"{whose} {_PARTS[part]} failed at step {step} ({text})")
 
 
 def _node_part(error: Exception) -> str | None:

@@ -25,7 +25,9 @@ from spottrain.trainer import (
     checkpointing,
     config,
     distribution,
+    export,
     fileio,
+    fit_step,
     metadata_notice,
     preemption,
     save_health,
@@ -130,17 +132,25 @@ class Trainer:
         keras.utils.set_random_seed(cfg.seed)
         from spottrain.trainer import optimizer as optimizer_lib  # Keras: imported only to train
 
+        # Outside the scope: a task's input pipeline (a TextVectorization it adapts)
+        # must not create distributed variables.
+        spec = self._element_spec() if self.task.fit_step() else None
         with self.strategy.scope():
             self.model = task_calls.build_model(self.task)
-            self.optimizer, self.optimizers = task_calls.build_optimizers(
-                self.task, self.model, cfg
-            )
+            if self.task.fit_step():
+                self.optimizer = fit_step.prepare(self.model, spec, cfg)
+                self.optimizers = fit_step.optimizers(self.model)
+            else:
+                self.optimizer, self.optimizers = task_calls.build_optimizers(
+                    self.task, self.model, cfg
+                )
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-        trackables = (
-            {"optimizer": self.optimizer}
-            if self.optimizer is not None
-            else {"optimizers": dict(self.optimizers)}
-        )
+        if self.task.fit_step():  # the model's own (the compiled one, a GAN's two)
+            trackables = {"optimizers": dict(self.optimizers)}
+        elif self.optimizer is not None:
+            trackables = {"optimizer": self.optimizer}
+        else:
+            trackables = {"optimizers": dict(self.optimizers)}
         ckpt = tf.train.Checkpoint(
             model=self.model,
             step=self.step_var,
@@ -159,7 +169,9 @@ class Trainer:
         rewound = None if limit is None else {"fingerprint": cfg.fingerprint(), "to_step": limit}
         self.history.resumed(self.start_step, self.store.skipped, rewound)
         self.ledger.set_start(self.start_step)  # lower if a corrupt checkpoint was skipped
-        restored = self.start_step > 0 and self.optimizer is not None
+        # The flags' learning rate is the engine optimizer's, not a compiled one's.
+        flags_optimizer = not self.task.fit_step() or bool(cfg.optimizer)
+        restored = self.start_step > 0 and self.optimizer is not None and flags_optimizer
         if restored and optimizer_lib.apply_learning_rate(self.optimizer, cfg):
             log.info("learning rate %g from the flags, over the checkpoint's", cfg.learning_rate)
         if cfg.save_every_seconds or cfg.save_every_steps < self.total_steps:
@@ -177,6 +189,18 @@ class Trainer:
             if self.cluster.is_chief and cfg.tensorboard_dir
             else None
         )
+
+    def _element_spec(self):
+        """One element's spec of this worker's pipeline (a fit step's model is built on it)."""
+        import tensorflow as tf
+
+        context = tf.distribute.InputContext(
+            num_input_pipelines=self.cluster.num_workers,
+            input_pipeline_id=0,  # every worker's elements have the same spec
+            num_replicas_in_sync=self.replicas,
+        )
+        spec = TrainInput(context, self.global_batch, self.cfg.seed, 0, max(self.total_steps, 1))
+        return task_calls.dataset(self.task, spec).element_spec
 
     def _probe_resume(self, context) -> None:
         """--deterministic: refuses a pipeline whose batches a resume would not reproduce."""
@@ -456,10 +480,9 @@ class Trainer:
         tf.io.gfile.makedirs(model_dir)
         # Every worker saves (reads of synced variables can be collectives); only
         # the chief's copy is kept.
-        with fileio.naming(f"{model_dir}/model.keras"):
-            self.model.save(f"{model_dir}/model.keras")
-        with fileio.naming(f"{model_dir}/saved_model"):
-            self.model.export(f"{model_dir}/saved_model", verbose=False)
+        written = export.write(self.model, model_dir)
+        if self.cluster.is_chief:
+            log.info("model: %s", export.line(written))
         summary = {
             "final_step": final_step,
             "train_steps": self.total_steps,
@@ -469,6 +492,8 @@ class Trainer:
             "replicas": self.replicas,
             **self.task.summary(),
             "seconds": round(time.monotonic() - self.started, 2),
+            "exported": written["written"],
+            **({"not_exported": written["not_written"]} if written["not_written"] else {}),
             **metrics,
         }
         if self.cluster.is_chief:

@@ -1,0 +1,104 @@
+"""The step ``model.fit`` runs, run by the engine: a ``KerasTask`` trains as fit trains it.
+
+Keras 3's fit calls ``model.train_step(data)`` once a step inside ``strategy.run``
+(``keras/src/backend/tensorflow/trainer.py``: ``make_train_function`` →
+``one_step_on_data``). That method is Keras's own (the forward pass; ``compute_loss``
+with the compiled losses by name or object, per output with ``loss_weights``, each
+reconciling label and output ranks; the loss scaled by 1/replicas for
+``tf.distribute`` in ``losses/loss.py`` ``scale_loss_for_distribution``; the compiled
+optimizer; the compiled metrics) or the model's override, and ``compute_loss`` may be
+the model's too. The engine calls the same method in its own ``strategy.run``, so
+what fit trains it trains with the same maths; the loop, the vote, every save and
+resume stay the engine's.
+"""
+
+from __future__ import annotations
+
+from spottrain.trainer.preemption import ConfigError
+
+# How fit names the loss in what train_step returns (Keras' own step: its loss tracker).
+LOSS_KEY = "loss"
+
+
+def prepare(model, element_spec, cfg):
+    """Makes ``model`` ready to step before a checkpoint is restored; returns its optimizer.
+
+    Builds what fit builds before its first step (``Trainer._symbolic_build``: the
+    model from the spec of one replica's batch, the compiled loss and metrics, the
+    optimizer), so that every variable exists and is restored. ``--optimizer``
+    replaces the compiled optimizer with the engine's.
+
+    Args:
+        model: The task's compiled model (in the strategy's scope).
+        element_spec: The spec of one element of the task's training dataset.
+        cfg: The engine's settings.
+    """
+    if cfg.clip_norm:
+        raise ConfigError(
+            f"--clip-norm {cfg.clip_norm:g}: a KerasTask trains with its model's own step; "
+            "clip as model.fit does, with clipnorm or global_clipnorm on the optimizer "
+            "the model is compiled with"
+        )
+    if cfg.optimizer:
+        from spottrain.trainer import optimizer as optimizer_lib
+
+        model.optimizer = optimizer_lib.build_optimizer(cfg)
+    if not all(layer.built for layer in model._flatten_layers()):
+        try:
+            # fit's own build (keras/src/trainers/trainer.py, Trainer._symbolic_build).
+            model._symbolic_build(data_batch=element_spec)
+        except Exception:  # noqa: BLE001 - as fit without a strategy: built at its first step
+            pass
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and not optimizer.built:
+        optimizer.build(model.trainable_variables)
+    return optimizer
+
+
+def optimizers(model) -> dict:
+    """The Keras optimizers the model holds, by attribute (a GAN's two, or the compiled one)."""
+    import keras
+
+    found = {"optimizer": model.optimizer} if getattr(model, "optimizer", None) else {}
+    for name, value in vars(model).items():
+        if isinstance(value, keras.optimizers.Optimizer) and value not in found.values():
+            found[name.lstrip("_")] = value
+    return found
+
+
+def step_loss(logs, replicas: int):
+    """The replica's share of the step's loss, from what ``train_step`` returned.
+
+    fit logs ``"loss"`` (or, from an own step, every ``*loss`` entry: a GAN's
+    ``d_loss`` and ``g_loss``, summed). Divided by the replicas, so that the engine's
+    sum over replicas is their mean.
+    """
+    import tensorflow as tf
+
+    values = logs if isinstance(logs, dict) else {LOSS_KEY: logs}
+    keys = [LOSS_KEY] if LOSS_KEY in values else [k for k in values if str(k).endswith("loss")]
+    if not keys:
+        raise ConfigError(
+            "the model's train_step() must return its loss as model.fit logs it: a dict "
+            f"with a 'loss' (or '..._loss') entry, got {_names(values)}"
+        )
+    total = 0.0
+    for key in keys:
+        value = tf.convert_to_tensor(values[key])
+        if not value.dtype.is_floating or value.shape.rank not in (0, None):
+            raise ConfigError(
+                f"the model's train_step() returned {key!r} of {value.dtype.name} "
+                f"shape {value.shape.as_list()}: it must be a float scalar"
+            )
+        total += tf.cast(value, tf.float32)
+    return total / replicas
+
+
+def _names(values: dict) -> str:
+    return "{" + ", ".join(repr(k) for k in values) + "}" if values else "nothing"
+
+
+def reset_metrics(model) -> None:
+    """Each step's metrics are its own: fit's logged ``loss`` is then this step's."""
+    for metric in model.metrics:
+        metric.reset_state()
