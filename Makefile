@@ -307,6 +307,9 @@ bench-overhead: venv ## The loop with its saves vs fit and fit + BackupAndRestor
 bench-task: venv ## The same on a user's task (examples/keras_classifier.py: KerasTask vs fit on its own model and data)
 	$(PY) bench/trainer_overhead.py --task keras --steps 1500
 
+bench-keras-io: venv ## Public Keras examples (tests/keras_io): per-step time, the engine vs their own fit, at steps_per_execution 1 and 10 (~15 min)
+	$(PY) bench/keras_io_step.py
+
 bench-tfds-memory: venv ## Peak memory training on a streamed tfds split, 1x vs 2x its size (~1 min)
 	$(PY) bench/tfds_memory.py
 
@@ -328,4 +331,4 @@ bench-copy-quick: venv ## The same as a ~10 s smoke run (1 run, 20 small files, 
 clean: ## Remove outputs (keeps .venv)
 	rm -rf $(OUT) .pytest_cache
 
-.PHONY: help venv tools kube-cp test lint format data run run-trainer bench bench-task bench-checkpoint bench-marker bench-pid1 bench-copy bench-copy-quick clean
+.PHONY: help venv tools kube-cp test lint format data run run-trainer bench bench-task bench-keras-io bench-checkpoint bench-marker bench-pid1 bench-copy bench-copy-quick clean

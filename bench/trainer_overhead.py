@@ -96,7 +96,7 @@ if kind == "keras":  # the user task's own compiled model and examples
     from examples.keras_classifier import Classifier
     task = Classifier({}, cfg)
     model = task.model()
-    examples, n = task.examples(), task.shuffle_buffer
+    examples, n = task.single_examples(), task.shuffle_buffer
     loss = model.loss
 else:
     index = data.index_image_dir(image, cfg.seed)
@@ -142,7 +142,7 @@ def trainer_args(
     image_dir: str, steps: int, batch: int, out: Path, save_every: int, kind: str = "image"
 ) -> list:
     what = (
-        ["--task", KERAS_TASK]
+        ["--task", KERAS_TASK, "--optimizer", "adam"]  # fit's side compiles the engine's Adam
         if kind == "keras"
         else ["--image-dir", image_dir, "--weights", "none",
               "--backbone", "resnet50" if kind == "resnet50" else "small_cnn",

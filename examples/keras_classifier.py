@@ -1,4 +1,4 @@
-r"""The shortest path: a compiled Keras model and a tf.data pipeline, nothing else.
+r"""The shortest path: the compiled model and the data you would pass to ``model.fit``.
 
 ::
 
@@ -8,7 +8,6 @@ r"""The shortest path: a compiled Keras model and a tf.data pipeline, nothing el
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from spottrain import KerasTask
 
@@ -17,15 +16,16 @@ class Classifier(KerasTask):
     """Three classes of points around three centres (generated; bring your own data)."""
 
     def model(self):
-        """A compiled model; its loss is what the engine minimises."""
+        """The compiled model: each step is its own train_step, as under fit."""
         model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(16, activation="relu"),
                                   keras.layers.Dense(3)])  # fmt: skip
-        model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        model.compile(optimizer="adam", loss=loss, metrics=["accuracy"])
         return model
 
     def examples(self):
-        """One epoch of (point, class) examples, always in the same order."""
+        """One epoch of (point, class), always in the same order: fit's (x, y)."""
         rng = np.random.default_rng(0)
         labels = rng.integers(0, 3, 3000)
         points = np.array([[0, 3], [3, -2], [-3, -2]])[labels] + rng.normal(size=(3000, 2))
-        return tf.data.Dataset.from_tensor_slices((points.astype("float32"), labels))
+        return points.astype("float32"), labels

@@ -191,3 +191,47 @@ class HostOpInModel(_regression()):
                 return tf.ensure_shape(y, x.shape)
 
         return keras.Sequential([keras.Input((8,)), Host(), keras.layers.Dense(1)])
+
+
+# -- issue 41: a KerasTask's mistakes (what fit would refuse too) are one line
+
+
+def _dense_model(optimizer="adam", loss="mse"):
+    import keras
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer=optimizer, loss=loss)
+    return model
+
+
+class KerasUnequalArrays(KerasTask):
+    """x and y of different lengths: fit refuses them too."""
+
+    def model(self):
+        return _dense_model()
+
+    def examples(self):
+        import numpy as np
+
+        return np.zeros((64, 3), "float32"), np.zeros(60, "float32")
+
+
+class KerasStepNoLoss(KerasTask):
+    """An own train_step that returns only an accuracy: nothing to guard or log."""
+
+    def model(self):
+        import keras
+
+        class NoLoss(keras.Sequential):
+            def train_step(self, data):
+                super().train_step(data)
+                return {"acc": 1.0}
+
+        model = NoLoss([keras.Input((3,)), keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse")
+        return model
+
+    def examples(self):
+        import numpy as np
+
+        return np.zeros((64, 3), "float32"), np.zeros(64, "float32")

@@ -70,6 +70,15 @@ def write(model, model_dir: str) -> dict:
         ``{"written": [names], "not_written": {name: why}}``.
     """
     result = {"written": [], "not_written": {}}
+    if (
+        not model.built
+        and model.weights
+        and all(layer.built for layer in model._flatten_layers(include_self=False))
+    ):
+        # Every layer holds its weights, but a model with no call() (keras-io's VAE: its
+        # own train_step calls its parts) is never built by a call, and Keras' savers
+        # refuse an unbuilt model; Layer.build's default does no more than this.
+        model.built = True
 
     def attempt(name, fn, *args) -> None:
         try:

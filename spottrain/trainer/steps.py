@@ -72,8 +72,7 @@ def make_step_functions(trainer):
         # Keras's own train_step, or the model's override, as model.fit calls it.
         fit_step.reset_metrics(model)
         with blame("fit_step"):
-            logs = model.train_step(data)
-        return fit_step.step_loss(logs, replicas)
+            return fit_step.step_loss(model.train_step(data), replicas)
 
     def forward_backward(features, labels):
         with tf.GradientTape() as tape:

@@ -132,11 +132,12 @@ class Trainer:
         keras.utils.set_random_seed(cfg.seed)
         from spottrain.trainer import optimizer as optimizer_lib  # Keras: imported only to train
 
+        with self.strategy.scope():
+            self.model = task_calls.build_model(self.task)
         # Outside the scope: a task's input pipeline (a TextVectorization it adapts)
         # must not create distributed variables.
         spec = self._element_spec() if self.task.fit_step() else None
         with self.strategy.scope():
-            self.model = task_calls.build_model(self.task)
             if self.task.fit_step():
                 self.optimizer = fit_step.prepare(self.model, spec, cfg)
                 self.optimizers = fit_step.optimizers(self.model)

@@ -342,6 +342,11 @@ MISTAKES = [
      "(features, labels), got list"),
     ("FeaturesOnly", "the task's train_dataset() must return a tf.data.Dataset of "
      "(features, labels); its elements are single tensors (float32, shape [16, 8])"),
+    ("KerasUnequalArrays", "KerasUnequalArrays.examples() must return what model.fit takes "
+     "(arrays x, (x, y) or (x, y, sample_weight), dicts or lists of arrays, or a "
+     "tf.data.Dataset); got tuple: "),
+    ("KerasStepNoLoss", "the model's train_step() must return its loss as model.fit logs it: "
+     "a dict with a 'loss' (or '..._loss') entry, got {'acc'}"),
     ("broken_import:Broken", "--task 'broken_import:Broken': importing 'broken_import' raised "
      "KeyError: 'MY_TASK_SETTING' ({dir}/broken_import.py, line 4)"),
 ]  # fmt: skip
