@@ -56,24 +56,26 @@ def _tuples(value):
     return value
 
 
-def examples_dataset(value, batched: bool | None, owner: str):
+def examples_dataset(value, batched: bool | None, owner: str, say: bool = True):
     """A dataset of single examples from what ``examples()`` returned (see the module).
 
     Args:
         value: ``examples()``'s return value.
         batched: The task's ``batched`` (``None``: detect it on a dataset).
         owner: How a line names the method, e.g. ``"Digits.examples()"``.
+        say: Log that a dataset of batches is unbatched (once a task, not a pipeline).
     """
     import tensorflow as tf
 
     if isinstance(value, tf.data.Dataset):
         batches = is_batched(value) if batched is None else batched
-        if batches:
+        if batches and say:
             log.info(
                 "%s gives batches (as model.fit takes): the engine unbatches them and "
                 "batches at the run's global batch",
                 owner,
             )
+        if batches:
             return value.unbatch()
         return value
     if value is None:

@@ -229,13 +229,17 @@ class KerasTask(Task):
         return model
 
     def single_examples(self):
-        """:meth:`examples` as a dataset of single examples (read once, then kept)."""
+        """:meth:`examples` as a dataset of single examples.
+
+        Made anew for every pipeline: a seeded ``shuffle`` in the user's dataset keeps
+        its iteration count in the dataset object, so a pipeline sharing it with
+        another would read another order than a resumed process does.
+        """
         from spottrain.trainer import fit_input
 
-        if getattr(self, "_examples", None) is None:
-            owner = f"{type(self).__name__}.examples()"
-            self._examples = fit_input.examples_dataset(self.examples(), self.batched, owner)
-        return self._examples
+        owner, said = f"{type(self).__name__}.examples()", getattr(self, "_said", False)
+        self._said = True
+        return fit_input.examples_dataset(self.examples(), self.batched, owner, not said)
 
     def train_dataset(self, spec: TrainInput):
         """Seeded shuffle per epoch, global batches, from ``start_step``, this worker's part."""

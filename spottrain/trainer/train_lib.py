@@ -146,8 +146,12 @@ class Trainer:
                     self.task, self.model, cfg
                 )
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-        if self.task.fit_step():  # the model's own (the compiled one, a GAN's two)
-            trackables = {"optimizers": dict(self.optimizers)}
+        if self.task.fit_step():
+            # The compiled optimizer where the engine's was (a KerasTask's checkpoints
+            # before the fit step restore into it), and any other the model holds.
+            others = {k: v for k, v in self.optimizers.items() if v is not self.optimizer}
+            trackables = {"optimizer": self.optimizer} if self.optimizer is not None else {}
+            trackables.update({"optimizers": others} if others else {})
         elif self.optimizer is not None:
             trackables = {"optimizer": self.optimizer}
         else:

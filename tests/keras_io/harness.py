@@ -6,7 +6,15 @@ import io
 import zipfile
 from pathlib import Path
 
-EXAMPLES = ["vae", "distiller", "siamese", "text_classification", "timeseries", "ticket_classifier"]
+EXAMPLES = [
+    "vae",
+    "distiller",
+    "siamese",
+    "text_classification",
+    "timeseries",
+    "ticket_classifier",
+    "conditional_gan",
+]
 
 
 def task(name: str) -> str:

@@ -19,6 +19,7 @@ STEPS, PREEMPT_AT, BATCH = 30, 12, 8
 EXPORTS = {
     "vae": ["model.weights.h5"],
     "distiller": ["model.weights.h5", "saved_model/"],
+    "conditional_gan": ["model.weights.h5"],
 }
 DEFAULT_EXPORT = ["model.keras", "saved_model/"]
 

@@ -51,6 +51,11 @@ BAD = {
     ),
     "zero steps": ({"train-steps": 0}, "--train-steps (0)", {}),
     "negative learning rate": ({"learning-rate": -0.1}, "--learning-rate -0.1", {}),
+    "unknown optimizer": (
+        {"optimizer": "lamb"},
+        "--optimizer 'lamb' is unknown; choose one of adam, sgd, rmsprop, adamw",
+        {},
+    ),
     "imagenet on small_cnn": ({"weights": "imagenet"}, "--weights imagenet", {}),
     "image too small": ({"backbone": "resnet50", "image-size": 16}, "--image-size 16", {}),
     "keep one checkpoint": ({"keep-checkpoints": 1}, "--keep-checkpoints 1", {}),
