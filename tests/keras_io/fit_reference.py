@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--steps-per-execution", type=int, default=1)
+    p.add_argument("--optimizer", default="", help="the engine's, as --optimizer replaces it")
+    p.add_argument("--learning-rate", type=float, default=1e-3)
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
 
@@ -37,6 +39,11 @@ def main(argv: list[str] | None = None) -> None:
     context = tf.distribute.InputContext(1, 0, 1)
     ds = task.train_dataset(TrainInput(context, a.batch, a.seed, 0, a.steps))
     model = task.build_model()
+    if a.optimizer:
+        from spottrain.trainer import config, optimizer
+
+        cfg = config.TrainConfig(optimizer=a.optimizer, learning_rate=a.learning_rate)
+        model.optimizer = optimizer.build_optimizer(cfg)
     losses, ends = [], []
 
     class PerStep(keras.callbacks.Callback):
