@@ -39,7 +39,8 @@ def train(
             folder, or its tfds data_dir when task_args names a dataset), or a
             gcs_copy pointer to one.
         checkpoint_dir: Persistent checkpoint folder (gs:// or /gcs/) every retry resumes from.
-        model: The trained model (model.keras, a SavedModel, training_summary.json).
+        model: The trained model: model.keras (else its weights), a SavedModel, and
+            training_summary.json (what was exported, and why not the rest).
         metrics: Final step, validation accuracy and loss, global batch size, workers, and
             the attempt ledger's totals (ledger_attempts, ledger_preemptions, ledger_interruptions,
             ledger_steps_lost, ledger_cost, ledger_saving).

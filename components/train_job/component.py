@@ -55,7 +55,8 @@ def train_job(
         checkpoint_dir: gs:// folder every pod and retry resumes from.
         run_id: dsl.PIPELINE_JOB_ID_PLACEHOLDER: names the JobSet, so a retry re-attaches.
         task_name: dsl.PIPELINE_TASK_NAME_PLACEHOLDER: names the JobSet with run_id.
-        model: The trained model (model.keras, a SavedModel, training_summary.json).
+        model: The trained model: model.keras (else its weights), a SavedModel, and
+            training_summary.json (what was exported, and why not the rest).
         metrics: Final step, validation accuracy and loss, and the attempt ledger's totals.
         attempts: The attempt ledger as a Markdown table, with each attempt's node,
             node kind, disruption reason and pod exit codes.
