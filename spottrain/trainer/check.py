@@ -64,8 +64,7 @@ def _check(cfg: config.TrainConfig) -> str:
     )
     dataset = task_calls.dataset(task, task_api.TrainInput(context, batch, cfg.seed, 0, total))
     if task.fit_step():
-        optimizer = fit_step.prepare(model, dataset.element_spec, cfg)
-        optimizers = fit_step.optimizers(model)
+        optimizer, optimizers = fit_step.prepare(model, dataset.element_spec, cfg)
     else:
         optimizer, optimizers = task_calls.build_optimizers(task, model, cfg)
     engine = SimpleNamespace(

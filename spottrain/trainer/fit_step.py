@@ -21,7 +21,10 @@ LOSS_KEY = "loss"
 
 
 def prepare(model, element_spec, cfg):
-    """Makes ``model`` ready to step before a checkpoint is restored; returns its optimizer.
+    """Makes ``model`` ready to step before a checkpoint is restored.
+
+    Returns ``(its optimizer, every optimizer it holds by name)``, as
+    ``task_calls.build_optimizers`` does for a task.
 
     Builds what fit builds before its first step (``Trainer._symbolic_build``: the
     model from the spec of one replica's batch, the compiled loss and metrics, the
@@ -52,10 +55,10 @@ def prepare(model, element_spec, cfg):
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None and not optimizer.built:
         optimizer.build(model.trainable_variables)
-    return optimizer
+    return optimizer, _optimizers(model)
 
 
-def optimizers(model) -> dict:
+def _optimizers(model) -> dict:
     """The Keras optimizers the model holds, by attribute (a GAN's two, or the compiled one)."""
     import keras
 

@@ -139,23 +139,17 @@ class Trainer:
         spec = self._element_spec() if self.task.fit_step() else None
         with self.strategy.scope():
             if self.task.fit_step():
-                self.optimizer = fit_step.prepare(self.model, spec, cfg)
-                self.optimizers = fit_step.optimizers(self.model)
+                self.optimizer, self.optimizers = fit_step.prepare(self.model, spec, cfg)
             else:
                 self.optimizer, self.optimizers = task_calls.build_optimizers(
                     self.task, self.model, cfg
                 )
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-        if self.task.fit_step():
-            # The compiled optimizer where the engine's was (a KerasTask's checkpoints
-            # before the fit step restore into it), and any other the model holds.
-            others = {k: v for k, v in self.optimizers.items() if v is not self.optimizer}
-            trackables = {"optimizer": self.optimizer} if self.optimizer is not None else {}
-            trackables.update({"optimizers": others} if others else {})
-        elif self.optimizer is not None:
-            trackables = {"optimizer": self.optimizer}
-        else:
-            trackables = {"optimizers": dict(self.optimizers)}
+        # The step's optimizer where checkpoints have always kept it (the engine's, or a
+        # compiled one), and any others by name (a task's own, a GAN model's two).
+        others = {k: v for k, v in self.optimizers.items() if v is not self.optimizer}
+        trackables = {"optimizer": self.optimizer} if self.optimizer is not None else {}
+        trackables.update({"optimizers": others} if others else {})
         ckpt = tf.train.Checkpoint(
             model=self.model,
             step=self.step_var,
