@@ -26,15 +26,25 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse
-import json
+import importlib.util
 import os
 import shutil
 import statistics
-import subprocess
 import tempfile
 
-REPO = Path(__file__).resolve().parents[1]
 WARM_UP = 20
+
+
+def _sibling(name: str):
+    """A bench script beside this one, as a module (bench/ is off sys.path: see above)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Its subprocess runner (one TF thread, quiet logs, the repo on PYTHONPATH) and spread.
+overhead = _sibling("trainer_overhead")
 
 # One JSON line: (step, time) after each call of the engine's loop.
 OURS = r"""
@@ -77,19 +87,6 @@ print(json.dumps(stamps))
 """
 
 
-def _env() -> dict:
-    env = dict(os.environ)
-    env.pop("TF_CONFIG", None)
-    env.update(
-        TF_CPP_MIN_LOG_LEVEL="2",
-        TF_NUM_INTRAOP_THREADS="1",
-        TF_NUM_INTEROP_THREADS="1",
-        PYTHONUNBUFFERED="1",
-        PYTHONPATH=str(REPO),
-    )
-    return env
-
-
 def per_step(stamps: list) -> float:
     """Seconds per step between the first stamp at or past WARM_UP and the last."""
     start = next(s for s in stamps if s[0] >= WARM_UP)
@@ -98,12 +95,7 @@ def per_step(stamps: list) -> float:
 
 
 def run(code: str, args: list[str]) -> float:
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=REPO, env=_env(), capture_output=True, text=True
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"variant failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    return per_step(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return per_step(overhead.run_json(code, args))
 
 
 def ours_args(spec: str, a, k: int, out: Path) -> list[str]:
@@ -112,10 +104,6 @@ def ours_args(spec: str, a, k: int, out: Path) -> list[str]:
         "--steps-per-loop", str(k), "--save-every-steps", "100", "--save-every-seconds", "0",
         "--checkpoint-dir", str(out / "ckpt"), "--model-dir", str(out / "model"),
     ]  # fmt: skip
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
 
 
 def main() -> int:
@@ -150,7 +138,9 @@ def main() -> int:
             )
             ratios = ", ".join(
                 f"k={k}: "
-                + spread([o / f for o, f in zip(runs[f"ours {k}"], runs[f"fit {k}"], strict=True)])
+                + overhead.spread(
+                    [o / f for o, f in zip(runs[f"ours {k}"], runs[f"fit {k}"], strict=True)]
+                )
                 for k in (1, a.best)
             )
             print(f"{example}: {medians}; ours / fit {ratios}", flush=True)

@@ -89,9 +89,10 @@ def _check(cfg: config.TrainConfig) -> str:
         raise ConfigError(f"the task's loss is {loss} on the first batch (step 1)")
     # count_params() needs the model itself built; a subclassed one may never be (no call).
     params = sum(int(np.prod(v.shape)) for v in model.weights)
-    step = f" and {len(optimizers)} optimizers" if task.has_own_step() else ""
     if task.fit_step():
         step = " trained by its own train_step (model.fit's)"
+    else:
+        step = f" and {len(optimizers)} optimizers" if task.has_own_step() else ""
     exported = _export_line(model)
     from spottrain.trainer import resume_probe
 

@@ -3,9 +3,9 @@
 Trains a ``KerasTask``'s model with Keras's own ``fit`` on exactly the batches the
 engine gives one worker (``task.train_dataset`` with one input pipeline), from the
 same seed, one step an epoch so that each logged loss is that step's (fit resets
-its metrics every epoch), and writes the per-step losses, the seconds of each step
-and the weights as JSON. The engine's own run with the same flags is the other side
-of ``tests/integration/trainer/test_keras_io.py`` and of ``bench/keras_io_step.py``.
+its metrics every epoch), and writes the per-step losses as JSON. The engine's own
+run with the same flags is the other side of
+``tests/integration/trainer/test_keras_io_fit.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import time
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -22,7 +21,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--steps-per-execution", type=int, default=1)
     p.add_argument("--optimizer", default="", help="the engine's, as --optimizer replaces it")
     p.add_argument("--learning-rate", type=float, default=1e-3)
     p.add_argument("--out", required=True)
@@ -44,26 +42,15 @@ def main(argv: list[str] | None = None) -> None:
 
         cfg = config.TrainConfig(optimizer=a.optimizer, learning_rate=a.learning_rate)
         model.optimizer = optimizer.build_optimizer(cfg)
-    losses, ends = [], []
+    losses = []
 
     class PerStep(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
             losses.append(float(logs["loss"]) if "loss" in logs else _loss_sum(logs))
-            ends.append(time.perf_counter())
 
-    if a.steps_per_execution > 1:
-        # The knob compile(steps_per_execution=...) sets, read when fit makes its function.
-        model.steps_per_execution = a.steps_per_execution
-    start = time.perf_counter()
-    if a.steps_per_execution > 1:
-        # Timing only: whole executions of N steps, fit's own grouping.
-        model.fit(ds, epochs=1, steps_per_epoch=a.steps, verbose=0)
-        ends = [time.perf_counter()]
-    else:
-        model.fit(ds, epochs=a.steps, steps_per_epoch=1, verbose=0, callbacks=[PerStep()])
-    weights = [w.tolist() for w in (v.numpy() for v in model.weights)]
+    model.fit(ds, epochs=a.steps, steps_per_epoch=1, verbose=0, callbacks=[PerStep()])
     with open(a.out, "w") as f:
-        json.dump({"losses": losses, "start": start, "ends": ends, "weights": weights}, f)
+        json.dump({"losses": losses}, f)
 
 
 def _loss_sum(logs: dict) -> float:
