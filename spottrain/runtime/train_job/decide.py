@@ -69,6 +69,7 @@ class Observed:
         sigterm: The launcher received SIGTERM.
         own_pod_disrupted: The launcher's own pod is being disrupted (its node is
             going): the gang runs on and the launcher's retry re-attaches.
+        held_by: Another launcher (a newer attempt of this task) follows the JobSet now.
     """
 
     state: str
@@ -96,6 +97,7 @@ class Observed:
     unanswered_after: float = UNANSWERED_AFTER
     sigterm: bool = False
     own_pod_disrupted: bool = False
+    held_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,15 @@ def decide(o: Observed) -> Action:
             "a JobSet of this name exists and was not created for this task (its labels "
             "differ): not touching it; delete it or rename the task",
             preemption.FATAL_CONFIG,
+        )
+    if o.held_by:
+        # KFP retried this task while this launcher was still ending (its pod deleted,
+        # no DisruptionTarget): the newer launcher owns the gang, SIGTERM or not.
+        return Action(
+            EXIT,
+            f"launcher {o.held_by} follows this JobSet now (a newer attempt of this task): "
+            "leaving the gang to it",
+            preemption.PREEMPTED,
         )
     if o.unanswered and not o.sigterm:
         # A pod whose node stopped answering never ends: the JobSet's restart (and a

@@ -7,14 +7,24 @@ the Kubernetes documentation shows them. JobSets are a CRD, so they go through
 ``CustomObjectsApi`` (dicts in, dicts out). A missing JobSet and a cluster without
 JobSet's CRD both answer 404 there, so :meth:`Kube.check_api` asks the API discovery
 first, once.
+
+An API server that does not answer is waited out here, for every call: the client
+raises urllib3's own errors for a refused, reset or timed-out connection (not
+``ApiException``), and every call carries a connect and read timeout, so a server that
+accepts and never answers costs one timeout per try, not TCP's minutes. The gang runs
+on meanwhile (its pods and the JobSet controller need no launcher); past ``patience``
+the call raises :class:`KubeError` 172, and the launcher's KFP retry re-attaches.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from spottrain.trainer import preemption
@@ -24,6 +34,18 @@ from spottrain.trainer import preemption
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 INSTALL = "install it with `make gke-jobset EXECUTE=1` (JobSet v0.12.0)"
+# (connect, read) seconds per request: the client's default is none, and a server that
+# accepts and never answers would hold the launcher until TCP gives up (minutes).
+REQUEST_TIMEOUT = (5.0, 30.0)
+# How long an unanswering API server is waited out, per call, before it is a 172: long
+# enough for a control-plane upgrade's blip (GKE's zonal clusters: minutes), short
+# enough that KFP's retry (which re-attaches) is not held for ever.
+API_PATIENCE = 300.0
+# urllib3's errors for a connection that was refused, reset or timed out (all subclass
+# urllib3.exceptions.HTTPError), and the socket's own: the answer of no answer.
+WIRE_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+
+log = logging.getLogger(__name__)
 
 
 class KubeError(preemption.TrainerExit):
@@ -35,6 +57,15 @@ class NoJobSetApi(KubeError):
 
     def __init__(self, message: str):
         super().__init__(preemption.FATAL_CONFIG, message)
+
+
+def unanswered(err: BaseException, verb: str, what: str) -> KubeError:
+    """One line for a request that got no HTTP answer (retryable)."""
+    reason = getattr(err, "reason", None) or err
+    detail = " ".join(f"{type(reason).__name__}: {reason}".split())[:200]
+    return KubeError(
+        preemption.UNAVAILABLE, f"cannot {verb} {what}: the API server did not answer ({detail})"
+    )
 
 
 def explain(err: ApiException, verb: str, what: str) -> KubeError:
@@ -52,6 +83,9 @@ def explain(err: ApiException, verb: str, what: str) -> KubeError:
             f"cannot {verb} {what}: an object of that name exists and is not this task's "
             "(409 Conflict); delete it or rename the task",
         )
+    if status == 404:
+        # Never a blip: the namespace, the CRD or the object is not there.
+        return KubeError(preemption.FATAL_CONFIG, f"cannot {verb} {what}: 404 Not Found")
     if status == 422 or status == 400:
         return KubeError(
             preemption.FATAL_CONFIG,
@@ -70,35 +104,82 @@ class Kube:
         core: A ``kubernetes.client.CoreV1Api``.
         custom: A ``kubernetes.client.CustomObjectsApi``.
         namespace: The namespace the JobSets live in.
+        patience: Seconds an unanswering API server (or a 5xx) is retried, per call.
+        request_timeout: ``(connect, read)`` seconds for each request.
+        sleep: Waits between tries (tests pass their own).
     """
 
-    def __init__(self, core, custom, namespace: str):
+    def __init__(
+        self,
+        core,
+        custom,
+        namespace: str,
+        *,
+        patience: float = API_PATIENCE,
+        request_timeout: tuple[float, float] = REQUEST_TIMEOUT,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         from kubernetes.client import ApiClient
 
         self.core = core
         self.custom = custom
         self.namespace = namespace
+        self.patience = patience
+        self.request_timeout = tuple(request_timeout)
+        self.sleep = sleep
         self._plain = ApiClient().sanitize_for_serialization
 
-    def _call(self, verb: str, what: str, func, *args, missing_ok: bool = False, **kwargs):
+    def _once(self, verb: str, what: str, func, *args, missing_ok: bool = False, **kwargs):
+        kwargs.setdefault("_request_timeout", self.request_timeout)
         try:
             return self._plain(func(*args, **kwargs))
         except ApiException as err:
             if missing_ok and err.status == 404:
                 return None
             raise explain(err, verb, what) from err
+        except WIRE_ERRORS as err:
+            raise unanswered(err, verb, what) from err
 
-    def check_api(self, timeout: float | None = None) -> None:
+    def _call(self, verb: str, what: str, func, *args, **kwargs):
+        """One API call; a retryable failure is tried again until ``patience`` runs out."""
+        started, tries = time.monotonic(), 0
+        while True:
+            try:
+                found = self._once(verb, what, func, *args, **kwargs)
+            except KubeError as err:
+                waited = time.monotonic() - started
+                if not preemption.is_retryable(err.code):
+                    raise
+                if waited >= self.patience:
+                    raise KubeError(
+                        err.code, f"{err} for {waited:.0f} s; giving up (a retry re-attaches)"
+                    ) from err.__cause__
+                if tries == 0:
+                    log.warning("%s: trying again for up to %.0f s", err, self.patience)
+                tries += 1
+                # Backoff 0.5, 1, 2, 4, 5, 5, ... s: quick for a blip, gentle for an outage.
+                self.sleep(min(0.5 * 2 ** (tries - 1), 5.0, self.patience - waited))
+                continue
+            if tries:
+                log.warning(
+                    "the API server answers again (%s %s, after %.0f s)",
+                    verb, what, time.monotonic() - started,
+                )  # fmt: skip
+            return found
+
+    def check_api(self) -> None:
         """Raises :class:`NoJobSetApi` when the cluster serves no JobSet API."""
-        extra = {"_request_timeout": timeout} if timeout else {}
         try:
-            found = self._plain(self.custom.get_api_resources(GROUP, VERSION, **extra))
-        except ApiException as err:
-            if err.status == 404:
+            found = self._call(
+                "discover", f"the {GROUP}/{VERSION} API", self.custom.get_api_resources,
+                GROUP, VERSION,
+            )  # fmt: skip
+        except KubeError as err:
+            if getattr(err.__cause__, "status", None) == 404:
                 raise NoJobSetApi(
                     f"this cluster has no JobSet API ({GROUP}/{VERSION} not served): {INSTALL}"
                 ) from None
-            raise explain(err, "discover", f"the {GROUP}/{VERSION} API") from err
+            raise
         if not any(r.get("name") == PLURAL for r in found.get("resources") or []):
             raise NoJobSetApi(f"{GROUP}/{VERSION} serves no {PLURAL} resource: {INSTALL}")
 
@@ -133,16 +214,27 @@ class Kube:
             grace_period_seconds=0, body=body, missing_ok=True,
         )  # fmt: skip
 
-    def delete_jobset(self, name: str) -> None:
+    def annotate_jobset(self, name: str, annotations: dict[str, str]) -> dict | None:
+        """Sets annotations on a JobSet (a merge patch); the JobSet, or ``None``: gone."""
+        return self._call(
+            "patch", f"JobSet {name}", self.custom.patch_namespaced_custom_object, GROUP,
+            VERSION, self.namespace, PLURAL, name, {"metadata": {"annotations": annotations}},
+            missing_ok=True,
+        )  # fmt: skip
+
+    def delete_jobset(self, name: str, resource_version: str | None = None) -> None:
         """Deletes a JobSet, its Jobs and pods first (``Foreground`` propagation).
 
         While any pod is still ending, the JobSet stays, so a retry never starts a
-        second gang beside it.
+        second gang beside it. With ``resource_version``, only that version of it: a
+        JobSet changed since raises :class:`KubeError` caused by a 409.
         """
+        body = {"propagationPolicy": "Foreground"}
+        if resource_version:
+            body["preconditions"] = {"resourceVersion": resource_version}
         self._call(
             "delete", f"JobSet {name}", self.custom.delete_namespaced_custom_object, GROUP,
-            VERSION, self.namespace, PLURAL, name, propagation_policy="Foreground",
-            missing_ok=True,
+            VERSION, self.namespace, PLURAL, name, body=body, missing_ok=True,
         )  # fmt: skip
 
     def list_pods(self, selector: dict[str, str]) -> list[dict]:
@@ -173,10 +265,14 @@ class Kube:
         """
         try:
             response = self.core.read_namespaced_pod_log(
-                pod, self.namespace, container=container, follow=True, _preload_content=False
-            )
+                pod, self.namespace, container=container, follow=True, _preload_content=False,
+                # A log may be quiet for long (a compile): only the connect is bounded.
+                _request_timeout=(self.request_timeout[0], None),
+            )  # fmt: skip
         except ApiException as err:
             raise explain(err, "read the log of", f"pod {pod}") from err
+        except WIRE_ERRORS as err:
+            raise unanswered(err, "read the log of", f"pod {pod}") from err
         pending = b""
         try:
             for chunk in response.stream(4096):
@@ -190,11 +286,13 @@ class Kube:
             response.release_conn()
 
 
-def from_client(api_client, namespace: str) -> Kube:
-    """A :class:`Kube` over one ``kubernetes.client.ApiClient``."""
+def from_client(api_client, namespace: str, **options) -> Kube:
+    """A :class:`Kube` over one ``kubernetes.client.ApiClient`` (``options``: Kube's)."""
     from kubernetes import client
 
-    return Kube(client.CoreV1Api(api_client), client.CustomObjectsApi(api_client), namespace)
+    return Kube(
+        client.CoreV1Api(api_client), client.CustomObjectsApi(api_client), namespace, **options
+    )
 
 
 def in_cluster() -> Kube:

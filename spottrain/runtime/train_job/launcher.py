@@ -13,12 +13,19 @@ on-demand pool's JobSet, from the same checkpoint dir. The move is ordered so th
 launcher killed in the middle of it finishes it when started again, and two gangs
 never train at once: the next JobSet is created suspended (no pods; JobSet's own
 ``spec.suspend``), the current one is deleted and waited for, then the next resumed.
+
+A JobSet names the launcher that follows it (``HOLDER_ANNOTATION``): a launcher that
+re-attaches claims it, and one that finds another's name there leaves it alone, so an
+older launcher still ending (its pod deleted while KFP's retry already runs) never
+deletes the gang the newer one follows.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,10 +34,12 @@ from dataclasses import dataclass, field, replace
 from spottrain.runtime.train_job import attempts, status
 from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import jobset as js
+from spottrain.runtime.train_job import kube as k8s
 from spottrain.runtime.train_job.attempts import PodAttempt
 from spottrain.runtime.train_job.kube import KubeError
 from spottrain.runtime.train_job.logs import ChiefLog
 from spottrain.runtime.train_job.observe import (
+    HOLDER_ANNOTATION,
     JOBSET_NAME_LABEL,
     RUN_STARTED_ANNOTATION,
     Memory,
@@ -39,14 +48,11 @@ from spottrain.runtime.train_job.observe import (
     observe,
     run_started,
     start_failures,
+    unanswered,
 )
 from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
-
-# Consecutive failed looks (API unreachable) waited out before the launcher exits
-# UNAVAILABLE; its KFP retry re-attaches to the JobSet, which runs on meanwhile.
-API_FAILURES_TOLERATED = 30
 
 
 @dataclass
@@ -74,11 +80,16 @@ def ours(ws: js.WorkerSet) -> dict[str, str]:
     return labels
 
 
+def default_holder() -> str:
+    """This launcher's name on the JobSet: its pod (a KFP retry is a new pod), its pid."""
+    return f"{k8s.own_pod_name() or socket.gethostname()}/{os.getpid()}"
+
+
 class JobSetLauncher:
     """Runs one :class:`jobset.WorkerSet` as a JobSet to its end.
 
     Args:
-        kube: A :class:`kube.Kube`.
+        kube: A :class:`kube.Kube` (it waits out an unanswering API server).
         sets: The gang, or the spot gang and then the on-demand one it may move to.
         poll_seconds: Seconds between two looks.
         capacity_deadline: Seconds pods may stay Unschedulable before the run ends
@@ -95,6 +106,7 @@ class JobSetLauncher:
         say: Where the progress lines go.
         chief_log: Where the chief pod's log lines go (the KFP task log), each
             generation's chief followed from its start.
+        holder: This launcher's name on the JobSet (default: :func:`default_holder`).
     """
 
     def __init__(
@@ -111,8 +123,10 @@ class JobSetLauncher:
         own_pod_disrupted: Callable[[], bool] = lambda: False,
         say: Callable[[str], None] = print,
         chief_log: Callable[[str], None] = print,
+        holder: str = "",
     ):
         self.kube = kube
+        self.holder = holder or default_holder()
         self.sets = [sets] if isinstance(sets, js.WorkerSet) else list(sets)
         self.current = 0
         self.poll_seconds = poll_seconds
@@ -149,6 +163,8 @@ class JobSetLauncher:
         while True:
             self.memory = replace(self.memory, can_fall_back=self.current < len(self.sets) - 1)
             jobset, pods = self._look()
+            if first:
+                jobset = self._claim(jobset)
             self._note(pods)
             self.logs.update(pods)
             now = self.clock()
@@ -159,6 +175,7 @@ class JobSetLauncher:
             seen = observe(
                 jobset, pods, now=now, ours=ours(self.ws), memory=self.memory, starts=self._starts,
                 sigterm=sigterm, own_pod_disrupted=sigterm and self.own_pod_disrupted(),
+                holder=self.holder,
             )  # fmt: skip
             if first and seen.state not in ("missing", "foreign"):
                 self._say(
@@ -176,7 +193,8 @@ class JobSetLauncher:
                 self.memory = _said(self.memory, action.said, seen)
             elif action.kind in (d.EXIT, d.DELETE_AND_EXIT):
                 if action.kind == d.DELETE_AND_EXIT and jobset is not None:
-                    self.kube.delete_jobset(self.ws.name)
+                    if not self._delete_as_seen(jobset):
+                        continue  # changed since this look (claimed?): look again
                 self.logs.join()
                 return Outcome(
                     code=action.code,
@@ -199,18 +217,35 @@ class JobSetLauncher:
             self.stop.wait(self.poll_seconds)
 
     def _look(self) -> tuple[dict | None, list[dict]]:
-        """The JobSet and its pods; an API blip is waited out (the gang runs on)."""
-        for failures in range(API_FAILURES_TOLERATED + 1):
-            try:
-                jobset = self.kube.read_jobset(self.ws.name)
-                pods = self.kube.list_pods({JOBSET_NAME_LABEL: self.ws.name}) if jobset else []
-                return jobset, pods
-            except KubeError as err:
-                if not preemption.is_retryable(err.code) or failures == API_FAILURES_TOLERATED:
-                    raise
-                log.warning("%s (look %d of %d)", err, failures + 1, API_FAILURES_TOLERATED)
-                self.stop.wait(self.poll_seconds)
-        raise AssertionError("unreachable")
+        """The JobSet and its pods (``Kube`` waits out an API blip; the gang runs on)."""
+        jobset = self.kube.read_jobset(self.ws.name)
+        pods = self.kube.list_pods({JOBSET_NAME_LABEL: self.ws.name}) if jobset else []
+        return jobset, pods
+
+    def _claim(self, jobset: dict | None) -> dict | None:
+        """Names this launcher on a JobSet of ours it re-attaches to (the newest wins)."""
+        if jobset is None or not is_ours(jobset, ours(self.ws)):
+            return jobset
+        annotations = (jobset.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(HOLDER_ANNOTATION) == self.holder:
+            return jobset
+        claimed = self.kube.annotate_jobset(self.ws.name, {HOLDER_ANNOTATION: self.holder})
+        return claimed if claimed is not None else jobset
+
+    def _delete_as_seen(self, jobset: dict) -> bool:
+        """Deletes the JobSet only as this look saw it (False: it changed meanwhile).
+
+        The API's ``preconditions.resourceVersion`` makes the check and the delete one
+        step: another launcher's claim in between fails the delete with 409.
+        """
+        version = (jobset.get("metadata") or {}).get("resourceVersion")
+        try:
+            self.kube.delete_jobset(self.ws.name, resource_version=version)
+        except KubeError as err:
+            if getattr(err.__cause__, "status", None) == 409:
+                return False
+            raise
+        return True
 
     def _say(self, line: str) -> None:
         self.say(f"[jobset {self.ws.name}] {line}")
@@ -237,7 +272,12 @@ class JobSetLauncher:
         self._finish_move()
 
     def _finish_move(self) -> None:
-        """Deletes the earlier gangs' JobSets, waits until they are gone, resumes this one."""
+        """Deletes the earlier gangs' JobSets, waits until they are gone, resumes this one.
+
+        A pod on a node that stopped answering (a reclaimed spot VM) never ends by
+        itself and would hold the foreground deletion: it is deleted forcibly, as in
+        the run loop.
+        """
         started = self.clock()
         while True:
             left = [
@@ -250,6 +290,12 @@ class JobSetLauncher:
                 break
             for name in left:
                 self.kube.delete_jobset(name)  # again on each look: idempotent
+                pods = self.kube.list_pods({JOBSET_NAME_LABEL: name})
+                stuck = unanswered(pods, self.clock(), self.memory.unanswered_after)
+                for meta in (p["metadata"] for p in pods):
+                    if meta["name"] in {pod for pod, _ in stuck}:
+                        self._say(f"pod {meta['name']} of {name} does not end: deleting it")
+                        self.kube.force_delete_pod(meta["name"], meta["uid"])
             if self.clock() - started >= d.DELETING_DEADLINE:
                 raise KubeError(
                     preemption.UNAVAILABLE,
@@ -266,6 +312,7 @@ class JobSetLauncher:
             self.run_started = self.clock()
         annotations = manifest["metadata"].setdefault("annotations", {})
         annotations[RUN_STARTED_ANNOTATION] = f"{self.run_started:.3f}"
+        annotations[HOLDER_ANNOTATION] = self.holder
         try:
             self.kube.create_jobset(manifest)
         except KubeError as err:

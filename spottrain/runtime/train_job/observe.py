@@ -21,6 +21,8 @@ RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.
 # When the run's first JobSet was made (epoch s), carried to the JobSets after it:
 # the run deadline counts from there, so a move buys no time.
 RUN_STARTED_ANNOTATION = "spottrain.dev/run-started"
+# The launcher that follows the JobSet now (its pod/pid): an older one leaves it alone.
+HOLDER_ANNOTATION = "spottrain.dev/launcher"
 
 
 @dataclass(frozen=True)
@@ -171,10 +173,12 @@ def observe(
     starts: Mapping[str, float] | None = None,
     sigterm: bool = False,
     own_pod_disrupted: bool = False,
+    holder: str = "",
 ) -> Observed:
     """The launcher's one look, for :func:`decide.decide`.
 
     ``starts``: when each pod that cannot start was first seen so (:func:`start_failures`).
+    ``holder``: this launcher's name, to tell a JobSet another launcher claimed.
     """
     base = Observed(
         state="missing",
@@ -206,6 +210,9 @@ def observe(
     )  # fmt: skip
     if not is_ours(jobset, ours):
         return replace(base, state="foreign")
+    claimed = (meta.get("annotations") or {}).get(HOLDER_ANNOTATION, "")
+    if holder and claimed and claimed != holder:
+        base = replace(base, held_by=claimed)
     base = replace(base, unanswered=unanswered(pods, now, memory.unanswered_after))
     deleted_at = status.epoch(meta.get("deletionTimestamp"))
     if deleted_at is not None:

@@ -1,85 +1,60 @@
-"""The JobSet launcher when the API server does not answer for a while.
+"""The JobSet launcher when its path to the API server fails, on the wire.
 
 The cluster is real (kube-cp with JobSet's controller, as in
-tests/system/gke/test_train_job_launcher_real_kube.py); the outage is injected: the launcher's
-:class:`Kube` answers its looks (``read_jobset``) with the error an unreachable API
-server gives (``KubeError`` 172, as ``kube.explain`` makes it for no answer) while the
-test says so. The gang runs on meanwhile, as it would.
+tests/system/gke/test_train_job_launcher_real_kube.py), and so are the client and the
+launcher: its requests go through a TCP proxy (tests/wire_faults.py) that refuses
+connections, resets them, accepts them and never answers, or answers late, while the
+gang runs on (tests/launcher_outages.py). Each table runs its scenarios at once, one
+namespace each, so the table costs about as long as its longest row.
 """
 
 from __future__ import annotations
 
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-from real_jobset import (  # noqa: F401
-    MARKS,
-    Background,
-    child_jobs,
-    gone,
-    jobset_kube_fixture,
-    namespace,
-    running_pods,
-    worker_set,
-)
-from real_kube import wait_for
+from launcher_outages import play
+from real_jobset import MARKS, jobset_kube_fixture  # noqa: F401 - the fixture, by import
+from wire_faults import BLACKHOLE, KINDS, REFUSE, RESET, SLOW
 
-from spottrain.runtime.train_job import kube, launcher
-from spottrain.runtime.train_job.kube import KubeError
 from spottrain.trainer import preemption
 
 pytestmark = MARKS
 
-
-class Outage(kube.Kube):
-    """The real client's calls, but its looks fail while ``down`` is set."""
-
-    down = threading.Event()
-    failed = 0
-
-    def read_jobset(self, name):
-        if self.down.is_set():
-            Outage.failed += 1
-            raise KubeError(preemption.UNAVAILABLE, f"cannot get JobSet {name}: no answer")
-        return super().read_jobset(name)
+OUTAGE = 5.0  # seconds; more than the read timeout (2 s), so black holes time out
+PATIENCE = 60.0  # what the launcher waits out, per call
 
 
-def start(cp, ns, name) -> Background:
-    from kubernetes import client
-
-    Outage.down.clear()
-    Outage.failed = 0
-    k = Outage(client.CoreV1Api(cp.admin), client.CustomObjectsApi(cp.admin), ns)
-    quiet = dict(say=lambda line: None, chief_log=lambda line: None)
-    return Background(launcher.JobSetLauncher(k, worker_set(ns, name), poll_seconds=0.5, **quiet))
-
-
-def test_an_outage_shorter_than_the_bound_is_waited_out(jobset_kube):
-    cp, ns, name = jobset_kube, "ta-blip", "st-blip"
-    namespace(cp, ns)
-    run = start(cp, ns, name)
-    (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
-    pods = running_pods(cp, ns, job.metadata.uid, 2)
-    Outage.down.set()
-    wait_for("three failed looks", lambda: Outage.failed >= 3, timeout=30)
-    for pod in pods:  # the gang finishes while the launcher cannot look
-        cp.kubelet.exit(pod, 0)
-    Outage.down.clear()
-    out = run.result(timeout=120)
-    assert out.code == 0 and out.message == "JobSet Completed", out.message
-    assert Outage.failed < launcher.API_FAILURES_TOLERATED
+def _table(cp, rows, **kw):
+    with ThreadPoolExecutor(len(rows)) as pool:
+        futures = [
+            pool.submit(play, cp, f"to-{tag}", f"st-{tag}", kind, phase, seconds, **kw)
+            for tag, kind, phase, seconds in rows
+        ]
+        return [f.result() for f in futures]
 
 
-def test_a_longer_outage_ends_with_172_and_leaves_the_jobset_for_the_retry(jobset_kube):
-    cp, ns, name = jobset_kube, "ta-down", "st-down"
-    namespace(cp, ns)
-    run = start(cp, ns, name)
-    (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
-    running_pods(cp, ns, job.metadata.uid, 2)
-    Outage.down.set()
-    with pytest.raises(KubeError) as err:
-        run.result(timeout=120)
-    assert err.value.code == preemption.UNAVAILABLE
-    assert Outage.failed == launcher.API_FAILURES_TOLERATED + 1
-    assert not gone(cp, ns, name)  # the gang runs on; KFP's retry re-attaches
-    assert [j.metadata.uid for j in child_jobs(cp, ns, name)] == [job.metadata.uid]
+def test_outages_shorter_than_the_patience_are_waited_out_at_start_and_mid_run(jobset_kube):
+    rows = [(f"{k}-{p}", k, p, OUTAGE) for k in KINDS for p in ("start", "mid")]
+    played = _table(jobset_kube, rows, patience=PATIENCE)
+    for run in played:
+        where = f"{run.kind} at {run.phase}: {run.line} {run.lines}"
+        assert run.code == 0 and run.line == "JobSet Completed", where
+        assert run.same_gang and run.restarts == 0, where  # the gang was never touched
+        if run.kind != SLOW:  # a slow answer within the read timeout is an answer
+            assert run.retried == 1 and run.answered_again, where  # one line each way
+
+
+def test_an_outage_that_outlasts_the_patience_is_one_line_172_and_the_gang_left(jobset_kube):
+    rows = [(f"down-{k}", k, "mid", None) for k in KINDS]
+    rows.append(("down-refuse-start", REFUSE, "start", None))
+    # Answers later than the read timeout are no answers.
+    played = _table(jobset_kube, rows, patience=6.0, delay=3.0)
+    for run in played:
+        where = f"{run.kind} at {run.phase}: {run.line}"
+        assert run.code == preemption.UNAVAILABLE, where
+        assert "\n" not in run.line and "giving up" in run.line, where
+        assert run.kept == (run.phase == "mid") and run.same_gang == (run.phase == "mid"), where
+    lines = {run.kind: run.line for run in played if run.phase == "mid"}
+    assert "ConnectionRefusedError" in lines[REFUSE] or "refused" in lines[REFUSE], lines
+    assert "reset" in lines[RESET].lower() or "aborted" in lines[RESET].lower(), lines
+    assert "timed out" in lines[BLACKHOLE].lower() or "timeout" in lines[BLACKHOLE], lines

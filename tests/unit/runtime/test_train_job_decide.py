@@ -28,6 +28,10 @@ TABLE = [
     (d.Observed("foreign", sigterm=True), d.EXIT, 64, "not touching it"),
     # SIGTERM because the launcher's own pod is going: the gang runs on.
     (d.Observed("running", sigterm=True, own_pod_disrupted=True), d.EXIT, 143, "runs on"),
+    # A newer launcher claimed the gang: this one leaves it, SIGTERM or not, never deletes.
+    (d.Observed("running", held_by="pod-b/1"), d.EXIT, 143, "pod-b/1 follows"),
+    (d.Observed("running", held_by="pod-b/1", sigterm=True), d.EXIT, 143, "leaving the gang"),
+    (d.Observed("failed", exit_code=170, held_by="pod-b/1"), d.EXIT, 143, "newer attempt"),
     # An earlier JobSet of the name still going: said once, waited for, bounded.
     (d.Observed("deleting", stuck_pods=("p-0",)), d.REPORT, None, "p-0"),
     (d.Observed("deleting", deleting_said=True, deleting_seconds=10), d.WAIT, None, ""),

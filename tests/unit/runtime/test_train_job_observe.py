@@ -161,3 +161,13 @@ def test_a_pod_terminating_past_its_grace_is_unanswered_after_a_while():
         ("a", "n-a"),
         ("b", "n-b"),
     )
+
+
+def test_a_jobset_another_launcher_claimed_is_held_by_it():
+    js = jobset()
+    assert look(js, holder="pod-a/1").held_by == ""  # unclaimed (made before claims)
+    js["metadata"]["annotations"] = {ob.HOLDER_ANNOTATION: "pod-a/1"}
+    assert look(js, holder="pod-a/1").held_by == ""
+    assert look(js, holder="pod-b/7").held_by == "pod-a/1"
+    js["metadata"]["labels"] = {}
+    assert look(js, holder="pod-b/7").state == "foreign"  # foreign wins: never touched
