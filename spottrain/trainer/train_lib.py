@@ -114,7 +114,7 @@ class Trainer:
         # After the strategy: MWMS's own SIGTERM handler would swallow the signal.
         self.stop.install()
         self.stop.on_set = self._noted
-        # GCE's metadata notice can come before the SIGTERM (silent off GCE).
+        # GCE's metadata notice can come before the SIGTERM (it says whether it watches).
         metadata_notice.watch(self.stop.set)
         self.replicas = self.strategy.num_replicas_in_sync
         self.global_batch = config.global_batch(cfg, self.replicas)

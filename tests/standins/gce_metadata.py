@@ -8,11 +8,17 @@ change), or ``timeout_sec`` passes; the value comes with its ``ETag``. The key
 ``instance/preempted`` reads ``FALSE`` until the VM is preempted, then ``TRUE``.
 ``hang`` holds every request open (a slow server); ``flavor=False`` answers without
 the header (something that is not GCE's server); ``drop_first_wait`` closes the first
-waiting request's connection without an answer (a dropped connection).
+waiting request's connection without an answer (a dropped connection). ``fail_first``
+answers that many first requests with ``failure`` instead: ``"503"`` (an HTTP 503 with
+GCE's header), ``"reset"`` (a TCP reset, no answer), ``"garbage"`` (bytes that are not
+HTTP) or ``"not a value"`` (a 200 whose body is neither ``TRUE`` nor ``FALSE``).
+:meth:`revert` turns the key back to ``FALSE`` (a notice taken back).
 """
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,9 +28,21 @@ KEY = "/computeMetadata/v1/instance/preempted"
 
 
 class MetadataServer:
-    def __init__(self, preempted=False, hang=False, flavor=True, drop_first_wait=False):
+    FAILURES = ("503", "reset", "garbage", "not a value")
+
+    def __init__(
+        self,
+        preempted=False,
+        hang=False,
+        flavor=True,
+        drop_first_wait=False,
+        fail_first=0,
+        failure="503",
+    ):
+        assert failure in self.FAILURES, failure
         self.value = "TRUE" if preempted else "FALSE"
         self.hang, self.flavor, self.drop_first_wait = hang, flavor, drop_first_wait
+        self.fail_first, self.failure = fail_first, failure
         self.changed = threading.Condition()
         self.requests: list[tuple[float, str]] = []
         self.flipped_at: float | None = None
@@ -49,6 +67,13 @@ class MetadataServer:
             self.changed.notify_all()
         return self.flipped_at
 
+    def revert(self) -> float:
+        """Turns the key back to FALSE; returns when (epoch seconds)."""
+        with self.changed:
+            self.value = "FALSE"
+            self.changed.notify_all()
+        return time.time()
+
     def close(self) -> None:
         with self.changed:
             self.hang = False
@@ -70,6 +95,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(403, "Missing Metadata-Flavor:Google header.")
         if url.path != KEY:
             return self._send(404, "not found")
+        if md.fail_first > 0:
+            md.fail_first -= 1
+            return self._fail(md.failure)
         if query.get("wait_for_change") == "true" and md.drop_first_wait:
             md.drop_first_wait = False
             self.close_connection = True
@@ -99,6 +127,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(raw)
         except BrokenPipeError:  # the client went away (its process ended): as GCE's would
             self.close_connection = True
+
+    def _fail(self, failure: str) -> None:
+        if failure == "503":
+            return self._send(503, "Service Unavailable")
+        if failure == "not a value":
+            return self._send(200, "<!doctype html><title>oops</title>", "etag-html")
+        self.close_connection = True
+        if failure == "garbage":
+            self.wfile.write(b"\x00\x17garbage, not HTTP\r\n\r\n")
+            return None
+        # SO_LINGER 0: close() sends a RST, not a FIN (socket(7)).
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        return None
 
     def log_message(self, *args):
         pass

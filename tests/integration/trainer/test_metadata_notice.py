@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-from trainer_helpers import ledger, tiny_args
+from trainer_helpers import ledger, run_module, tiny_args
 
 from spottrain.trainer import launch, metadata_notice, preemption
 
@@ -87,3 +87,19 @@ def test_a_metadata_server_that_never_answers_delays_no_step(
     assert done.code == 0
     assert md.requests  # the watcher asked, and got no answer the whole run
     assert ledger(out)[0]["last_step"] == 40
+
+
+@pytestmark_slow
+@pytest.mark.parametrize("value", ["not a host", "127.0.0.1:abc"])
+def test_a_bad_metadata_host_is_one_warning_and_training_goes_on(digits_dir, tmp_path, value):
+    out = tmp_path / "run"
+    args = tiny_args(digits_dir, out, train_steps=10, save_every_steps=10)
+    proc, _ = run_module(
+        "spottrain.trainer.task", args, extra_env={metadata_notice.HOST_ENV: value}
+    )
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    named = [ln for ln in text.splitlines() if repr(value) in ln]
+    assert len(named) == 1 and " WARNING " in named[0] and "SIGTERM" in named[0], named
+    assert ledger(out)[0]["last_step"] == 10
