@@ -94,7 +94,9 @@ def problem(namespace: str, account: str = "") -> str:
     where = argo_retry.current_context()
     with api_client:
         try:
-            kube.from_client(api_client, namespace).check_api(timeout=5)
+            # One try, 5 s: a pre-flight that cannot ask stays silent (no waiting out).
+            quick = kube.from_client(api_client, namespace, patience=0, request_timeout=(5, 5))
+            quick.check_api()
         except kube.NoJobSetApi as err:
             return f"{err} ({where})"
         except Exception as err:  # noqa: BLE001 - 403, no answer: it cannot be asked

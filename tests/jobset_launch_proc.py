@@ -3,15 +3,21 @@ SIGKILL and SIGTERM it for real (a thread cannot be killed, and only a main thre
 gets signals). Its one argument is JSON: kubeconfig, namespace, name, workers,
 placement (Placement's fields), capacity_deadline. A stand-in for the component's
 entry point, which is not wired to this engine yet (issue 30); prints each line and
-exits with the launcher's code.
+exits with the launcher's code. :class:`Proc` runs it from a test.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 
-from kubernetes import config
+from real_jobset import A100
+from real_kube import wait_for
 
 from spottrain.placement import Placement
 from spottrain.runtime.train_job import jobset as js
@@ -20,6 +26,8 @@ from spottrain.runtime.train_job.kube import KubeError
 
 
 def main() -> int:
+    from kubernetes import config
+
     spec = json.loads(sys.argv[1])
     client = config.new_client_from_config(config_file=spec["kubeconfig"])
     ws = js.WorkerSet(
@@ -48,6 +56,54 @@ def main() -> int:
         return err.code
     print(f"OUTCOME {out.code} restarts={out.restarts} counted={out.restarts_counted}", flush=True)
     return out.code
+
+
+class Proc:
+    """tests/jobset_launch_proc.py as a process; its lines with their arrival times."""
+
+    def __init__(self, cp, ns, name, workers=2, capacity_deadline=3600, **placement):
+        spec = {
+            "kubeconfig": cp.kubeconfig, "namespace": ns, "name": name, "workers": workers,
+            "placement": {**A100, **placement}, "capacity_deadline": capacity_deadline,
+        }  # fmt: skip
+        here = Path(__file__).resolve().parent
+        env = {**os.environ, "PYTHONPATH": f"{here.parent}{os.pathsep}{here}"}
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, json.dumps(spec)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        )  # fmt: skip
+        self.lines: list[tuple[float, str]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def line(self, words: str, timeout: float = 120.0) -> tuple[float, str]:
+        def seen():
+            return next(((t, s) for t, s in self.lines if words in s), None)
+
+        try:
+            return wait_for(f"a launcher line with {words!r}", seen, timeout=timeout)
+        except AssertionError:
+            self.proc.kill()
+            raise AssertionError(f"no line with {words!r}:\n{self.text()}") from None
+
+    def text(self) -> str:
+        return "\n".join(s for _, s in self.lines)
+
+    def wait(self, timeout: float = 120.0) -> int:
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(
+                f"the launcher did not end in {timeout:.0f} s:\n{self.text()}"
+            ) from None
+        self._reader.join(5)
+        return code
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ observed with the webhook configurations left out: no child Job, "Observed a pan
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import datetime
 import ipaddress
@@ -297,11 +298,9 @@ MARKS = [
 ]
 
 
-@pytest.fixture(scope="module", name="jobset_kube")
-def jobset_kube_fixture(tmp_path_factory):
+@contextlib.contextmanager
+def running_jobset_kube(workdir: Path):
     """kube-cp + JobSet's CRD + jobset-manager with webhooks; two GPU nodes, a kubelet."""
-    pytest.importorskip("kubernetes")
-    workdir = tmp_path_factory.mktemp("jobset-kube")
     cp = ControlPlane(workdir)
     manager = kubelet = None
     try:
@@ -323,6 +322,14 @@ def jobset_kube_fixture(tmp_path_factory):
         if manager:
             manager.stop()
         cp.stop()
+
+
+@pytest.fixture(scope="module", name="jobset_kube")
+def jobset_kube_fixture(tmp_path_factory):
+    """:func:`running_jobset_kube`, one per test module."""
+    pytest.importorskip("kubernetes")
+    with running_jobset_kube(tmp_path_factory.mktemp("jobset-kube")) as cp:
+        yield cp
 
 
 def custom(cp):

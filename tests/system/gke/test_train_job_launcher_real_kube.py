@@ -8,17 +8,13 @@ process of its own (tests/jobset_launch_proc.py) where it is SIGKILLed or SIGTER
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
+from jobset_launch_proc import Proc
 from platform_chains import (
     NO_TINI,
     REPO,
@@ -59,7 +55,6 @@ from spottrain.runtime.train_settings import TrainSettings
 pytestmark = MARKS  # slow; skipped without kube-cp or `make jobset`'s outputs
 RESTART = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.go:34
 INDEX = "batch.kubernetes.io/job-completion-index"
-PROC = Path(__file__).resolve().parents[2] / "jobset_launch_proc.py"
 
 
 def in_thread(cp, ws, lines, **kw) -> Background:
@@ -68,53 +63,6 @@ def in_thread(cp, ws, lines, **kw) -> Background:
     ns = ws.namespace if isinstance(ws, js.WorkerSet) else ws[0].namespace
     run = launcher.JobSetLauncher(kube.from_client(cp.admin, ns), ws, say=lines.append, **kw)
     return Background(run)
-
-
-class Proc:
-    """tests/jobset_launch_proc.py as a process; its lines with their arrival times."""
-
-    def __init__(self, cp, ns, name, workers=2, capacity_deadline=3600, **placement):
-        spec = {
-            "kubeconfig": cp.kubeconfig, "namespace": ns, "name": name, "workers": workers,
-            "placement": {**A100, **placement}, "capacity_deadline": capacity_deadline,
-        }  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
-        self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [sys.executable, str(PROC), json.dumps(spec)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        )  # fmt: skip
-        self.lines: list[tuple[float, str]] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.append((time.monotonic(), line.rstrip("\n")))
-
-    def line(self, words: str, timeout: float = 120.0) -> tuple[float, str]:
-        def seen():
-            return next(((t, s) for t, s in self.lines if words in s), None)
-
-        try:
-            return wait_for(f"a launcher line with {words!r}", seen, timeout=timeout)
-        except AssertionError:
-            self.proc.kill()
-            raise AssertionError(f"no line with {words!r}:\n{self.text()}") from None
-
-    def text(self) -> str:
-        return "\n".join(s for _, s in self.lines)
-
-    def wait(self, timeout: float = 120.0) -> int:
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise AssertionError(
-                f"the launcher did not end in {timeout:.0f} s:\n{self.text()}"
-            ) from None
-        self._reader.join(5)
-        return code
 
 
 def generation(cp, ns, name, n_restart: int, timeout: float = 120.0):
