@@ -18,7 +18,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+# In place of this script's folder, whose copy.py would shadow the standard library's.
+sys.path[0] = str(Path(__file__).resolve().parents[1] / "tests")
 
 from launcher_outages import play  # noqa: E402
 from real_jobset import running_jobset_kube  # noqa: E402
