@@ -458,7 +458,7 @@ class Trainer:
         )
         per_replica = context.get_per_replica_batch_size(self.global_batch)
         local = max(1, context.num_replicas_in_sync // context.num_input_pipelines)
-        batch_memory.check_batch_fits(spec, per_replica, local, flag)
+        batch_memory.check_batch_fits(spec, per_replica, local, flag, self.model)
 
     # -- the end --------------------------------------------------------------
     def evaluate(self) -> dict:
