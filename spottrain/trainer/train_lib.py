@@ -19,7 +19,6 @@ import threading
 import time
 
 from spottrain.trainer import (
-    advice,
     calls,
     checkpoint_store,
     checkpointing,
@@ -29,6 +28,7 @@ from spottrain.trainer import (
     fileio,
     fit_step,
     metadata_notice,
+    nan_inputs,
     preemption,
     save_health,
     steps,
@@ -294,7 +294,7 @@ class Trainer:
             self.heartbeat.done()
             return self.start_step
 
-        contexts = []
+        contexts = self._contexts = []  # the NaN guard reads a batch again through them
 
         def dataset_fn(context):
             contexts.append(context)
@@ -357,7 +357,7 @@ class Trainer:
         healthy, diverged = self.history.diverged(step, present)
         raise TrainerExit(
             preemption.FATAL_NAN,
-            f"loss is {loss} at step {step}; {advice.nan_advice(self.cfg)}; "
+            f"loss is {loss} at step {step}; {nan_inputs.remedy(self, step)}; "
             + save_health.nan_resume_line(healthy, diverged),
         )
 
