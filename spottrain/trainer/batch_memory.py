@@ -9,9 +9,11 @@ process (the cgroup's limit, as in a pod or container, and the host's ``MemAvail
 * the input: two steps' batches (the one a step reads and the one ``prefetch``
   holds), from the size of one element in the task's dataset's ``element_spec``
   (nothing is decoded);
-* the model's step: a layer's input and its output exist together while it runs, so
-  the largest such pair in the model's graph, for this worker's examples, is a floor
-  of what the step allocates (``layer_bytes``). The input alone misses the real case:
+* the model's step, where it runs in the host's memory (no GPU; on one, TensorFlow's
+  allocator refuses what does not fit, a line of its own): a layer's input and its
+  output exist together while it runs, so the largest such pair in the model's graph,
+  for this worker's examples, is a floor of what the step allocates
+  (``layer_bytes``). The input alone misses the real case:
   32x32x3 uint8 images are 3 KiB an example, while the first 32-filter convolution of
   the small CNN writes 128 KiB of float32 for each, 40 times as much.
 
@@ -154,6 +156,12 @@ def _nodes(model):
                 yield layer, node
 
 
+def _accelerators() -> bool:
+    import tensorflow as tf
+
+    return any(tf.config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
+
+
 def _views():
     import keras
 
@@ -196,7 +204,10 @@ def check_batch_fits(
             f"({batch * elements_per_step} x {counted}), and {BATCHES_HELD} of them do not fit "
             f"in the {_gib(available)} of memory available; lower it"
         )
-    per_example, layer = layer_bytes(model) if model is not None else (0, "")
+    # On an accelerator the activations are in its memory, not the host's: TensorFlow's
+    # allocator refuses what does not fit there (ResourceExhausted: the step's own line).
+    on_host = model is not None and not _accelerators()
+    per_example, layer = layer_bytes(model) if on_host else (0, "")
     examples = batch * elements_per_step
     needs = step * BATCHES_HELD + per_example * examples
     if per_example and needs > available:
