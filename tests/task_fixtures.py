@@ -235,3 +235,37 @@ class KerasStepNoLoss(KerasTask):
         import numpy as np
 
         return np.zeros((64, 3), "float32"), np.zeros(64, "float32")
+
+
+# -- issue 42: NaN in the data, not in the training
+
+
+class NanFeatures(_regression()):
+    """From step 4 on, feature 3 of the first ``nan_rows`` examples is NaN (a bad column).
+
+    ``nan_rows`` (task arg, default 5) counts from the start of the global batch; with
+    ``tail: true`` they are its last rows instead (another worker's share on 2 workers).
+    """
+
+    def prepare(self):
+        self.nan_rows = int(self.args.pop("nan_rows", 5))
+        self.tail = bool(self.args.pop("tail", False))
+        super().prepare()
+
+    def train_dataset(self, spec):
+        import tensorflow as tf
+
+        rows, tail, features = self.nan_rows, self.tail, self.features
+        ds = super().train_dataset(spec)
+        part, batch = spec.worker_slice, spec.global_batch
+        first = batch - rows if tail else 0
+
+        def spoil(step, xy):
+            x, y = xy
+            global_rows = tf.range(part.start, part.stop)
+            bad = (global_rows >= first) & (global_rows < first + rows) & (step >= 3)
+            column = tf.one_hot(3, features, on_value=True, off_value=False)
+            mask = bad[:, None] & column[None, :]
+            return tf.where(mask, tf.constant(float("nan")), x), y
+
+        return ds.enumerate(spec.start_step).map(spoil)

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spottrain.pricing import cache, catalog
-from spottrain.pricing.machines import gpu_key, region_of, shape
+from spottrain.pricing import cache, catalog, zones
+from spottrain.pricing.machines import gpu_key, problem, region_of, shape
 from spottrain.pricing.skus import PriceTable
 from spottrain.pricing.sources import OFF, SIDES, Sources
 
@@ -159,6 +159,9 @@ def _parts(usage: Usage) -> tuple[list[tuple[str, float]], str]:
     machine = usage.machine_type.strip().lower()
     if not machine:
         return [], "machine type unknown"
+    # What Compute Engine does not offer has no price, not the sum of its made-up parts.
+    if why := problem(machine, usage.gpu_type, usage.gpu_count) or zones.problem(usage.location):
+        return [], why
     parts: list[tuple[str, float]] = [(f"machine:{machine}", 1.0)]
     built_in = shape(machine)
     if usage.gpu_type:

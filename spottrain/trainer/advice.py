@@ -22,6 +22,14 @@ def nan_advice(cfg: config.TrainConfig) -> str:
     return ", ".join(tips)
 
 
+def nan_in_data(step: int, found: str) -> str:
+    """The remedy when the batch of the NaN step holds non-finite values itself."""
+    return (
+        f"the batch of step {step} holds non-finite inputs: {found}; fix the task's data "
+        "(what its train_dataset yields), not the learning rate"
+    )
+
+
 # Lines of a traced-function, Keras or TensorFlow runtime error that frame the cause,
 # not state it.
 _FRAMING = (

@@ -1,16 +1,26 @@
 """Refuses a batch that cannot fit in this machine's memory, before the first step.
 
 Without it a batch size that is too large (``--batch-size-per-replica 1000000``)
-grows the input pipeline until the kernel's OOM killer ends the trainer: exit 137,
-which every orchestrator retries, after minutes, with no line saying why. The
-engine reads the size of one decoded element from the task's dataset's
-``element_spec`` (nothing is decoded) and compares what one step holds on this
-worker against the memory available to the process (the cgroup's limit, as in a
-pod or container, and the host's ``MemAvailable``).
+grows the process until the kernel's OOM killer ends the trainer: exit 137, which
+every orchestrator retries, after minutes, with no line saying why. Two things a
+step must hold at once are counted, and compared against the memory available to the
+process (the cgroup's limit, as in a pod or container, and the host's ``MemAvailable``):
 
-The bound is generous, so that no run that could train trips it: only two steps'
-batches (the one a step reads and the one ``prefetch`` holds) must fit, while a real
-run also needs the model, the optimizer and the decode buffers.
+* the input: two steps' batches (the one a step reads and the one ``prefetch``
+  holds), from the size of one element in the task's dataset's ``element_spec``
+  (nothing is decoded);
+* the model's step, where it runs in the host's memory (no GPU; on one, TensorFlow's
+  allocator refuses what does not fit, a line of its own): a layer's input and its
+  output exist together while it runs, so the largest such pair in the model's graph,
+  for this worker's examples, is a floor of what the step allocates
+  (``layer_bytes``). The input alone misses the real case:
+  32x32x3 uint8 images are 3 KiB an example, while the first 32-filter convolution of
+  the small CNN writes 128 KiB of float32 for each, 40 times as much.
+
+Both bounds are generous (lower bounds), so that no run that could train trips them:
+a real step also keeps every activation for the backward pass, the gradients and the
+optimizer's slots. A model without a graph of layers (a subclassed ``call``) gets the
+input bound only.
 """
 
 from __future__ import annotations
@@ -110,7 +120,70 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-def check_batch_fits(element_spec, batch: int, elements_per_step: int, flag: str) -> None:
+def layer_bytes(model) -> tuple[int, str]:
+    """Bytes per example of the largest layer input and output that exist together.
+
+    Read from the model's graph of layers (nested models' layers too; their shapes are
+    symbolic, nothing runs): ``(0, "")`` for a model without one. Unknown dimensions
+    other than the batch count as 1, so this is a lower bound.
+    """
+    import keras
+
+    best, name = 0, ""
+    for layer, node in _nodes(model):
+        tensors = keras.tree.flatten(node.arguments.keras_tensors) + keras.tree.flatten(
+            node.outputs
+        )
+        each = sum(_per_example(t) for t in tensors)
+        if each > best:
+            best, name = each, layer.name
+    return best, name
+
+
+def _nodes(model):
+    """(layer, call) of every layer called in ``model``'s graph, inside nested models too."""
+    import keras
+
+    views = _views()
+    for layer in getattr(model, "layers", []):
+        if isinstance(layer, keras.Model):
+            yield from _nodes(layer)  # its layers, not its whole call as one
+            continue
+        if isinstance(layer, views):
+            continue  # its output is its input's buffer: counting both would overstate
+        for node in getattr(layer, "_inbound_nodes", []):
+            if hasattr(node, "arguments") and hasattr(node, "outputs"):
+                yield layer, node
+
+
+def _accelerators() -> bool:
+    import tensorflow as tf
+
+    return any(tf.config.list_logical_devices(kind) for kind in ("GPU", "TPU"))
+
+
+def _views():
+    import keras
+
+    return (keras.layers.Reshape, keras.layers.Flatten, keras.layers.Identity)
+
+
+def _per_example(tensor) -> int:
+    import tensorflow as tf
+
+    shape = getattr(tensor, "shape", None)
+    if not shape or shape[0] is not None:  # a scalar, or not batched: not per example
+        return 0
+    try:
+        size = tf.as_dtype(tensor.dtype).size
+    except TypeError:
+        return 0
+    return math.prod(d or 1 for d in shape[1:]) * max(1, size)
+
+
+def check_batch_fits(
+    element_spec, batch: int, elements_per_step: int, flag: str, model=None
+) -> None:
     """Raises ConfigError (exit 64) when a step's batches cannot fit in memory.
 
     Args:
@@ -118,16 +191,29 @@ def check_batch_fits(element_spec, batch: int, elements_per_step: int, flag: str
         batch: Examples per element (the per-replica batch).
         elements_per_step: Elements this worker reads per step (its local replicas).
         flag: The flag and value that set the batch, for the line.
+        model: The model the step trains (its largest layer: ``layer_bytes``).
     """
     available = available_bytes()
     if available is None:
         return
     each, counted = element_bytes(element_spec, batch)
     step = each * elements_per_step
-    if step * BATCHES_HELD <= available:
-        return
-    raise ConfigError(
-        f"{flag}: a step's batch on this worker is {_gib(step)} decoded "
-        f"({batch * elements_per_step} x {counted}), and {BATCHES_HELD} of them do not fit in "
-        f"the {_gib(available)} of memory available; lower it"
-    )
+    if step * BATCHES_HELD > available:
+        raise ConfigError(
+            f"{flag}: a step's batch on this worker is {_gib(step)} decoded "
+            f"({batch * elements_per_step} x {counted}), and {BATCHES_HELD} of them do not fit "
+            f"in the {_gib(available)} of memory available; lower it"
+        )
+    # On an accelerator the activations are in its memory, not the host's: TensorFlow's
+    # allocator refuses what does not fit there (ResourceExhausted: the step's own line).
+    on_host = model is not None and not _accelerators()
+    per_example, layer = layer_bytes(model) if on_host else (0, "")
+    examples = batch * elements_per_step
+    needs = step * BATCHES_HELD + per_example * examples
+    if per_example and needs > available:
+        raise ConfigError(
+            f"{flag}: a step on this worker needs at least {_gib(needs)} (the input and "
+            f"output of layer {layer!r} for {examples} examples: {_gib(per_example * examples)}; "
+            f"{BATCHES_HELD} input batches: {_gib(step * BATCHES_HELD)}), more than the "
+            f"{_gib(available)} of memory available; lower it"
+        )

@@ -24,6 +24,7 @@ Saving and restoring (the chief/worker split, asynchronous saves) is
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -270,7 +271,7 @@ def check_run_config(cfg: TrainConfig, cluster: Cluster, task_part: dict) -> Non
         ConfigError: naming each field that differs from the stored run.
     """
     path = fileio.join(cfg.checkpoint_dir, RUN_CONFIG)
-    stored = fileio.read_json(path)
+    stored = _read_run_config(path)
     if stored is not None:
         old = stored.get("compatibility", {})
         new = cfg.compatibility(task_part)
@@ -287,6 +288,24 @@ def check_run_config(cfg: TrainConfig, cluster: Cluster, task_part: dict) -> Non
         fileio.write_json(
             path, {"compatibility": cfg.compatibility(task_part), "config": cfg.to_dict()}
         )
+
+
+def _read_run_config(path: str) -> dict | None:
+    """The stored run config; ``None`` when missing or unreadable, a wrong shape included.
+
+    Valid JSON of another shape (a hand edit, another tool) is ignored and rewritten,
+    as broken JSON is (``fileio.read_json``), not an AttributeError on every retry.
+    """
+    stored = fileio.read_json(path)
+    if stored is None:
+        return None
+    if isinstance(stored, dict) and all(
+        isinstance(stored.get(part), dict) for part in ("compatibility", "config")
+    ):
+        return stored
+    shape = json.dumps(stored)[:80]
+    log.warning("ignoring unreadable %s (not a run config: %s)", path, shape)
+    return None
 
 
 def list_checkpoints(directory: str) -> list[tuple[int, str]]:

@@ -20,7 +20,14 @@ import time
 import uuid
 
 from spottrain import bill_labels, usage
-from spottrain.trainer import attempt_cost, checkpointing, fileio, preemption, versioned
+from spottrain.trainer import (
+    attempt_cost,
+    checkpointing,
+    fileio,
+    ledger_shape,
+    preemption,
+    versioned,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +45,7 @@ INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 def read(checkpoint_dir: str) -> list[dict]:
     """The records in ``checkpoint_dir`` (empty when there is no ledger)."""
     data, _ = versioned.store(fileio.join(checkpoint_dir, LEDGER)).read()
-    return (data or {}).get("attempts", [])
+    return ledger_shape.records(data)
 
 
 def _attempt_started() -> float:
@@ -61,7 +68,7 @@ def merge(stored: dict | None, changed: list[dict]) -> dict:
 
     Records are numbered in the order they were first written.
     """
-    records = list((stored or {}).get("attempts", []))
+    records = ledger_shape.records(stored)  # one of another shape: as unreadable
     index = {_key(r): i for i, r in enumerate(records)}
     for rec in changed:
         if _key(rec) in index:
@@ -211,8 +218,10 @@ class Ledger:
         if not self.enabled:
             return None
         data, _ = self._versioned().read()
-        quarantined = self._quarantine_unreadable() if data == {} else None  # {}: not JSON
-        self.records = (data or {}).get("attempts", [])
+        # {}: not JSON; a wrong shape (ledger_shape) is as unreadable.
+        why = "not JSON" if data == {} else ledger_shape.problem(data)
+        quarantined = ledger_shape.set_aside(self.dir, self.path, why) if why else None
+        self.records = ledger_shape.records(data)
         for prev in [r for r in self.records if r.get("outcome") == "running"]:
             self._close_silent(prev, start_step)
         with_steps = [r for r in self.records if "saved_step" in r]
@@ -313,29 +322,13 @@ class Ledger:
         if not self.enabled:
             return False
         data, _ = self._versioned().read()
-        if any(
-            (r.get("started") or 0) >= since - window_s for r in (data or {}).get("attempts", [])
-        ):
+        if any((r.get("started") or 0) >= since - window_s for r in ledger_shape.records(data)):
             return False
         rec = self._new_record()
         rec.update(started=since, outcome="hang", exit_code=code, message=message, steps_lost=0)
         self._close_times(rec, time.time())
         self._write(force=True)
         return True
-
-    def _quarantine_unreadable(self) -> str | None:
-        """Moves an unreadable ledger aside (a crash mid-write) instead of overwriting it.
-
-        Returns:
-            Where it went, or ``None`` when it could not be moved.
-        """
-        try:
-            moved = checkpointing.quarantine(self.dir, self.path, f".{int(time.time())}")
-        except Exception as e:  # noqa: BLE001 - the ledger must never stop training
-            log.warning("could not move the unreadable ledger %s aside: %s", self.path, e)
-            return None
-        log.warning("the attempt ledger was unreadable: moved to %s, a new one starts", moved)
-        return moved
 
     def set_start(self, step: int) -> None:
         """Corrects this attempt's start step once the checkpoint is actually restored.

@@ -19,7 +19,6 @@ import threading
 import time
 
 from spottrain.trainer import (
-    advice,
     calls,
     checkpoint_store,
     checkpointing,
@@ -29,6 +28,7 @@ from spottrain.trainer import (
     fileio,
     fit_step,
     metadata_notice,
+    nan_inputs,
     preemption,
     save_health,
     steps,
@@ -294,7 +294,7 @@ class Trainer:
             self.heartbeat.done()
             return self.start_step
 
-        contexts = []
+        contexts = self._contexts = []  # the NaN guard reads a batch again through them
 
         def dataset_fn(context):
             contexts.append(context)
@@ -357,7 +357,7 @@ class Trainer:
         healthy, diverged = self.history.diverged(step, present)
         raise TrainerExit(
             preemption.FATAL_NAN,
-            f"loss is {loss} at step {step}; {advice.nan_advice(self.cfg)}; "
+            f"loss is {loss} at step {step}; {nan_inputs.remedy(self, step)}; "
             + save_health.nan_resume_line(healthy, diverged),
         )
 
@@ -458,7 +458,7 @@ class Trainer:
         )
         per_replica = context.get_per_replica_batch_size(self.global_batch)
         local = max(1, context.num_replicas_in_sync // context.num_input_pipelines)
-        batch_memory.check_batch_fits(spec, per_replica, local, flag)
+        batch_memory.check_batch_fits(spec, per_replica, local, flag, self.model)
 
     # -- the end --------------------------------------------------------------
     def evaluate(self) -> dict:

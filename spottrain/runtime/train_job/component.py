@@ -16,7 +16,7 @@ from spottrain.placement import Placement, PlacementError, seconds
 from spottrain.runtime import termination
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import jobset as js
-from spottrain.runtime.train_job import kube, launcher, names, status
+from spottrain.runtime.train_job import kube, launcher, names, preflight, status
 from spottrain.runtime.train_job.attempts import gang_attempts
 from spottrain.runtime.train_job.kube import KubeError
 from spottrain.runtime.train_settings import TrainSettings
@@ -158,6 +158,10 @@ def launch(
         raise _fatal(f"workers={workers}: must be >= 1")
     if unschedulable_timeout < 0:
         raise _fatal(f"unschedulable_timeout={unschedulable_timeout}: must be >= 0 seconds")
+    # What the pods would refuse (their flags, the gang's size): before anything exists.
+    preflight.check(data_dir=data_dir, checkpoint_dir=checkpoint_dir, settings=settings,
+                    run_id=run_id, task_name=task_name, workers=workers,
+                    extra_args=extra_args)  # fmt: skip
     try:
         placement = Placement(
             pool=pool, gpu_type=gpu_type, gpu_count=gpus, memory_limit=memory_limit,

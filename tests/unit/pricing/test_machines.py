@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spottrain.pricing.machines import Shape, gpu_key, region_of, shape
+from spottrain.pricing import zones
+from spottrain.pricing.machines import FAMILIES, Shape, gpu_key, problem, region_of, shape
 
 
 @pytest.mark.parametrize(
@@ -59,3 +60,24 @@ def test_gpu_names_of_gke_and_vertex_meet(name, key):
 )
 def test_a_zone_is_priced_in_its_region(location, region):
     assert region_of(location) == region
+
+
+@pytest.mark.parametrize(
+    "location, why",
+    [
+        ("us-central1-f", ""),
+        ("us-central1", ""),  # a region: the catalog knows its regions
+        ("us-central1-e", "zone 'us-central1-e' does not exist: us-central1 has zones a, b, c, f"),
+        ("europe-west1-a", "zone 'europe-west1-a' does not exist: europe-west1 has zones b, c, d"),
+        ("mars-central1-q", ""),  # a region not listed: not judged here
+        ("", ""),
+    ],
+)
+def test_a_zone_that_does_not_exist_is_named(location, why):
+    assert zones.problem(location) == why
+
+
+def test_every_type_of_the_family_table_is_a_shape_with_no_problem():
+    for family in FAMILIES.values():
+        for name in family.types:
+            assert shape(name) is not None and problem(name) == "", name
