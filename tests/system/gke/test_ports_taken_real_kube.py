@@ -1,4 +1,4 @@
-"""kube-cp comes up when another process takes a port it uses (issue 42).
+"""kube-cp and jobset-manager come up when another process takes a port they use (issue 42).
 
 kube-cp used to pick its API server's port by binding port 0 and closing it, write
 the port into its kubeconfig, and bind it again seconds later: a suite beside ours
@@ -9,11 +9,14 @@ another process takes that port the moment the kubeconfig names it.
 from __future__ import annotations
 
 import errno
+import socket
 import subprocess
 import sys
 
 import pytest
 from real_kube import KUBE_CP, NO_KUBE_CP, ControlPlane
+
+from spottrain.testing.ports import listening_ports
 
 pytestmark = [
     pytest.mark.slow,
@@ -59,3 +62,29 @@ def test_kube_cp_holds_its_api_port_before_it_names_it(tmp_path):
         thief.wait(10)
         if cp:
             cp.stop()
+
+
+def test_jobset_manager_starts_again_on_fresh_ports_when_one_is_taken(tmp_path, monkeypatch):
+    """Its ports go in a config file, picked and released first: the first webhook port
+    it is given is taken (listening) by another server; it must still come up."""
+    import real_jobset
+
+    if not (real_jobset.JOBSET_MANAGER.exists() and real_jobset.JOBSET_CONFIG.is_dir()):
+        pytest.skip(real_jobset.NO_JOBSET)
+    pytest.importorskip("kubernetes")
+    taken = socket.create_server(("127.0.0.1", 0))
+    picks = [taken.getsockname()[1]]
+    pick = real_jobset._free_port
+    monkeypatch.setattr(real_jobset, "_free_port", lambda: picks.pop(0) if picks else pick())
+    cp = ControlPlane(tmp_path)
+    manager = None
+    try:
+        real_jobset.install_crd(cp)
+        manager = real_jobset.JobSetManager(cp, tmp_path)  # before: "exited 1 ... in use"
+        assert manager.webhook_port != taken.getsockname()[1]
+        assert {manager.webhook_port, manager.probe_port} <= listening_ports(manager.proc.pid)
+    finally:
+        taken.close()
+        if manager:
+            manager.stop()
+        cp.stop()
