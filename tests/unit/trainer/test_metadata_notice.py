@@ -6,9 +6,8 @@ tests/integration/trainer/test_metadata_notice.py.
 
 from __future__ import annotations
 
-import socket
-
 import pytest
+from ports import held_port
 from real_kube import wait_for
 
 from spottrain.trainer import metadata_notice
@@ -38,20 +37,13 @@ def test_a_key_already_true_is_a_notice_at_once(metadata):
     assert len(md.requests) == 1 and "wait_for_change" not in md.requests[0][1]
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("where", ["nothing listens", "not GCE's server"])
 def test_off_gce_the_watcher_ends_silently(metadata, where):
     heard = []
-    host = (
-        f"127.0.0.1:{_closed_port()}" if where == "nothing listens" else metadata(flavor=False).host
-    )
-    w = watcher(host, heard)
-    w.thread.join(10)
+    with held_port() as closed:  # held: no other process can listen there meanwhile
+        host = f"127.0.0.1:{closed}" if where == "nothing listens" else metadata(flavor=False).host
+        w = watcher(host, heard)
+        w.thread.join(10)
     assert not w.thread.is_alive() and heard == []
 
 
