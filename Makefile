@@ -146,11 +146,15 @@ kfp-compile: ## Build KFP 2.17.0's compiler + Argo's validation into .tools/: KF
 # pinned in tools/kube-cp/go.mod) for the real-kube tests (tests/system/gke/*real_kube.py); built from the
 # Go module proxy. Part of `tools`, so `make test` builds it once: cold ~7.5 min on 2
 # cores (2.6 GB peak memory, 2.8 GB build cache), 16 s after a change, 165 MiB.
+# Built beside the target, then renamed over it: .tools may be shared with a
+# checkout whose tests run the old binary meanwhile. A candidate binary elsewhere
+# runs the tests with SPOTTRAIN_KUBE_CP=<path> (tests/real_kube.py).
 kube-cp: $(TOOLS)/bin/kube-cp ## Build the one-process Kubernetes control plane the real-kube tests run
-$(TOOLS)/bin/kube-cp: tools/kube-cp/main.go tools/kube-cp/go.mod tools/kube-cp/go.sum
+$(TOOLS)/bin/kube-cp: $(filter-out %_test.go,$(wildcard tools/kube-cp/*.go)) tools/kube-cp/go.mod tools/kube-cp/go.sum
 	@mkdir -p $(TOOLS)/bin
 	@if command -v go >/dev/null; then \
-	  cd tools/kube-cp && go build -trimpath -o ../../$(TOOLS)/bin/kube-cp . \
+	  cd tools/kube-cp && go build -trimpath -o $(abspath $@).$$$$.tmp . \
+	  && mv -f $(abspath $@).$$$$.tmp $(abspath $@) \
 	  && echo "tools: built kube-cp (Kubernetes v1.34.3, etcd v3.6.4)" \
 	  || echo "tools: could not build kube-cp; the real-kube tests will skip" >&2; \
 	else echo "tools: no Go toolchain here; the real-kube tests will skip" >&2; fi

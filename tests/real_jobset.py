@@ -33,8 +33,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-import datetime
-import ipaddress
 import json
 import signal
 import socket
@@ -46,6 +44,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ports import free_port as _free_port
+from ports import start_on_free_ports
 from real_kube import (
     ACCELERATOR_LABEL,
     KUBE_CP,
@@ -56,10 +56,12 @@ from real_kube import (
     Kubelet,
     wait_for,
 )
+from webhook_certs import write_certs
 
 from spottrain.placement import Placement
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import launcher
+from spottrain.testing.ports import listening_ports
 
 JOBSET_MANAGER = REPO / ".tools" / "bin" / "jobset-manager"
 JOBSET_CONFIG = REPO / ".tools" / "jobset-config"  # upstream's config/components
@@ -69,56 +71,6 @@ NO_JOBSET = (
 )
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 READY_SECONDS = 180
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _write_certs(cert_dir: Path) -> bytes:
-    """A CA and a serving cert for IP 127.0.0.1 (``tls.crt``/``tls.key``, the file names
-    controller-runtime's webhook server reads); returns the CA's PEM."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def build(subject, issuer, public_key, signing_key, ca: bool):
-        b = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
-            .public_key(public_key)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if not ca:
-            b = b.add_extension(
-                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False,
-            ).add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-            )
-        return b.sign(signing_key, hashes.SHA256())
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = build("jobset-test-ca", "jobset-test-ca", ca_key.public_key(), ca_key, ca=True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = build("127.0.0.1", "jobset-test-ca", key.public_key(), ca_key, ca=False)
-    cert_dir.mkdir(parents=True, exist_ok=True)
-    pem = serialization.Encoding.PEM
-    (cert_dir / "tls.crt").write_bytes(leaf.public_bytes(pem))
-    (cert_dir / "tls.key").write_bytes(
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    (cert_dir / "ca.crt").write_bytes(ca.public_bytes(pem))
-    return ca.public_bytes(pem)
 
 
 def webhook_configurations(port: int, ca_pem: bytes, src: Path = JOBSET_CONFIG) -> list[dict]:
@@ -176,10 +128,28 @@ class JobSetManager:
         from kubernetes import client as k8s
 
         self.cp, self.workdir = cp, workdir
-        self.webhook_port, self.probe_port = _free_port(), _free_port()
         self.refused_before_ready: list[str] = []  # webhook calls refused after /readyz
-        ca_pem = _write_certs(workdir / "webhook-certs")
-        config = workdir / "jobset-config.yaml"
+        ca_pem = write_certs(workdir / "webhook-certs")
+        started = time.monotonic()
+        # Its ports go in a config file: picked, released, bound by it. One taken
+        # meanwhile ("address already in use") costs a start on fresh ones.
+        start_on_free_ports(self._start, "jobset-manager")
+        self.ready_seconds = time.monotonic() - started
+        try:
+            admission = k8s.AdmissionregistrationV1Api(cp.admin)
+            for doc in webhook_configurations(self.webhook_port, ca_pem, src):
+                if doc["kind"] == "MutatingWebhookConfiguration":
+                    admission.create_mutating_webhook_configuration(doc)
+                else:
+                    admission.create_validating_webhook_configuration(doc)
+            self._wait_admitting()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        self.webhook_port, self.probe_port = _free_port(), _free_port()
+        config = self.workdir / "jobset-config.yaml"
         config.write_text(
             json.dumps(
                 {
@@ -190,31 +160,22 @@ class JobSetManager:
                     "webhook": {
                         "host": "127.0.0.1",
                         "port": self.webhook_port,
-                        "certDir": str(workdir / "webhook-certs"),
+                        "certDir": str(self.workdir / "webhook-certs"),
                     },
                     "health": {"healthProbeBindAddress": f"127.0.0.1:{self.probe_port}"},
                     "metrics": {"bindAddress": "0"},  # off: not needed, and one port less
                 }
             )
         )
-        self.log_path = workdir / "jobset-manager.log"
+        self.log_path = self.workdir / "jobset-manager.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        started = time.monotonic()
         self.proc = subprocess.Popen(
-            [str(JOBSET_MANAGER), f"--config={config}", f"--kubeconfig={cp.kubeconfig}"],
+            [str(JOBSET_MANAGER), f"--config={config}", f"--kubeconfig={self.cp.kubeconfig}"],
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
         try:
             self._wait_ready()
-            self.ready_seconds = time.monotonic() - started
-            admission = k8s.AdmissionregistrationV1Api(cp.admin)
-            for doc in webhook_configurations(self.webhook_port, ca_pem, src):
-                if doc["kind"] == "MutatingWebhookConfiguration":
-                    admission.create_mutating_webhook_configuration(doc)
-                else:
-                    admission.create_validating_webhook_configuration(doc)
-            self._wait_admitting()
         except BaseException:
             self.stop()
             raise
@@ -231,9 +192,13 @@ class JobSetManager:
                 with urllib.request.urlopen(
                     f"http://127.0.0.1:{self.probe_port}/readyz", timeout=2
                 ) as r:
-                    return r.status == 200
+                    if r.status != 200:
+                        return False
             except OSError:
                 return False
+            # Another process on a port of ours may have answered: ours then exits.
+            owned = listening_ports(self.proc.pid)
+            return owned is None or {self.probe_port, self.webhook_port} <= owned
 
         wait_for("jobset-manager /readyz", ready, timeout=READY_SECONDS, every=0.5)
         # The webhook server itself answers TLS with our cert on 127.0.0.1.

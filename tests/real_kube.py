@@ -50,7 +50,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-KUBE_CP = REPO / ".tools" / "bin" / "kube-cp"
+# SPOTTRAIN_KUBE_CP: a candidate binary, tried before it replaces the shared one.
+KUBE_CP = Path(os.environ.get("SPOTTRAIN_KUBE_CP") or REPO / ".tools" / "bin" / "kube-cp")
 NO_KUBE_CP = "needs .tools/bin/kube-cp (`make kube-cp`: a Go toolchain and the Go module proxy)"
 READY_SECONDS = 180
 

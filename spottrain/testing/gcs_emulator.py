@@ -33,6 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spottrain.testing.ports import listening_ports
 from spottrain.trainer.launch import free_ports
 from spottrain.trainer.preemption import die_with_parent
 
@@ -206,7 +207,7 @@ class FakeGcs:
                 )
             try:
                 with urllib.request.urlopen(f"{self.host}/storage/v1/b", timeout=1) as resp:
-                    if resp.status == 200:
+                    if resp.status == 200 and self._listens(port):
                         return
             except (urllib.error.URLError, OSError):
                 pass
@@ -218,6 +219,16 @@ class FakeGcs:
                     f"{self._startup_timeout:.0f} s: {detail}"
                 )
             time.sleep(0.02)
+
+    def _listens(self, port: int) -> bool:
+        """Whether our process listens on ``port``, not another that took it.
+
+        The port is picked and released before ours binds it: another process may
+        hold it and answer; ours then exits "address already in use" and
+        :meth:`start` tries a fresh port.
+        """
+        owned = listening_ports(self._proc.pid)
+        return owned is None or port in owned
 
     def _log_tail(self) -> str:
         if self._log is None:

@@ -20,7 +20,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -29,8 +28,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"go.etcd.io/etcd/server/v3/embed"
-	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	kcm "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	kcmoptions "k8s.io/kubernetes/cmd/kube-controller-manager/app/options"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -70,69 +67,39 @@ func main() {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func run(dataDir, certDir string, port int, verbosity string) error {
 	for _, d := range []string{dataDir, certDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}
 	}
-	var err error
-	if port == 0 {
-		if port, err = freePort(); err != nil {
-			return err
-		}
+	// The API server's port is bound here and handed over (apiserver.go), before
+	// the kubeconfig names it; etcd's are reserved until etcd binds them (etcd.go).
+	apiListener, err := listenAPI(port)
+	if err != nil {
+		return err
 	}
+	port = apiListener.Addr().(*net.TCPAddr).Port
 	server := fmt.Sprintf("https://127.0.0.1:%d", port)
 	files, err := writeCerts(certDir, server)
 	if err != nil {
+		apiListener.Close()
 		return fmt.Errorf("certificates: %w", err)
 	}
 
 	// etcd, embedded.
-	clientPort, err := freePort()
+	etcd, clientURL, err := startEtcd(dataDir)
 	if err != nil {
+		apiListener.Close()
 		return err
-	}
-	peerPort, err := freePort()
-	if err != nil {
-		return err
-	}
-	cfg := embed.NewConfig()
-	cfg.Name = "kube-cp"
-	cfg.Dir = dataDir
-	cfg.LogLevel = "error"
-	clientURL, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", clientPort))
-	peerURL, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", peerPort))
-	cfg.ListenClientUrls = []url.URL{*clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{*clientURL}
-	cfg.ListenPeerUrls = []url.URL{*peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{*peerURL}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	etcd, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return fmt.Errorf("etcd: %w", err)
 	}
 	defer etcd.Close()
-	select {
-	case <-etcd.Server.ReadyNotify():
-	case <-time.After(60 * time.Second):
-		return fmt.Errorf("etcd not ready after 60s")
-	}
 
 	errc := make(chan error, 3)
 
 	// kube-controller-manager's command is built first: building its flags turns
 	// the WatchListClient feature gate on (options.go:301-306), which the shared
-	// feature gate refuses once the apiserver's command has added the gates to a
+	// feature gate refuses once the apiserver's flags have added the gates to a
 	// flag set ("gates already added to a flag set").
 	kcmOpts, err := kcmoptions.NewKubeControllerManagerOptions()
 	if err != nil {
@@ -141,10 +108,8 @@ func run(dataDir, certDir string, port int, verbosity string) error {
 	kcmFlags := kcmOpts.Flags(kcm.KnownControllers(), kcm.ControllersDisabledByDefault(), kcm.ControllerAliases())
 	kcmOpts.ParsedFlags = &kcmFlags
 
-	// kube-apiserver. NewAPIServerCommand installs the process's signal
-	// handler (genericapiserver.SetupSignalContext, allowed once per process).
-	apiCmd := apiserver.NewAPIServerCommand()
-	apiCmd.SetArgs([]string{
+	// kube-apiserver, serving on apiListener.
+	apiArgs := []string{
 		"--etcd-servers=" + clientURL.String(),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -164,10 +129,10 @@ func run(dataDir, certDir string, port int, verbosity string) error {
 		// Service without endpoints instead of failing to sync it.
 		"--endpoint-reconciler-type=none",
 		"--v=" + verbosity,
-	})
-	go func() { errc <- fmt.Errorf("kube-apiserver exited: %v", apiCmd.Execute()) }()
+	}
+	go func() { errc <- fmt.Errorf("kube-apiserver exited: %v", runAPIServer(apiArgs, apiListener)) }()
 
-	if err := waitReady(server, files); err != nil {
+	if err := waitReady(server, files, errc); err != nil {
 		return err
 	}
 
@@ -188,6 +153,8 @@ func run(dataDir, certDir string, port int, verbosity string) error {
 		"--use-service-account-credentials=false",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
+		// 0: no port at all, nothing to race for (k8s.io/apiserver v0.34.3
+		// pkg/server/options/serving.go:228-230); the scheduler's likewise.
 		"--secure-port=0",
 	}); err != nil {
 		return fmt.Errorf("kube-controller-manager flags: %w", err)
@@ -238,7 +205,9 @@ func run(dataDir, certDir string, port int, verbosity string) error {
 	}
 }
 
-func waitReady(server string, files certFiles) error {
+// waitReady polls /readyz until it answers ok; a component that exits meanwhile
+// ends the wait at once, with its error (not 120 s later).
+func waitReady(server string, files certFiles, errc <-chan error) error {
 	cert, err := tls.LoadX509KeyPair(files.adminCert, files.adminKey)
 	if err != nil {
 		return err
@@ -262,7 +231,11 @@ func waitReady(server string, files certFiles) error {
 				return nil
 			}
 		}
-		time.Sleep(250 * time.Millisecond)
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 	return fmt.Errorf("kube-apiserver /readyz not ok after 120s")
 }

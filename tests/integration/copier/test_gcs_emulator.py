@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from spottrain.testing.gcs_emulator import FakeGcs
@@ -64,3 +65,37 @@ def test_server_dies_with_its_parent():
     while _alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not _alive(server_pid)
+
+
+def test_a_port_taken_by_another_server_is_not_taken_for_ours(monkeypatch):
+    """The port it picked is taken, between pick and bind, by another server that
+    answers the readiness check as fake-gcs-server does (issue 42): it must start on a
+    fresh port, not hand out a client of the other one."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from spottrain.testing import gcs_emulator
+
+    class Impostor(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            body = b'{"kind": "storage#buckets"}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Impostor)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    picks = [[other.server_address[1]]]
+    pick = gcs_emulator.free_ports
+    monkeypatch.setattr(gcs_emulator, "free_ports", lambda n: picks.pop() if picks else pick(n))
+    try:
+        with FakeGcs(set_env=False) as gcs:
+            assert gcs.port != other.server_address[1]
+            gcs.create_bucket("ours")  # the impostor answers no POST
+            assert [b.name for b in gcs.client.list_buckets()] == ["ours"]
+    finally:
+        other.shutdown()
+        other.server_close()

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 import pytest
+from ports import held_port
 
 from spottrain.pricing import Sources, Usage, quote, quoting
 from spottrain.pricing.cache import load
@@ -101,14 +101,16 @@ def test_quote_through_the_environment_writes_the_cache_then_uses_it_when_the_ca
     assert "; the catalog: ServiceUnavailable: 503" in q.source
 
 
-def _closed_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+@pytest.fixture(name="closed_port")
+def closed_port_fixture():
+    """127.0.0.1:<port> refusing connections, held for the test: picked and released,
+    another process could listen there meanwhile (tests/ports.py)."""
+    with held_port() as port:
+        yield f"127.0.0.1:{port}"
 
 
-def test_an_unreachable_catalog_is_price_unknown_at_once_and_asked_once(tmp_path):
-    sources = Sources(catalog_endpoint=_closed_port(), cache_path=tmp_path / "p.json")
+def test_an_unreachable_catalog_is_price_unknown_at_once_and_asked_once(tmp_path, closed_port):
+    sources = Sources(catalog_endpoint=closed_port, cache_path=tmp_path / "p.json")
     q = quote(T4_N1_8, sources)
     assert (q.spot, q.on_demand) == (None, None)
     assert q.reason.startswith("price unknown: ServiceUnavailable: 503 failed to connect")
@@ -170,7 +172,7 @@ def _run(args, env, timeout):
     )
 
 
-def test_the_cli_fills_the_cache_and_quotes_from_it_once_the_catalog_is_gone(tmp_path):
+def test_the_cli_fills_the_cache_and_quotes_from_it_once_the_catalog_is_gone(tmp_path, closed_port):
     env = {**os.environ, "SPOTTRAIN_PRICE_CACHE": str(tmp_path / "p.json")}
     with serve() as (_, address):
         env["SPOTTRAIN_CATALOG_ENDPOINT"] = address
@@ -183,7 +185,7 @@ def test_the_cli_fills_the_cache_and_quotes_from_it_once_the_catalog_is_gone(tmp
     q = json.loads(out.stdout)
     assert q["on_demand"] == pytest.approx(N1_8_T4_ON_DEMAND)
     assert q["source"].startswith(f"cache of Cloud Billing Catalog ({address})")
-    env["SPOTTRAIN_CATALOG_ENDPOINT"] = _closed_port()
+    env["SPOTTRAIN_CATALOG_ENDPOINT"] = closed_port
     out = _run(["-m", "spottrain.pricing", "refresh"], env, 120)
     assert out.returncode == 1
     assert out.stderr.startswith("python -m spottrain.pricing: error: ServiceUnavailable: 503")

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ports import held_port
 from trainer_helpers import REPO, env, ledger, run_module
 
 from spottrain.trainer import launch, preemption
@@ -105,19 +106,20 @@ def test_a_gang_that_never_formed_is_charged_from_its_start(digits_dir, tmp_path
 
     # Longer than a TensorFlow import here, measured: the record must open first.
     timeout = startup_timeout_here()
-    chief, worker = launch.free_ports(2)
-    tf_config = {
-        "cluster": {"chief": [f"127.0.0.1:{chief}"], "worker": [f"127.0.0.1:{worker}"]},
-        "task": {"type": "chief", "index": 0},
-    }
     out = tmp_path / "run"
     args = tiny_args(digits_dir, out, startup_timeout=timeout)
-    proc, seconds = run_module(
-        "spottrain.trainer.task",
-        args,
-        extra_env={"TF_CONFIG": json.dumps(tf_config)},
-        timeout=timeout + 120,
-    )
+    with held_port() as worker:  # refuses connections; no one else can listen there
+        chief = launch.free_ports(1)[0]
+        tf_config = {
+            "cluster": {"chief": [f"127.0.0.1:{chief}"], "worker": [f"127.0.0.1:{worker}"]},
+            "task": {"type": "chief", "index": 0},
+        }
+        proc, seconds = run_module(
+            "spottrain.trainer.task",
+            args,
+            extra_env={"TF_CONFIG": json.dumps(tf_config)},
+            timeout=timeout + 120,
+        )
     assert proc.returncode == preemption.HUNG, proc.stdout[-3000:]
     again, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=2))
     assert again.returncode == preemption.OK, again.stdout[-3000:]

@@ -8,6 +8,7 @@ import tempfile
 import time
 
 import pytest
+from ports import held_port
 from trainer_helpers import error_lines, ledger, run_module, startup_timeout_here, tiny_args
 
 from spottrain.trainer import preemption
@@ -16,22 +17,25 @@ pytestmark = pytest.mark.slow
 
 
 def _alone_in_a_gang_of_two(task_type: str, digits_dir, out, startup_timeout: float):
-    """Runs one task of a chief + worker cluster whose other task never starts."""
+    """Runs one task of a chief + worker cluster whose other task never starts (its
+    port held, refusing connections: no other process can listen there meanwhile)."""
     from spottrain.trainer.launch import free_ports
 
-    chief, worker = free_ports(2)
-    tf_config = json.dumps(
-        {
-            "cluster": {"chief": [f"127.0.0.1:{chief}"], "worker": [f"127.0.0.1:{worker}"]},
-            "task": {"type": task_type, "index": 0},
-        }
-    )
-    return run_module(
-        "spottrain.trainer.task",
-        tiny_args(digits_dir, out, startup_timeout=startup_timeout),
-        extra_env={"TF_CONFIG": tf_config},
-        timeout=startup_timeout + 120,
-    )
+    with held_port() as absent:
+        own = free_ports(1)[0]
+        chief, worker = (own, absent) if task_type == "chief" else (absent, own)
+        tf_config = json.dumps(
+            {
+                "cluster": {"chief": [f"127.0.0.1:{chief}"], "worker": [f"127.0.0.1:{worker}"]},
+                "task": {"type": task_type, "index": 0},
+            }
+        )
+        return run_module(
+            "spottrain.trainer.task",
+            tiny_args(digits_dir, out, startup_timeout=startup_timeout),
+            extra_env={"TF_CONFIG": tf_config},
+            timeout=startup_timeout + 120,
+        )
 
 
 def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir, tmp_path):

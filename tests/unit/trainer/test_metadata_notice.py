@@ -6,12 +6,13 @@ tests/integration/trainer/test_metadata_notice.py.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import socket
 import threading
 from itertools import pairwise
 
 import pytest
+from ports import held_port
 from real_kube import wait_for
 
 from spottrain.trainer import metadata_notice
@@ -51,12 +52,6 @@ def test_a_key_already_true_is_a_notice_at_once(metadata):
     assert heard == [metadata_notice.REASON]
     assert "wait_for_change" not in md.requests[0][1]
     w.stop()
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_dropped_connection_is_retried(metadata, monkeypatch):
@@ -132,13 +127,15 @@ def test_it_says_once_that_it_watches(metadata, caplog):
 )
 def test_off_gce_it_says_it_is_off_and_why(metadata, caplog, where, why):
     caplog.set_level(logging.INFO, LOGGER)
-    host = {
-        "nothing listens": lambda: f"127.0.0.1:{_closed_port()}",
-        "no such name": lambda: "metadata.spottrain.invalid",  # RFC 2606: never resolves
-        "not GCE's server": lambda: metadata(flavor=False).host,
-    }[where]()
-    w = watcher(host, [])
-    w.thread.join(30)
+    with contextlib.ExitStack() as stack:
+        host = {
+            # held: no other process can listen there meanwhile
+            "nothing listens": lambda: f"127.0.0.1:{stack.enter_context(held_port())}",
+            "no such name": lambda: "metadata.spottrain.invalid",  # RFC 2606: never resolves
+            "not GCE's server": lambda: metadata(flavor=False).host,
+        }[where]()
+        w = watcher(host, [])
+        w.thread.join(30)
     assert not alive(w)
     lines = said(caplog, host)
     assert len(lines) == 1 and " off" in lines[0] and why in lines[0] and host in lines[0], lines
