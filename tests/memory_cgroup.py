@@ -12,7 +12,8 @@ import time
 from spottrain.trainer import batch_memory
 
 
-def _read(path: str) -> str:
+def read_text(path: str) -> str:
+    """A cgroup file's text, or "" where there is none."""
     try:
         with open(path) as f:
             return f.read()
@@ -24,7 +25,7 @@ def writable() -> tuple[str, str] | None:
     """A writable memory cgroup of this process (v1 or v2): (folder, limit file), or None."""
     for (mount, limit_file, _), where in batch_memory._own_cgroups():
         folder = os.path.join(mount, *[p for p in where.split("/") if p])
-        subtree = _read(os.path.join(folder, "cgroup.subtree_control")).split()
+        subtree = read_text(os.path.join(folder, "cgroup.subtree_control")).split()
         if limit_file == "memory.max" and "memory" not in subtree:
             continue
         if os.path.isdir(folder) and os.access(folder, os.W_OK):
@@ -49,7 +50,7 @@ def limited(limit_bytes: int, name: str):
             f.write(str(limit_bytes))
         yield ["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh"]
     finally:
-        for pid in _read(os.path.join(cg, "cgroup.procs")).split():
+        for pid in read_text(os.path.join(cg, "cgroup.procs")).split():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), 9)
         for _ in range(50):  # the killed processes leave the cgroup as they are reaped

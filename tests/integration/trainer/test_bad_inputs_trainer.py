@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from memory_cgroup import read_text
 from real_kube import wait_for
 from trainer_helpers import REPO, env, error_lines
 
@@ -265,19 +266,11 @@ def _pids_cgroup_root() -> str | None:
     v1, v2 = "/sys/fs/cgroup/pids", "/sys/fs/cgroup"
     if os.access(os.path.join(v1, "cgroup.procs"), os.W_OK):
         return v1
-    if "pids" in _read(os.path.join(v2, "cgroup.subtree_control")).split() and os.access(
+    if "pids" in read_text(os.path.join(v2, "cgroup.subtree_control")).split() and os.access(
         v2, os.W_OK
     ):
         return v2
     return None
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 @pytest.mark.parametrize(
@@ -316,9 +309,9 @@ def test_launcher_start_failure_is_one_line_and_leaves_no_worker(tmp_path, pids_
         assert "lower --workers" in proc.stderr and "Traceback" not in proc.stderr
         # Nothing orphaned: the cgroup empties (the kernel reaps the last exits a moment later).
         procs = os.path.join(cg, "cgroup.procs")
-        wait_for("an empty cgroup", lambda: _read(procs).split() == [], timeout=30)
+        wait_for("an empty cgroup", lambda: read_text(procs).split() == [], timeout=30)
     finally:
-        for pid in _read(os.path.join(cg, "cgroup.procs")).split():
+        for pid in read_text(os.path.join(cg, "cgroup.procs")).split():
             os.kill(int(pid), 9)
         time.sleep(0.2)
         os.rmdir(cg)
@@ -387,7 +380,7 @@ def _memory_cgroup() -> tuple[str, str] | None:
         folder = os.path.join(mount, *[p for p in where.split("/") if p])
         if (
             limit_file == "memory.max"
-            and "memory" not in _read(os.path.join(folder, "cgroup.subtree_control")).split()
+            and "memory" not in read_text(os.path.join(folder, "cgroup.subtree_control")).split()
         ):
             continue
         if os.path.isdir(folder) and os.access(folder, os.W_OK):
@@ -437,7 +430,7 @@ def test_a_batch_that_cannot_fit_in_memory_is_one_fatal_line(digits_dir, tmp_pat
         (record,) = json.loads((tmp_path / "ck" / "attempts.json").read_text())["attempts"]
         assert record["outcome"] == "fatal_config"
     finally:
-        for pid in _read(os.path.join(cg, "cgroup.procs")).split():
+        for pid in read_text(os.path.join(cg, "cgroup.procs")).split():
             os.kill(int(pid), 9)
         time.sleep(0.2)
         os.rmdir(cg)
