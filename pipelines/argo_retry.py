@@ -71,13 +71,17 @@ PREEMPTION_BUDGET = 10
 # with its node ("pod deleted": the controller's own, operator.go:1289); the kubelet's
 # graceful node shutdown set pod.status.message (k8s.io/kubernetes v1.34.3
 # pkg/kubelet/nodeshutdown/nodeshutdown_manager.go:89), which inferFailedReason takes
-# first (operator.go:1710-1713); or PodGC marked the pod Failed after its Node object
+# first (operator.go:1710-1713); PodGC marked the pod Failed after its Node object
 # was deleted (pkg/controller/podgc/gc_controller.go:248-255, 349-351), its containers
-# never ended, so Argo says neither ended (operator.go:1803-1804).
+# never ended, so Argo says neither ended (operator.go:1803-1804); or our component
+# marked a retryable exit (a save on GCE's metadata notice, 170-172) in the container's
+# termination message, which Argo appends (operator.go:1766-1769), since KFP's launcher
+# made its code 1 (spottrain.runtime.termination).
 PREEMPTION_MESSAGES = (
     "pod deleted",
     "imminent node shutdown",
     "neither main nor wait container completed",
+    termination.RETRYABLE_MARK,
 )
 # What our components write to the container's termination message on a fatal exit
 # (spottrain.runtime.termination says why the exit code cannot).
@@ -87,19 +91,31 @@ FATAL_MARK = termination.FATAL_MARK
 def preemption_expression() -> str:
     """Argo's ``retryStrategy.expression`` of the ``preemption`` policy.
 
-    Retry when the pod was preempted (143: SIGTERM on KFP's pods; or a preemption
-    message), never after our fatal exits, and other pod failures only in a template
-    that has KFP's ``retry-max-count`` input, i.e. a task with ``set_retry``
+    Never after our marked fatal exits. Always when the pod was preempted, on every
+    task: 143 (SIGTERM on KFP's pods: Argo's emissary), a 137 that is not
+    ``OOMKilled`` (a kill from outside, the kubelet's at the end of a disruption's
+    grace; Argo reads no pod condition, so a ``DisruptionTarget`` alone shows only
+    so), or a preemption message (:data:`PREEMPTION_MESSAGES`, our retryable mark
+    among them). Other pod failures (a crash, ``OOMKilled``) only in a template that
+    has KFP's ``retry-max-count`` input, i.e. a task with ``set_retry``
     (container.go getTaskRetryParameters at KFP 2.17.0). That placeholder is resolved
     where the input exists and left as written elsewhere (Argo's SubstituteParams
     allows unresolved tags, workflow/common/util.go:232,272). A DAG has no exit code
-    and is never retried: its pods retry themselves.
+    (``-1``, operator.go:2060-2064) and is never retried: its pods retry themselves.
+
+    Argo waits out a task's backoff *before* it evaluates this (operator.go:1087-1091
+    return "Backoff for ..." until the wait is over; the expression is read at
+    :1141-1151), so a marked fatal exit of a task with ``set_retry`` fails only after
+    its first backoff; Argo has no setting that fails it sooner.
     """
     preempted = "|".join(PREEMPTION_MESSAGES)
     return (
-        f"lastRetry.exitCode == '143' || lastRetry.message matches '{preempted}' || "
-        f"(asInt(lastRetry.exitCode) > 0 && !(lastRetry.message contains '{FATAL_MARK}') && "
-        "'{{inputs.parameters.retry-max-count}}' matches '^[0-9]+$')"
+        "(lastRetry.exitCode == '143' || "
+        "(lastRetry.exitCode == '137' && !(lastRetry.message contains 'OOMKilled')) || "
+        f"lastRetry.message matches '{preempted}' || "
+        "(asInt(lastRetry.exitCode) > 0 && "
+        "'{{inputs.parameters.retry-max-count}}' matches '^[0-9]+$')) && "
+        f"!(lastRetry.message contains '{FATAL_MARK}')"
     )
 
 

@@ -103,7 +103,7 @@ def run_component(*, copied, src: str, dst: str, metrics=None, **kwargs: Any) ->
     except CopyError as err:
         code = component_exit(err.exit_code)
         log.error("%s", err)  # one line, not a traceback
-        termination.mark_fatal(code, str(err))
+        termination.mark_exit(code, str(err))
         raise SystemExit(code) from None
     if not dst:
         # Downstream reads the artifact's own path; a recorded location would be the

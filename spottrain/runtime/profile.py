@@ -303,7 +303,7 @@ def run_component(
         )
     except train_rt.TrainFailed as err:
         log.error("%s", err.message)
-        termination.mark_fatal(err.code, err.message)
+        termination.mark_exit(err.code, err.message)
         raise
     if not train_rt.is_chief():
         return out

@@ -397,7 +397,7 @@ def run_component(
     except TrainFailed as err:
         # SystemExit with an int code exits silently: say why before KFP sees the code.
         log.error("%s", err.message)
-        termination.mark_fatal(err.code, err.message)
+        termination.mark_exit(err.code, err.message)
         in_process = local_workers == 1 and not preempt_at_step  # no launcher_argv
         if distribution.in_cluster() and in_process:
             # The trainer ran in this process as one MWMS replica: a normal shutdown

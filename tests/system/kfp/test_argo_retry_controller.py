@@ -24,8 +24,11 @@ The pod ends, cited:
   ``DisruptionTarget`` ``DeletionByPodGC`` and its containers never end
   (pkg/controller/podgc/gc_controller.go:248-255, 349-351), then deletes it.
 - OOM: the kernel's kill, reason ``OOMKilled``, 137.
-- Our fatal exits through the launcher: exit 1 with the termination message
-  ``spottrain.runtime.termination`` writes.
+- Our fatal and retryable exits through the launcher: exit 1 with the termination
+  message ``spottrain.runtime.termination`` writes (a save on GCE's metadata notice is
+  a retryable 143 before any SIGTERM).
+- A kill at the end of a disruption's grace with no message: 137, reason ``Error``;
+  Argo reads no pod condition (no ``DisruptionTarget`` in workflow/controller).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import pytest
 
 from spottrain.pipelines import argo_retry
 from spottrain.runtime import termination
+from spottrain.trainer import preemption
 
 REPO = Path(__file__).resolve().parents[3]
 BINARY = REPO / ".tools" / "bin" / "argo-retry.test"
@@ -192,6 +196,71 @@ def table(results) -> list[str]:
         cells = [cell(results[(p, t["name"], s["name"])]) for p in POLICIES for t in TASKS]
         lines.append(f"| {s['name']} | " + " | ".join(cells) + " |")
     return lines
+
+
+# Every failure kind of the exit-code contract and the platform, on the recommended
+# policy: a preemption kind is retried on every task, set_retry or not; a marked fatal
+# exit on none; anything else only as set_retry asks. Through KFP's launcher our own
+# exits are exit 1 with the termination message spottrain.runtime.termination writes
+# (the KFP-pod chain test in tests/system/kfp/test_platform_kfp_argo.py shows it written).
+def _marked(code: int) -> str:
+    return termination.mark_text(code, f"trainer exited {code}: {preemption.describe(code)}")
+
+
+KINDS = [
+    ({"name": "SIGTERM, exit 143 (no condition, no message)", "action": "fail",
+      "exit_code": 143, "reason": "Error"}, (6, 11)),
+    ({"name": "metadata notice: saved, 143, the launcher's exit 1", "action": "fail",
+      "exit_code": 1, "reason": "Error", "message": _marked(143)}, (6, 11)),
+    ({"name": "SIGKILL 137 with only a DisruptionTarget", "action": "fail", "exit_code": 137,
+      "reason": "Error", "disruption": "EvictionByEvictionAPI"}, (6, 11)),
+    ({"name": "pod deleted (vanished with its node)", "action": "vanish"}, (6, 11)),
+    ({"name": "PodGC failed it after its Node was deleted", "action": "fail",
+      "still_running": True, "disruption": "DeletionByPodGC"}, (6, 11)),
+    *[({"name": f"{what} {c}, the launcher's exit 1", "action": "fail", "exit_code": 1,
+        "reason": "Error", "message": _marked(c)}, (6, 11))
+      for what, c in (("peer lost", preemption.PEER_LOST), ("hang", preemption.HUNG),
+                      ("unavailable", preemption.UNAVAILABLE))],
+    *[({"name": f"fatal {c}, the launcher's exit 1", "action": "fail", "exit_code": 1,
+        "reason": "Error", "message": _marked(c)}, (1, 1))
+      for c in (preemption.FATAL_CONFIG, preemption.FATAL_NAN)],
+    ({"name": "crash, exit 1", "action": "fail", "exit_code": 1, "reason": "Error"}, (6, 1)),
+    ({"name": "OOMKilled 137", "action": "fail", "exit_code": 137, "reason": "OOMKilled"},
+     (6, 1)),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory):
+    recommended = {"preemption": POLICIES["preemption"]}
+    return run_controller(
+        tmp_path_factory.mktemp("argo-kinds"), policies=recommended,
+        scenarios=[k for k, _ in KINDS],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind, expected", KINDS, ids=[k["name"] for k, _ in KINDS])
+def test_each_failure_kind_runs_as_the_kinds_table_says(kinds, kind, expected):
+    """(pod executions with set_retry(5), without set_retry): docs/gke.md's table."""
+    got = tuple(executions(kinds, "preemption", t["name"], kind["name"]) for t in TASKS)
+    assert got == expected, [kinds[("preemption", t["name"], kind["name"])] for t in TASKS]
+    if expected == (1, 1):  # failed by the expression, not by a limit
+        for t in TASKS:
+            row = kinds[("preemption", t["name"], kind["name"])]
+            assert row["message"] == "retryStrategy.expression evaluated to false", row
+
+
+def test_table_of_failure_kinds(kinds, capsys):
+    """The per-kind figures in docs/gke.md (`make argo-retry-table` prints them)."""
+    lines = ["| failure kind | `preemption`, set_retry(5) | `preemption`, no set_retry |",
+             "|---|---|---|"]  # fmt: skip
+    for kind, _ in KINDS:
+        cells = [str(executions(kinds, "preemption", t["name"], kind["name"])) for t in TASKS]
+        lines.append(f"| {kind['name']} | " + " | ".join(cells) + " |")
+    with capsys.disabled():
+        print("\npod executions per failure kind (Argo v4.0.5's controller code):\n"
+              + "\n".join(lines))  # fmt: skip
+    assert len(lines) == len(KINDS) + 2
 
 
 def test_table(results, capsys):

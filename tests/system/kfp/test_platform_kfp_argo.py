@@ -47,8 +47,9 @@ from platform_chains import (
 
 from spottrain.components.train.component import train
 from spottrain.pipelines import compile as compile_mod
+from spottrain.runtime import termination
 from spottrain.trainer import ledger as ledger_lib
-from spottrain.trainer import preemption
+from spottrain.trainer import metadata_notice, preemption
 
 pytestmark = [
     pytest.mark.slow,
@@ -108,7 +109,7 @@ def compiled_train_command() -> list[str]:
     return [*container["command"], *container["args"]]
 
 
-def _start(run, digits_dir, backbone="small_cnn", hold=0.0):
+def _start(run, digits_dir, backbone="small_cnn", hold=0.0, env_extra=None):
     size, batch = SIZES[backbone]
     arguments = dict(
         data=dsl.Dataset(uri=digits_dir),
@@ -138,7 +139,7 @@ def _start(run, digits_dir, backbone="small_cnn", hold=0.0):
         var_run_argo = run / "var-run-argo"
         var_run_argo.mkdir()
         (var_run_argo / "template").write_text("{}")
-        env = chain_env(ARGO_ENV)
+        env = chain_env({**ARGO_ENV, **(env_extra or {})})
         if hold:
             # Argo's own debug knob (emissary.go L232-243): after the child, wait for
             # ctr/main/after, which _finish creates.
@@ -148,7 +149,7 @@ def _start(run, digits_dir, backbone="small_cnn", hold=0.0):
     emissary = [sys.executable, str(STANDINS / "argo_emissary.py")]
     if hold:
         emissary += ["--hold-after-exit", str(hold)]
-    return start_as_pid1([*emissary, "--", *launcher, "--", *user], chain_env(), cwd=REPO)
+    return start_as_pid1([*emissary, "--", *launcher, "--", *user], chain_env(env_extra), cwd=REPO)
 
 
 def _finish(chain, run, timeout, hold=0.0):
@@ -190,6 +191,33 @@ def test_dead_log_pipe_does_not_kill_the_trainer(digits_dir, tmp_path):
     # still saved and closed its record itself.
     assert rec["outcome"] == "preempted" and rec["exit_code"] == preemption.PREEMPTED, rec
     assert rec["steps_lost"] == 0 and rec["saved_step"] in checkpoint_steps(run / "checkpoints")
+
+
+def test_a_save_on_the_metadata_notice_reaches_argo_marked_retryable(
+    digits_dir, tmp_path, metadata
+):
+    """No SIGTERM: the trainer saves on GCE's notice and exits 143, the launcher makes it 1.
+
+    The pod's exit code then says "crash"; the container's termination message (the
+    file the kubelet creates and reads, spottrain/runtime/termination.py) says
+    "retryable", and Argo's node message carries it to the retry expression
+    (tests/system/kfp/test_argo_retry_controller.py plays that node).
+    """
+    server = metadata()
+    log = tmp_path / "termination-log"
+    log.touch()  # the kubelet's file, mounted before the container starts
+    run = tmp_path / "notice"
+    env = {metadata_notice.HOST_ENV: server.host, termination.PATH_ENV: str(log)}
+    chain = _start(run, digits_dir, env_extra=env)
+    chain.wait_for_step(5, timeout=300)
+    server.preempt()
+    code = _finish(chain, run, timeout=300)
+    assert code == 1, chain.text()[-3000:]  # launcher_v2.go:715-716, main.go:56-60
+    _assert_exitcode_file(run, code)
+    rec = ledger_records(run / "checkpoints")[-1]
+    assert rec["outcome"] == "preempted" and rec["exit_code"] == preemption.PREEMPTED, rec
+    assert rec["saved_step"] in checkpoint_steps(run / "checkpoints"), rec
+    assert log.read_text().startswith(f"{termination.RETRYABLE_MARK} 143: trainer exited 143")
 
 
 @pytest.mark.parametrize("backbone", BACKBONES)

@@ -1,4 +1,4 @@
-"""The fatal mark our components leave in the kubelet's termination-message file."""
+"""The fatal and retryable marks our components leave in the kubelet's termination-message file."""
 
 from __future__ import annotations
 
@@ -18,27 +18,35 @@ def log_file(tmp_path, monkeypatch):
 @pytest.mark.parametrize("code", sorted(preemption.FATAL))
 def test_a_fatal_exit_is_marked_where_the_kubelet_created_the_file(log_file, code):
     log_file.write_text("left by an earlier write")
-    assert termination.mark_fatal(code, "--batch-size-per-replica 0: must be >= 1")
+    assert termination.mark_exit(code, "--batch-size-per-replica 0: must be >= 1")
     assert log_file.read_text() == (
         f"spottrain fatal exit {code}: --batch-size-per-replica 0: must be >= 1"
     )
 
 
-@pytest.mark.parametrize("code", [0, 1, preemption.PREEMPTED, preemption.PEER_LOST])
+@pytest.mark.parametrize("code", sorted(preemption.RETRYABLE))
+def test_a_retryable_exit_is_marked_too(log_file, code):
+    # Through KFP's launcher it exits 1: the mark is how Argo tells it from a crash.
+    log_file.touch()
+    assert termination.mark_exit(code, "trainer exited: retryable")
+    assert log_file.read_text() == f"spottrain retryable exit {code}: trainer exited: retryable"
+
+
+@pytest.mark.parametrize("code", [0, 1, 2, 137])
 def test_other_exits_leave_no_mark(log_file, code):
     log_file.touch()
-    assert not termination.mark_fatal(code, "x")
+    assert not termination.mark_exit(code, "x")
     assert log_file.read_text() == ""
 
 
 def test_outside_a_pod_nothing_is_created(log_file):
-    assert not termination.mark_fatal(preemption.FATAL_CONFIG, "x")
+    assert not termination.mark_exit(preemption.FATAL_CONFIG, "x")
     assert not log_file.exists()
 
 
 def test_the_mark_fits_the_kubelets_4096_bytes(log_file):
     log_file.touch()
-    termination.mark_fatal(preemption.FATAL_NAN, "é" * 5000)
+    termination.mark_exit(preemption.FATAL_NAN, "é" * 5000)
     assert len(log_file.read_bytes()) <= termination.MAX_BYTES
 
 
@@ -64,6 +72,29 @@ def test_the_in_pod_train_component_marks_the_trainers_fatal_exit(log_file, tmp_
     assert log_file.read_text() == f"{termination.FATAL_MARK} 64: {line}"
 
 
+def test_the_in_pod_train_component_marks_the_trainers_notice_exit(log_file, tmp_path, monkeypatch):
+    """A save on GCE's metadata notice exits 143 with no SIGTERM: KFP's launcher makes it 1."""
+    from types import SimpleNamespace
+
+    from spottrain.runtime import train as in_pod
+    from spottrain.runtime.train_settings import TrainSettings
+
+    log_file.touch()
+    line = f"trainer exited 143: {preemption.describe(preemption.PREEMPTED)}"
+
+    def trainer_saved_on_notice(**_):
+        raise in_pod.TrainFailed(preemption.PREEMPTED, line)
+
+    monkeypatch.setattr(in_pod, "train", trainer_saved_on_notice)
+    artifact = SimpleNamespace(path=str(tmp_path / "m"), metadata={})
+    with pytest.raises(SystemExit) as done:
+        in_pod.run_component(data=SimpleNamespace(path=str(tmp_path), metadata={}),
+                             model=artifact, metrics=None, checkpoint_dir=str(tmp_path / "c"),
+                             settings=TrainSettings())  # fmt: skip
+    assert done.value.code == preemption.PREEMPTED
+    assert log_file.read_text() == f"spottrain retryable exit 143: {line}"
+
+
 @pytest.mark.parametrize("src", ["ftp://bucket/x", "missing"])
 def test_the_copy_component_refuses_bad_input_in_one_line_exit_64_marked(
     log_file, tmp_path, caplog, src
@@ -84,7 +115,7 @@ def test_the_copy_component_refuses_bad_input_in_one_line_exit_64_marked(
     assert log_file.read_text() == f"{termination.FATAL_MARK} 64: {errors[0]}"
 
 
-def test_a_copy_that_may_pass_on_a_retry_exits_retryable_unmarked():
+def test_a_copy_that_may_pass_on_a_retry_exits_retryable():
     from spottrain.copier import EXIT_FAILED, EXIT_USAGE
     from spottrain.runtime import gcs_copy as copy_rt
 
