@@ -62,8 +62,3 @@ def mark_exit(code: int, line: str) -> bool:
     finally:
         os.close(fd)
     return True
-
-
-# The name callers used while only fatal exits were marked (the JobSet launcher's
-# component still does): it marks a retryable exit too.
-mark_fatal = mark_exit

@@ -274,11 +274,11 @@ def run_component(
         )
     except (in_pod.TrainFailed, KubeError) as err:
         log.error("%s", err)
-        termination.mark_fatal(err.code, str(err))
+        termination.mark_exit(err.code, str(err))
         raise SystemExit(err.code) from None
     if outcome.code != 0:
         log.error("%s", outcome.message)
-        termination.mark_fatal(outcome.code, outcome.message)
+        termination.mark_exit(outcome.code, outcome.message)
         raise SystemExit(outcome.code)
     log.info(
         "JobSet %s completed%s after %d restart(s), %d counted",
