@@ -397,7 +397,8 @@ def component_launch(cp, client, ns, bucket, **kw):
     helper = threading.Thread(target=finish, daemon=True)
     helper.start()
     inputs = dict(
-        data_dir=f"gs://{bucket}/data", checkpoint_dir=f"gs://{bucket}/ckpt", run_id="run-rbac",
+        data_dir=f"gs://{bucket.name}/data", checkpoint_dir=f"gs://{bucket.name}/ckpt",
+        run_id="run-rbac",
         task_name="train", workers=2, pool="on-demand", gpu_type="nvidia-tesla-a100", gpus=1,
         memory_limit="48G", retries=1, unschedulable_timeout=300, on_demand=False,
         deadline="3600s", poll_seconds=0.5, launcher_options={"chief_log": lambda line: None},
