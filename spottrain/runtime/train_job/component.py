@@ -159,9 +159,10 @@ def launch(
     if unschedulable_timeout < 0:
         raise _fatal(f"unschedulable_timeout={unschedulable_timeout}: must be >= 0 seconds")
     # What the pods would refuse (their flags, the gang's size): before anything exists.
-    preflight.check(data_dir=data_dir, checkpoint_dir=checkpoint_dir, settings=settings,
-                    run_id=run_id, task_name=task_name, workers=workers,
-                    extra_args=extra_args)  # fmt: skip
+    flags = preflight.check(
+        data_dir=data_dir, checkpoint_dir=checkpoint_dir, settings=settings, run_id=run_id,
+        task_name=task_name, workers=workers, extra_args=extra_args,
+    )  # fmt: skip
     try:
         placement = Placement(
             pool=pool, gpu_type=gpu_type, gpu_count=gpus, memory_limit=memory_limit,
@@ -170,13 +171,6 @@ def launch(
         run_seconds = seconds(deadline)
     except (PlacementError, ValueError) as err:
         raise _fatal(str(err)) from None
-    flags = in_pod.trainer_flags(
-        data_dir=data_dir,
-        checkpoint_dir=checkpoint_dir,
-        model_dir=checkpointing.job_model_dir(checkpoint_dir),
-        settings=settings,
-        extra_args=extra_args,
-    )
     pod = own_pod(k)
     image, account = image_and_account(pod, default_image)
     sets = worker_sets(

@@ -59,7 +59,7 @@ class NoJobSetApi(KubeError):
         super().__init__(preemption.FATAL_CONFIG, message)
 
 
-def unanswered(err: BaseException, verb: str, what: str) -> KubeError:
+def no_answer(err: BaseException, verb: str, what: str) -> KubeError:
     """One line for a request that got no HTTP answer (retryable)."""
     reason = getattr(err, "reason", None) or err
     detail = " ".join(f"{type(reason).__name__}: {reason}".split())[:200]
@@ -138,7 +138,7 @@ class Kube:
                 return None
             raise explain(err, verb, what) from err
         except WIRE_ERRORS as err:
-            raise unanswered(err, verb, what) from err
+            raise no_answer(err, verb, what) from err
 
     def _call(self, verb: str, what: str, func, *args, **kwargs):
         """One API call; a retryable failure is tried again until ``patience`` runs out."""
@@ -272,7 +272,7 @@ class Kube:
         except ApiException as err:
             raise explain(err, "read the log of", f"pod {pod}") from err
         except WIRE_ERRORS as err:
-            raise unanswered(err, "read the log of", f"pod {pod}") from err
+            raise no_answer(err, "read the log of", f"pod {pod}") from err
         pending = b""
         try:
             for chunk in response.stream(4096):

@@ -208,9 +208,7 @@ class JobSetLauncher:
                     ),
                 )
             elif action.kind == d.FORCE_DELETE:
-                stuck = {name for name, _ in seen.unanswered}
-                for meta in (p["metadata"] for p in pods if p["metadata"]["name"] in stuck):
-                    self.kube.force_delete_pod(meta["name"], meta["uid"])
+                self._force_delete(pods, seen.unanswered)
             elif action.kind == d.FALL_BACK:
                 self._move()
                 continue
@@ -246,6 +244,12 @@ class JobSetLauncher:
                 return False
             raise
         return True
+
+    def _force_delete(self, pods: list[dict], stuck: Sequence[tuple[str, str]]) -> None:
+        """Deletes the ``stuck`` (pod, node) pods now, each only if still the one seen."""
+        names = {name for name, _ in stuck}
+        for meta in (p["metadata"] for p in pods if p["metadata"]["name"] in names):
+            self.kube.force_delete_pod(meta["name"], meta["uid"])
 
     def _say(self, line: str) -> None:
         self.say(f"[jobset {self.ws.name}] {line}")
@@ -292,10 +296,9 @@ class JobSetLauncher:
                 self.kube.delete_jobset(name)  # again on each look: idempotent
                 pods = self.kube.list_pods({JOBSET_NAME_LABEL: name})
                 stuck = unanswered(pods, self.clock(), self.memory.unanswered_after)
-                for meta in (p["metadata"] for p in pods):
-                    if meta["name"] in {pod for pod, _ in stuck}:
-                        self._say(f"pod {meta['name']} of {name} does not end: deleting it")
-                        self.kube.force_delete_pod(meta["name"], meta["uid"])
+                for pod, _ in stuck:
+                    self._say(f"pod {pod} of {name} does not end: deleting it")
+                self._force_delete(pods, stuck)
             if self.clock() - started >= d.DELETING_DEADLINE:
                 raise KubeError(
                     preemption.UNAVAILABLE,

@@ -7,8 +7,9 @@ skips that: the launcher then created a JobSet whose every pod exited 64 on its 
 object), or died on a worker count no Indexed Job takes (a ValueError, exit 1, which
 KFP retries). :func:`check` runs the trainer's own parser and checks
 (``spottrain.trainer.config``: no data, no TensorFlow, the task's module not
-imported) on the exact flags the pods get, and builds the gang's JobSets' shape, so
-the launcher and its pods cannot disagree.
+imported) on the exact flags the pods get, and builds the gang's JobSets' shape; it
+returns those flags and ``launch`` gives the pods these, so the launcher and its pods
+cannot disagree.
 """
 
 from __future__ import annotations
@@ -27,19 +28,6 @@ from spottrain.trainer.preemption import ConfigError
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
 
 
-def pod_flags(
-    *, data_dir: str, checkpoint_dir: str, settings: TrainSettings, extra_args: Sequence[str]
-) -> list[str]:
-    """The ``spottrain.trainer.task`` flags of every pod of the gang (what ``launch`` builds)."""
-    return in_pod.trainer_flags(
-        data_dir=data_dir,
-        checkpoint_dir=checkpoint_dir,
-        model_dir=checkpointing.job_model_dir(checkpoint_dir),
-        settings=settings,
-        extra_args=extra_args,
-    )
-
-
 def check(
     *,
     data_dir: str,
@@ -49,8 +37,10 @@ def check(
     task_name: str,
     workers: int,
     extra_args: Sequence[str] = (),
-) -> None:
-    """Raises ``TrainFailed`` (exit 64, one line) for what the pods or JobSets would refuse.
+) -> list[str]:
+    """The gang's pods' ``spottrain.trainer.task`` flags, checked as the pods will check them.
+
+    Raises ``TrainFailed`` (exit 64, one line) for what the pods or JobSets would refuse.
 
     The trainer's line names its flags; the component's parameters of the same name
     are named instead (``steps_per_loop``), flags from ``extra_args`` stay flags.
@@ -62,13 +52,19 @@ def check(
                          placement=Placement())  # fmt: skip
     except ValueError as err:
         raise _fatal(str(err)) from None
-    flags = pod_flags(data_dir=data_dir, checkpoint_dir=checkpoint_dir, settings=settings,
-                      extra_args=extra_args)  # fmt: skip
+    flags = in_pod.trainer_flags(
+        data_dir=data_dir,
+        checkpoint_dir=checkpoint_dir,
+        model_dir=checkpointing.job_model_dir(checkpoint_dir),
+        settings=settings,
+        extra_args=extra_args,
+    )
     try:
         # As the pods' trainer reads them: no Vertex AIP_* dirs on GKE.
         config.validate(config.parse_args(flags, {}))
     except ConfigError as err:
         raise _fatal(f"the gang's pods would refuse their settings: {_params(str(err))}") from None
+    return flags
 
 
 def _params(line: str) -> str:

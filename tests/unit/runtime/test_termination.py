@@ -50,49 +50,44 @@ def test_the_mark_fits_the_kubelets_4096_bytes(log_file):
     assert len(log_file.read_bytes()) <= termination.MAX_BYTES
 
 
-def test_the_in_pod_train_component_marks_the_trainers_fatal_exit(log_file, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("code", "line", "mark"),
+    [
+        (
+            preemption.FATAL_CONFIG,
+            "--batch-size-per-replica 0: must be >= 1",
+            "spottrain fatal exit",
+        ),
+        # A save on GCE's metadata notice exits 143 with no SIGTERM: KFP's launcher makes it 1.
+        (
+            preemption.PREEMPTED,
+            f"trainer exited 143: {preemption.describe(preemption.PREEMPTED)}",
+            "spottrain retryable exit",
+        ),
+    ],
+    ids=["fatal", "notice"],
+)
+def test_the_in_pod_train_component_marks_the_trainers_exit(
+    log_file, tmp_path, monkeypatch, code, line, mark
+):
     from types import SimpleNamespace
 
     from spottrain.runtime import train as in_pod
     from spottrain.runtime.train_settings import TrainSettings
 
     log_file.touch()
-    line = "--batch-size-per-replica 0: must be >= 1"
 
-    def trainer_refuses(**_):
-        raise in_pod.TrainFailed(preemption.FATAL_CONFIG, line)
+    def trainer_ends(**_):
+        raise in_pod.TrainFailed(code, line)
 
-    monkeypatch.setattr(in_pod, "train", trainer_refuses)
+    monkeypatch.setattr(in_pod, "train", trainer_ends)
     artifact = SimpleNamespace(path=str(tmp_path / "m"), metadata={})
     with pytest.raises(SystemExit) as done:
         in_pod.run_component(data=SimpleNamespace(path=str(tmp_path), metadata={}),
                              model=artifact, metrics=None, checkpoint_dir=str(tmp_path / "c"),
                              settings=TrainSettings())  # fmt: skip
-    assert done.value.code == preemption.FATAL_CONFIG
-    assert log_file.read_text() == f"{termination.FATAL_MARK} 64: {line}"
-
-
-def test_the_in_pod_train_component_marks_the_trainers_notice_exit(log_file, tmp_path, monkeypatch):
-    """A save on GCE's metadata notice exits 143 with no SIGTERM: KFP's launcher makes it 1."""
-    from types import SimpleNamespace
-
-    from spottrain.runtime import train as in_pod
-    from spottrain.runtime.train_settings import TrainSettings
-
-    log_file.touch()
-    line = f"trainer exited 143: {preemption.describe(preemption.PREEMPTED)}"
-
-    def trainer_saved_on_notice(**_):
-        raise in_pod.TrainFailed(preemption.PREEMPTED, line)
-
-    monkeypatch.setattr(in_pod, "train", trainer_saved_on_notice)
-    artifact = SimpleNamespace(path=str(tmp_path / "m"), metadata={})
-    with pytest.raises(SystemExit) as done:
-        in_pod.run_component(data=SimpleNamespace(path=str(tmp_path), metadata={}),
-                             model=artifact, metrics=None, checkpoint_dir=str(tmp_path / "c"),
-                             settings=TrainSettings())  # fmt: skip
-    assert done.value.code == preemption.PREEMPTED
-    assert log_file.read_text() == f"spottrain retryable exit 143: {line}"
+    assert done.value.code == code
+    assert log_file.read_text() == f"{mark} {code}: {line}"
 
 
 @pytest.mark.parametrize("src", ["ftp://bucket/x", "missing"])

@@ -17,6 +17,7 @@ import signal
 from types import SimpleNamespace
 
 import pytest
+from ended_launcher import ended
 
 from spottrain import usage
 from spottrain.runtime import termination
@@ -65,20 +66,6 @@ def chief_writes(ckpt, started):
            "start_step": 0, "last_step": 20, "saved_step": 20, "steps_lost": 0}  # fmt: skip
     (ckpt / ledger.LEDGER).write_text(json.dumps({"attempts": [rec]}))
     assert checkpointing.job_model_dir(str(ckpt)) == str(ckpt / "model")
-
-
-def ended(outcome: launcher.Outcome, seen: list):
-    """A stand-in for ``launcher.JobSetLauncher`` whose run ends with ``outcome``."""
-
-    class Ended:
-        def __init__(self, kube, sets, **options):
-            seen.append((sets, options))
-            self.stop = SimpleNamespace(set=lambda: None)
-
-        def run(self):
-            return outcome
-
-    return Ended
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import logging
 from types import SimpleNamespace
 
 import pytest
+from ended_launcher import ended
 
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher
@@ -37,20 +38,6 @@ class NoApi:
 
 def artifact(path, uri=""):
     return SimpleNamespace(path=str(path), metadata={}, uri=uri)
-
-
-def ended(outcome: launcher.Outcome, seen: list):
-    """A stand-in for ``launcher.JobSetLauncher`` whose run ends with ``outcome``."""
-
-    class Ended:
-        def __init__(self, kube, sets, **options):
-            seen.append((sets, options))
-            self.stop = SimpleNamespace(set=lambda: None)
-
-        def run(self):
-            return outcome
-
-    return Ended
 
 
 def _settings(**change) -> TrainSettings:
