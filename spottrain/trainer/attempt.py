@@ -113,6 +113,24 @@ def record_start_hang(cfg: config.TrainConfig, since: float, waited: float) -> N
         log.warning("could not record the hung start-up in the ledger: %s", e)
 
 
+def record_stopped_start(cfg: config.TrainConfig, since: float, reason: str, message: str) -> None:
+    """On the chief: closes the record of an attempt its supervisor stopped on a notice.
+
+    The trainer took no step and could not act on the notice itself (TensorFlow held
+    Python's lock: the gang's start-up), so it could not close its record. Never
+    raises: the exit code matters more.
+    """
+    try:
+        cluster = distribution.read_cluster()
+        if not cluster.is_chief or not _recordable(cfg):
+            return
+        rec = _ledger(cfg, cluster).close_start(since, preemption.PREEMPTED, message, reason)
+        if rec is not None:
+            log.warning("recorded the attempt in the ledger: %s", rec["outcome"])
+    except Exception as e:  # noqa: BLE001
+        log.warning("could not record the stopped attempt in the ledger: %s", e)
+
+
 def _stop(e: TrainerExit, cfg, cluster, ledger) -> int:
     """Logs the one line, records a fatal error for retries, closes the ledger record.
 
@@ -204,8 +222,14 @@ def check(argv: list[str], environ: dict | None = None) -> Checked:
     return Checked(None, cfg, cluster)
 
 
-def run(argv: list[str], environ: dict | None = None) -> int:
-    """Runs one attempt; returns the exit code (see spottrain.trainer.preemption)."""
+def run(argv: list[str], environ: dict | None = None, stop=None) -> int:
+    """Runs one attempt; returns the exit code (see spottrain.trainer.preemption).
+
+    Args:
+        argv: The trainer's flags.
+        environ: The environment to read the cluster from (``os.environ`` if None).
+        stop: The notice flag the process installed first thing (a new one if None).
+    """
     cfg = cluster = trainer = ledger = lease = None
     try:
         cfg, cluster = prepare(argv, environ)
@@ -215,7 +239,7 @@ def run(argv: list[str], environ: dict | None = None) -> int:
             # FATAL.json). The supervisor's check() refused bad flags already.
             lease = checkpointing.acquire_lease(cfg, cluster)
         task = validate_all(cfg, cluster)
-        trainer = Trainer(cfg, cluster, task, ledger, lease=lease)
+        trainer = Trainer(cfg, cluster, task, ledger, stop=stop, lease=lease)
         trainer.build()
         final_step = trainer.train()
         metrics = trainer.evaluate()

@@ -131,6 +131,7 @@ class CheckpointStore:
                 )
                 self._quarantine(prefix, SKIPPED_SUFFIX)
                 continue
+            log.info("restoring %s (step %d)", prefix, step)  # a large model's takes long
             try:
                 self.checkpoint.restore(prefix).assert_existing_objects_matched()
             except (tf.errors.OpError, AssertionError, ValueError, IndexError, OSError) as e:

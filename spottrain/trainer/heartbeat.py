@@ -61,6 +61,14 @@ class Heartbeat:
         """
         self._send("save")
 
+    def doing(self, what: str) -> None:
+        """Says where the attempt is before its first step (for a notice it cannot act on)."""
+        self._send(f"doing {what}")
+
+    def heard(self) -> None:
+        """A notice was heard; the trainer acts on it itself (saves, or finishes)."""
+        self._send("heard")
+
     def done(self) -> None:
         """Training steps are over; evaluation and export are not watched."""
         self._send("done")

@@ -266,10 +266,12 @@ class Ledger:
         elif "notice_step" in prev or checkpointing.notice_between(
             self.dir, prev["started"], _attempt_started()
         ):
-            # The notice came (a supervisor noted it if the trainer could not), but the
-            # platform killed the attempt before a save's files were complete (KFP pod
-            # on GKE: docs/preemption.md).
-            prev["outcome"] = "preempted_unsaved"
+            # The notice came (a supervisor noted it if the trainer could not), then the
+            # platform killed the attempt: before a save's files were complete (KFP pod
+            # on GKE: docs/preemption.md), or after its final save, while it evaluated
+            # or exported (then its last step is saved, and it lost nothing).
+            saved = (prev.get("saved_step") or 0) >= (prev.get("last_step") or 0)
+            prev["outcome"] = "preempted" if saved else "preempted_unsaved"
         else:
             prev["outcome"] = "killed"
         prev["exit_code"] = None
@@ -330,6 +332,33 @@ class Ledger:
         self._write(force=True)
         return True
 
+    def close_start(self, since: float, code: int, message: str, reason: str) -> dict | None:
+        """Closes, for its supervisor, the record of an attempt that took no step.
+
+        The attempt began at ``since`` (its supervisor's start, the record's
+        ``started``). Its record, if its trainer opened one, is closed when still
+        running; without one (the trainer never got that far), one is added.
+
+        Returns:
+            The record closed or added, None when the trainer had closed its own.
+        """
+        if not self.enabled:
+            return None
+        data, _ = self._versioned().read()
+        self.records = ledger_shape.records(data)
+        mine = [r for r in self.records if abs((r.get("started") or 0) - since) < 1e-3]
+        if mine and mine[-1].get("outcome") != "running":
+            return None
+        if mine:
+            self.current = mine[-1]
+            self._mine[_key(self.current)] = self.current
+        else:
+            self.current = self._new_record(start_step=0, last_step=0, saved_step=0)
+            self.current["started"] = since
+        step = self.current.get("start_step") or 0
+        self.current.update(notice_step=step, notice_reason=reason, notice_at=time.time())
+        return self.end(code, message)
+
     def set_start(self, step: int) -> None:
         """Corrects this attempt's start step once the checkpoint is actually restored.
 
@@ -337,32 +366,33 @@ class Ledger:
         that completed after its record's last write (a background save finishing as
         a peer died or the platform killed it) is what this attempt resumed from.
         """
-        if not self.current:
-            return
-        # Training resumes now: the time since the attempt began is its restart
-        # (attempt_cost prices it into the previous attempt's "lost").
-        self.current["resumed_at"] = time.time()
-        prev, corrected = self._previous, False
-        if (
-            prev is not None
-            and prev.get("outcome") in (*INTERRUPTED_OUTCOMES, "nan")
-            # It trained (not a retry that FATAL.json stopped before any step).
-            and (prev.get("last_step") or 0) > (prev.get("start_step") or 0)
-            and (prev.get("start_step") or 0) <= step
-            and step != prev.get("saved_step")
-        ):
-            if step > (prev.get("saved_step") or 0):
-                prev["saved_step"] = step
-                prev["saved_step_seen_by_next_attempt"] = True
-            prev["last_step"] = max(prev.get("last_step") or 0, step)
-            # What is trained again: back to a diverged save's predecessor, too.
-            prev["steps_lost"] = prev["last_step"] - step
-            self._mine[_key(prev)] = prev
-            corrected = True
-            log.info("attempt %s lost %d step(s)", prev.get("attempt"), prev["steps_lost"])
-        if self.current["start_step"] != step or corrected:
-            self.current.update(start_step=step, last_step=step, saved_step=step)
-        self._write(force=True)
+        with self._lock:  # the notice's thread may end the attempt meanwhile
+            if not self.current:
+                return
+            # Training resumes now: the time since the attempt began is its restart
+            # (attempt_cost prices it into the previous attempt's "lost").
+            self.current["resumed_at"] = time.time()
+            prev, corrected = self._previous, False
+            if (
+                prev is not None
+                and prev.get("outcome") in (*INTERRUPTED_OUTCOMES, "nan")
+                # It trained (not a retry that FATAL.json stopped before any step).
+                and (prev.get("last_step") or 0) > (prev.get("start_step") or 0)
+                and (prev.get("start_step") or 0) <= step
+                and step != prev.get("saved_step")
+            ):
+                if step > (prev.get("saved_step") or 0):
+                    prev["saved_step"] = step
+                    prev["saved_step_seen_by_next_attempt"] = True
+                prev["last_step"] = max(prev.get("last_step") or 0, step)
+                # What is trained again: back to a diverged save's predecessor, too.
+                prev["steps_lost"] = prev["last_step"] - step
+                self._mine[_key(prev)] = prev
+                corrected = True
+                log.info("attempt %s lost %d step(s)", prev.get("attempt"), prev["steps_lost"])
+            if self.current["start_step"] != step or corrected:
+                self.current.update(start_step=step, last_step=step, saved_step=step)
+            self._write(force=True)
 
     def progress(self, step: int, saved_step: int | None = None, *, force: bool = False) -> None:
         """Notes a finished step, and a save whose files are complete.
@@ -392,23 +422,24 @@ class Ledger:
 
     def end(self, code: int, message: str = "") -> dict | None:
         """Closes this attempt with its exit code; returns the record."""
-        if not self.enabled:
-            return None
-        if self.current is None:
-            # Failed before training began (a bad config, found by the supervisor
-            # without the lease): only its own record, leaving others' as they are.
-            self.current = self._new_record(start_step=0, last_step=0, saved_step=0)
-        rec = self.current
-        rec["outcome"] = preemption.outcome(code)
-        rec["exit_code"] = code
-        if message:
-            rec["message"] = message
-        # A clean exit saves at its last step; a NaN stop leaves the last good save.
-        clean = code in (preemption.OK, preemption.PREEMPTED)
-        rec["steps_lost"] = 0 if clean else rec["last_step"] - rec["saved_step"]
-        self._close_times(rec, time.time())
-        self._write(force=True)
-        return rec
+        with self._lock:  # the notice's thread may end the attempt meanwhile
+            if not self.enabled:
+                return None
+            if self.current is None:
+                # Failed before training began (a bad config, found by the supervisor
+                # without the lease): only its own record, leaving others' as they are.
+                self.current = self._new_record(start_step=0, last_step=0, saved_step=0)
+            rec = self.current
+            rec["outcome"] = preemption.outcome(code)
+            rec["exit_code"] = code
+            if message:
+                rec["message"] = message
+            # A clean exit saves at its last step; a NaN stop leaves the last good save.
+            clean = code in (preemption.OK, preemption.PREEMPTED)
+            rec["steps_lost"] = 0 if clean else rec["last_step"] - rec["saved_step"]
+            self._close_times(rec, time.time())
+            self._write(force=True)
+            return rec
 
     def _close_times(self, rec: dict, ended: float) -> None:
         rec["ended"] = ended

@@ -208,7 +208,7 @@ class Watcher:
     def _heard(self) -> None:
         self.seen_at, self.noticed = time.time(), True
         log.warning(
-            "%s read TRUE at %s on %s: saving at the next step boundary, then exiting",
+            "%s read TRUE at %s on %s: the notice",
             REASON,
             utc(self.seen_at),
             self.host,
@@ -221,7 +221,7 @@ class Watcher:
         self.reverted_at = time.time()
         log.warning(
             "%s read FALSE again at %s on %s, %.2f s after the TRUE read at %s: the "
-            "notice stands, this attempt still saves at its next step boundary and exits",
+            "notice stands, this attempt still acts on it",
             REASON,
             utc(self.reverted_at),
             self.host,

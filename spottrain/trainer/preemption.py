@@ -42,6 +42,9 @@ _PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 # Codes from here up mean "another attempt may help" (128 + N: killed by signal N).
 RETRYABLE_MIN = 128
 
+# The notice: a preemption's SIGTERM, or Ctrl-C on a developer's machine.
+NOTICE_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT})
+
 
 @dataclass(frozen=True)
 class ExitCode:
@@ -180,50 +183,81 @@ class StopFlag:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._repeats = 0
+        self._installed: str | None = None
         self.signal_name: str | None = None
-        # Called with the reason at the first request (the trainer records the notice).
+        # Called with the reason at the first request: the trainer records the notice
+        # and says what it does with it where it is (train_lib.Trainer._noted).
         self.on_set = None
 
     def set(self, reason: str) -> None:
-        """Requests a stop at the next step boundary (from any thread)."""
+        """Requests a stop (from any thread); the first request calls ``on_set``."""
         with self._lock:
             first = not self._event.is_set()
             self.signal_name = reason
             self._event.set()
-        if first and self.on_set is not None:
+        if not first:
+            return
+        if self.on_set is not None:
             self.on_set(reason)
+        else:
+            log.warning(
+                "%s received before training began: the attempt ends as soon as its "
+                "record is open (nothing to save)",
+                reason,
+            )
 
     def is_set(self) -> bool:
         """Whether a stop was requested locally."""
         return self._event.is_set()
 
-    def install(self) -> None:
-        """Installs SIGTERM/SIGINT handlers that set this flag.
+    def install(self, *, first: bool = False) -> None:
+        """Takes SIGTERM/SIGINT for this flag from now on.
 
-        Must run *after* the strategy is created: MultiWorkerMirroredStrategy
-        installs a C++ SIGTERM handler that swallows the signal, and the last
-        handler installed wins.
+        Args:
+            first: This is the trainer process's first line, before any other thread
+                starts (``spottrain.trainer.task``): the signals are then blocked in
+                every thread, which inherit the mask, and one thread of ours takes
+                them with ``sigwait``, in every phase of the attempt. Otherwise (a
+                trainer built inside another program: the profile component, tests)
+                handlers are installed, which must come after the strategy's.
 
-        The flag is set by a thread reading ``signal.set_wakeup_fd``'s pipe, not by
-        the Python-level handler: that one runs only when the main thread is back in
-        Python bytecode, i.e. after the training step (or ``--steps-per-loop`` call)
-        it is in. In a KFP pod the kill comes about a second after the SIGTERM, so
-        a long step would leave the notice unrecorded; the C-level handler writes
-        the pipe at once, whatever the main thread is doing.
+        Why ``sigwait``: MultiWorkerMirroredStrategy's start-up installs a C++ SIGTERM
+        handler of its own (TensorFlow's ``sigterm`` preemption notifier), which
+        takes the signal and does nothing the trainer sees: a notice while the gang
+        formed was lost, and the attempt trained on until the platform killed it. A
+        blocked signal reaches no handler, whoever installs one; it waits for
+        ``sigwait``. Either way the flag is set by a thread of ours, not by a Python
+        handler alone, which runs only when the main thread is back in Python
+        bytecode, after the training step it is in (in a KFP pod the kill comes
+        about a second after the SIGTERM).
+
+        Later calls after a ``first`` one change nothing.
         """
-        signal.signal(signal.SIGTERM, _no_op)  # the main thread only, as before
-        signal.signal(signal.SIGINT, _no_op)
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(write_fd, False)
-        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        threading.Thread(
-            target=self._watch, args=(read_fd,), name="spottrain-notice", daemon=True
-        ).start()
+        if self._installed == "sigwait":
+            return
+        if first:
+            self._installed = "sigwait"
+            signal.pthread_sigmask(signal.SIG_BLOCK, NOTICE_SIGNALS)
+            target, args = self._take, ()
+        else:
+            self._installed = "handler"
+            read_fd, write_fd = os.pipe()
+            os.set_blocking(write_fd, False)
+            signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+            target, args = self._read, (read_fd,)
+        for signum in NOTICE_SIGNALS:
+            # Blocked, they reach it only in a thread that started before the mask.
+            signal.signal(signum, _no_op)
+        threading.Thread(target=target, args=args, name="spottrain-notice", daemon=True).start()
 
-    def _watch(self, read_fd: int) -> None:
+    def _take(self) -> None:
+        while True:
+            self._heard(signal.sigwait(NOTICE_SIGNALS))
+
+    def _read(self, read_fd: int) -> None:
         while True:
             for signum in os.read(read_fd, 64):
-                if signum in (signal.SIGTERM, signal.SIGINT):
+                if signum in NOTICE_SIGNALS:
                     self._heard(signum)
 
     def _heard(self, signum: int) -> None:
@@ -232,14 +266,13 @@ class StopFlag:
             # spottrain.trainer.forward repeats a notice until the attempt ends: say it once.
             self._repeats += 1
             if self._repeats == 1:
-                log.warning("%s again: still saving at the next step boundary", name)
-        else:
-            log.warning("%s received: saving at the next step boundary, then exiting", name)
+                log.warning("%s again: the first notice is being acted on", name)
+            return
         self.set(name)
 
 
 def _no_op(_signum, _frame) -> None:
-    """The Python-level handler: installed so that the wakeup pipe is written."""
+    """The Python-level handler: the flag is set by the notice thread."""
 
 
 def exit_process(code: int) -> None:

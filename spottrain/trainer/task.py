@@ -21,8 +21,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     from spottrain.trainer import watchdog
 
-    relay = None
-    if watchdog.should_supervise(argv):
+    relay = stop = None
+    if not watchdog.should_supervise(argv):
+        # The trainer: it takes the notice from its first lines, before TensorFlow
+        # starts a thread, in every phase of the attempt (preemption.StopFlag.install).
+        from spottrain.trainer.preemption import StopFlag
+
+        stop = StopFlag()
+        stop.install(first=True)
+    else:
         # First thing: as a container's PID 1 (GKE Job pods) a SIGTERM without a
         # handler would be dropped by the kernel, and the pod killed at the end
         # of its grace period instead.
@@ -47,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         from spottrain.trainer import check
 
         return check.run(argv)
-    return attempt.run(argv)
+    return attempt.run(argv, stop=stop)
 
 
 def _log_to_stdout_and_errors_to_stderr() -> None:

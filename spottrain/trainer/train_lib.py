@@ -29,6 +29,7 @@ from spottrain.trainer import (
     fit_step,
     metadata_notice,
     nan_inputs,
+    notice_phase,
     preemption,
     save_health,
     steps,
@@ -83,11 +84,16 @@ class Trainer:
         self.task = task
         self.stop = stop or preemption.StopFlag()
         self.started = time.monotonic()
+        # Progress reports to the hang-watchdog supervisor (spottrain.trainer.watchdog).
+        self.heartbeat = Heartbeat()
+        # Where the attempt is decides what a notice does (notice_phase).
+        self.phases = notice_phase.Phases(self._end_at_once, self.heartbeat.doing)
+        self.stop.on_set = self._noted
+        if self.stop.is_set():  # heard while TensorFlow and the task started
+            self.phases.heard = self.stop.signal_name
         # (seconds waiting for input, seconds for the whole step) of recent steps; the
         # input wait is measured only with an on_step hook (else the step fetches it).
         self.step_times: collections.deque = collections.deque(maxlen=10_000)
-        # Progress reports to the hang-watchdog supervisor (spottrain.trainer.watchdog).
-        self.heartbeat = Heartbeat()
 
     # -- set-up -------------------------------------------------------------
     def build(self) -> None:
@@ -100,7 +106,9 @@ class Trainer:
         # Open the ledger record before anything that can hang (MWMS start-up), so
         # a hung attempt leaves a record the next attempt can close as a hang.
         found = checkpointing.list_checkpoints(cfg.checkpoint_dir)
-        self.ledger.begin(found[0][0] if found else 0)
+        self.resumes_from = found[0][0] if found else 0  # until restored (start_step)
+        self.ledger.begin(self.resumes_from)
+        self.phases.opened()  # a notice heard before now ends the attempt here
         if cfg.threads:
             tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
             tf.config.threading.set_inter_op_parallelism_threads(cfg.threads)
@@ -110,10 +118,14 @@ class Trainer:
             tf.config.experimental.enable_op_determinism()
         replicas = _expected_replicas(self.cluster)
         self.global_batch = config.global_batch(cfg, replicas)  # fails before MWMS starts
+        self.phases.starting(
+            "while the gang formed" if self.cluster.multi_worker else "while TensorFlow started"
+        )
         self.strategy = distribution.create_strategy(self.cluster, cfg.collective_timeout)
-        # After the strategy: MWMS's own SIGTERM handler would swallow the signal.
+        # Installed first thing by the trainer process (spottrain.trainer.task); a
+        # trainer built in another process takes the notice from here on.
         self.stop.install()
-        self.stop.on_set = self._noted
+        self.phases.starting("while the model was built")
         # GCE's metadata notice can come before the SIGTERM (it says whether it watches).
         metadata_notice.watch(self.stop.set)
         self.replicas = self.strategy.num_replicas_in_sync
@@ -164,7 +176,9 @@ class Trainer:
         self.history = save_health.SaveHistory(cfg.checkpoint_dir, self.cluster.is_chief)
         limit = save_health.resume_limit(self.history.data, cfg.resume_from_step, cfg.fingerprint())
         skip = set() if limit is not None else save_health.diverged_steps(self.history.data)
+        self.phases.starting("while a checkpoint was restored")
         self.start_step = self.store.restore_latest(skip=skip, limit=limit)
+        self.phases.starting("before the first step ended (its trace or compile)")
         rewound = None if limit is None else {"fingerprint": cfg.fingerprint(), "to_step": limit}
         self.history.resumed(self.start_step, self.store.skipped, rewound)
         self.ledger.set_start(self.start_step)  # lower if a corrupt checkpoint was skipped
@@ -247,13 +261,23 @@ class Trainer:
         )
 
     def _noted(self, reason: str) -> None:
-        """A notice arrived (signal handler): the ledger records it now, from a thread.
+        """A notice arrived (the notice thread): acts on it by phase, records it at once.
 
-        The save at the next step boundary records it again; this one counts when the
-        platform kills the attempt before that step ends (a KFP pod's short grace).
+        Starting, the attempt ends here (``_end_at_once``). Training, the save at the
+        next step boundary records it again; this record counts when the platform
+        kills the attempt before that step ends (a KFP pod's short grace).
         """
-        step = getattr(self, "step_now", 0)
+        phase = self.phases.notice(reason)
+        if phase != notice_phase.STARTING:
+            self.heartbeat.heard()  # the supervisor leaves it to this process
+        notice_phase.say(phase, reason, getattr(self, "total_steps", 0))
+        step = getattr(self, "step_now", getattr(self, "start_step", 0))
         threading.Thread(target=self.ledger.notice, args=(step, reason), daemon=True).start()
+
+    def _end_at_once(self, reason: str, doing: str) -> None:
+        """Ends an attempt that trained nothing yet (from the notice's thread): 143."""
+        step = getattr(self, "start_step", getattr(self, "resumes_from", 0))
+        notice_phase.end_attempt(self.ledger, self.lease, reason, doing, step)
 
     def settle_saves(self) -> None:
         """Before an ending attempt's record is closed: lets a background save finish.
@@ -292,6 +316,7 @@ class Trainer:
         if self.start_step == self.total_steps:
             log.info("checkpoint already at the final step %d", self.total_steps)
             self.heartbeat.done()
+            self.phases.enter(notice_phase.FINISHING)
             return self.start_step
 
         contexts = self._contexts = []  # the NaN guard reads a batch again through them
@@ -314,12 +339,15 @@ class Trainer:
         while loop.step < self.total_steps:
             self._check_lease(loop.step)
             call = caller.run(loop)
+            if self.phases.phase == notice_phase.STARTING:
+                self.phases.enter(notice_phase.TRAINING)  # a step is done: a notice saves
             # After-step actions, in order: each may end the attempt.
             self._record(call, loop, on_step)
             self._guard_nan(loop.step, call.loss)
             self._log(call, loop)
             self._act_on_votes(call, loop, caller.ahead)
         self.heartbeat.done()  # evaluation and export are bounded and not steps
+        self.phases.enter(notice_phase.FINISHING)  # the final save is complete
         return loop.step
 
     def _check_lease(self, step: int) -> None:

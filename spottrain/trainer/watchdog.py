@@ -34,9 +34,21 @@ from spottrain.trainer.heartbeat import (
     PROGRESS_FD_ENV,
     STARTED_ENV,
 )
-from spottrain.trainer.preemption import HUNG, die_with_parent, exit_code
+from spottrain.trainer.preemption import (
+    HUNG,
+    NOTICE_SIGNALS,
+    PREEMPTED,
+    die_with_parent,
+    exit_code,
+)
 
 log = logging.getLogger(__name__)
+
+# How long a trainer that took no step yet has to act on a notice passed on to it:
+# it ends at once by itself (notice_phase), in milliseconds, unless TensorFlow holds
+# Python's lock (MWMS's start-up does while the gang forms: no thread of the trainer's
+# runs then); then its supervisor ends it (Supervisor.stopped_for_notice).
+NOTICE_ACK_S = 3.0
 
 # The protocol's names are the trainer side's (heartbeat.py); this is the supervisor's.
 _RELAYED = (b"start", b"step", b"dump")
@@ -145,6 +157,17 @@ def reap_orphans(keep: int) -> None:
             pass
 
 
+def _trainer_setup() -> None:
+    """``preexec_fn`` of the trainer: it dies with this process, notice blocked.
+
+    The trainer takes the notice with ``sigwait`` from its first lines
+    (``StopFlag.install``); blocked from its start, one that comes while Python
+    starts waits for that instead of killing it by the default action, unrecorded.
+    """
+    die_with_parent()
+    signal.pthread_sigmask(signal.SIG_BLOCK, NOTICE_SIGNALS)
+
+
 class Supervisor:
     """Runs the trainer as a child process and watches its heartbeat."""
 
@@ -160,6 +183,17 @@ class Supervisor:
         self.fired_after: float | None = None
         self.started = time.time()
         self.progress_fd = int(os.environ.get(PROGRESS_FD_ENV, "-1"))
+        # The notice passed on to the trainer: (signal name, when), and what the
+        # trainer said of it and of where it is (heartbeat's "heard", "doing").
+        self.notice: tuple[str, float] | None = None
+        self.heard = False
+        self.doing = "while TensorFlow and the task started"
+        # Set when this supervisor ended an attempt that could not act on a notice.
+        self.stopped_for_notice: str | None = None
+
+    def noticed(self, reason: str) -> None:
+        """The notice was passed on to the trainer (the relay's first forward)."""
+        self.notice = (reason, time.monotonic())
 
     def run(self, relay: NoticeRelay | None = None) -> int:
         """Starts the child, forwards signals, returns its exit code (or HUNG).
@@ -174,6 +208,14 @@ class Supervisor:
         """
         own = relay is None
         relay = relay or NoticeRelay().install()
+        also = relay.on_forward
+
+        def forwarded(reason: str) -> None:
+            self.noticed(reason)
+            if also is not None:
+                also(reason)
+
+        relay.on_forward = forwarded
         if relay.held is not None:
             # The notice came before the trainer existed: nothing to save, and
             # starting a trainer only to stop it would delay the pod's exit.
@@ -195,9 +237,7 @@ class Supervisor:
         env[HEARTBEAT_FD_ENV] = str(write_fd)
         env[FAULTHANDLER_FILE_ENV] = fault_file.name
         env[STARTED_ENV] = repr(self.started)
-        child = subprocess.Popen(
-            self.cmd, env=env, pass_fds=(write_fd,), preexec_fn=die_with_parent
-        )
+        child = subprocess.Popen(self.cmd, env=env, pass_fds=(write_fd,), preexec_fn=_trainer_setup)
         os.close(write_fd)
         # A notice that arrived while the child was being started is passed on now.
         relay.attach(child)
@@ -235,11 +275,17 @@ class Supervisor:
                             self.dump_path = value
                         elif kind == "done":
                             watching = False
+                        elif kind == "heard":
+                            self.heard = True
+                        elif kind == "doing":
+                            self.doing = value
             else:
                 time.sleep(0.2)
             reap_orphans(keep=child.pid)
             if child.poll() is not None:
                 return exit_code(child.returncode)
+            if self._cannot_act(watching):
+                return self._stop_for_notice(child)
             limit = self.startup_timeout_s if self.step is None else self.hang_timeout_s
             if saving:
                 limit = max(limit, self.startup_timeout_s)
@@ -248,6 +294,29 @@ class Supervisor:
                 self.fired_after = idle
                 self._fire(child, idle, fault_path)
                 return HUNG
+
+    def _cannot_act(self, watching: bool) -> bool:
+        """A trainer that took no step did not act on a notice in NOTICE_ACK_S."""
+        return (
+            self.notice is not None
+            and not self.heard
+            and self.step is None
+            and watching
+            and time.monotonic() - self.notice[1] >= NOTICE_ACK_S
+        )
+
+    def _stop_for_notice(self, child: subprocess.Popen) -> int:
+        """Ends an attempt that trained nothing and is stuck where it cannot act: 143."""
+        reason = self.notice[0] if self.notice else "SIGTERM"
+        self.stopped_for_notice = (
+            f"preempted ({reason}) {self.doing}: the trainer did not end by itself within "
+            f"{NOTICE_ACK_S:g} s, so its supervisor stopped it; nothing trained, nothing "
+            "to save, 0 steps lost"
+        )
+        child.kill()
+        child.wait()
+        log.warning("exit %d: %s", PREEMPTED, self.stopped_for_notice)
+        return PREEMPTED
 
     def _relay(self, lines: list[bytes]) -> None:
         """Passes progress lines on to the launcher's fd, when there is one."""
@@ -371,4 +440,9 @@ def supervise(
         from spottrain.trainer import attempt
 
         attempt.record_start_hang(cfg, sup.started, sup.fired_after or 0.0)
+    if sup.stopped_for_notice:
+        from spottrain.trainer import attempt
+
+        reason = sup.notice[0] if sup.notice else "SIGTERM"
+        attempt.record_stopped_start(cfg, sup.started, reason, sup.stopped_for_notice)
     return code

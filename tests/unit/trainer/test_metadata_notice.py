@@ -189,6 +189,6 @@ def test_a_true_that_reverts_still_stops_and_the_lines_say_so(metadata, caplog):
     warned = said(caplog, md.host, logging.WARNING)
     assert len(warned) == 2, warned
     seen = metadata_notice.utc(w.seen_at)
-    assert flipped <= w.seen_at and seen in warned[0] and "next step boundary" in warned[0]
+    assert flipped <= w.seen_at and seen in warned[0] and "the notice" in warned[0]
     assert reverted <= w.reverted_at and metadata_notice.utc(w.reverted_at) in warned[1]
     assert seen in warned[1] and "still" in warned[1], warned
