@@ -37,6 +37,22 @@ def tiny_args(digits_dir: str, out: Path, **overrides) -> list[str]:
     return args
 
 
+def task_args(out: Path, task: str, **overrides) -> list[str]:
+    """Trainer flags for a task of ``tests/`` or ``examples/``: 40 steps, saves at 20."""
+    flags = {
+        "task": task,
+        "batch-size-per-replica": 16,
+        "train-steps": 40,
+        "save-every-steps": 20,
+        "save-every-seconds": 0,
+        "log-every-steps": 1,
+        "checkpoint-dir": str(out / "checkpoints"),
+        "model-dir": str(out / "model"),
+        **{k.replace("_", "-"): v for k, v in overrides.items()},
+    }
+    return [x for k, v in flags.items() for x in (f"--{k}", str(v))]
+
+
 def env() -> dict:
     """Subprocess environment: one TF thread each, quiet C++ logs, no inherited TF_CONFIG."""
     e = dict(os.environ)

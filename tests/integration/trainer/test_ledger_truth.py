@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from ports import held_port
-from trainer_helpers import REPO, env, ledger, run_module
+from trainer_helpers import REPO, env, ledger, run_module, task_args
 
 from spottrain.trainer import launch, preemption
 
@@ -23,18 +23,8 @@ pytestmark = pytest.mark.slow
 
 
 def _args(out: Path, **overrides) -> list[str]:
-    flags = {
-        "task": "tests.slow_save_task:SlowToSave",
-        "batch-size-per-replica": 16,
-        "train-steps": 40,
-        "save-every-steps": 20,
-        "save-every-seconds": 0,
-        "log-every-steps": 1,
-        "checkpoint-dir": str(out / "checkpoints"),
-        "model-dir": str(out / "model"),
-        **{k.replace("_", "-"): v for k, v in overrides.items()},
-    }
-    return [x for k, v in flags.items() for x in (f"--{k}", str(v))]
+    flags = {"task": "tests.slow_save_task:SlowToSave", **overrides}
+    return task_args(out, **flags)
 
 
 def _saved(out: Path) -> list[int]:

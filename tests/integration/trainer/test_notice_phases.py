@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from notice_phase_task import MARK_ENV, PAUSE_S, PHASE_ENV
-from trainer_helpers import ledger, summary
+from trainer_helpers import ledger, summary, task_args
 
 from spottrain.trainer import launch, preemption
 
@@ -33,18 +33,8 @@ LATE_S = 60.0  # how late the other worker comes in the gang-forming row
 
 
 def _args(out: Path, **overrides) -> list[str]:
-    flags = {
-        "task": "tests.notice_phase_task:Phased",
-        "batch-size-per-replica": 16,
-        "train-steps": 40,
-        "save-every-steps": 20,
-        "save-every-seconds": 0,
-        "log-every-steps": 5,
-        "checkpoint-dir": str(out / "checkpoints"),
-        "model-dir": str(out / "model"),
-        **{k.replace("_", "-"): v for k, v in overrides.items()},
-    }
-    return [x for k, v in flags.items() for x in (f"--{k}", str(v))]
+    flags = {"task": "tests.notice_phase_task:Phased", "log_every_steps": 5, **overrides}
+    return task_args(out, **flags)
 
 
 class Lines:
