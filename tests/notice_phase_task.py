@@ -3,9 +3,11 @@
 ``NOTICE_PHASE`` names the phase (``restore``: while the checkpoint is read back,
 as a large model's is for minutes from Cloud Storage; ``trace``: the train step's
 first trace; ``evaluate``: inside TensorFlow, as a big validation set's forward
-passes are; ``export``: while Keras writes the model file). On entering it, each worker writes
-``<NOTICE_MARK>-<its name>`` and pauses ``PAUSE_S``: a test sends the notice then,
-knowing the worker is inside that phase, not before or after it. Used by
+passes are; ``export``: while Keras writes the model file). On entering it, each
+worker writes ``<NOTICE_MARK>-<its name>`` and pauses ``PAUSE_S``: a test sends the
+notice then, knowing the worker is inside that phase, not before or after it.
+``child`` instead starts a process from ``train_dataset`` (as a data loader's pool
+does) and writes that process's blocked-signal mask into the mark. Used by
 tests/integration/trainer/test_notice_phases.py.
 """
 
@@ -40,6 +42,21 @@ def _enter(phase: str) -> bool:
 
 
 class Phased(Regression):
+    def train_dataset(self, spec):
+        if os.environ.get(PHASE_ENV) == "child" and not getattr(self, "started_one", False):
+            import subprocess
+            import sys
+
+            self.started_one = True
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+            with open(f"/proc/{child.pid}/status") as f:
+                blocked = next(ln.split()[1] for ln in f if ln.startswith("SigBlk:"))
+            child.kill()
+            child.wait()
+            with open(f"{os.environ[MARK_ENV]}-{_name()}", "w") as f:
+                f.write(blocked)
+        return super().train_dataset(spec)
+
     def loss(self, labels, outputs):
         # Called only where the train step is traced: a model's first trace (or XLA
         # compile) of a large model takes this long and longer.

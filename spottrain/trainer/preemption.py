@@ -215,39 +215,41 @@ class StopFlag:
 
         Args:
             first: This is the trainer process's first line, before any other thread
-                starts (``spottrain.trainer.task``): the signals are then blocked in
-                every thread, which inherit the mask, and one thread of ours takes
-                them with ``sigwait``, in every phase of the attempt. Otherwise (a
-                trainer built inside another program: the profile component, tests)
-                handlers are installed, which must come after the strategy's.
+                starts (``spottrain.trainer.task``): the signals are blocked in every
+                thread, which inherit the mask, and a thread of ours takes them with
+                ``sigwait``. Otherwise (after the strategy is created: the trainer's
+                second call, or a trainer built inside another program such as the
+                profile component) Python handlers are installed, taken over from
+                the strategy's, and the signals unblocked in the calling thread.
 
-        Why ``sigwait``: MultiWorkerMirroredStrategy's start-up installs a C++ SIGTERM
-        handler of its own (TensorFlow's ``sigterm`` preemption notifier), which
-        takes the signal and does nothing the trainer sees: a notice while the gang
-        formed was lost, and the attempt trained on until the platform killed it. A
-        blocked signal reaches no handler, whoever installs one; it waits for
-        ``sigwait``. Either way the flag is set by a thread of ours, not by a Python
-        handler alone, which runs only when the main thread is back in Python
-        bytecode, after the training step it is in (in a KFP pod the kill comes
-        about a second after the SIGTERM).
-
-        Later calls after a ``first`` one change nothing.
+        Why block first: MultiWorkerMirroredStrategy's start-up installs a C++ SIGTERM
+        handler of its own (TensorFlow's ``sigterm`` preemption notifier), which takes
+        the signal and does nothing the trainer sees: a notice while the gang formed
+        was lost, and the attempt trained on until the platform killed it. A blocked
+        signal reaches no handler, whoever installs one; it waits for ``sigwait``.
+        Why unblock after: a blocked signal is inherited by every process started
+        later, and a task's data-loading workers whose pool ends them with SIGTERM
+        would then never end. Either way a thread of ours sets the flag (through
+        ``signal.set_wakeup_fd`` for a handler): a Python handler alone runs only when
+        the main thread is back in Python bytecode, after the training step it is in
+        (in a KFP pod the kill comes about a second after the SIGTERM).
         """
-        if self._installed == "sigwait":
-            return
+        for signum in NOTICE_SIGNALS:
+            # PID 1 (a container's main process) is sent only what it handles.
+            signal.signal(signum, _no_op)
         if first:
-            self._installed = "sigwait"
             signal.pthread_sigmask(signal.SIG_BLOCK, NOTICE_SIGNALS)
+            self._installed = "sigwait"
             target, args = self._take, ()
         else:
-            self._installed = "handler"
             read_fd, write_fd = os.pipe()
             os.set_blocking(write_fd, False)
             signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+            if self._installed == "sigwait":
+                # Handler and wakeup pipe first: a notice pending now is delivered at once.
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, NOTICE_SIGNALS)
+            self._installed = "handler"
             target, args = self._read, (read_fd,)
-        for signum in NOTICE_SIGNALS:
-            # Blocked, they reach it only in a thread that started before the mask.
-            signal.signal(signum, _no_op)
         threading.Thread(target=target, args=args, name="spottrain-notice", daemon=True).start()
 
     def _take(self) -> None:

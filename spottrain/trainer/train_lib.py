@@ -122,8 +122,8 @@ class Trainer:
             "while the gang formed" if self.cluster.multi_worker else "while TensorFlow started"
         )
         self.strategy = distribution.create_strategy(self.cluster, cfg.collective_timeout)
-        # Installed first thing by the trainer process (spottrain.trainer.task); a
-        # trainer built in another process takes the notice from here on.
+        # After the strategy, whose own SIGTERM handler this replaces: the trainer
+        # process blocked the notice until now (spottrain.trainer.task).
         self.stop.install()
         self.phases.starting("while the model was built")
         # GCE's metadata notice can come before the SIGTERM (it says whether it watches).

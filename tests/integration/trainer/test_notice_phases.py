@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from notice_phase_task import MARK_ENV, PAUSE_S, PHASE_ENV
-from trainer_helpers import ledger, summary, task_args
+from trainer_helpers import ledger, run_module, summary, task_args
 
 from spottrain.trainer import launch, preemption
 
@@ -286,3 +286,16 @@ def test_a_notice_during_a_background_save(phase, tmp_path, target):
     _finish(args)
     assert ledger(out)[-1]["start_step"] == step and summary(out)["final_step"] == 200
     _report(f"background save ({target.split('-')[0]})", a, record)
+
+
+def test_processes_the_task_starts_can_be_ended_by_sigterm(phase, tmp_path):
+    """The trainer blocks the notice until the strategy exists; a process its task
+    starts later (a data loader's pool) must not inherit the block, or the pool's
+    SIGTERM would never end it."""
+    out = tmp_path / "run"
+    mark = phase("child")
+    proc, _ = run_module("spottrain.trainer.task", _args(out, train_steps=2))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    blocked = int(Path(f"{mark}-chief-0").read_text(), 16)
+    assert not blocked & (1 << (signal.SIGTERM - 1)), hex(blocked)
+    assert not blocked & (1 << (signal.SIGINT - 1)), hex(blocked)
