@@ -26,7 +26,8 @@ COLORS = {
     "compute-class": "#546e7a",
 }
 UNKNOWN = "#9e9e9e"
-# The time between attempts, when nothing trains: the restart a preemption costs.
+# The restart before an attempt: from the previous one's end until this one trained
+# again (the wait between them, then its start-up, gang and restore).
 RESTART = "#90a4ae"
 RESTART_DY = 20  # its line's top below its row's top (one-line labels): under their text
 # Outcomes that ended on a notice (drawn with a marker at the bar's end).
@@ -49,32 +50,37 @@ def _attrs(**values: Any) -> str:
     )
 
 
-def restart_gaps(records: Sequence[Mapping[str, Any]]) -> list[float | None]:
-    """Per record, the seconds since every attempt started before it had ended.
+def restarts(records: Sequence[Mapping[str, Any]]) -> list[tuple[float, float] | None]:
+    """Per record, the restart before it: (between, start-up) seconds.
 
-    That is the restart: the notice's exit, the retry's scheduling, a new process's
-    start until it opens its record. None for the first record and for one that
-    started while another was still running (a refused run beside the holder).
+    ``between``: since every attempt started before it had ended (no attempt running:
+    the retry's scheduling, nobody's machine). ``start-up``: from its start until it
+    trained again (``resumed_at``: TensorFlow's start, the gang, the restore; all of
+    it when it ended before), the paid part, which ``lost`` prices
+    (``attempt_cost``). None for the first record and for one that started while
+    another was still running (a refused run beside the holder).
     """
-    gaps: list[float | None] = [None] * len(records)
+    out: list[tuple[float, float] | None] = [None] * len(records)
     order = sorted(
         (i for i, r in enumerate(records) if r.get("started") is not None),
         key=lambda i: float(records[i]["started"]),
     )
     last_end: float | None = None
     for i in order:
-        start = float(records[i]["started"])
-        if last_end is not None and start > last_end:
-            gaps[i] = start - last_end
-        end = float(records[i].get("ended") or start)
+        r = records[i]
+        start = float(r["started"])
+        if last_end is not None and start >= last_end:
+            until = float(r.get("resumed_at") or r.get("ended") or start)
+            out[i] = (start - last_end, max(0.0, until - start))
+        end = float(r.get("ended") or start)
         last_end = end if last_end is None else max(last_end, end)
-    return gaps
+    return out
 
 
 def figures(rec: Mapping[str, Any]) -> str:
     """An attempt's spent, lost and saved for its label (or why they are unknown)."""
     if "spent" in rec:
-        lost = f", preemption cost {rec['lost']:.4f}" if "lost" in rec else ""
+        lost = f", lost {rec['lost']:.4f}" if "lost" in rec else ""
         saved = f", saved {rec['saved']:.4f}" if "saved" in rec else ""
         return f"; spent {rec['spent']:.4f}{lost}{saved} {rec.get('currency', '')}".rstrip()
     if "price_unknown" in rec:
@@ -87,7 +93,7 @@ def _labels(r: Mapping[str, Any]) -> tuple[str, str]:
     cost = r.get("cost")
     did = (
         f"#{r.get('attempt')} {capacity(r)}: steps {r.get('start_step')}→"
-        f"{r.get('saved_step')} saved, {r.get('outcome')}, lost {r.get('steps_lost', 0)}"
+        f"{r.get('saved_step')} saved, {r.get('outcome')}, {r.get('steps_lost', 0)} steps lost"
     )
     money = (f", ${cost:.4f}" if isinstance(cost, int | float) and "spent" not in r else "") + (
         figures(r)
@@ -124,7 +130,7 @@ def _place(label: tuple[str, str], x: float, w: float) -> tuple[float, str, list
 def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
     """The attempts as bars on one time axis, one row each."""
     timed = [r for r in records if r.get("started") is not None]
-    gaps = restart_gaps(timed)
+    gaps = restarts(timed)
     if not timed:
         return '<p class="empty">No attempt has been recorded yet.</p>'
     t0 = min(float(r["started"]) for r in timed)
@@ -155,15 +161,26 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
             seconds=r.get("seconds", ""), **money,
         )  # fmt: skip
         if gap is not None:
-            # The restart before it, on its row up to its bar: a line below the labels'
-            # text (which may stand left of the bar) and its length under the line.
-            gx, gw = x - gap * scale, gap * scale
+            # The restart before it, on its row from the previous end into its bar until
+            # it trained: a line below the labels' text (which may stand left of the
+            # bar) and its length under the line.
+            between, start_up = gap
+            gx, gw = x - between * scale, (between + start_up) * scale
+            title = (
+                f"{between + start_up:.0f} s until training resumed: {between:.0f} s between "
+                f"attempts, {start_up:.0f} s start-up and restore (paid, in lost)"
+            )
+            seconds = _attrs(
+                seconds=f"{between + start_up:.1f}",
+                between=f"{between:.1f}",
+                start_up=f"{start_up:.1f}",
+            )
             parts.append(
-                f'<g class="restart" data-seconds="{gap:.1f}"><title>{gap:.0f} s restart: '
-                f'no attempt running</title><rect x="{gx:.1f}" y="{y + row - ROW + RESTART_DY}" '
+                f'<g class="restart" {seconds}>'
+                f'<title>{title}</title><rect x="{gx:.1f}" y="{y + row - ROW + RESTART_DY}" '
                 f'width="{gw:.1f}" height="4" fill="{RESTART}"/><text x="{gx + gw / 2:.1f}" '
                 f'y="{y + row - 2}" font-size="10" fill="#455a64" text-anchor="middle">'
-                f"restart {gap:.0f} s</text></g>"
+                f"restart {between + start_up:.0f} s ({start_up:.0f} s paid)</text></g>"
             )
         parts.append(
             f'<g class="attempt" {data}><title>{html.escape(label)}</title>'
@@ -191,8 +208,16 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
     return "".join(parts)
 
 
-def curve_svg(name: str, points: Sequence[tuple[int, float]], height: int = 200) -> str:
-    """One scalar over the steps as a polyline with its range labelled."""
+def curve_svg(
+    name: str,
+    points: Sequence[tuple[int, float]],
+    height: int = 200,
+    preempted_at: Sequence[int] = (),
+) -> str:
+    """One scalar over the steps as a polyline with its range labelled.
+
+    A red dashed line marks each step an attempt was preempted at.
+    """
     if not points:
         return ""
     steps = [s for s, _ in points]
@@ -206,6 +231,13 @@ def curve_svg(name: str, points: Sequence[tuple[int, float]], height: int = 200)
     )
     data = _attrs(scalar=name, points=len(points), first_step=s0, last_step=s1,
                   min=f"{v0:.4g}", max=f"{v1:.4g}", last=f"{values[-1]:.4g}")  # fmt: skip
+    marks = "".join(
+        f'<line class="preempted" data-step="{step}" x1="{LEFT + 60 + (step - s0) * sx:.1f}" '
+        f'y1="20" x2="{LEFT + 60 + (step - s0) * sx:.1f}" y2="{height - 20}" stroke="#c62828" '
+        f'stroke-dasharray="4 3"><title>preempted at step {step}</title></line>'
+        for step in preempted_at
+        if s0 <= step <= s1
+    )
     return (
         f'<svg class="curve" {data} width="{WIDTH}" height="{height}" role="img" '
         f'aria-label="{html.escape(name)}"><text x="{LEFT}" y="14" font-size="13">'
@@ -213,6 +245,7 @@ def curve_svg(name: str, points: Sequence[tuple[int, float]], height: int = 200)
         f'<text x="{LEFT}" y="34" font-size="11" fill="#555">{v1:.4g}</text>'
         f'<text x="{LEFT}" y="{height - 20}" font-size="11" fill="#555">{v0:.4g}</text>'
         f'<polyline fill="none" stroke="#1565c0" stroke-width="1.5" points="{coords}"/>'
+        f"{marks}"
         f'<text x="{LEFT + 60}" y="{height - 4}" font-size="11" fill="#555">step {s0}</text>'
         f'<text x="{WIDTH - LEFT}" y="{height - 4}" font-size="11" fill="#555" '
         f'text-anchor="end">step {s1}</text></svg>'
@@ -256,23 +289,24 @@ def page(
         f"{totals.get('attempts', 0)} attempt(s), {totals.get('preemptions', 0)} "
         f"preemption(s), {totals.get('steps_lost', 0)} step(s) lost"
     )
-    gaps = [g for g in restart_gaps(records) if g is not None]
+    gaps = [sum(g) for g in restarts(records) if g is not None]
     if gaps:
         summary += f", {sum(gaps):.0f} s in {len(gaps)} restart(s)"
-    if "cost" in totals:
-        summary += (
-            f"; ${totals['cost']:.4f} against ${totals['on_demand_cost']:.4f} on demand "
-            f"(saving ${totals['saving']:.4f})"
-        )
     money = totals_line(totals)
     money_attrs = _attrs(**{k: totals[k] for k in TOTAL_FIELDS if k in totals})
     legend = "".join(
         f'<span style="color:{color}">■</span> {kind} '
         for kind, color in COLORS.items()
         if any(capacity(r) == kind for r in records)
-    ) + (f'<span style="color:{RESTART}">■</span> restart (no attempt running)' if gaps else "")
+    ) + (f'<span style="color:{RESTART}">■</span> restart (until training resumed)' if gaps else "")
     shown = {t: p for t, p in sorted(scalars.items()) if t != "steps_per_second"}
-    curves = "".join(curve_svg(tag, pts) for tag, pts in shown.items() if len(pts) > 1)
+    preempted_at = sorted(
+        {int(r["last_step"]) for r in records if r.get("outcome") in NOTICE_OUTCOMES
+         and r.get("last_step") is not None}
+    )  # fmt: skip
+    curves = "".join(
+        curve_svg(tag, pts, preempted_at=preempted_at) for tag, pts in shown.items() if len(pts) > 1
+    )
     # A scalar written once (the validation after training) is a number, not a curve.
     finals = ", ".join(
         f'<span class="final" data-scalar="{html.escape(t)}" data-value="{p[0][1]:.4g}">'

@@ -282,11 +282,6 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
         f"{totals.get('interruptions', 0)} interruption(s) in all (kills, lost peers, hangs "
         "included).**",
     ]
-    if "cost" in totals:
-        lines.append(
-            f"Estimated cost ${totals['cost']:.4f} at the spot price vs "
-            f"${totals['on_demand_cost']:.4f} on demand (saving ${totals['saving']:.4f})."
-        )
     if line := attempt_cost.totals_line(totals):
         lines.append(line)
     return "\n".join(lines) + "\n"

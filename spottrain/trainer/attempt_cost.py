@@ -4,11 +4,15 @@ Given the ledger's records and a price function (``Usage -> Quote``: per hour, o
 machine with its GPUs), each attempt gets:
 
 * ``spent``: its seconds x workers x the price of what it ran on;
-* ``saved``: what the same seconds would have cost on demand, minus ``spent``;
 * ``lost`` (attempts a preemption, kill, lost peer or hang ended): the steps it
   trained again (``steps_lost`` x its own seconds per step), priced as it ran, plus
   the restart that followed: the next attempt's seconds from its start to the
-  restored checkpoint (``resumed_at``), priced as that attempt ran.
+  restored checkpoint (``resumed_at``; all of them when it ended before that),
+  priced as that attempt ran. ``lost`` is part of ``spent``;
+* ``saved``: what the work that was kept would have cost on demand, minus
+  ``spent``. Kept is every machine-second but those ``lost`` counts (a step trained
+  again, a restart): an on-demand run would not have paid for them, so pricing
+  them on demand too would credit spot with its own preemptions.
 
 A price the source does not know leaves the figures out (never 0) and says why in
 ``price_unknown``. The trainer's ``--price-per-hour`` flags, where given, are the
@@ -95,6 +99,9 @@ def price_records(
     quotes: dict = {}
     out = [{k: v for k, v in r.items() if k not in PRICED_FIELDS} for r in records]
     rates = [_rates(r, price, quotes) for r in out]
+    # Per attempt, the seconds ``lost`` counts (its redone steps, the restart it was):
+    # not kept work, so not in ``saved``.
+    wasted = [0.0] * len(out)
     for i, (rec, (paid, od, currency, source, reason)) in enumerate(zip(out, rates, strict=True)):
         if source:
             rec["price_source"] = source
@@ -109,7 +116,6 @@ def price_records(
         rec["spent"] = round(hours * paid, 6)
         if od is not None:
             rec["on_demand_price_per_hour"] = round(od, 6)
-            rec["saved"] = round(hours * od - rec["spent"], 6)
         if rec.get("outcome") in INTERRUPTED:
             j = _next(out, i)
             nxt, next_paid = (None, None) if j is None else (out[j], rates[j][0])
@@ -120,6 +126,14 @@ def price_records(
                 )
             else:
                 rec.update(lost)
+                wasted[i] += lost["lost_redo_seconds"]
+                if j is not None:
+                    wasted[j] += lost["lost_restart_seconds"]
+    for rec, waste in zip(out, wasted, strict=True):
+        if "spent" in rec and "on_demand_price_per_hour" in rec:
+            kept = max(0.0, _machine_seconds(rec) - waste * int(rec.get("workers") or 1))
+            od = rec["on_demand_price_per_hour"]
+            rec["saved"] = round(kept / 3600 * od - rec["spent"], 6)
     return out
 
 
@@ -145,10 +159,13 @@ def _lost(rec: dict, nxt: dict | None, paid: float, next_paid: float | None) -> 
             return None
         redo = steps * (float(rec["ended"]) - float(began)) / trained
     restart = 0.0
-    if nxt is not None and nxt.get("resumed_at"):
+    # Until it trained again; an attempt that ended before (a notice during its start)
+    # was all restart.
+    resumed = (nxt or {}).get("resumed_at") or (nxt or {}).get("ended")
+    if nxt is not None and resumed:
         if next_paid is None:
             return None  # the restart ran on an attempt without a price
-        restart = max(0.0, float(nxt["resumed_at"]) - float(nxt["started"]))
+        restart = max(0.0, float(resumed) - float(nxt["started"]))
     workers = int(rec.get("workers") or 1)
     next_workers = int((nxt or {}).get("workers") or 1)
     cost = redo * workers * paid / 3600 + restart * next_workers * (next_paid or 0.0) / 3600

@@ -83,7 +83,8 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
     spans = [(0, 600, "spot", "preempted", 0, 30), (700, 1000, "spot", "preempted", 30, 45),
              (1100, 1900, "standard", "success", 45, 100)]  # fmt: skip
     records = [
-        {"attempt": i + 1, "started": t0 + a, "ended": t0 + b, "seconds": b - a,
+        {"attempt": i + 1, "started": t0 + a, "resumed_at": t0 + a + 20, "ended": t0 + b,
+         "seconds": b - a,
          "capacity": kind, "outcome": outcome, "start_step": s0, "last_step": s1,
          "saved_step": s1, "steps_lost": 0, "cost": round((b - a) / 3600 * 0.35, 6),
          "on_demand_cost": round((b - a) / 3600 * 1.2, 6), "exit_code": 0}
@@ -111,16 +112,17 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
     # The loss curve is drawn below the bars (its stroke colour, many pixels).
     blue = sum(1 for p in im.get_flattened_data() if p == rgb("#1565c0"))
     assert blue > 100
-    # Each restart (no attempt running) is drawn on the row of the attempt after it, from
-    # the previous attempt's end to its start (100 s each here), and labelled.
+    # Each restart is drawn on the row of the attempt after it, from the previous
+    # attempt's end until it trained again (100 s between, then 20 s start-up), labelled.
     restarts = bands(im, report.RESTART)[-2:]
-    assert [w for _, w in restarts] == pytest.approx([100 * scale, 100 * scale], abs=2)
+    assert [w for _, w in restarts] == pytest.approx([120 * scale, 120 * scale], abs=2)
     assert [t for t, _ in restarts] == [t + row - report.ROW + report.RESTART_DY for t in tops[1:]]
     text = rendered_text(tmp_path, html)
-    assert "3 attempt(s), 2 preemption(s), 0 step(s) lost, 200 s in 2 restart(s)" in text
-    assert text.count("restart 100 s</text>") == 2
-    assert "#2 spot: steps 30→45 saved, preempted, lost 0" in text
-    assert f"${totals['cost']:.4f} against ${totals['on_demand_cost']:.4f}" in text
+    assert "3 attempt(s), 2 preemption(s), 0 step(s) lost, 240 s in 2 restart(s)" in text
+    assert text.count("restart 120 s (20 s paid)</text>") == 2
+    assert "#2 spot: steps 30→45 saved, preempted, 0 steps lost" in text
+    # One set of words: the --price-per-hour flags' prices are spent, lost and saved too.
+    assert "against $" not in text and "saving" not in text
     assert f"Spent {totals['spent']:.4f} USD" in text
     assert totals["spent"] == pytest.approx(totals["cost"], abs=1e-4)
     assert f"spent {records[1]['spent']:.4f}" in text  # beside bar 2

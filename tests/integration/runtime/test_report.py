@@ -31,6 +31,8 @@ def test_the_page_of_a_preempted_and_resumed_run_shows_the_ledger_and_the_loss(
     )
     assert second.returncode == 0, second.stderr
     out = tmp_path / "attempts.html"
+    # As the train component does (write_ledger, then the page): priced by the flags.
+    ledger.price(str(tmp_path / "checkpoints"), None)
     report.write_report(str(tmp_path / "checkpoints"), "", str(out))
     page = _parse(out.read_text())
 
@@ -45,15 +47,20 @@ def test_the_page_of_a_preempted_and_resumed_run_shows_the_ledger_and_the_loss(
         assert bar["data-steps-lost"] == str(rec["steps_lost"])
     assert [b["data-capacity"] for b in drawn] == ["spot", "standard"]
     assert len(page.of("notice")) == 1  # the preempted attempt ends on a notice
-    # The restart between them (no attempt running) is drawn and labelled with its length.
+    # The restart: from the first attempt's end until the second trained again (the wait
+    # between them, then its start-up and restore: the seconds its lost prices).
     (restart,) = page.of("restart")
     gap = records[1]["started"] - records[0]["ended"]
-    assert gap > 0 and float(restart["data-seconds"]) == pytest.approx(gap, abs=0.1)
-    totals = ledger.totals(records)
+    start_up = records[1]["resumed_at"] - records[1]["started"]
+    assert gap > 0 and float(restart["data-between"]) == pytest.approx(gap, abs=0.1)
+    assert float(restart["data-start-up"]) == pytest.approx(start_up, abs=0.1)
+    assert float(restart["data-seconds"]) == pytest.approx(gap + start_up, abs=0.1)
     (shown,) = page.of("totals")
     assert shown["data-attempts"] == "2" and shown["data-preemptions"] == "1"
     text = "".join(page.text)
-    assert f"${totals['cost']:.4f} against ${totals['on_demand_cost']:.4f}" in text
+    # One set of words: the --price-per-hour flags' prices are spent, lost and saved too.
+    assert "against $" not in text and "saving" not in text
+    assert f"Spent {ledger.totals(records)['spent']:.4f} USD" in text
 
     scalars = report.read_scalars(str(tmp_path / "checkpoints" / "tensorboard"))
     (loss,) = [c for c in page.of("curve") if c["data-scalar"] == "loss"]

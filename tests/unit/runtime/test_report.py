@@ -60,17 +60,36 @@ def test_a_report_that_cannot_be_drawn_never_fails_the_training(tmp_path, monkey
     assert "bad &lt;event&gt; file" in Path(out.path).read_text()
 
 
-def test_a_restart_is_the_time_no_attempt_ran_and_a_refused_run_beside_the_holder_is_none():
+def test_a_restart_runs_from_the_previous_end_until_training_resumed_and_says_its_parts():
+    """The wait between attempts (nobody's machine) and the start-up until the restored
+    checkpoint (``resumed_at``: paid, what ``lost`` prices); a refused run beside the
+    holder has none; an attempt that ended before it trained was all start-up."""
     recs = [
-        {"attempt": 1, "started": 100.0, "ended": 160.0, "outcome": "preempted"},
+        {"attempt": 1, "started": 100.0, "resumed_at": 105.0, "ended": 160.0,
+         "outcome": "preempted"},
         {"attempt": 2, "started": 130.0, "ended": 131.0, "outcome": "refused"},  # beside #1
-        {"attempt": 3, "started": 178.5, "ended": 300.0, "outcome": "success"},
-        {"attempt": 4, "started": 300.0, "ended": 301.0, "outcome": "success"},  # no gap
-    ]
-    assert report.restart_gaps(recs) == [None, None, 18.5, None]
+        {"attempt": 3, "started": 178.5, "resumed_at": 190.0, "ended": 300.0,
+         "outcome": "preempted"},
+        {"attempt": 4, "started": 300.0, "ended": 301.0, "outcome": "preempted"},
+    ]  # fmt: skip
+    assert report.restarts(recs) == [None, None, (18.5, 11.5), (0.0, 1.0)]
     page = _parse(report.page(recs, ledger.totals(recs), {}))
-    assert [r["data-seconds"] for r in page.of("restart")] == ["18.5"]
-    assert "restart 18 s" in "".join(page.text)
+    drawn = page.of("restart")
+    assert [(r["data-seconds"], r["data-between"], r["data-start-up"]) for r in drawn] == [
+        ("30.0", "18.5", "11.5"), ("1.0", "0.0", "1.0"),
+    ]  # fmt: skip
+    text = "".join(page.text)
+    assert "restart 30 s (12 s paid)" in text and "31 s in 2 restart(s)" in text
+
+
+def test_the_curves_mark_the_steps_attempts_were_preempted_at():
+    recs = [
+        {"attempt": 1, "started": 0.0, "ended": 50.0, "outcome": "preempted", "last_step": 30},
+        {"attempt": 2, "started": 60.0, "ended": 90.0, "outcome": "success", "last_step": 100},
+    ]  # fmt: skip
+    loss = [(s, 1.0 / s) for s in range(5, 105, 5)]
+    page = _parse(report.page(recs, ledger.totals(recs), {"loss": loss}))
+    assert [m["data-step"] for m in page.of("preempted")] == ["30"]
 
 
 def _priced_run(quote):
@@ -106,7 +125,7 @@ def test_each_bar_carries_its_figures_and_the_page_the_runs():
         totals["spent"], totals["saved"], totals["lost"],
     )  # fmt: skip
     text = "".join(page.text)
-    assert f"spent {recs[0]['spent']:.4f}, preemption cost {recs[0]['lost']:.4f}" in text
+    assert f"spent {recs[0]['spent']:.4f}, lost {recs[0]['lost']:.4f}" in text
     assert f"Spent {totals['spent']:.4f} USD, lost to preemptions {totals['lost']:.4f}" in text
 
 
@@ -161,7 +180,7 @@ def test_the_figures_become_metrics_and_markdown_columns_or_price_unknown(tmp_pa
 
 
 def test_a_label_goes_beside_its_bar_in_one_line_else_two_never_on_it():
-    did, cost = "#2 preemptible: steps 54→120 saved, success, lost 0", "; spent 0.0013 USD"
+    did, cost = "#2 preemptible: steps 54→120 saved, success, 0 steps lost", "; spent 0.0013 USD"
     one, two = len(did + cost) * report.CHAR_PX, len(did) * report.CHAR_PX
     width, right_of = report.WIDTH, lambda x, w: x + w + 12
     cases = [  # (bar x, bar width) -> (anchor, lines)

@@ -34,11 +34,10 @@ def preempted_then_done(kind="spot", second_kind=None):
     ]  # fmt: skip
 
 
-def test_spot_attempts_spend_the_spot_price_save_the_difference_and_lose_redo_plus_restart():
+def test_spot_attempts_spend_the_spot_price_and_lose_redo_plus_restart():
     price = fixed(0.36, 1.2)
     one, two = attempt_cost.price_records(preempted_then_done(), price)
     assert one["spent"] == pytest.approx(220 / 3600 * 0.36, abs=1e-6)
-    assert one["saved"] == pytest.approx(220 / 3600 * (1.2 - 0.36), abs=1e-6)
     # 20 steps at 1 s each on 2 workers, and #2's 15 s restart on its 2 workers.
     assert one["lost_redo_seconds"] == 20.0 and one["lost_restart_seconds"] == 15.0
     assert one["lost"] == pytest.approx((20 + 15) * 2 * 0.36 / 3600, abs=1e-6)
@@ -47,15 +46,43 @@ def test_spot_attempts_spend_the_spot_price_save_the_difference_and_lose_redo_pl
     assert len(price.calls) == 1  # one usage, one quote
     totals = attempt_cost.run_totals([one, two])
     assert totals["spent"] == pytest.approx(450 / 3600 * 0.36, abs=1e-6)
-    assert totals["saved"] == pytest.approx(450 / 3600 * 0.84, abs=1e-6)
     assert totals["lost"] == pytest.approx(one["lost"], abs=1e-6) and totals["currency"] == "USD"
 
 
+def test_saved_prices_on_demand_only_the_work_that_was_kept():
+    """An on-demand run would not have redone #1's 20 steps nor paid #2's 15 s restart:
+    those machine-seconds (lost, part of spent) are not priced on demand."""
+    one, two = attempt_cost.price_records(preempted_then_done(), fixed(0.36, 1.2))
+    assert one["saved"] == pytest.approx((220 - 20 * 2) / 3600 * 1.2 - one["spent"], abs=1e-6)
+    assert two["saved"] == pytest.approx((230 - 15 * 2) / 3600 * 1.2 - two["spent"], abs=1e-6)
+    totals = attempt_cost.run_totals([one, two])
+    kept = 450 - (20 + 15) * 2  # every machine-second but the lost ones
+    assert totals["saved"] == pytest.approx(kept / 3600 * 1.2 - totals["spent"], abs=1e-6)
+    # Against the same seconds all priced on demand, it was overstated by the lost ones.
+    assert 450 / 3600 * 1.2 - totals["spent"] - totals["saved"] == pytest.approx(
+        70 / 3600 * 1.2, abs=1e-6
+    )
+
+
+def test_an_attempt_that_ended_before_it_trained_is_all_restart():
+    """A notice during #2's start: its seconds are #1's restart, and #3's start #2's."""
+    recs = preempted_then_done()
+    second = {**recs[1], "attempt": 2, "ended": 140.0, "seconds": 10.0, "outcome": "preempted",
+              "start_step": 80, "last_step": 80, "steps_lost": 0}  # fmt: skip
+    second.pop("resumed_at")
+    third = {**recs[1], "attempt": 3, "started": 150.0, "resumed_at": 165.0, "ended": 265.0}
+    one, two, three = attempt_cost.price_records([recs[0], second, third], fixed(0.36, 1.2))
+    assert one["lost_restart_seconds"] == 10.0 and two["lost_restart_seconds"] == 15.0
+    assert two["saved"] == pytest.approx(-two["spent"], abs=1e-6)  # nothing of it kept
+
+
 @pytest.mark.parametrize("kind", ["on-demand", "standard", "reservation", "flex-start"])
-def test_full_price_kinds_spend_the_on_demand_price_and_save_nothing(kind):
+def test_full_price_kinds_spend_the_on_demand_price_and_save_minus_what_they_lost(kind):
     one, two = attempt_cost.price_records(preempted_then_done(kind), fixed(0.36, 1.2))
-    assert one["spent"] == pytest.approx(220 / 3600 * 1.2, abs=1e-6) and one["saved"] == 0
+    assert one["spent"] == pytest.approx(220 / 3600 * 1.2, abs=1e-6)
     assert two["price_per_hour"] == 1.2
+    totals = attempt_cost.run_totals([one, two])
+    assert totals["saved"] == pytest.approx(-totals["lost"], abs=1e-6)
 
 
 def test_the_nodes_kind_wins_over_the_compiled_one():
