@@ -76,7 +76,9 @@ def authoring(tmp_path_factory) -> Path:
     """The page's install commands, as written but for the URL; returns their folder."""
     tmp = tmp_path_factory.mktemp("authoring")
     commit = _git_copy(tmp / "fork")
-    (install,) = [b for b in _blocks("sh") if "pip install" in b]
+    # The install from a fork's URL (the page's other one, from a local clone, is what
+    # this one becomes below: a file://localhost URL).
+    (install,) = [b for b in _blocks("sh") if "pip install" in b and DOC_URL in b]
     # pip's own cache (~/.cache/pip) is reused; byte-compiling the ~360 MB it installs is
     # left to the first imports (the command is the page's; only pip's settings differ).
     env = {**_env(tmp), "PIP_NO_COMPILE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
