@@ -214,7 +214,7 @@ GKE_PIPELINE = $(if $(POOL),--pool "$(POOL)") $(if $(ENGINE),--engine "$(ENGINE)
 PIPELINE_PARAMS = $(filter $(addsuffix %,a b c d e f g h i j k l m n o p q r s t u v w x y z),$(MAKEOVERRIDES))
 # The other command-line variables, minus this Makefile's own: the CLI refuses one
 # named like a pipeline parameter (TRAIN_STEPS=5 would otherwise be dropped silently).
-MAKE_OWN_VARIABLES := HOST NAMESPACE POOL ENGINE FALLBACK NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON ARGO_NAMESPACE POLICY BASE TASKS TASK REGISTRY DIST
+MAKE_OWN_VARIABLES := HOST NAMESPACE POOL ENGINE FALLBACK DRY_RUN NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON ARGO_NAMESPACE POLICY BASE TASKS TASK REGISTRY DIST
 OTHER_VARIABLES = $(sort $(filter-out $(MAKE_OWN_VARIABLES) $(foreach p,$(PIPELINE_PARAMS),$(firstword $(subst =, ,$(p)))),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
 MAKE_VARIABLES_FLAG = $(if $(OTHER_VARIABLES),--make-variables "$(OTHER_VARIABLES)")
 IMAGE ?= $(shell $(PY) -c 'from spottrain.version import IMAGE; print(IMAGE)')
@@ -233,15 +233,15 @@ upload: venv ## Upload the GKE pipeline to KFP: HOST=<url> [POOL=preemptible|spo
 	$(call require,HOST,HOST=https://<your-kfp-dashboard>)
 	$(PY) -m spottrain.pipelines upload --host "$(HOST)" $(GKE_PIPELINE) $(USER_YAML) $(if $(NAME),--name "$(NAME)") $(if $(VERSION),--version "$(VERSION)")
 
-run-gke run-preemptible: venv ## Create a KFP run on GKE (run-preemptible: the same): HOST=<url> [POOL=preemptible|spot ENGINE=job|pod FALLBACK=1 NAMESPACE=] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
-	$(call require,HOST,HOST=https://<your-kfp-dashboard> data_src=gs://... checkpoint_dir=gs://...)
-	$(PY) -m spottrain.pipelines run-gke --host "$(HOST)" $(GKE_PIPELINE) $(USER_YAML) $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
+run-gke run-preemptible: venv ## Create a KFP run on GKE (run-preemptible: the same): HOST=<url> [POOL=preemptible|spot ENGINE=job|pod FALLBACK=1 NAMESPACE= DRY_RUN=1] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
+	$(if $(DRY_RUN),,$(call require,HOST,HOST=https://<your-kfp-dashboard> data_src=gs://... checkpoint_dir=gs://...))
+	$(PY) -m spottrain.pipelines run-gke --host "$(HOST)" $(GKE_PIPELINE) $(USER_YAML) $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(if $(DRY_RUN),--dry-run) $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
 
-run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= [FALLBACK=1] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
+run-vertex: venv ## Submit the Vertex pipeline: PROJECT= REGION= BUCKET= [FALLBACK=1 DRY_RUN=1] data_src=gs://... checkpoint_dir=gs://... [param=value ...]
 	$(call require,PROJECT,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
 	$(call require,REGION,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
 	$(call require,BUCKET,PROJECT=my-project REGION=us-central1 BUCKET=my-bucket)
-	$(PY) -m spottrain.pipelines run-vertex --project "$(PROJECT)" --region "$(REGION)" --bucket "$(BUCKET)" $(USER_YAML) $(if $(FALLBACK),--fallback) $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
+	$(PY) -m spottrain.pipelines run-vertex --project "$(PROJECT)" --region "$(REGION)" --bucket "$(BUCKET)" $(USER_YAML) $(if $(FALLBACK),--fallback) $(if $(SERVICE_ACCOUNT),--service-account "$(SERVICE_ACCOUNT)") $(if $(DRY_RUN),--dry-run) $(MAKE_VARIABLES_FLAG) $(PIPELINE_PARAMS)
 
 gke-nodepool: venv ## Print the gcloud command for the GPU node pool: CLUSTER= ZONE= [POOL=preemptible|spot|flex-start|on-demand GPU_TYPE= GPUS= MAX_NODES= RESERVATION= RESERVATION_PROJECT= SPOT_GRACE=30|120 EXECUTE=1]
 	$(call require,CLUSTER,CLUSTER=my-cluster ZONE=us-central1-a)

@@ -8,6 +8,7 @@ cannot be reached exits 69, missing Google credentials 78 (see ``submit``).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
@@ -92,7 +93,8 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
     from spottrain.pipelines import submit
 
     params = submit.parse_params(args.params)
-    submit.check_host(args.host)
+    if args.host or not args.dry_run:
+        submit.check_host(args.host)
     _check_namespaces(args)
     submit.check_gke_params(params)
     template = _gke_template(args)
@@ -100,8 +102,17 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
 
     _check_gke_template(template)
     # before building a client that may prompt for auth
-    guards.preflight(template, params, make_variables=args.make_variables.split())
+    arguments = guards.preflight(template, params, make_variables=args.make_variables.split())
     guards.check_published_image(template)
+    if args.dry_run:
+        request = submit.run_request(
+            template, arguments, experiment=args.experiment, run_name=args.run_name
+        )
+        return _dry_run(
+            request,
+            f"the cluster's checks (the JobSet API and RBAC, Argo's retry policy in "
+            f"{args.argo_namespace!r}) and KFP at {args.host or '(no --host)'}",
+        )
     from spottrain.pipelines import argo_retry
 
     if warning := argo_retry.preflight_warning(args.argo_namespace):
@@ -114,6 +125,14 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
             client, template, params, experiment=args.experiment, run_name=args.run_name
         )
     print(f"run_id={run_id}")
+    return 0
+
+
+def _dry_run(request: dict, skipped: str) -> int:
+    """Prints the request a run would send (stdout) and what was not checked (stderr)."""
+    print(json.dumps(request, indent=2, sort_keys=True))
+    print(f"dry run: nothing was sent; the pre-flight passed; not checked: {skipped}",
+          file=sys.stderr)  # fmt: skip
     return 0
 
 
@@ -145,6 +164,15 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
     guards.check_make_variables(spec, args.make_variables.split())
     guards.preflight(template, params)  # before looking for credentials
     guards.check_published_image(template)
+    if args.dry_run:
+        from google.auth.credentials import AnonymousCredentials
+
+        job = submit.vertex_job(
+            template, params, project=args.project, region=args.region, bucket=args.bucket,
+            credentials=AnonymousCredentials(),
+        )  # fmt: skip
+        request = submit.vertex_request(job, args.service_account)
+        return _dry_run(request, f"your credentials and Vertex AI in {args.region}")
     with submit.service_errors(f"Vertex AI in {args.region}"):
         credentials = submit.google_credentials()
         submit.check_reachable(submit.vertex_endpoint(args.region), f"Vertex AI in {args.region}")
@@ -224,6 +252,12 @@ def _yaml_dir_arg(s: argparse.ArgumentParser) -> None:
     )
 
 
+DRY_RUN_HELP = (
+    "run the pre-flight and print the request that would be sent (JSON), sending nothing "
+    "and needing no cluster, KFP or credentials"
+)
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     from spottrain.pipelines import compile_cli
@@ -276,6 +310,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--run-name", default="", help="run name")
     r.add_argument("params", nargs="*", help="pipeline parameters as name=value")
     r.add_argument("--argo-namespace", default="kubeflow", help=ARGO_NAMESPACE_HELP)
+    r.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
     r.set_defaults(func=cmd_run_gke)
 
     v = sub.add_parser("run-vertex", help="submit the Vertex pipeline (param=value ...)")
@@ -289,6 +324,7 @@ def parser() -> argparse.ArgumentParser:
         "--fallback", action="store_true", help="the pipeline whose SPOT jobs fall back to STANDARD"
     )
     v.add_argument("params", nargs="*", help="pipeline parameters as name=value")
+    v.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
     v.set_defaults(func=cmd_run_vertex)
 
     lr = sub.add_parser("run-local", help="the whole pipeline under kfp.local + fake GCS")

@@ -371,9 +371,40 @@ def run(
         arguments=arguments,
         run_name=run_name or f"spottrain {default_version_name()}",
         experiment_name=experiment,
-        enable_caching=False,
+        enable_caching=RUN_CACHING,
     )
     return result.run_id
+
+
+# Every run trains again: a cached train task would skip the training it was asked for.
+RUN_CACHING = False
+
+
+def run_request(
+    package: str | Path, arguments: Mapping[str, Any], *, experiment: str, run_name: str = ""
+) -> dict[str, Any]:
+    """The body :func:`run` would POST to KFP's ``/apis/v2beta1/runs``, built offline.
+
+    Built by the kfp client's own code (``Client._create_job_config``, which needs no
+    connection for a package, and ``V2beta1Run``), so it is the body ``run`` sends
+    but for ``experiment_id``, which the client resolves from the experiment's name
+    on the server: given here as that name.
+    """
+    import kfp
+    import kfp_server_api
+
+    config = kfp.Client._create_job_config(
+        None, params=dict(arguments), pipeline_package_path=str(package), pipeline_id=None,
+        version_id=None, enable_caching=RUN_CACHING, cache_key=None, pipeline_root=None,
+    )  # fmt: skip
+    body = kfp_server_api.V2beta1Run(
+        display_name=run_name or f"spottrain {default_version_name()}",
+        pipeline_spec=config.pipeline_spec,
+        runtime_config=config.runtime_config,
+    )
+    out = kfp_server_api.ApiClient().sanitize_for_serialization(body)
+    out["experiment"] = experiment
+    return out
 
 
 def check_vertex_template(template: str | Path) -> dict:
@@ -481,6 +512,17 @@ def vertex_job(
         credentials=credentials,
         enable_caching=False,
     )
+
+
+def vertex_request(job, service_account: str = "") -> dict[str, Any]:
+    """The ``PipelineJob`` :func:`submit_vertex` would create, as JSON (nothing sent)."""
+    from google.protobuf import json_format
+
+    resource = type(job._gca_resource).pb(job._gca_resource)
+    out = json_format.MessageToDict(resource)
+    if service_account:
+        out["serviceAccount"] = service_account  # what job.submit(service_account=…) sets
+    return out
 
 
 def submit_vertex(job, service_account: str = "") -> str:

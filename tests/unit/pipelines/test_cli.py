@@ -252,3 +252,48 @@ def test_rbac_execute_without_kubectl_is_one_line(monkeypatch, capsys):
     monkeypatch.setenv("PATH", "/nonexistent")
     code, _, err = run_cli("rbac", "--execute", capsys=capsys)
     assert code == 2 and err.strip() == "error: --execute needs kubectl on PATH"
+
+
+def test_run_gke_dry_run_prints_the_very_body_a_run_sends_and_sends_nothing(kfp_api, capsys):
+    """--dry-run needs no KFP: the pre-flight, then the body KFP's client would POST,
+    built by that client's own code (compared with the one it POSTs here)."""
+    api, host = kfp_api
+    argv = ["run-gke", "--run-name", "r-1", "data_src=gs://my-bucket/d",
+            "checkpoint_dir=gs://my-bucket/c", "train_steps=77"]  # fmt: skip
+    code, out, err = run_cli(*argv, "--dry-run", capsys=capsys)
+    assert code == 0 and api.requests == [], err
+    assert err.startswith("dry run: nothing was sent; the pre-flight passed; not checked:")
+    dry = json.loads(out)
+    code, _, _ = run_cli(*argv, "--host", host, capsys=capsys)
+    assert code == 0
+    [sent] = [json.loads(r[2]) for r in api.requests if r[1].startswith("/apis/v2beta1/runs")]
+    for key in ("display_name", "pipeline_spec", "runtime_config"):
+        assert dry[key] == sent[key], key
+    assert dry["runtime_config"]["parameters"]["train_steps"] == 77
+    assert dry["experiment"] == "spottrain"
+
+
+def test_a_dry_run_still_refuses_what_the_pre_flight_refuses(kfp_api, capsys):
+    code, out, err = run_cli(
+        "run-gke", "--dry-run", "data_src=gs://my-bucket/d", "checkpoint_dir=/tmp/c",
+        capsys=capsys,
+    )  # fmt: skip
+    assert code == cli.ERROR_EXIT and out == "" and "is not persistent" in err
+
+
+def test_run_vertex_dry_run_prints_the_pipeline_job_without_credentials(
+    kfp_api, capsys, monkeypatch
+):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/key.json")
+    code, out, err = run_cli(
+        "run-vertex", "--dry-run", "--project", "my-project", "--region", "us-central1",
+        "--bucket", "b-1", "--service-account", "sa@my-project.iam.gserviceaccount.com",
+        "data_src=gs://my-bucket/d", "checkpoint_dir=/gcs/b-1/c", capsys=capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "not checked: your credentials and Vertex AI in us-central1" in err
+    job = json.loads(out)
+    assert job["runtimeConfig"]["gcsOutputDirectory"] == "gs://b-1/pipeline-root"
+    assert job["runtimeConfig"]["parameterValues"]["data_src"] == "gs://my-bucket/d"
+    assert job["serviceAccount"] == "sa@my-project.iam.gserviceaccount.com"
+    assert job["pipelineSpec"]["pipelineInfo"]["name"].startswith("spottrain")
