@@ -209,7 +209,7 @@ run-trainer: venv ## The trainer alone: 2 local workers, one SIGTERM, restart, l
 # POOL=preemptible|spot picks the compiled GKE pipeline whose node selector and
 # toleration match `make gke-nodepool POOL=...` (default preemptible); FALLBACK=1
 # the variant that resumes on the on-demand pool when the spot run fails for good.
-# ENGINE=job|pod: train as a Kubernetes Indexed Job (the default) or in the KFP pod.
+# ENGINE=job|pod: train as a JobSet of one pod per worker (the default) or in the KFP pod.
 GKE_PIPELINE = $(if $(POOL),--pool "$(POOL)") $(if $(ENGINE),--engine "$(ENGINE)") $(if $(FALLBACK),--fallback) $(if $(NAMESPACE),--namespace "$(NAMESPACE)")
 PIPELINE_PARAMS = $(filter $(addsuffix %,a b c d e f g h i j k l m n o p q r s t u v w x y z),$(MAKEOVERRIDES))
 # The other command-line variables, minus this Makefile's own: the CLI refuses one

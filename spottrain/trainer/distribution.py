@@ -2,7 +2,7 @@
 
 Vertex AI sets ``TF_CONFIG`` with a ``chief`` pool plus a ``worker`` pool;
 Kubernetes operators (TFJob) often use ``worker`` only, where worker 0 acts as
-chief. The GKE Job launcher sets no ``TF_CONFIG``: its pods get the
+chief. The JobSet launcher sets no ``TF_CONFIG``: its pods get the
 ``spottrain.trainer.gang_env`` variables, from which the same ``worker``-only spec is
 derived here. All are handled here so that no other module parses the environment.
 """
@@ -127,7 +127,7 @@ def job_tf_config(environ: dict | None = None) -> dict | None:
 
 
 def read_cluster(environ: dict | None = None) -> Cluster:
-    """Parses TF_CONFIG, or derives it in a GKE Job pod (neither: a single process).
+    """Parses TF_CONFIG, or derives it in a JobSet pod (neither: a single process).
 
     Raises:
         ValueError: TF_CONFIG is not valid JSON or does not name this task, or

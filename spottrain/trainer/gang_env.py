@@ -1,7 +1,8 @@
-"""Environment contract between the GKE Job launcher and the trainer in its pods.
+"""Environment contract between the JobSet launcher and the trainer in its pods.
 
-The launcher creates an Indexed Job (one pod per worker) and a headless Service
-and sets these variables in every pod; Kubernetes itself sets
+The launcher creates a JobSet, whose replicated Job is an Indexed Job (one pod per
+worker) and whose controller makes the headless Service (``network.subdomain``), and
+sets these variables in every pod; Kubernetes itself sets
 ``JOB_COMPLETION_INDEX``. ``spottrain.trainer.distribution`` derives ``TF_CONFIG`` from
 them (peers are ``<job>-<index>.<service>:<port>``, worker 0 is the chief).
 """

@@ -4,7 +4,7 @@ Runs one attempt of a (possibly multi-worker) training run and exits with the
 code documented in :mod:`spottrain.trainer.preemption`. By default this process is a
 light supervisor (no TensorFlow) that runs the trainer as its child and
 watches it for hangs (see :mod:`spottrain.trainer.watchdog`); signals are forwarded.
-It can be a container's main process (PID 1, as in the GKE Job's pods): it
+It can be a container's main process (PID 1, as in the JobSet's pods): it
 handles SIGTERM/SIGINT from its first lines on, reaps orphans and exits with
 the trainer's code.
 """
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         stop = StopFlag()
         stop.install(first=True)
     else:
-        # First thing: as a container's PID 1 (GKE Job pods) a SIGTERM without a
+        # First thing: as a container's PID 1 (JobSet pods) a SIGTERM without a
         # handler would be dropped by the kernel, and the pod killed at the end
         # of its grace period instead.
         relay = watchdog.NoticeRelay().install()

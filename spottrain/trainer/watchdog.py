@@ -87,7 +87,7 @@ def py_spy_dump(pid: int, timeout_s: float = 30.0) -> str | None:
 class NoticeRelay:
     """The supervisor's SIGTERM/SIGINT handler: passes the notice on to the trainer.
 
-    As a container's main process (``python -m spottrain.trainer.task`` in a GKE Job pod)
+    As a container's main process (``python -m spottrain.trainer.task`` in a JobSet pod)
     the supervisor is PID 1, and the kernel delivers to PID 1 only the signals
     it has a handler for: the rest are dropped, not defaulted (signal(7),
     pid_namespaces(7)). So ``spottrain.trainer.task`` installs this first thing, before
