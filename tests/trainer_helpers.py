@@ -28,7 +28,13 @@ def tiny_args(digits_dir: str, out: Path, **overrides) -> list[str]:
         "checkpoint-dir": str(out / "checkpoints"),
         "model-dir": str(out / "model"),
     }
-    flags.update({k.replace("_", "-"): v for k, v in overrides.items()})
+    return as_args(flags, overrides)
+
+
+def as_args(flags: dict, overrides: dict) -> list[str]:
+    """``flags`` updated by ``overrides`` (``snake_case`` keys) as command-line flags:
+    ``None`` leaves a flag out, ``True`` is a bare flag."""
+    flags = {**flags, **{k.replace("_", "-"): v for k, v in overrides.items()}}
     args = []
     for key, value in flags.items():
         if value is None:
@@ -48,9 +54,8 @@ def task_args(out: Path, task: str, **overrides) -> list[str]:
         "log-every-steps": 1,
         "checkpoint-dir": str(out / "checkpoints"),
         "model-dir": str(out / "model"),
-        **{k.replace("_", "-"): v for k, v in overrides.items()},
     }
-    return [x for k, v in flags.items() for x in (f"--{k}", str(v))]
+    return as_args(flags, overrides)
 
 
 def env() -> dict:

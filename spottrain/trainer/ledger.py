@@ -355,9 +355,7 @@ class Ledger:
         else:
             self.current = self._new_record(start_step=0, last_step=0, saved_step=0)
             self.current["started"] = since
-        step = self.current.get("start_step") or 0
-        self.current.update(notice_step=step, notice_reason=reason, notice_at=time.time())
-        return self.end(code, message)
+        return self.end(code, message, notice=(self.current.get("start_step") or 0, reason))
 
     def set_start(self, step: int) -> None:
         """Corrects this attempt's start step once the checkpoint is actually restored.
@@ -415,13 +413,22 @@ class Ledger:
         if not self.current:
             return
         with self._lock:
-            if "notice_step" not in self.current or step > self.current["notice_step"]:
-                self.current.update(notice_step=step, notice_reason=reason, notice_at=time.time())
-            self.current["last_step"] = max(step, self.current.get("last_step") or 0)
+            self._note(step, reason)
             self._write(force=True)
 
-    def end(self, code: int, message: str = "") -> dict | None:
-        """Closes this attempt with its exit code; returns the record."""
+    def _note(self, step: int, reason: str) -> None:
+        if "notice_step" not in self.current or step > self.current["notice_step"]:
+            self.current.update(notice_step=step, notice_reason=reason, notice_at=time.time())
+        self.current["last_step"] = max(step, self.current.get("last_step") or 0)
+
+    def end(
+        self, code: int, message: str = "", notice: tuple[int, str] | None = None
+    ) -> dict | None:
+        """Closes this attempt with its exit code; returns the record.
+
+        ``notice``: (step, reason) of a notice it ends on, recorded as :meth:`notice`
+        does, in the same write.
+        """
         with self._lock:  # the notice's thread may end the attempt meanwhile
             if not self.enabled:
                 return None
@@ -430,6 +437,8 @@ class Ledger:
                 # without the lease): only its own record, leaving others' as they are.
                 self.current = self._new_record(start_step=0, last_step=0, saved_step=0)
             rec = self.current
+            if notice is not None:
+                self._note(*notice)
             rec["outcome"] = preemption.outcome(code)
             rec["exit_code"] = code
             if message:

@@ -110,8 +110,7 @@ def end_attempt(ledger, lease, reason: str, doing: str, step: int) -> None:
     )
     log.warning("exit %d: %s", preemption.PREEMPTED, message)
     try:
-        ledger.notice(step, reason)
-        ledger.end(preemption.PREEMPTED, message)
+        ledger.end(preemption.PREEMPTED, message, notice=(step, reason))
     except Exception as e:  # noqa: BLE001 - the exit code is what the platform acts on
         log.warning("could not close the attempt's ledger record: %s", e)
     if lease is not None:

@@ -307,9 +307,8 @@ class Supervisor:
 
     def _stop_for_notice(self, child: subprocess.Popen) -> int:
         """Ends an attempt that trained nothing and is stuck where it cannot act: 143."""
-        reason = self.notice[0] if self.notice else "SIGTERM"
         self.stopped_for_notice = (
-            f"preempted ({reason}) {self.doing}: the trainer did not end by itself within "
+            f"preempted ({self.notice[0]}) {self.doing}: the trainer did not end by itself within "
             f"{NOTICE_ACK_S:g} s, so its supervisor stopped it; nothing trained, nothing "
             "to save, 0 steps lost"
         )
@@ -443,6 +442,5 @@ def supervise(
     if sup.stopped_for_notice:
         from spottrain.trainer import attempt
 
-        reason = sup.notice[0] if sup.notice else "SIGTERM"
-        attempt.record_stopped_start(cfg, sup.started, reason, sup.stopped_for_notice)
+        attempt.record_stopped_start(cfg, sup.started, sup.notice[0], sup.stopped_for_notice)
     return code
