@@ -192,18 +192,33 @@ def test_the_cli_fills_the_cache_and_quotes_from_it_once_the_catalog_is_gone(tmp
     assert out.stderr.count("\n") == 1
 
 
+def _client_import_seconds() -> float:
+    """How long the read thread's first work, importing the catalog client, takes here now."""
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-c", "from spottrain.pricing.catalog import _client; "
+                    "_client('127.0.0.1:1')"], check=True)  # fmt: skip
+    return time.monotonic() - began
+
+
 def test_a_process_is_never_held_at_exit_by_a_read_still_going_on(tmp_path):
     # The quote stops waiting at the deadline; the read goes on in a daemon thread for up
     # to fetch_budget_s (120 s) against a catalog that never answers. The process must
-    # still end as soon as its work does: far inside that budget.
+    # still end as soon as its work does: far inside that budget. The deadline lets the
+    # read reach the catalog first: its thread imports the gRPC client within it, which
+    # two CPU hogs stretched past a fixed 0.5 s (then no read was going on at exit).
+    deadline = round(2 * _client_import_seconds() + 0.5, 1)
     code = (
         "from spottrain.pricing import Usage, quote; "
         "print(quote(Usage('us-central1', 'n1-standard-8')).reason)"
     )
     with serve(Catalog(hold=threading.Event())) as (catalog, address):
         env = {**os.environ, "SPOTTRAIN_CATALOG_ENDPOINT": address}
-        env.update(SPOTTRAIN_PRICE_DEADLINE_S="0.5", SPOTTRAIN_PRICE_CACHE=str(tmp_path / "p.json"))
+        env.update(
+            SPOTTRAIN_PRICE_DEADLINE_S=str(deadline), SPOTTRAIN_PRICE_CACHE=str(tmp_path / "p.json")
+        )
         out = _run(["-c", code], env, Sources().fetch_budget_s / 2)
         assert [c[0] for c in catalog.calls] == ["ListServices"]
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("price unknown: the catalog did not answer within 0.5 s")
+    assert out.stdout.startswith(
+        f"price unknown: the catalog did not answer within {deadline:g} s"
+    ), out.stdout
