@@ -43,10 +43,10 @@ def train(
             training_summary.json (what was exported, and why not the rest).
         metrics: Final step, validation accuracy and loss, global batch size, workers, and
             the attempt ledger's totals (ledger_attempts, ledger_preemptions, ledger_interruptions,
-            ledger_steps_lost, ledger_cost, ledger_saving).
+            ledger_steps_lost; ledger_spent, ledger_saved, ledger_lost where priced).
         attempts: The attempt ledger (checkpoint_dir/attempts.json) as a Markdown table.
         report: The attempts on a time axis (capacity, notice, steps saved and lost,
-            cost) and the loss curve, as an HTML page the KFP UI shows.
+            spent) and the loss curve, as an HTML page the KFP UI shows.
         classification: The task's confusion matrix on the validation split, which the
             KFP UI draws (the image classifier gives one).
         backbone: resnet50, mobilenet_v2 or small_cnn.

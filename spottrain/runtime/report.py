@@ -1,7 +1,7 @@
 """The attempts page the KFP UI draws: an HTML artifact with inline SVG.
 
 The ledger's attempts on a time axis (capacity kind, notice, saved step, steps lost,
-cost against on-demand) and the loss curve from the run's own TensorBoard scalars.
+spent, saved and lost) and the loss curve from the run's own TensorBoard scalars.
 Inline SVG and no plotting library: the image stays as it is, and the KFP UI shows an
 ``HTML`` artifact as is. Every number drawn is also an attribute of its element
 (``data-*``), which the tests compare with the ledger.
@@ -90,15 +90,11 @@ def figures(rec: Mapping[str, Any]) -> str:
 
 def _labels(r: Mapping[str, Any]) -> tuple[str, str]:
     """An attempt's label: what it did, and what it cost (``""`` when nothing is known)."""
-    cost = r.get("cost")
     did = (
         f"#{r.get('attempt')} {capacity(r)}: steps {r.get('start_step')}→"
         f"{r.get('saved_step')} saved, {r.get('outcome')}, {r.get('steps_lost', 0)} steps lost"
     )
-    money = (f", ${cost:.4f}" if isinstance(cost, int | float) and "spent" not in r else "") + (
-        figures(r)
-    )
-    return did, money
+    return did, figures(r)
 
 
 def _bar(r: Mapping[str, Any], t0: float, scale: float) -> tuple[float, float]:

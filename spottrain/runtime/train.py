@@ -237,12 +237,12 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
         "# Training attempts",
         "",
         "| # | outcome | exit | start step | last step | saved step | steps lost | seconds "
-        "| cost $ |"
+        "|"
         + (" capacity |" if capacity else "")
         + (" ran on |" if used else "")
         + (f" spent {currency} | saved {currency} | lost {currency} |" if priced else "")
         + (" node | node kind | disruption | pod exit codes |" if pods else ""),
-        "|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|"
         + ("---|" if capacity else "")
         + ("---|" if used else "")
         + ("---|---|---|" if priced else "")
@@ -255,7 +255,7 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
         row = (
             f"| {r.get('attempt')} | {r.get('outcome')} | {r.get('exit_code', '')} "
             f"| {r.get('start_step')} | {r.get('last_step')} | {r.get('saved_step')} | {lost} "
-            f"| {r.get('seconds', '')} | {r.get('cost', '')} |"
+            f"| {r.get('seconds', '')} |"
         )
         if capacity:
             row += f" {r.get('capacity', '')} |"

@@ -15,10 +15,11 @@ machine with its GPUs), each attempt gets:
   them on demand too would credit spot with its own preemptions.
 
 A price the source does not know leaves the figures out (never 0) and says why in
-``price_unknown``. The trainer's ``--price-per-hour`` flags, where given, are the
-user's own prices and win (``cost``/``on_demand_cost`` in the record): ``spent`` and
-``saved`` then agree with them. Figures are computed when the run's outputs are
-written, never in the training loop: a run never waits on prices.
+``price_unknown``. The trainer's ``--price-per-hour`` and ``--on-demand-price-per-hour``
+flags, where given, are the user's own prices for one worker (``prices_given`` in the
+record) and win over every price source, by the same code path. Figures are computed
+when the run's outputs are written, never in the training loop: a run never waits on
+prices.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from spottrain.pricing import Quote, Usage
 log = logging.getLogger(__name__)
 
 Price = Callable[[Usage], Quote]
+# A record's own prices (the trainer's flags): {"price_per_hour": paid on spot, or on
+# whatever it ran on; "on_demand_price_per_hour": one on-demand worker}, each if given.
+PRICES_GIVEN = "prices_given"
+FLAGS_SOURCE = "--price-per-hour flags"
 FIGURES = ("spent", "saved", "lost")
 # The run's figures in ledger.totals (run_totals): what the outputs show of them.
 TOTAL_FIELDS = (*FIGURES, "currency", "price_unknown")
@@ -65,13 +70,9 @@ def _machine_seconds(record: Mapping[str, Any]) -> float:
 
 def _rates(record: Mapping[str, Any], price: Price | None, quotes: dict) -> tuple:
     """(paid, on_demand per machine-hour, currency, source, reason); ``None`` = unknown."""
-    if "cost" in record and "on_demand_cost" in record:
-        hours = _machine_seconds(record) / 3600
-        if hours > 0:
-            return (float(record["cost"]) / hours, float(record["on_demand_cost"]) / hours,
-                    "USD", "--price-per-hour flags", "")  # fmt: skip
-        return 0.0, 0.0, "USD", "--price-per-hour flags", ""
     capacity = kind(record)
+    if given := record.get(PRICES_GIVEN):
+        return _given_rates(given, capacity)
     if capacity not in SPOT_KINDS + ON_DEMAND_KINDS:
         why = f"capacity kind {capacity!r} has no price" if capacity else "no capacity kind"
         return None, None, "", "", why
@@ -90,6 +91,26 @@ def _rates(record: Mapping[str, Any], price: Price | None, quotes: dict) -> tupl
     reason = q.reason or ("no spot price" if paid is None else "no on-demand price")
     known = paid is not None and q.on_demand is not None
     return paid, q.on_demand, q.currency, q.source, "" if known else reason
+
+
+def _given_rates(given: Mapping[str, float], capacity: str) -> tuple:
+    """The flags' (paid, on-demand, currency, source, reason) per machine-hour.
+
+    An on-demand kind pays the on-demand price where it is given; anything else (spot,
+    or a kind not known) ``price_per_hour``.
+    """
+
+    def number(key: str) -> float | None:
+        value = given.get(key) if isinstance(given, Mapping) else None
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        return float(value) if ok else None
+
+    od = number("on_demand_price_per_hour")
+    paid = od if capacity in ON_DEMAND_KINDS and od else number("price_per_hour")
+    if paid is None:
+        return None, None, "", FLAGS_SOURCE, "no --price-per-hour for this attempt"
+    reason = "" if od is not None else "no --on-demand-price-per-hour"
+    return paid, od, "USD", FLAGS_SOURCE, reason
 
 
 def price_records(

@@ -313,13 +313,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--price-per-hour",
         type=float,
         default=d.price_per_hour,
-        help="$/hour of one worker at the price paid (spot), for the ledger.",
+        help="$/hour of one worker as paid (spot): the ledger's spent and lost use it "
+        "instead of the price catalog (docs/cost.md).",
     )
     ft.add_argument(
         "--on-demand-price-per-hour",
         type=float,
         default=d.on_demand_price_per_hour,
-        help="$/hour of one on-demand worker, to report the saving.",
+        help="$/hour of one on-demand worker: what an on-demand attempt paid, and what "
+        "saved compares against.",
     )
     return p
 

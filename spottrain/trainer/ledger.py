@@ -36,8 +36,6 @@ LEDGER = "attempts.json"
 # Vertex job's strategy or reservation, a GKE task's pool): each record names it.
 # JobSet-engine records get the node's own kind instead (annotate: node_kind).
 CAPACITY_ENV = "SPOTTRAIN_CAPACITY"
-# Capacity kinds billed at the on-demand price.
-FULL_PRICE_KINDS = ("on-demand", "standard")
 PREEMPTED_OUTCOMES = ("preempted", "preempted_unsaved")
 INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 
@@ -81,7 +79,7 @@ def merge(stored: dict | None, changed: list[dict]) -> dict:
 
 
 def totals(records: list[dict]) -> dict:
-    """Sums over attempts: counts, steps lost, cost and saving."""
+    """Sums over attempts: counts, steps lost, seconds; spent, saved and lost once priced."""
     out = {
         "attempts": len(records),
         # Attempts that got a preemption notice (saved in time or not).
@@ -94,10 +92,6 @@ def totals(records: list[dict]) -> dict:
         "refused": sum(r.get("outcome") == "refused" for r in records),
         "seconds": round(sum(r.get("seconds") or 0 for r in records), 1),
     }
-    if any("cost" in r for r in records):
-        out["cost"] = round(sum(r.get("cost", 0) for r in records), 4)
-        out["on_demand_cost"] = round(sum(r.get("on_demand_cost", 0) for r in records), 4)
-        out["saving"] = round(out["on_demand_cost"] - out["cost"], 4)
     # spent, saved, lost and currency, once the run's outputs priced the records.
     out.update(attempt_cost.run_totals(records))
     return out
@@ -195,8 +189,15 @@ class Ledger:
         self.dir = checkpoint_dir
         self.enabled = enabled and bool(checkpoint_dir)
         self.workers = workers
-        self.price = price_per_hour
-        self.on_demand_price = on_demand_price_per_hour
+        # The user's own prices (the trainer's flags): attempt_cost prices by them.
+        self.prices_given = {
+            k: v
+            for k, v in (
+                ("price_per_hour", price_per_hour),
+                ("on_demand_price_per_hour", on_demand_price_per_hour),
+            )
+            if v
+        }
         self.min_interval_s = min_interval_s
         self.records: list[dict] = []
         self.current: dict | None = None
@@ -246,6 +247,8 @@ class Ledger:
         # What it runs on, where the engine knows it now (usage.USAGE_ENV): Vertex's job
         # spec, the compiled GKE placement; the JobSet launcher adds the node's later.
         rec.update(usage.from_env(os.environ))
+        if self.prices_given:
+            rec[attempt_cost.PRICES_GIVEN] = dict(self.prices_given)
         if labels := bill_labels.from_env(os.environ):
             rec["bill_labels"] = labels  # its job's or pods' labels: the bill's join key
         self._mine[_key(rec)] = rec
@@ -453,15 +456,6 @@ class Ledger:
     def _close_times(self, rec: dict, ended: float) -> None:
         rec["ended"] = ended
         rec["seconds"] = round(ended - rec["started"], 2)
-        if self.price or self.on_demand_price:
-            hours = rec["seconds"] / 3600 * rec.get("workers", 1)
-            price = self.price
-            if rec.get("capacity") in FULL_PRICE_KINDS and self.on_demand_price:
-                # A fall-back attempt (the on-demand pool, a Vertex STANDARD job) runs
-                # the same flags as the spot ones: it paid the on-demand price.
-                price = self.on_demand_price
-            rec["cost"] = round(hours * price, 6)
-            rec["on_demand_cost"] = round(hours * self.on_demand_price, 6)
 
     def _versioned(self):
         if self._store is None:

@@ -21,9 +21,10 @@ _NUMBER = (int, float)
 # (None: written as null, e.g. a killed attempt's exit code).
 _FIELDS = {
     (*_NUMBER, type(None)): """started ended updated resumed_at notice_at seconds attempt
-        workers start_step last_step saved_step notice_step steps_lost exit_code cost
-        on_demand_cost spent saved lost price_per_hour on_demand_price_per_hour""",
+        workers start_step last_step saved_step notice_step steps_lost exit_code spent
+        saved lost price_per_hour on_demand_price_per_hour""",
     (str,): "id outcome capacity currency node_kind message",
+    (dict,): "prices_given",
 }
 FIELD_TYPES = {field: kinds for kinds, names in _FIELDS.items() for field in names.split()}
 

@@ -86,11 +86,11 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
         {"attempt": i + 1, "started": t0 + a, "resumed_at": t0 + a + 20, "ended": t0 + b,
          "seconds": b - a,
          "capacity": kind, "outcome": outcome, "start_step": s0, "last_step": s1,
-         "saved_step": s1, "steps_lost": 0, "cost": round((b - a) / 3600 * 0.35, 6),
-         "on_demand_cost": round((b - a) / 3600 * 1.2, 6), "exit_code": 0}
+         "saved_step": s1, "steps_lost": 0, "exit_code": 0,
+         "prices_given": {"price_per_hour": 0.35, "on_demand_price_per_hour": 1.2}}
         for i, (a, b, kind, outcome, s0, s1) in enumerate(spans)
     ]  # fmt: skip
-    # Priced from the flags' cost (as --price-per-hour does): spent and saved agree with them.
+    # Priced by the records' own prices (as the --price-per-hour flags leave them).
     records = attempt_cost.price_records(records, None)
     totals = ledger.totals(records)
     loss = [(s, 2.0 / (1 + s / 10)) for s in range(5, 105, 5)]
@@ -124,7 +124,8 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
     # One set of words: the --price-per-hour flags' prices are spent, lost and saved too.
     assert "against $" not in text and "saving" not in text
     assert f"Spent {totals['spent']:.4f} USD" in text
-    assert totals["spent"] == pytest.approx(totals["cost"], abs=1e-4)
+    # Spot at 0.35, the standard attempt at the on-demand 1.2, per hour.
+    assert totals["spent"] == pytest.approx((600 + 300) / 3600 * 0.35 + 800 / 3600 * 1.2, abs=1e-4)
     assert f"spent {records[1]['spent']:.4f}" in text  # beside bar 2
     assert f"loss (last {loss[-1][1]:.4g})" in text
 

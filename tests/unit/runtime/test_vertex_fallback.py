@@ -77,7 +77,7 @@ def test_run_vertex_fallback_submits_the_fallback_pipeline(capsys):
 def test_a_fallback_attempt_is_costed_at_the_on_demand_price(tmp_path, monkeypatch, kind, price):
     """The spot and standard jobs run the same flags (one --price-per-hour); the
     ledger prices each attempt by the capacity it ran on."""
-    from spottrain.trainer import ledger
+    from spottrain.trainer import attempt_cost, ledger
 
     monkeypatch.setenv(ledger.CAPACITY_ENV, kind)
     book = ledger.Ledger(str(tmp_path), True, price_per_hour=0.35, on_demand_price_per_hour=1.2)
@@ -86,8 +86,9 @@ def test_a_fallback_attempt_is_costed_at_the_on_demand_price(tmp_path, monkeypat
     monkeypatch.setattr(ledger.time, "time", lambda: an_hour_later)
     (rec,) = book.end(preemption.OK) and ledger.read(str(tmp_path))
     assert rec["capacity"] == kind and rec["seconds"] == pytest.approx(3600, abs=5)
-    assert rec["cost"] == pytest.approx(price, rel=0.01)
-    assert rec["on_demand_cost"] == pytest.approx(1.2, rel=0.01)
+    (priced,) = attempt_cost.price_records([rec], None)
+    assert priced["spent"] == pytest.approx(price, rel=0.01)
+    assert priced["saved"] == pytest.approx(1.2 - price, rel=0.01)
 
 
 def test_each_job_carries_the_run_and_attempt_labels_and_what_its_pools_run_on(monkeypatch):

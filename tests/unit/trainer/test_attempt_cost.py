@@ -103,9 +103,44 @@ def test_the_price_flags_win_and_spent_and_saved_agree_with_them(tmp_path):
     rec = book.end(0)
     price = fixed(9.0, 99.0)
     (priced,) = attempt_cost.price_records([rec], price)
-    assert priced["spent"] == pytest.approx(rec["cost"], abs=1e-6)
-    assert priced["saved"] == pytest.approx(rec["on_demand_cost"] - rec["cost"], abs=1e-6)
+    hours = rec["seconds"] * 2 / 3600
+    assert priced["spent"] == pytest.approx(hours * 0.35, abs=1e-6)
+    assert priced["saved"] == pytest.approx(hours * (1.2 - 0.35), abs=1e-6)
     assert priced["price_source"] == "--price-per-hour flags" and not price.calls
+    assert "cost" not in rec and "on_demand_cost" not in rec  # one set of words
+
+
+@pytest.mark.parametrize(
+    "given, kinds, spent, lost, saved, unknown",
+    [
+        # Both flags: spot pays 0.36, the standard attempt 1.2. #1 lost 20 s x 2 redone
+        # at 0.36 and #2's 15 s x 2 restart at 1.2; saved: 180 kept machine-s at 1.2 -
+        # 0.022, and #2's 200 kept at 1.2 - 0.076667.
+        ({"price_per_hour": 0.36, "on_demand_price_per_hour": 1.2}, ("spot", "standard"),
+         (0.022, 0.076667), (0.014, None), (0.038, -0.01), ""),
+        # Only the paid price: spent and lost known; saved unknown, and it says why.
+        ({"price_per_hour": 0.36}, ("spot", "spot"), (0.022, 0.023), (0.007, None),
+         (None, None), "no --on-demand-price-per-hour"),
+        # Only the on-demand price: the spot attempt's price is unknown (so its lost).
+        ({"on_demand_price_per_hour": 1.2}, ("spot", "on-demand"), (None, 0.076667),
+         (None, None), (None, 0.0), "no --price-per-hour for this attempt"),
+        # A value that is no price (a hand-edited record) is unknown, not a crash.
+        ({"price_per_hour": "cheap"}, ("spot", "spot"), (None, None), (None, None),
+         (None, None), "no --price-per-hour for this attempt"),
+    ],
+)  # fmt: skip
+def test_the_price_flags_are_one_price_source_by_table(given, kinds, spent, lost, saved, unknown):
+    """The flags' prices go through the same figures as a catalog's (attempt_cost)."""
+    recs = preempted_then_done(*kinds)
+    for r in recs:
+        r["prices_given"] = given
+    priced = attempt_cost.price_records(recs, fixed(9.0, 99.0))
+    for rec, s, lo, sa in zip(priced, spent, lost, saved, strict=True):
+        assert rec.get("spent") == (None if s is None else pytest.approx(s, abs=1e-6)), rec
+        assert rec.get("lost") == (None if lo is None else pytest.approx(lo, abs=1e-6)), rec
+        assert rec.get("saved") == (None if sa is None else pytest.approx(sa, abs=1e-6)), rec
+        assert rec["price_source"] == "--price-per-hour flags"
+    assert priced[0].get("price_unknown", "") == unknown
 
 
 @pytest.mark.parametrize(
