@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             output_dir=str(run_dir),
             preempt_at_step=args.preempt_at_step if attempt == 1 else 0,
             signal_name="TERM",
+            log_dir="",  # one line per event; each worker's log in run_dir/worker-logs
         ).run()
         if result.code == 0:
             break
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ran on:         {used}")
     print(f"cost:           {attempt_cost.totals_line(totals) or 'price unknown'}")
     print(f"wall time:      {time.monotonic() - started:.1f} s")
-    print(f"outputs:        {run_dir} (model/, checkpoints/, logs/)")
+    print(f"outputs:        {run_dir} (model/, checkpoints/, logs/, worker-logs/)")
     ok = summary["final_step"] == summary["train_steps"] == args.steps
     return 0 if ok else 1
 

@@ -2,8 +2,9 @@
 
 Starts N ``spottrain.trainer.task`` processes on this machine with ``TF_CONFIG`` as
 Vertex AI sets it (one ``chief`` and N-1 ``worker`` tasks on free 127.0.0.1
-ports) and Vertex-like ``AIP_*`` output dirs, streams their logs with a
-prefix, and exits with the code of the first worker that failed. When one
+ports) and Vertex-like ``AIP_*`` output dirs, prints one line per event from their
+logs with a prefix (each worker's whole log in ``--log-dir``; ``--verbose`` prints
+it all), and exits with the code of the first worker that failed. When one
 worker dies the others get ``--grace`` seconds to notice on their own, then
 SIGTERM, then SIGKILL: no orphan, no hang. Workers also die with the launcher
 (PR_SET_PDEATHSIG), so killing the launcher cleans everything up.
@@ -28,15 +29,15 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
-from spottrain.trainer import watchdog
+from spottrain.trainer import watchdog, worker_logs
 from spottrain.trainer.heartbeat import PROGRESS_FD_ENV
+from spottrain.trainer.local_cluster import children, default_max_workers, free_ports, tf_configs
 from spottrain.trainer.preemption import (
     FATAL_CONFIG,
     HUNG,
@@ -44,46 +45,6 @@ from spottrain.trainer.preemption import (
     die_with_parent,
     exit_code,
 )
-
-
-def free_ports(n: int) -> list[int]:
-    """Reserves n distinct free TCP ports on 127.0.0.1 (held open until all are picked)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def tf_configs(ports: list[int]) -> list[tuple[str, dict]]:
-    """(name, TF_CONFIG) per worker: chief first, then workers, as Vertex AI does."""
-    addrs = [f"127.0.0.1:{p}" for p in ports]
-    cluster = {"chief": addrs[:1]}
-    if len(addrs) > 1:
-        cluster["worker"] = addrs[1:]
-    out = [("chief-0", {"cluster": cluster, "task": {"type": "chief", "index": 0}})]
-    for i in range(len(addrs) - 1):
-        out.append((f"worker-{i}", {"cluster": cluster, "task": {"type": "worker", "index": i}}))
-    return out
-
-
-def default_max_workers() -> int:
-    """The most local workers allowed without ``--max-workers``: 4 per CPU."""
-    return 4 * (os.cpu_count() or 1)
-
-
-def _children(pid: int) -> list[int]:
-    """Direct child pids (Linux /proc), e.g. the trainer under its supervisor."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
 
 
 @dataclass
@@ -98,6 +59,7 @@ class Worker:
     ended_at: float | None = None
     progress_fd: int = -1  # read end of the worker's progress pipe
     dump_path: str = ""  # where its trainer wants a hang's stack dump
+    log: worker_logs.WorkerLog | None = None  # its whole log, when the console shows events
 
 
 @dataclass
@@ -133,6 +95,7 @@ class ProcessLauncher:
         module: str = "spottrain.trainer.task",
         stream=None,
         max_workers: int | None = None,
+        log_dir: str | None = None,
     ):
         cap = max_workers if max_workers is not None else default_max_workers()
         if workers < 1:
@@ -167,6 +130,9 @@ class ProcessLauncher:
         self.kill_after = kill_after
         self.module = module
         self.stream = stream or sys.stdout
+        # None: every line of every worker on the stream (a pod's log is its only copy);
+        # "": worker_logs.default_dir, made when the workers start.
+        self.log_dir = log_dir
         self.workers: list[Worker] = []
         self.chaos: dict | None = None
         self._lock = threading.Lock()
@@ -194,7 +160,10 @@ class ProcessLauncher:
         """Prints a worker's log with its name."""
         w = self.workers[index]
         for raw in w.proc.stdout:
-            self._print(f"[{w.name}] {raw.rstrip(chr(10))}")
+            line = raw.rstrip(chr(10))
+            shown = w.log.write(line) if w.log else True
+            if shown:
+                self._print(f"[{w.name}] {line}")
 
     def _follow(self, index: int) -> None:
         """Reads a worker's progress lines (``start N``, ``step N``: watchdog's protocol)."""
@@ -232,7 +201,7 @@ class ProcessLauncher:
         )
         # STOP freezes the trainer itself (a live-but-stuck peer), not its
         # supervisor, which must stay awake to notice the hang; FREEZE both.
-        pids = _children(w.proc.pid) if self.signal == signal.SIGSTOP else []
+        pids = children(w.proc.pid) if self.signal == signal.SIGSTOP else []
         if self.freeze:
             pids = [w.proc.pid, *pids]
         for pid in pids or [w.proc.pid]:
@@ -285,6 +254,7 @@ class ProcessLauncher:
                 t.join(timeout=5)
             for s, h in old.items():
                 signal.signal(s, h)
+            self._close_logs()
         codes = {w.name: w.code for w in self.workers}
         code = codes[first_failure] if first_failure else 0
         if code == 0 and self._stopping:
@@ -300,6 +270,8 @@ class ProcessLauncher:
         return result
 
     def _start(self, cmd: list[str], configs, pumps: list) -> None:
+        if self.log_dir == "":
+            self.log_dir = worker_logs.default_dir(self.output_dir)
         for name, tf_config in configs:
             read_fd, write_fd = os.pipe()
             env = self._env(tf_config)
@@ -320,16 +292,37 @@ class ProcessLauncher:
                 raise
             finally:
                 os.close(write_fd)
-            self.workers.append(Worker(name, proc, progress_fd=read_fd))
+            log = None
+            if self.log_dir is not None:
+                log = worker_logs.WorkerLog(self.log_dir, name, chief=not self.workers)
+            self.workers.append(Worker(name, proc, progress_fd=read_fd, log=log))
         self._print(
             f"[launcher] started {self.n} worker(s): "
             + ", ".join(f"{w.name} pid {w.proc.pid}" for w in self.workers)
+            + (
+                f"; one line per event here, each one's whole log in {self.log_dir}/<name>.log"
+                if self.log_dir is not None
+                else ""
+            )
         )
         for i in range(self.n):
             for target in (self._pump, self._follow):
                 t = threading.Thread(target=target, args=(i,), daemon=True)
                 t.start()
                 pumps.append(t)
+
+    def _close_logs(self) -> None:
+        """Closes the log files; a worker that crashed gets its last lines shown."""
+        for w in self.workers:
+            if w.log is None:
+                continue
+            w.log.close()
+            tail = [] if w.code in (0, PREEMPTED) else w.log.crash_tail()
+            if tail:
+                self._print(f"[launcher] {w.name} exited with {w.code}; its last lines "
+                            f"(all in {w.log.path}):")  # fmt: skip
+                for line in tail:
+                    self._print(f"[{w.name}] | {line}")
 
     def _supervise(self) -> str | None:
         first_failure = None
@@ -366,7 +359,7 @@ class ProcessLauncher:
 
     def _dump_and_kill(self, w: Worker, why: str) -> None:
         """Dumps a stuck worker's stacks from outside, kills it, counts it hung (171)."""
-        pid = next(iter(_children(w.proc.pid)), w.proc.pid)  # its trainer, else itself
+        pid = next(iter(children(w.proc.pid)), w.proc.pid)  # its trainer, else itself
         where = f"after step {w.last_step}" if w.last_step >= 0 else "before the first step"
         header = f"HANG: {w.name} {why}, {where}; dumped by the launcher, trainer pid {pid}"
         self._print(f"[launcher] {header}")
@@ -425,6 +418,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="Allow more than 4 workers per CPU (default: 4 x the CPU count).",
     )
+    p.add_argument(
+        "--log-dir",
+        default=None,
+        help="Where each worker's whole log goes (<name>.log, appended); default "
+        "<output-dir>/worker-logs, else a new temporary folder.",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Print every worker's every line here (no log files), not one line per event.",
+    )
     p.add_argument("trainer_args", nargs=argparse.REMAINDER)
     return p
 
@@ -450,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
             kill_after=args.kill_after,
             seed=args.seed,
             max_workers=args.max_workers,
+            log_dir=None if args.verbose else args.log_dir or "",
         )
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

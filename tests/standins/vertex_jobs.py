@@ -106,7 +106,8 @@ class JobService:
         if behaviour.startswith("preempt@"):
             assert list(pool.command)[-2:] == ["-m", "spottrain.trainer.task"], pool.command
             step = behaviour.split("@")[1]
-            argv = [sys.executable, "-m", "spottrain.trainer.launch", "--workers", "1",
+            # --verbose: the job's log holds every line, as a Vertex job's does.
+            argv = [sys.executable, "-m", "spottrain.trainer.launch", "--verbose", "--workers", "1",
                     "--preempt-at-step", step, "--signal", "TERM", "--", *pool.args]  # fmt: skip
         out = open(f"{self.log_dir}/job-{len(self.jobs)}.log", "w") if self.log_dir else None
         self._procs[job.name] = subprocess.Popen(

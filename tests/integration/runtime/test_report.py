@@ -22,7 +22,18 @@ def test_the_page_of_a_preempted_and_resumed_run_shows_the_ledger_and_the_loss(
                      on_demand_price_per_hour=1.2)  # fmt: skip
     first, _ = run_module(
         "spottrain.trainer.launch",
-        ["--workers", "1", "--preempt-at-step", "25", "--signal", "TERM", "--", *args],
+        [
+            "--workers",
+            "1",
+            "--preempt-at-step",
+            "25",
+            "--signal",
+            "TERM",
+            "--log-dir",
+            str(tmp_path / "worker-logs"),
+            "--",
+            *args,
+        ],
         extra_env={ledger.CAPACITY_ENV: "spot"},
     )
     assert first.returncode == 143, first.stdout + first.stderr

@@ -24,7 +24,8 @@ def test_workers_exit_within_seconds_of_their_last_save(digits_dir, tmp_path):
     evaluation and export take a small part of it (~1.3 s of ~10 s here), and a busy
     machine slows both alike."""
     cmd = [
-        sys.executable, "-m", "spottrain.trainer.launch", "--workers", "2", "--",
+        sys.executable, "-m", "spottrain.trainer.launch", "--workers", "2",
+        "--log-dir", str(tmp_path / "worker-logs"), "--",
         "--image-dir", digits_dir, "--backbone", "small_cnn", "--weights", "none",
         "--image-size", "32", "--batch-size-per-replica", "16", "--train-steps", "150",
         "--save-every-steps", "1000", "--log-every-steps", "50",

@@ -17,7 +17,7 @@ import pytest
 from ports import held_port
 from trainer_helpers import REPO, env, ledger, run_module, task_args
 
-from spottrain.trainer import launch, preemption
+from spottrain.trainer import launch, local_cluster, preemption
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,7 @@ def test_a_gang_that_never_formed_is_charged_from_its_start(digits_dir, tmp_path
     out = tmp_path / "run"
     args = tiny_args(digits_dir, out, startup_timeout=timeout)
     with held_port() as worker:  # refuses connections; no one else can listen there
-        chief = launch.free_ports(1)[0]
+        chief = local_cluster.free_ports(1)[0]
         tf_config = {
             "cluster": {"chief": [f"127.0.0.1:{chief}"], "worker": [f"127.0.0.1:{worker}"]},
             "task": {"type": "chief", "index": 0},

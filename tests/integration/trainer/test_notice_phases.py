@@ -25,7 +25,7 @@ import pytest
 from notice_phase_task import MARK_ENV, PAUSE_S, PHASE_ENV
 from trainer_helpers import ledger, run_module, summary, task_args
 
-from spottrain.trainer import launch, preemption
+from spottrain.trainer import launch, local_cluster, preemption
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +92,7 @@ def _notice(args, target: str, ready, *, module="spottrain.trainer.task", kill_a
     os.kill(pid, signal.SIGTERM)
     if kill_after_s is not None:
         time.sleep(kill_after_s)
-        for p in [pid, *launch._children(pid)]:
+        for p in [pid, *local_cluster.children(pid)]:
             os.kill(p, signal.SIGKILL)
     runner.join(timeout=300)
     assert a.result is not None, lines.tail()
@@ -169,7 +169,7 @@ def test_a_notice_while_tensorflow_starts(phase, tmp_path):
     phase(None)
     a = _notice(
         _args(out), "chief-0", lambda a: len(a.gang.workers) == 2
-        and launch._children(a.worker("chief-0").proc.pid),
+        and local_cluster.children(a.worker("chief-0").proc.pid),
     )  # fmt: skip
     record = _ends_at_once(out, a, "chief-0", "while TensorFlow and the task started", 0)
     _report("TensorFlow start-up (chief)", a, record)

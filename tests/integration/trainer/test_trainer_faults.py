@@ -163,7 +163,17 @@ def test_launcher_sigterm_is_forwarded_and_workers_save(digits_dir, tmp_path):
     out = tmp_path / "run"
     args = tiny_args(digits_dir, out, train_steps=100000, save_every_steps=100000)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "spottrain.trainer.launch", "--workers", "2", "--", *args],
+        [
+            sys.executable,
+            "-m",
+            "spottrain.trainer.launch",
+            "--workers",
+            "2",
+            "--log-dir",
+            str(tmp_path / "worker-logs"),
+            "--",
+            *args,
+        ],
         cwd=REPO,
         env=env(),
         stdout=subprocess.PIPE,
