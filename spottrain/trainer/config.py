@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from spottrain import storage
-from spottrain.tasks.image import flags as default_task_flags
+from spottrain.trainer import task_loader
 from spottrain.trainer.preemption import ConfigError
 
 OPTIMIZERS = ("adam", "sgd", "rmsprop", "adamw")
@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="The run's input folder, local or gs:// (a pipeline's copied data); the task "
         "decides what it holds.",
     )
-    default_task_flags.add(p)
+    task_loader.default_task_flags().add(p)
     opt = p.add_argument_group("optimisation")
     opt.add_argument(
         "--mixed-precision",
@@ -340,7 +340,7 @@ def parse_args(argv: list[str], env_dirs: dict[str, str]) -> TrainConfig:
     for key in ("checkpoint_dir", "model_dir", "tensorboard_dir"):
         if values[key] is None:
             values[key] = env_dirs.get(key, "")
-    default_task_flags.merge(values)
+    task_loader.default_task_flags().merge(values)
     return TrainConfig(**values)
 
 
@@ -362,7 +362,7 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
 
     module, cls, args = task_loader.check_spec(cfg.task, cfg.task_args)
     if f"{module}:{cls}" == task_loader.DEFAULT_TASK:
-        default_task_flags.check(args, cfg.data)
+        task_loader.default_task_flags().check(args, cfg.data)
     _require(
         not cfg.optimizer or cfg.optimizer in OPTIMIZERS,
         f"--optimizer {cfg.optimizer!r} is unknown; choose one of {', '.join(OPTIMIZERS)}",

@@ -14,6 +14,16 @@ from spottrain.trainer.preemption import ConfigError, TrainerExit
 from spottrain.trainer.task_api import KerasTask, Task
 
 DEFAULT_TASK = "spottrain.tasks.image.task:ImageClassificationTask"
+# The default task's settings also as trainer flags (--image-dir, --backbone...): a
+# module without TensorFlow with add(parser), merge(values) and check(args, data).
+# Named, as DEFAULT_TASK is, and imported when used: a task depends on the engine,
+# never the engine on a task.
+DEFAULT_TASK_FLAGS = "spottrain.tasks.image.flags"
+
+
+def default_task_flags():
+    """The default task's flags module (``DEFAULT_TASK_FLAGS``): the config's hook."""
+    return importlib.import_module(DEFAULT_TASK_FLAGS)
 
 
 def call_task(what: str, method, *args):

@@ -1,0 +1,36 @@
+"""The house is layered: no package imports one that imports it back (bench/house.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+HOUSE = Path(__file__).resolve().parents[3] / "bench" / "house.py"
+
+
+def _house():
+    spec = importlib.util.spec_from_file_location("house", HOUSE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_import_goes_back_up():
+    """The engine imports no task (its default task's flags are hooked in by name,
+    task_loader.DEFAULT_TASK_FLAGS): before, trainer.config imported the image task's
+    flags, which import the engine back, and 9 imports closed that circle."""
+    house = _house()
+    graph = house.imports(house.modules())
+    assert house.arrows_back_up(graph) == []
+    engine = [m for m in graph if m.startswith("spottrain.trainer")]
+    assert not {t for m in engine for t in graph[m] if t.startswith("spottrain.tasks")}
+
+
+def test_the_figures_see_an_arrow_back_up():
+    """The measure itself: an import added from the engine to a task is one."""
+    house = _house()
+    graph = house.imports(house.modules())
+    graph["spottrain.trainer.config"].add("spottrain.tasks.image.flags")
+    assert ("spottrain.trainer.config", "spottrain.tasks.image.flags") in house.arrows_back_up(
+        graph
+    )
