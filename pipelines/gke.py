@@ -12,6 +12,7 @@ fall-back (:func:`fallback_component`).
 
 import contextlib
 import functools
+import inspect
 from typing import NamedTuple
 
 from kfp import dsl
@@ -29,7 +30,7 @@ from spottrain.placement import (
     check_retry_window,
     seconds,
 )
-from spottrain.runtime.train_settings import TrainSettings
+from spottrain.runtime.train_settings import DEFAULT_SETTINGS, TrainSettings, as_parameters
 
 NAME = "spottrain-gke-preemptible"  # pipeline_name() of the default variant
 DESCRIPTION = (
@@ -133,24 +134,13 @@ def build(
     expect_gpus = train_placement.gpu_count
     on_demand = fallback_component(fallback, copy_placement) if fallback is not None else None
 
+    @as_parameters()
     def preemptible_pipeline(
         data_src: str,
         checkpoint_dir: str,
         data_dst: str = "",
         initial_checkpoint: str = "",
-        backbone: str = "resnet50",
-        weights: str = "imagenet",
-        image_size: int = 224,
-        batch_size_per_replica: int = 32,
-        train_steps: int = 1000,
-        learning_rate: float = 0.001,
-        save_every_steps: int = 100,
-        mixed_precision: bool = False,
-        steps_per_loop: str = "1",
-        jit_compile: str = "auto",
-        task: str = "",
-        task_args: str = "{}",
-        tensorboard_dir: str = "",
+        settings: TrainSettings = DEFAULT_SETTINGS,
         local_workers: int = 1,
     ) -> Outputs:
         """Copies inputs, then trains on preemptible GPUs with checkpointed retries.
@@ -162,39 +152,9 @@ def build(
             checkpoint_dir: Persistent (gs:// or /gcs/) folder every retry resumes from.
             data_dst: Copy the data here (gs://) instead of into a KFP artifact.
             initial_checkpoint: Checkpoint folder to start from; empty starts fresh.
-            backbone: resnet50, mobilenet_v2 or small_cnn.
-            weights: imagenet or none.
-            image_size: Square input size in pixels.
-            batch_size_per_replica: Batch size per GPU.
-            train_steps: Total optimizer steps across all attempts.
-            learning_rate: Peak learning rate.
-            save_every_steps: Checkpoint interval in steps.
-            mixed_precision: Use mixed float16.
-            steps_per_loop: Training steps per compiled call, or "auto" (calls of
-                about 0.5 s); a notice is heard when the running call ends.
-            jit_compile: XLA for the training step: auto (on for one GPU, as
-                Keras fit), on or off.
-            task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
-                the image; empty = the built-in image classifier.
-            task_args: The task's own settings, a JSON object.
-            tensorboard_dir: TensorBoard log folder; empty for none.
+            settings: The training settings, each a parameter (train_settings.HELP).
             local_workers: Worker processes per node (MWMS over localhost).
         """
-        settings = TrainSettings(
-            backbone=backbone,
-            weights=weights,
-            image_size=image_size,
-            batch_size_per_replica=batch_size_per_replica,
-            train_steps=train_steps,
-            learning_rate=learning_rate,
-            save_every_steps=save_every_steps,
-            mixed_precision=mixed_precision,
-            steps_per_loop=steps_per_loop,
-            jit_compile=jit_compile,
-            task=task,
-            task_args=task_args,
-            tensorboard_dir=tensorboard_dir,
-        )
         handler = contextlib.nullcontext()
         if on_demand is not None:
             # Created first and outside the body, as dsl.ExitHandler requires; it takes
@@ -243,7 +203,9 @@ def build(
     if fallback is not None:
         # The model comes from the spot task or the fall-back, and an exit task's
         # outputs cannot be pipeline outputs: no pipeline outputs.
-        del preemptible_pipeline.__annotations__["return"]
+        preemptible_pipeline.__signature__ = preemptible_pipeline.__signature__.replace(
+            return_annotation=inspect.Signature.empty
+        )
     return dsl.pipeline(
         name=name,
         description=description,
@@ -370,44 +332,18 @@ def fallback_component(placement: Placement, decide_placement: Placement = COPY_
     from spottrain.runtime.fallback_words import RESUME
 
     @dsl.pipeline(name="on-demand-fallback")
+    @as_parameters()
     def on_demand_fallback(
         status: dsl.PipelineTaskFinalStatus,
         data_src: str,
         checkpoint_dir: str,
         data_dst: str = "",
-        backbone: str = "resnet50",
-        weights: str = "imagenet",
-        image_size: int = 224,
-        batch_size_per_replica: int = 32,
-        train_steps: int = 1000,
-        learning_rate: float = 0.001,
-        save_every_steps: int = 100,
-        mixed_precision: bool = False,
-        steps_per_loop: str = "1",
-        jit_compile: str = "auto",
-        task: str = "",
-        task_args: str = "{}",
-        tensorboard_dir: str = "",
+        settings: TrainSettings = DEFAULT_SETTINGS,
         local_workers: int = 1,
     ):
         """Resumes the spot run on the on-demand pool if it did not finish."""
-        settings = TrainSettings(
-            backbone=backbone,
-            weights=weights,
-            image_size=image_size,
-            batch_size_per_replica=batch_size_per_replica,
-            train_steps=train_steps,
-            learning_rate=learning_rate,
-            save_every_steps=save_every_steps,
-            mixed_precision=mixed_precision,
-            steps_per_loop=steps_per_loop,
-            jit_compile=jit_compile,
-            task=task,
-            task_args=task_args,
-            tensorboard_dir=tensorboard_dir,
-        )
         decision = fallback_decision(
-            status=status, checkpoint_dir=checkpoint_dir, train_steps=train_steps
+            status=status, checkpoint_dir=checkpoint_dir, train_steps=settings.train_steps
         )
         apply_placement(decide_placement, decision.set_display_name("resume on demand?"))
         decision.set_caching_options(False)

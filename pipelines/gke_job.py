@@ -24,7 +24,7 @@ from spottrain.placement import (
     check_retry_window,
     seconds,
 )
-from spottrain.runtime.train_settings import TrainSettings
+from spottrain.runtime.train_settings import DEFAULT_SETTINGS, TrainSettings, as_parameters
 
 DESCRIPTION = (
     "Copy data and an initial checkpoint, then train as a JobSet (jobset.x-k8s.io) of "
@@ -69,24 +69,13 @@ def build(
     name = name or pipeline_name(train_placement.pool)
     expect_gpus = train_placement.gpu_count
 
+    @as_parameters()
     def job_pipeline(
         data_src: str,
         checkpoint_dir: str,
         data_dst: str = "",
         initial_checkpoint: str = "",
-        backbone: str = "resnet50",
-        weights: str = "imagenet",
-        image_size: int = 224,
-        batch_size_per_replica: int = 32,
-        train_steps: int = 1000,
-        learning_rate: float = 0.001,
-        save_every_steps: int = 100,
-        mixed_precision: bool = False,
-        steps_per_loop: str = "1",
-        jit_compile: str = "auto",
-        task: str = "",
-        task_args: str = "{}",
-        tensorboard_dir: str = "",
+        settings: TrainSettings = DEFAULT_SETTINGS,
         workers: int = 1,
         unschedulable_timeout: int = 1800,
     ) -> Outputs:
@@ -99,41 +88,11 @@ def build(
             checkpoint_dir: gs:// folder every pod and retry resumes from.
             data_dst: Copy the data here (gs://): the JobSet's pods read it from there.
             initial_checkpoint: Checkpoint folder to start from; empty starts fresh.
-            backbone: resnet50, mobilenet_v2 or small_cnn.
-            weights: imagenet or none.
-            image_size: Square input size in pixels.
-            batch_size_per_replica: Batch size per GPU.
-            train_steps: Total optimizer steps across all attempts.
-            learning_rate: Peak learning rate.
-            save_every_steps: Checkpoint interval in steps.
-            mixed_precision: Use mixed float16.
-            steps_per_loop: Training steps per compiled call, or "auto" (calls of
-                about 0.5 s); a notice is heard when the running call ends.
-            jit_compile: XLA for the training step: auto (on for one GPU, as
-                Keras fit), on or off.
-            task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
-                the image; empty = the built-in image classifier.
-            task_args: The task's own settings, a JSON object.
-            tensorboard_dir: TensorBoard log folder; empty for none.
+            settings: The training settings, each a parameter (train_settings.HELP).
             workers: Pods (nodes) training together; 1 = one node.
             unschedulable_timeout: Seconds to wait for spot capacity before moving
                 to the on-demand pool.
         """
-        settings = TrainSettings(
-            backbone=backbone,
-            weights=weights,
-            image_size=image_size,
-            batch_size_per_replica=batch_size_per_replica,
-            train_steps=train_steps,
-            learning_rate=learning_rate,
-            save_every_steps=save_every_steps,
-            mixed_precision=mixed_precision,
-            steps_per_loop=steps_per_loop,
-            jit_compile=jit_compile,
-            task=task,
-            task_args=task_args,
-            tensorboard_dir=tensorboard_dir,
-        )
         data, seed = copy_inputs(
             data_src=data_src,
             data_dst=data_dst,

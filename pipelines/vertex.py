@@ -19,7 +19,7 @@ from spottrain import placement, usage
 from spottrain.components.train.component import train
 from spottrain.pipelines import guards
 from spottrain.pipelines.gke import Outputs, add_profile, copy_inputs
-from spottrain.runtime.train_settings import TrainSettings
+from spottrain.runtime.train_settings import DEFAULT_SETTINGS, TrainSettings, as_parameters
 from spottrain.trainer.ledger import CAPACITY_ENV
 
 NAME = "spottrain-vertex"
@@ -360,23 +360,14 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
     description = DESCRIPTION + (FALLBACK_DESCRIPTION if vertex.fallback else "")
 
     @dsl.pipeline(name=name, description=description)
+    # no tensorboard_dir: the train task uses Vertex's AIP_TENSORBOARD_LOG_DIR
+    @as_parameters(without=("tensorboard_dir",))
     def vertex_pipeline(
         data_src: str,
         checkpoint_dir: str,
         data_dst: str = "",
         initial_checkpoint: str = "",
-        backbone: str = "resnet50",
-        weights: str = "imagenet",
-        image_size: int = 224,
-        batch_size_per_replica: int = 32,
-        train_steps: int = 1000,
-        learning_rate: float = 0.001,
-        save_every_steps: int = 100,
-        mixed_precision: bool = False,
-        steps_per_loop: str = "1",
-        jit_compile: str = "auto",
-        task: str = "",
-        task_args: str = "{}",
+        settings: TrainSettings = DEFAULT_SETTINGS,
         service_account: str = "",
         tensorboard: str = "",
         base_output_directory: str = "",
@@ -389,40 +380,11 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
             checkpoint_dir: Persistent folder (gs:// or /gcs/) every retry resumes from.
             data_dst: Copy the data here (gs://) instead of into a KFP artifact.
             initial_checkpoint: Checkpoint folder to start from; empty starts fresh.
-            backbone: resnet50, mobilenet_v2 or small_cnn.
-            weights: imagenet or none.
-            image_size: Square input size in pixels.
-            batch_size_per_replica: Batch size per GPU.
-            train_steps: Total optimizer steps across all attempts.
-            learning_rate: Peak learning rate.
-            save_every_steps: Checkpoint interval in steps.
-            mixed_precision: Use mixed float16.
-            steps_per_loop: Training steps per compiled call, or "auto" (calls of
-                about 0.5 s); a notice is heard when the running call ends.
-            jit_compile: XLA for the training step: auto (on for one GPU, as
-                Keras fit), on or off.
-            task: What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in
-                the image; empty = the built-in image classifier.
-            task_args: The task's own settings, a JSON object.
+            settings: The training settings, each a parameter (train_settings.HELP).
             service_account: Service account the job runs as (least privilege); empty = default.
             tensorboard: Vertex TensorBoard resource name to upload logs to; empty = none.
             base_output_directory: gs:// folder for AIP_MODEL_DIR etc.; empty = the pipeline root.
         """
-        settings = TrainSettings(
-            backbone=backbone,
-            weights=weights,
-            image_size=image_size,
-            batch_size_per_replica=batch_size_per_replica,
-            train_steps=train_steps,
-            learning_rate=learning_rate,
-            save_every_steps=save_every_steps,
-            mixed_precision=mixed_precision,
-            steps_per_loop=steps_per_loop,
-            jit_compile=jit_compile,
-            task=task,
-            task_args=task_args,
-            # no tensorboard_dir: the train task uses Vertex's AIP_TENSORBOARD_LOG_DIR
-        )
         data, seed = copy_inputs(
             data_src=data_src,
             data_dst=data_dst,

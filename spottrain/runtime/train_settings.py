@@ -1,8 +1,9 @@
 """The training settings a pipeline passes to its train and profile tasks, typed once.
 
-Each pipeline and training component writes these out as parameters (KFP needs
-explicit signatures), builds a :class:`TrainSettings` from them by name, and the
-runtime turns it into the trainer's flags. tests/unit/pipelines/test_signatures.py ties the fields
+A pipeline takes them once, as ``settings`` (:func:`as_parameters` gives KFP one
+parameter per setting); a training component writes them out as parameters (KFP
+copies its source into the image) and builds a :class:`TrainSettings` from them by
+name; the runtime turns it into the trainer's flags. tests/unit/pipelines/test_signatures.py ties the fields
 and defaults to ``TrainConfig`` (the engine's) and ``ImageSettings`` (the built-in
 image task's). Imports neither kfp nor TensorFlow: the component bodies use it.
 """
@@ -94,3 +95,90 @@ class TrainSettings:
             else:
                 flags += [flag, repr(float(value)) if isinstance(value, float) else str(value)]
         return flags
+
+
+# What a pipeline's docstring says of each setting (the KFP UI shows it per parameter).
+HELP = {
+    "backbone": "resnet50, mobilenet_v2 or small_cnn.",
+    "weights": "imagenet or none.",
+    "image_size": "Square input size in pixels.",
+    "batch_size_per_replica": "Batch size per GPU.",
+    "train_steps": "Total optimizer steps across all attempts.",
+    "learning_rate": "Peak learning rate.",
+    "save_every_steps": "Checkpoint interval in steps.",
+    "mixed_precision": "Use mixed float16.",
+    "steps_per_loop": 'Training steps per compiled call, or "auto" (calls of about 0.5 s); '
+    "a notice is heard when the running call ends.",
+    "jit_compile": "XLA for the training step: auto (on for one GPU, as Keras fit), on or off.",
+    "task": "What to train: <module>:<Class> of a spottrain.trainer.task_api.Task in the "
+    "image; empty = the built-in image classifier.",
+    "task_args": "The task's own settings, a JSON object.",
+    "tensorboard_dir": "TensorBoard log folder; empty uses <checkpoint_dir>/tensorboard.",
+}
+_SETTINGS_ARG = "settings"
+
+
+def as_parameters(*, without: tuple[str, ...] = ()):
+    """Gives a pipeline function taking ``settings`` each setting as its own parameter.
+
+    A KFP pipeline's parameters are its function's (``inspect.signature``, described
+    by the docstring's ``Args``), and KFP calls it once, at compile time, with a
+    channel per parameter. The function written takes ``settings: TrainSettings`` and
+    one docstring line ``settings: ...``; the function KFP sees has the settings'
+    fields (but ``without``) in its place, described from :data:`HELP`, and hands the
+    function one :class:`TrainSettings` built from them (the left-out at their
+    defaults). A component's signature stays written out: KFP copies its source.
+    """
+    import functools
+    import inspect
+
+    names = [n for n in TrainSettings.names() if n not in without]
+    fields = {f.name: f for f in dataclasses.fields(TrainSettings)}
+    types = {"str": str, "int": int, "float": float, "bool": bool}
+
+    def wrap(fn):
+        sig = inspect.signature(fn)
+        own = list(sig.parameters.values())
+        at = [p.name for p in own].index(_SETTINGS_ARG)
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        added = [
+            inspect.Parameter(
+                n, kind, default=fields[n].default, annotation=types[str(fields[n].type)]
+            )
+            for n in names
+        ]
+        params = [*own[:at], *added, *own[at + 1 :]]
+        public = sig.replace(parameters=params)
+
+        @functools.wraps(fn)
+        def pipeline(*args, **kwargs):
+            bound = public.bind(*args, **kwargs)
+            bound.apply_defaults()
+            given = dict(bound.arguments)
+            settings = TrainSettings(**{n: given.pop(n) for n in names})
+            return fn(**given, **{_SETTINGS_ARG: settings})
+
+        pipeline.__signature__ = public
+        pipeline.__doc__ = _doc_with(fn.__doc__ or "", names)
+        return pipeline
+
+    return wrap
+
+
+def _doc_with(doc: str, names: list[str]) -> str:
+    """``doc`` with its ``settings:`` line replaced by one ``Args`` line per setting."""
+    lines = doc.splitlines()
+    at = next((i for i, ln in enumerate(lines) if ln.strip().startswith(f"{_SETTINGS_ARG}:")), None)
+    if at is None:  # a docstring without Args: its parameters go undescribed, as before
+        return doc
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    end = at + 1
+    while end < len(lines) and lines[end].startswith(indent + " ") and lines[end].strip():
+        end += 1  # the settings line's continuation lines
+    # One line each: KFP keeps a description's line breaks, and its UI shows them.
+    out = [f"{indent}{n}: {HELP[n]}" for n in names]
+    return "\n".join([*lines[:at], *out, *lines[end:]])
+
+
+#: The settings' defaults: a pipeline function's ``settings`` default (as_parameters).
+DEFAULT_SETTINGS = TrainSettings()

@@ -1,8 +1,9 @@
 """The path of the training settings from a pipeline to the trainer is written out.
 
-Each pipeline and training component names every parameter it passes on (no
-``locals()``), and the runtime functions on the way take typed parameters (no
-``**kwargs``): a reader, a linter or a type checker can follow each setting.
+Each training component names every parameter it passes on (no ``locals()``); a
+pipeline takes ``settings`` once (``train_settings.as_parameters`` gives KFP a
+parameter per setting), and the runtime functions on the way take typed parameters
+(no ``**kwargs``): a reader, a linter or a type checker can follow each setting.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 from spottrain.runtime import profile as profile_rt
 from spottrain.runtime import train as train_rt
-from spottrain.runtime.train_settings import TrainSettings
+from spottrain.runtime.train_settings import DEFAULT_SETTINGS, HELP, TrainSettings, as_parameters
 from spottrain.trainer import config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,7 +34,7 @@ def _functions(path: str) -> list[ast.FunctionDef]:
 
 
 def _takes_settings(fn: ast.FunctionDef) -> bool:
-    return "backbone" in {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+    return bool({"backbone", "settings"} & {a.arg for a in fn.args.args + fn.args.kwonlyargs})
 
 
 @pytest.mark.parametrize("path", PIPELINES + COMPONENTS)
@@ -56,6 +57,8 @@ def test_every_parameter_of_a_pipeline_or_component_goes_somewhere_by_name(path)
 @pytest.mark.parametrize("path", RUNTIME + ["spottrain/runtime/train_settings.py"])
 def test_the_runtime_on_the_path_takes_typed_parameters(path):
     for fn in _functions(path):
+        if path.endswith("train_settings.py") and fn.name == "pipeline":
+            continue  # as_parameters' wrapper: its parameters are its __signature__ (below)
         assert fn.args.kwarg is None, (
             f"{path}:{fn.lineno} {fn.name} takes **{fn.args.kwarg.arg}: name its parameters"
         )
@@ -86,3 +89,56 @@ def test_the_profile_runs_the_trainings_settings_without_its_steps_or_tensorboar
     assert set(settings.profile_inputs()) == set(TrainSettings.names()) - {
         "train_steps", "save_every_steps", "steps_per_loop",
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "pipelines" / "compiled").glob("*.yaml")))
+def test_every_compiled_pipeline_has_each_setting_and_its_train_task_takes_it(path):
+    """as_parameters: one root parameter per setting, described, at its default, which
+    the training task reads (Vertex leaves tensorboard_dir to AIP_TENSORBOARD_LOG_DIR)."""
+    import yaml
+
+    spec = next(yaml.safe_load_all(path.read_text()))
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    names = [
+        n for n in TrainSettings.names() if not (n == "tensorboard_dir" and "vertex" in path.name)
+    ]
+    for name in names:
+        assert params[name]["description"].replace("\n", " ") == HELP[name], name
+        default = getattr(TrainSettings(), name)
+        assert params[name].get("defaultValue", default) == default, name
+    trains = [t for n, t in spec["root"]["dag"]["tasks"].items()
+              if n in ("train", "train-job", "on-demand-fallback")]  # fmt: skip
+    assert trains, [*spec["root"]["dag"]["tasks"]]
+    for task in trains:
+        given = task["inputs"]["parameters"]
+        for name in names:
+            assert given[name] == {"componentInputParameter": name}, (name, given.get(name))
+
+
+def test_as_parameters_gives_kfp_each_setting_and_the_function_one_settings():
+    """The function KFP sees (its signature, its docstring's Args) and what it hands on."""
+    import inspect
+
+    seen = []
+
+    @as_parameters(without=("tensorboard_dir",))
+    def pipeline(data_src: str, settings: TrainSettings = DEFAULT_SETTINGS, workers: int = 1):
+        """Trains.
+
+        Args:
+            data_src: The data.
+            settings: The training settings.
+            workers: Pods.
+        """
+        seen.append((data_src, settings, workers))
+
+    params = list(inspect.signature(pipeline).parameters)
+    names = [n for n in TrainSettings.names() if n != "tensorboard_dir"]
+    assert params == ["data_src", *names, "workers"]
+    assert "settings: " not in pipeline.__doc__
+    assert f"    backbone: {HELP['backbone']}\n" in pipeline.__doc__
+    assert pipeline.__doc__.rstrip().endswith("workers: Pods.")
+    pipeline("d", "small_cnn", workers=3, train_steps=7)  # as KFP calls it: positionally
+    ((data, settings, workers),) = seen
+    assert (data, workers) == ("d", 3)
+    assert settings == TrainSettings(backbone="small_cnn", train_steps=7)
