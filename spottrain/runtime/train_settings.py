@@ -3,9 +3,10 @@
 A pipeline takes them once, as ``settings`` (:func:`as_parameters` gives KFP one
 parameter per setting); a training component writes them out as parameters (KFP
 copies its source into the image) and builds a :class:`TrainSettings` from them by
-name; the runtime turns it into the trainer's flags. tests/unit/pipelines/test_signatures.py ties the fields
-and defaults to ``TrainConfig`` (the engine's) and ``ImageSettings`` (the built-in
-image task's). Imports neither kfp nor TensorFlow: the component bodies use it.
+name; the runtime turns it into the trainer's flags.
+tests/unit/pipelines/test_signatures.py ties the fields and defaults to ``TrainConfig``
+(the engine's) and ``ImageSettings`` (the built-in image task's). Imports neither kfp
+nor TensorFlow: the component bodies use it.
 """
 
 from __future__ import annotations
