@@ -225,7 +225,7 @@ def profile(
         if not files:
             raise ProfileError(f"no .xplane.pb file in {run_dir}")
         summary = summarize_xspace(
-            [load_xspace(p) for p in files], graph_dtypes(trainer._train_step)
+            [load_xspace(p) for p in files], graph_dtypes(trainer.steps.train_step)
         )
         variables = trainer.model.trainable_variables
         run = RunInfo(

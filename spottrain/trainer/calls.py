@@ -141,11 +141,27 @@ class Caller:
     with the next run ahead (:class:`StepAhead`).
     """
 
-    def __init__(self, trainer, iterator, on_step=None):
+    def __init__(
+        self, steps, iterator, on_step=None, *, cfg: config.TrainConfig, total_steps: int,
+        stop, multi_worker: bool, agree, blame, step_error,
+    ):  # fmt: skip
+        """Calls ``steps`` (steps.StepFunctions), the engine's parts named.
+
+        ``stop``: the notice's flag; ``agree``: the mean of a number over the workers;
+        ``blame``: which part of the task a failure came from; ``step_error``: a failed
+        call's one line, or None.
+        """
         import tensorflow as tf
 
-        self.trainer, self.iterator, self.profiled = trainer, iterator, on_step is not None
-        self.sizes = LoopSizes(trainer.cfg, not self.profiled, trainer._agreed_mean)
+        self.steps, self.iterator, self.profiled = steps, iterator, on_step is not None
+        self.cfg, self.total_steps, self.stop, self.multi_worker = (
+            cfg,
+            total_steps,
+            stop,
+            multi_worker,
+        )
+        self.blame, self.step_error = blame, step_error
+        self.sizes = LoopSizes(cfg, not self.profiled, agree)
         self._flag = {False: tf.constant(0.0), True: tf.constant(1.0)}  # the vote's inputs
         # Traced at the first call, inside its error handling.
         self._next: StepAhead | None = None
@@ -160,14 +176,14 @@ class Caller:
         """The next call from ``loop.step``."""
         import tensorflow as tf
 
-        t, cfg, step = self.trainer, self.trainer.cfg, loop.step
+        cfg, step = self.cfg, loop.step
         timed_save = bool(cfg.save_every_seconds) and (
             time.monotonic() - loop.last_save >= cfg.save_every_seconds
         )
         # A call never runs past a step-count save or the end.
         next_save = (step // cfg.save_every_steps + 1) * cfg.save_every_steps
-        n = min(self.sizes.now, next_save - step, t.total_steps - step)
-        flags = (self._flag[t.stop.is_set()], self._flag[timed_save])
+        n = min(self.sizes.now, next_save - step, self.total_steps - step)
+        flags = (self._flag[self.stop.is_set()], self._flag[timed_save])
         try:
             # The step marker TensorBoard's Profile tab (xprof) counts steps by: a root
             # ("_r=1") host event per step, around the batch fetch too so xprof sees
@@ -176,30 +192,30 @@ class Caller:
             with tf.profiler.experimental.Trace("train", step_num=step + 1, _r=1):
                 t0 = time.perf_counter()
                 if self.profiled:
-                    with t.blame("train_dataset"):
+                    with self.blame("train_dataset"):
                         batch = next(self.iterator)
                     t1 = time.perf_counter()
-                    loss, stop, save = _read(t._train_step(batch, *flags))
+                    loss, stop, save = _read(self.steps.train_step(batch, *flags))
                     done, first = 1, loss
                 elif self.sizes.looped:
                     if self._loop is None:
-                        self._loop = t._make_train_loop(self.iterator)
+                        self._loop = self.steps.make_train_loop(self.iterator)
                     out = self._loop(tf.constant(n, tf.int32), *flags)
                     done, first, loss, stop, save = _read(out)
                     done, t1 = int(done), t0
                 else:
                     if self._next is None:
-                        self._next = StepAhead(t._make_train_next(self.iterator))
+                        self._next = StepAhead(self.steps.make_train_next(self.iterator))
                     # Ahead unless this step ends at a save by count or the end, or a
                     # vote held from the last step waits for it: what all workers share.
                     # A worker alone need agree with no one: a notice stops it at once.
-                    last = step + 1 == next_save or step + 1 >= t.total_steps
-                    alone_stopping = not t.cluster.multi_worker and t.stop.is_set()
+                    last = step + 1 == next_save or step + 1 >= self.total_steps
+                    alone_stopping = not self.multi_worker and self.stop.is_set()
                     then = None if loop.held or last or alone_stopping else flags
                     loss, stop, save = self._next.step(flags, then)
                     done, first, t1 = 1, loss, t0  # the input wait is inside the step
         except Exception as e:
-            failure = t.step_error(e, step, n)
+            failure = self.step_error(e, step, n)
             if failure is None:
                 raise
             raise failure from e

@@ -38,8 +38,6 @@ def run(argv: list[str]) -> int:
 
 
 def _check(cfg: config.TrainConfig) -> str:
-    from types import SimpleNamespace
-
     from spottrain.trainer import attempt
 
     config.validate(cfg, outputs=False)
@@ -67,21 +65,20 @@ def _check(cfg: config.TrainConfig) -> str:
         optimizer, optimizers = fit_step.prepare(model, dataset.element_spec, cfg)
     else:
         optimizer, optimizers = task_calls.build_optimizers(task, model, cfg)
-    engine = SimpleNamespace(
-        cfg=cfg, task=task, model=model, optimizer=optimizer, optimizers=optimizers,
-        strategy=strategy, global_batch=batch, replicas=1, blame=task_calls.Blame(),
-    )  # fmt: skip
-    _, make_train_next, _ = steps.make_step_functions(engine)  # sets engine.xla
+    blame = task_calls.Blame()
+    fns = steps.make_step_functions(
+        steps.StepParts(cfg, task, model, optimizer, optimizers, strategy, batch, 1, blame)
+    )
     zero = tf.constant(0.0)
     try:
-        loss = float(np.asarray(make_train_next(iter(dataset))(zero, zero))[0])
+        loss = float(np.asarray(fns.make_train_next(iter(dataset))(zero, zero))[0])
     except (StopIteration, tf.errors.OutOfRangeError):
         raise ConfigError("the task's train_dataset() is empty at step 1") from None
     except TrainerExit:
         raise
     except Exception as e:
-        xla = engine.xla and cfg.jit_compile
-        failure = task_calls.step_failure(e, 1, task, engine.blame, batch, False, xla)
+        xla = fns.xla and cfg.jit_compile
+        failure = task_calls.step_failure(e, 1, task, blame, batch, False, xla)
         if failure is None:
             raise
         raise failure from e

@@ -11,8 +11,42 @@ every worker, so every worker ends the loop at the same step.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger("trainer")
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """What a step is made of: the built model and optimizers, the task, the strategy."""
+
+    cfg: Any  # config.TrainConfig
+    task: Any  # task_api.Task
+    model: Any
+    optimizer: Any  # the engine's (clipping, loss scaling); None for a task's own
+    optimizers: dict
+    strategy: Any
+    global_batch: int
+    replicas: int
+    blame: Any  # task_calls.Blame: which part of the task a failure came from
+
+
+@dataclass(frozen=True)
+class StepFunctions:
+    """The compiled step, three ways, each returning the all-reduced ``[loss, stop, save]``.
+
+    ``train_step(batch, stop, save)`` runs one step on a batch the caller fetched;
+    ``make_train_next(iterator)`` returns a step that fetches its own batch;
+    ``make_train_loop(iterator)`` returns ``loop(n, stop, save)``, several steps a call.
+    ``xla``: whether XLA compiles the step.
+    """
+
+    train_step: Callable
+    make_train_next: Callable
+    make_train_loop: Callable
+    xla: bool
 
 
 def use_xla(cfg, strategy, model) -> bool:
@@ -40,22 +74,15 @@ def use_xla(cfg, strategy, model) -> bool:
     )
 
 
-def make_step_functions(trainer):
-    """``(train_step, make_train_next, make_train_loop)`` for a built ``Trainer``.
-
-    ``train_step(batch, stop, save)`` runs one step on a batch the caller fetched;
-    ``make_train_next(iterator)`` returns a step that fetches its own batch. Both
-    return the all-reduced ``[loss, stop votes, save votes]`` of the step.
-    ``make_train_loop(iterator)`` returns ``loop(n, stop, save)``, several steps per
-    call. Sets ``trainer.xla`` (whether XLA compiles the step).
-    """
+def make_step_functions(parts: StepParts) -> StepFunctions:
+    """The step functions of ``parts`` (see :class:`StepFunctions`)."""
     import tensorflow as tf
 
     from spottrain.trainer import fit_step, task_calls
 
-    blame = trainer.blame  # names the task's part a failure at trace or run time came from
-    cfg, model, optimizer, task = trainer.cfg, trainer.model, trainer.optimizer, trainer.task
-    strategy, gb, replicas = trainer.strategy, trainer.global_batch, trainer.replicas
+    blame = parts.blame  # names the task's part a failure at trace or run time came from
+    cfg, model, optimizer, task = parts.cfg, parts.model, parts.optimizer, parts.task
+    strategy, gb, replicas = parts.strategy, parts.global_batch, parts.replicas
     # Clipping and loss scaling must see the *global* gradient (and every
     # worker must agree on whether it is finite), so then we all-reduce it
     # ourselves and hand each replica 1/replicas of it to the optimizer,
@@ -65,7 +92,7 @@ def make_step_functions(trainer):
     def own_update(features, labels):
         with blame("train_step"):
             return task_calls.step_loss(
-                task.train_step(model, trainer.optimizers, features, labels, gb)
+                task.train_step(model, parts.optimizers, features, labels, gb)
             )
 
     def fit_update(data):
@@ -100,18 +127,18 @@ def make_step_functions(trainer):
     fit = task.fit_step()
     own = fit or task.has_own_step()
     fn = fit_update if fit else own_update if own else update
-    trainer.xla = use_xla(cfg, strategy, model)
-    if trainer.xla and replicas == 1:
+    xla = use_xla(cfg, strategy, model)
+    if xla and replicas == 1:
         # All of it, as fit compiles its whole step (the optimizer's update too).
         fn = tf.function(fn, jit_compile=True)
-    elif trainer.xla and own:
+    elif xla and own:
         log.warning(
             "--jit-compile on: a model's or task's own train_step is compiled only on one device "
             "(here %d replicas); it runs without XLA",
             replicas,
         )
-        trainer.xla = False
-    elif trainer.xla:
+        xla = False
+    elif xla:
         # The gradients' all-reduce and the optimizer's cross-replica update stay
         # outside: XLA compiles the forward and backward pass.
         forward_backward = tf.function(forward_backward, jit_compile=True)
@@ -183,4 +210,4 @@ def make_step_functions(trainer):
         scalar = tf.TensorSpec([], tf.float32)
         return loop.get_concrete_function(tf.TensorSpec([], tf.int32), scalar, scalar)
 
-    return train_step, make_train_next, make_train_loop
+    return StepFunctions(train_step, make_train_next, make_train_loop, xla)

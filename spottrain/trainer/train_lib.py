@@ -195,8 +195,13 @@ class Trainer:
                 f"{self.start_step} in {cfg.checkpoint_dir!r}"
             )
         self.blame = task_calls.Blame()
-        fns = steps.make_step_functions(self)
-        self._train_step, self._make_train_next, self._make_train_loop = fns
+        self.steps = steps.make_step_functions(
+            steps.StepParts(
+                cfg, self.task, self.model, self.optimizer, self.optimizers, self.strategy,
+                self.global_batch, self.replicas, self.blame,
+            )
+        )  # fmt: skip
+        self.xla = self.steps.xla
         self.writer = (
             tf.summary.create_file_writer(cfg.tensorboard_dir)
             if self.cluster.is_chief and cfg.tensorboard_dir
@@ -333,7 +338,12 @@ class Trainer:
         iterator = iter(self.strategy.distribute_datasets_from_function(dataset_fn))
         if cfg.deterministic and contexts:
             self._probe_resume(contexts[0])
-        caller = calls.Caller(self, iterator, on_step)
+        caller = calls.Caller(
+            self.steps, iterator, on_step,
+            cfg=cfg, total_steps=self.total_steps, stop=self.stop,
+            multi_worker=self.cluster.multi_worker, agree=self._agreed_mean,
+            blame=self.blame, step_error=self.step_error,
+        )  # fmt: skip
         loop = calls.LoopState(step=self.start_step, last_log_step=self.start_step)
         self.first_step_seconds = None
         while loop.step < self.total_steps:

@@ -1,8 +1,8 @@
 """The engine (``spottrain/trainer/``) apart from the built-in task (``spottrain/tasks/``).
 
 The built-in image classifier is a user of the Task API like any user's task; the
-engine names it in two places only: ``task_loader.DEFAULT_TASK`` and the hook of its
-flags in ``config.py``.
+engine names it by string in two places only, ``task_loader.DEFAULT_TASK`` and
+``task_loader.DEFAULT_TASK_FLAGS`` (its flags' hook), and imports no task.
 """
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 ENGINE = REPO / "spottrain" / "trainer"
-
-# config.py hooks the default task's flags in; nothing else of the engine names a task.
-ALLOWED = {("config.py", "spottrain.tasks.image.flags")}
 
 
 def _imported(path: Path) -> set[str]:
@@ -37,20 +34,18 @@ def test_the_default_task_is_a_task_from_the_tasks_package():
     assert issubclass(getattr(__import__(module, fromlist=[cls]), cls), Task)
 
 
-def test_the_engine_imports_the_tasks_only_to_hook_in_the_default_tasks_flags():
+def test_the_engine_imports_no_task_and_hooks_the_default_tasks_flags_by_name():
     uses = {
         (path.name, name)
         for path in sorted(ENGINE.glob("*.py"))
         for name in _imported(path)
         if name.startswith("spottrain.tasks")
     }
-    stray = {
-        (f, name)
-        for f, name in uses
-        if not any(f == g and (name + ".").startswith(m + ".") for g, m in ALLOWED)
-    }
-    assert stray == set()
-    assert ("config.py", "spottrain.tasks.image.flags") in uses
+    assert uses == set()
+    from spottrain.tasks.image import flags
+    from spottrain.trainer import task_loader
+
+    assert task_loader.default_task_flags() is flags
 
 
 def test_the_engine_holds_no_image_task_module():
