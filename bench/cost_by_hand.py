@@ -32,7 +32,7 @@ def hourly(prices: dict[str, float], side: str) -> float:
     """One n1-standard-8 with one T4 for an hour, on ``side`` (``spot``/``on_demand``)."""
     region = "us-central1"
     return (
-        prices[f"gpu:nvidia-tesla-t4|{side}|{region}"]
+        prices[f"gpu:t4|{side}|{region}"]
         + VCPUS * prices[f"core:n1|{side}|{region}"]
         + GIB * prices[f"ram:n1|{side}|{region}"]
     )

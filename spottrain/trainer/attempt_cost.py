@@ -146,15 +146,17 @@ def price_records(
                     "its redone steps or the next attempt's restart have no time or price"
                 )
             else:
-                rec.update(lost)
-                wasted[i] += lost["lost_redo_seconds"]
+                fields, redo, restart = lost
+                rec.update(fields)
+                wasted[i] += redo
                 if j is not None:
-                    wasted[j] += lost["lost_restart_seconds"]
-    for rec, waste in zip(out, wasted, strict=True):
-        if "spent" in rec and "on_demand_price_per_hour" in rec:
-            kept = max(0.0, _machine_seconds(rec) - waste * int(rec.get("workers") or 1))
-            od = rec["on_demand_price_per_hour"]
-            rec["saved"] = round(kept / 3600 * od - rec["spent"], 6)
+                    wasted[j] += restart
+    # Saved from the unrounded seconds and prices: the figures are rounded once, here.
+    for rec, waste, (paid, od, *_) in zip(out, wasted, rates, strict=True):
+        if paid is not None and od is not None:
+            machine_s = _machine_seconds(rec)
+            kept = max(0.0, machine_s - waste * int(rec.get("workers") or 1))
+            rec["saved"] = round((kept * od - machine_s * paid) / 3600, 6)
     return out
 
 
@@ -169,8 +171,11 @@ def _next(records: list[dict], i: int) -> int | None:
     return min(later, key=lambda j: records[j]["started"]) if later else None
 
 
-def _lost(rec: dict, nxt: dict | None, paid: float, next_paid: float | None) -> dict | None:
-    """``lost`` and its two parts' seconds; ``None`` when the redone steps cannot be timed."""
+def _lost(rec: dict, nxt: dict | None, paid: float, next_paid: float | None) -> tuple | None:
+    """``lost`` and its two parts' seconds, as fields and as the two unrounded seconds.
+
+    ``None`` when the redone steps cannot be timed.
+    """
     steps = int(rec.get("steps_lost") or 0)
     redo = 0.0
     if steps:
@@ -190,8 +195,9 @@ def _lost(rec: dict, nxt: dict | None, paid: float, next_paid: float | None) -> 
     workers = int(rec.get("workers") or 1)
     next_workers = int((nxt or {}).get("workers") or 1)
     cost = redo * workers * paid / 3600 + restart * next_workers * (next_paid or 0.0) / 3600
-    return {"lost": round(cost, 6), "lost_redo_seconds": round(redo, 2),
-            "lost_restart_seconds": round(restart, 2)}  # fmt: skip
+    fields = {"lost": round(cost, 6), "lost_redo_seconds": round(redo, 2),
+              "lost_restart_seconds": round(restart, 2)}  # fmt: skip
+    return fields, redo, restart
 
 
 def run_totals(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -236,3 +236,19 @@ def test_a_record_without_a_capacity_kind_is_priced_unknown(tmp_path):
 def test_pricing_a_missing_ledger_writes_nothing(tmp_path):
     assert ledger.price(str(tmp_path / "none"), fixed(0.36, 1.2)) == []
     assert not (tmp_path / "none" / ledger.LEDGER).exists()
+
+
+def test_saved_is_rounded_once_from_the_unrounded_seconds():
+    """The restart's seconds are shown rounded (0.01 s) but priced as they were: with
+    100 workers at 10/h on demand, 0.004 s of rounding is 0.0011 of saved."""
+    recs = [
+        {"attempt": 1, "started": 0.0, "resumed_at": 1.0, "ended": 11.0, "seconds": 11.0,
+         "workers": 100, "start_step": 0, "last_step": 10, "saved_step": 10, "steps_lost": 0,
+         "outcome": "preempted", "capacity": "spot", **T4},
+        {"attempt": 2, "started": 12.0, "resumed_at": 112.004, "ended": 200.0, "seconds": 188.0,
+         "workers": 100, "start_step": 10, "last_step": 20, "saved_step": 20, "steps_lost": 0,
+         "outcome": "success", "capacity": "spot", **T4},
+    ]  # fmt: skip
+    _, two = attempt_cost.price_records(recs, fixed(1.0, 10.0))
+    kept = (188.0 - 100.004) * 100
+    assert two["saved"] == pytest.approx(kept / 3600 * 10.0 - 188.0 * 100 / 3600 * 1.0, abs=5e-7)
