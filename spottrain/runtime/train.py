@@ -86,7 +86,8 @@ def launcher_argv(
         raise ValueError(f"preempt_at_step must be >= 0, got {preempt_at_step}")
     if local_workers == 1 and not preempt_at_step:
         return None
-    argv = ["--workers", str(local_workers)]
+    # --verbose: every worker's every line, no log files: a pod's log is its only copy.
+    argv = ["--verbose", "--workers", str(local_workers)]
     if preempt_at_step:
         argv += ["--preempt-at-step", str(preempt_at_step), "--signal", signal]
     return [*argv, "--", *flags]

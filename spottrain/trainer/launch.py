@@ -299,12 +299,12 @@ class ProcessLauncher:
         self._print(
             f"[launcher] started {self.n} worker(s): "
             + ", ".join(f"{w.name} pid {w.proc.pid}" for w in self.workers)
-            + (
-                f"; one line per event here, each one's whole log in {self.log_dir}/<name>.log"
-                if self.log_dir is not None
-                else ""
-            )
         )
+        if self.log_dir is not None:
+            self._print(
+                f"[launcher] one line per event here; each worker's whole log in "
+                f"{self.log_dir}/<name>.log"
+            )
         for i in range(self.n):
             for target in (self._pump, self._follow):
                 t = threading.Thread(target=target, args=(i,), daemon=True)

@@ -90,7 +90,7 @@ def test_the_console_shows_one_line_per_event_and_the_files_hold_everything(tmp_
         assert text[0].startswith("== launched ")
         assert len(text) == 1 + 13  # every line the worker printed, unprefixed
         assert "failed call to cuInit" in text[3]
-    assert "whole log in" in lines[0] and str(tmp_path / "logs") in lines[0]
+    assert "whole log in" in lines[1] and str(tmp_path / "logs") in lines[1]
 
 
 def test_a_crash_shows_its_last_lines_a_said_exit_does_not(tmp_path, monkeypatch):
@@ -109,7 +109,8 @@ def test_a_crash_shows_its_last_lines_a_said_exit_does_not(tmp_path, monkeypatch
     result, lines = _launch(tmp_path, monkeypatch, "fatal")
     assert result.code == 64
     assert not any("its last lines" in ln for ln in lines)  # its one line says it
-    assert sum(" ERROR trainer: exit 64: " in ln for ln in lines) == 2
+    # Each worker's own line (the other may be stopped by the launcher before it says it).
+    assert 1 <= sum(" ERROR trainer: exit 64: " in ln for ln in lines) <= 2
 
 
 def test_without_a_log_dir_every_line_is_printed(tmp_path, monkeypatch):
