@@ -22,10 +22,8 @@ import json
 import sys
 from pathlib import Path
 
-VCPUS, GIB = (
-    8,
-    30,
-)  # n1-standard-8 (https://cloud.google.com/compute/docs/general-purpose-machines#n1_machines)
+# n1-standard-8 (https://cloud.google.com/compute/docs/general-purpose-machines#n1_machines)
+VCPUS, GIB = 8, 30
 
 
 def hourly(prices: dict[str, float], side: str) -> float:

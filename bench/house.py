@@ -145,7 +145,6 @@ def arrows_back_up(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
 
     def r(p: str) -> set[str]:
         if p not in reach:
-            reach[p] = set()
             seen, todo = set(), [p]
             while todo:
                 for q in pg[todo.pop()]:

@@ -132,10 +132,11 @@ def as_parameters(*, without: tuple[str, ...] = ()):
     """
     import functools
     import inspect
+    import typing
 
     names = [n for n in TrainSettings.names() if n not in without]
-    fields = {f.name: f for f in dataclasses.fields(TrainSettings)}
-    types = {"str": str, "int": int, "float": float, "bool": bool}
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainSettings)}
+    types = typing.get_type_hints(TrainSettings)  # the annotations are strings here
 
     def wrap(fn):
         sig = inspect.signature(fn)
@@ -143,10 +144,7 @@ def as_parameters(*, without: tuple[str, ...] = ()):
         at = [p.name for p in own].index(_SETTINGS_ARG)
         kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
         added = [
-            inspect.Parameter(
-                n, kind, default=fields[n].default, annotation=types[str(fields[n].type)]
-            )
-            for n in names
+            inspect.Parameter(n, kind, default=defaults[n], annotation=types[n]) for n in names
         ]
         params = [*own[:at], *added, *own[at + 1 :]]
         public = sig.replace(parameters=params)

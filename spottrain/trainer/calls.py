@@ -154,12 +154,8 @@ class Caller:
         import tensorflow as tf
 
         self.steps, self.iterator, self.profiled = steps, iterator, on_step is not None
-        self.cfg, self.total_steps, self.stop, self.multi_worker = (
-            cfg,
-            total_steps,
-            stop,
-            multi_worker,
-        )
+        self.cfg, self.total_steps = cfg, total_steps
+        self.stop, self.multi_worker = stop, multi_worker
         self.blame, self.step_error = blame, step_error
         self.sizes = LoopSizes(cfg, not self.profiled, agree)
         self._flag = {False: tf.constant(0.0), True: tf.constant(1.0)}  # the vote's inputs
