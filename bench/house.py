@@ -125,7 +125,7 @@ def levels(graph: dict[str, set[str]]) -> int:
 
 
 def package(m: str) -> str:
-    """A module's room: ``spottrain.trainer.ledger`` → ``spottrain.trainer``; a module
+    """A module's room: ``spottrain.ledger`` → ``spottrain.trainer``; a module
     directly under ``spottrain`` (``spottrain.storage``) is a room of its own."""
     parts = m.split(".")
     return ".".join(parts[:2]) if parts[0] == "spottrain" else parts[0]

@@ -50,7 +50,7 @@ overhead = _sibling("trainer_overhead")
 OURS = r"""
 import json, sys, time
 from spottrain.trainer import attempt, train_lib
-from spottrain.trainer import ledger as ledger_lib
+from spottrain import ledger as ledger_lib
 cfg, cluster = attempt.prepare(sys.argv[1:])
 task = attempt.validate_all(cfg, cluster)
 stamps = []

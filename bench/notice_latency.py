@@ -85,8 +85,9 @@ def main() -> int:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
     env.pop("TF_CONFIG", None)
     os.environ.update(env)
+    from spottrain import exits
     from spottrain.datasets import write_digits
-    from spottrain.trainer import launch, preemption
+    from spottrain.trainer import launch
 
     work = Path(tempfile.mkdtemp(prefix="bench-notice-"))
     load = os.getloadavg()[0]
@@ -103,7 +104,7 @@ def main() -> int:
                     workers, run_args, preempt_at_step=a.at, signal_name="TERM", seed=0
                 )
                 result = runner.run()
-                if result.chaos is None or result.code != preemption.PREEMPTED:
+                if result.chaos is None or result.code != exits.PREEMPTED:
                     raise SystemExit(f"{workers} worker(s), N={n}: no preemption: {result}")
                 last_exit = max(w.ended_at for w in runner.workers)
                 record = json.loads((out / "ckpt" / "attempts.json").read_text())["attempts"][0]

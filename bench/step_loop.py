@@ -139,8 +139,8 @@ def _stamp(stamps: list, step: int) -> None:
 
 
 def run_ours(model: str, n: int, xla: bool, out: str, knobs: dict) -> list:
+    from spottrain import ledger as ledger_lib
     from spottrain.trainer import attempt, train_lib
-    from spottrain.trainer import ledger as ledger_lib
 
     steps, batch = knobs["steps"], knobs["batch"]
     task_args = {"model": model, "image_size": knobs["image_size"]}

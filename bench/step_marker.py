@@ -41,7 +41,7 @@ import tensorflow as tf
 if marker == "off":
     tf.profiler.experimental.Trace = lambda *a, **k: contextlib.nullcontext()
 from spottrain.trainer import attempt, train_lib
-from spottrain.trainer import ledger as ledger_lib
+from spottrain import ledger as ledger_lib
 cfg, cluster = attempt.prepare(argv)
 task = attempt.validate_all(cfg, cluster)
 t = train_lib.Trainer(cfg, cluster, task, ledger_lib.Ledger(cfg.checkpoint_dir, enabled=False))

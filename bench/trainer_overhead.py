@@ -59,7 +59,7 @@ REPO = Path(__file__).resolve().parents[1]
 OURS = r"""
 import json, resource, sys, time
 from spottrain.trainer import attempt, distribution, train_lib
-from spottrain.trainer import ledger as ledger_lib
+from spottrain import ledger as ledger_lib
 cfg, cluster = attempt.prepare(sys.argv[1:])
 task = attempt.validate_all(cfg, cluster)
 stamps, cpu = [], []

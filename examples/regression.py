@@ -17,8 +17,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from spottrain import Task, TrainInput
-from spottrain.trainer.preemption import ConfigError
+from spottrain import ConfigError, Task, TrainInput
 
 
 class Regression(Task):

@@ -192,8 +192,7 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
 def cmd_run_local(args: argparse.Namespace) -> int:
     """Runs the whole pipeline locally under kfp.local with fake GCS."""
     _check_positive(workers=args.workers, train_steps=args.train_steps)
-    from spottrain import storage
-    from spottrain.trainer import fileio
+    from spottrain import fileio, storage
 
     if blocked := storage.folder_problem(args.out):
         raise _guard_error(f"--out {args.out!r}: {blocked}")

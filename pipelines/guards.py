@@ -203,10 +203,10 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
             f"pipeline parameter local_workers={values['local_workers']} must be >= 1 "
             "(worker processes per node)"
         )
+    from spottrain.exits import ConfigError
     from spottrain.runtime.train import trainer_flags
     from spottrain.runtime.train_settings import TrainSettings
     from spottrain.trainer import config
-    from spottrain.trainer.preemption import ConfigError
 
     # What the train task gets, whatever the pipeline calls its parameters (or constants).
     received = {**values, **templates.train_task_inputs(spec, params)}

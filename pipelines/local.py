@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spottrain import placement, usage
+from spottrain import placement
+from spottrain.ledger import usage
 from spottrain.pipelines.console import Console
 from spottrain.runtime.report import figures
 from spottrain.trainer.train_lib import SUMMARY_FILE
@@ -143,7 +144,7 @@ class LocalResult:
 
     def _cost_lines(self) -> list[str]:
         """What the attempts ran on and the run's three figures, or why they are unknown."""
-        from spottrain.trainer.attempt_cost import totals_line
+        from spottrain.ledger.attempt_cost import totals_line
 
         lines = []
         if used := usage.ran_on(self.attempts):
@@ -337,8 +338,8 @@ def _collect(task: Any, root: Path, result: LocalResult) -> None:
         # The findings: the report's numbered lines, first sentence of each.
         found = re.findall(r"^\d+\. (.+?)$", reports[-1].read_text(), flags=re.M)
         result.profile_findings = [f.replace("**", "").split(". ")[0] for f in found]
-    from spottrain.trainer import ledger
-    from spottrain.trainer.attempt_cost import TOTAL_FIELDS
+    from spottrain import ledger
+    from spottrain.ledger.attempt_cost import TOTAL_FIELDS
 
     result.attempts = ledger.read(str(result.params["checkpoint_dir"]))
     totals = ledger.totals(result.attempts)

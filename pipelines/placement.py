@@ -15,7 +15,7 @@ import shlex
 
 from kfp import dsl, kubernetes
 
-from spottrain import usage
+from spottrain.ledger import CAPACITY_ENV, usage
 from spottrain.placement import (
     DEFAULT_SPOT_GRACE_SECONDS,
     GCLOUD_POOL_FLAGS,
@@ -25,7 +25,6 @@ from spottrain.placement import (
     check_reservation,
     check_spot_grace,
 )
-from spottrain.trainer.ledger import CAPACITY_ENV
 
 # A zone is its region and a letter (us-central1-a); a region alone names no zone.
 _ZONE = re.compile(r"[a-z]+(-[a-z]+)+[0-9]+-[a-z]")
@@ -38,7 +37,7 @@ def apply_placement(placement: Placement, task: dsl.PipelineTask) -> dsl.Pipelin
     if placement.require_pool:  # the task runs on exactly that capacity: its ledger says so
         task.set_env_variable(CAPACITY_ENV, placement.capacity)
     if placement.gpu_count:
-        # Its GPUs, for the ledger's prices (spottrain.usage); machine and zone are its
+        # Its GPUs, for the ledger's prices (spottrain.ledger.usage); machine and zone are its
         # node's, unknown when compiled.
         value = usage.env_value(**usage.from_placement(placement.gpu_type, placement.gpu_count))
         task.set_env_variable(usage.USAGE_ENV, value)

@@ -80,8 +80,8 @@ def _in_image(task: str) -> str:
 
 
 def _check(params: Mapping[str, Any]) -> str | None:
+    from spottrain.exits import ConfigError
     from spottrain.pipelines.guards import GuardError
-    from spottrain.trainer.preemption import ConfigError
     from spottrain.trainer.task_loader import check_spec
 
     task = str(params["task"])

@@ -15,12 +15,12 @@ from google_cloud_pipeline_components.v1.custom_job import (
 )
 from kfp import dsl
 
-from spottrain import placement, usage
+from spottrain import placement
 from spottrain.components.train.component import train
+from spottrain.ledger import CAPACITY_ENV, usage
 from spottrain.pipelines import guards
 from spottrain.pipelines.gke import Outputs, add_profile, copy_inputs
 from spottrain.runtime.train_settings import DEFAULT_SETTINGS, TrainSettings, as_parameters
-from spottrain.trainer.ledger import CAPACITY_ENV
 
 NAME = "spottrain-vertex"
 DESCRIPTION = (
@@ -157,7 +157,7 @@ class VertexTraining:
             kwargs["psc_interface_config"] = {"network_attachment": self.network_attachment}
         if self.encryption_key:
             kwargs["encryption_spec_key_name"] = self.encryption_key
-        # What the replicas run on, for the ledger (spottrain.usage); the region is the
+        # What the replicas run on, for the ledger (spottrain.ledger.usage); the region is the
         # job's, known when it runs: the fall-back launcher's jobs add it (vertex_job).
         spec = {"machine_type": self.machine_type, "accelerator_type": self.accelerator_type,
                 "accelerator_count": self.gpus}  # fmt: skip

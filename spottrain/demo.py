@@ -16,9 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from spottrain import storage, usage
+from spottrain import exits, ledger, storage
 from spottrain.datasets import MISSING_DEPENDENCY, MissingDependency, write_digits
-from spottrain.trainer import attempt_cost, launch, ledger, preemption
+from spottrain.ledger import attempt_cost, usage
+from spottrain.trainer import launch
 from spottrain.trainer.train_lib import SUMMARY_FILE
 
 
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         ).run()
         if result.code == 0:
             break
-        if not preemption.is_retryable(result.code):
+        if not exits.is_retryable(result.code):
             print(f"== attempt {attempt} failed with fatal exit {result.code}; not retrying")
             return result.code
         print(

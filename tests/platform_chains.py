@@ -29,6 +29,8 @@ from pathlib import Path
 
 import yaml
 
+from spottrain.ledger import schema
+
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = str(Path(sys.executable).parent)
 # The image's OS-level tools (tini), fetched by `make tools` (the Makefile says how).
@@ -232,8 +234,10 @@ def namespace_processes(pid1: int) -> list[int]:
 
 
 def ledger_records(checkpoint_dir: Path) -> list[dict]:
-    """The attempt ledger's records."""
-    return json.loads((checkpoint_dir / "attempts.json").read_text())["attempts"]
+    """The attempt ledger's records; every field a writer added is one Record declares."""
+    records = json.loads((checkpoint_dir / "attempts.json").read_text())["attempts"]
+    assert not schema.undeclared(records), schema.undeclared(records)
+    return records
 
 
 def checkpoint_steps(checkpoint_dir: Path) -> list[int]:

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from spottrain.ledger import schema
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -112,5 +114,7 @@ def summary(out: Path) -> dict:
 
 
 def ledger(out: Path) -> list[dict]:
-    """The attempt ledger records."""
-    return json.loads((out / "checkpoints" / "attempts.json").read_text())["attempts"]
+    """The attempt ledger records; every field a writer added is one Record declares."""
+    records = json.loads((out / "checkpoints" / "attempts.json").read_text())["attempts"]
+    assert not schema.undeclared(records), schema.undeclared(records)
+    return records

@@ -13,15 +13,12 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from spottrain.pricing import cache, catalog, zones
 from spottrain.pricing.machines import gpu_key, problem, region_of, shape
 from spottrain.pricing.skus import PriceTable
 from spottrain.pricing.sources import OFF, SIDES, Sources
-
-if TYPE_CHECKING:
-    from spottrain.pricing import Quote, Usage
+from spottrain.pricing.terms import Quote, Usage
 
 __all__ = ["forget", "price", "table_for"]
 
@@ -195,8 +192,6 @@ def _from_table(table: PriceTable, part: str, side: str, region: str) -> tuple[f
 
 def price(usage: Usage, sources: Sources) -> Quote:
     """The quote for ``usage`` from ``sources``."""
-    from spottrain.pricing import Quote
-
     if sources.overrides_error:
         return Quote(None, None, reason=f"price unknown: {sources.overrides_error}")
     parts, why = _parts(usage)

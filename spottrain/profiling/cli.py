@@ -9,12 +9,12 @@ import os
 import sys
 from collections.abc import Callable
 
-from spottrain import storage
+from spottrain import fileio, storage
 from spottrain.profiling.analysis import DEFAULT_PROFILE_STEPS, DEFAULT_SKIP_STEPS
 from spottrain.profiling.findings import DEFAULT_BANDWIDTH_GBPS
 from spottrain.profiling.trace import ProfileError
 from spottrain.profiling.window import profile
-from spottrain.trainer import distribution, fileio
+from spottrain.trainer import distribution
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None, print_fn: Callable[[str], None] = print)
     trainer_args = args.trainer_args
     if trainer_args and trainer_args[0] == "--":
         trainer_args = trainer_args[1:]
+    from spottrain.exits import TrainerExit
     from spottrain.trainer import watchdog
-    from spottrain.trainer.preemption import TrainerExit
 
     if watchdog.should_supervise(trainer_args):
         # Like spottrain.trainer.task: a hung MWMS start-up or step stops with exit 171

@@ -153,7 +153,7 @@ def profile(
 
     Raises:
         ValueError: bad window or bandwidth.
-        spottrain.trainer.preemption.TrainerExit: the trainer's own errors (ConfigError: exit 64).
+        spottrain.exits.TrainerExit: the trainer's own errors (ConfigError: exit 64).
         ProfileError: the trace is missing.
     """
     if skip_steps < 1:
@@ -168,8 +168,8 @@ def profile(
 
     import tensorflow as tf
 
+    from spottrain import ledger as ledger_lib
     from spottrain.trainer import attempt, train_lib
-    from spottrain.trainer import ledger as ledger_lib
 
     cfg, cluster = attempt.prepare(list(trainer_argv), environ)
     scratch = tempfile.mkdtemp(prefix=f"spottrain-profile-{cluster.name}-")

@@ -7,9 +7,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from spottrain import exits
 from spottrain.runtime import termination
 from spottrain.runtime.train import LOCATION_KEY
-from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def component_exit(copy_code: int) -> int:
     """
     from spottrain.copier import EXIT_USAGE
 
-    return preemption.FATAL_CONFIG if copy_code == EXIT_USAGE else preemption.UNAVAILABLE
+    return exits.FATAL_CONFIG if copy_code == EXIT_USAGE else exits.UNAVAILABLE
 
 
 def copy_and_record(

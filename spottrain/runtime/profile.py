@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spottrain import exits
 from spottrain.runtime import termination
 from spottrain.runtime import train as train_rt
 from spottrain.runtime.train_settings import TrainSettings
-from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def run_profile(
         raise ValueError(f"local_workers must be >= 1, got {local_workers}")
     if local_workers == 1:
         from spottrain import profiling
-        from spottrain.trainer.preemption import TrainerExit
+        from spottrain.exits import TrainerExit
 
         try:
             result = profiling.profile(flags, logdir, **options)
@@ -108,7 +108,7 @@ def run_profile(
             .code
         )
         if code != 0:
-            raise train_rt.TrainFailed(code, f"profile exited {code}: {preemption.describe(code)}")
+            raise train_rt.TrainFailed(code, f"profile exited {code}: {exits.describe(code)}")
         out = Path(tmp)
         runs = sorted(Path(logdir, "plugins", "profile").glob("*"))
         return ProfileOutput(
@@ -238,7 +238,7 @@ def upload_or_refuse(logdir: str, tensorboard: str, experiment: str) -> str:
     try:
         return upload_to_vertex_tensorboard(logdir, tensorboard, experiment)
     except refusals as err:
-        from spottrain.trainer.preemption import FATAL_CONFIG
+        from spottrain.exits import FATAL_CONFIG
 
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         message = f"cannot upload the profile to tensorboard={tensorboard!r}: {first}"
@@ -281,7 +281,7 @@ def run_component(
         try:
             parse_tensorboard(tensorboard)  # a bad name fails before the profile runs
         except ValueError as err:
-            from spottrain.trainer.preemption import FATAL_CONFIG
+            from spottrain.exits import FATAL_CONFIG
 
             log.error("%s", err)
             raise train_rt.TrainFailed(FATAL_CONFIG, str(err)) from None

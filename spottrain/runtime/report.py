@@ -13,7 +13,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spottrain.trainer.attempt_cost import TOTAL_FIELDS, totals_line
+from spottrain.ledger.attempt_cost import TOTAL_FIELDS, totals_line
 
 # One colour per capacity kind (the ledger's ``capacity`` or a Job pod's ``node_kind``).
 COLORS = {
@@ -332,7 +332,8 @@ def write_report(checkpoint_dir: str, tensorboard_dir: str, path: str) -> None:
     ``tensorboard_dir`` is resolved as the trainer resolves it
     (:func:`spottrain.trainer.checkpointing.tensorboard_dir`).
     """
-    from spottrain.trainer import checkpointing, ledger
+    from spottrain import ledger
+    from spottrain.trainer import checkpointing
 
     tensorboard_dir = checkpointing.tensorboard_dir(tensorboard_dir, checkpoint_dir)
     records = ledger.read(checkpoint_dir)

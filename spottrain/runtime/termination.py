@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from spottrain.trainer import preemption
+from spottrain import exits
 
 # The kubelet's default path; the variable lets a test point it at a file of its own.
 PATH_ENV = "SPOTTRAIN_TERMINATION_LOG"
@@ -35,9 +35,9 @@ def mark_text(code: int, line: str) -> str:
 
     ``spottrain fatal exit <code>: <line>`` or ``spottrain retryable exit <code>: <line>``.
     """
-    if code in preemption.FATAL:
+    if code in exits.FATAL:
         return f"{FATAL_MARK} {code}: {line}"
-    if code in preemption.RETRYABLE:
+    if code in exits.RETRYABLE:
         return f"{RETRYABLE_MARK} {code}: {line}"
     return ""
 

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from spottrain import exits
 from spottrain.runtime import termination
 from spottrain.runtime.train_settings import TrainSettings
-from spottrain.trainer import preemption
 from spottrain.trainer.train_lib import SUMMARY_FILE
 
 log = logging.getLogger(__name__)
@@ -116,14 +116,14 @@ def check_gpus(expected: int) -> None:
 
     if not tf.test.is_built_with_cuda():
         raise TrainFailed(
-            preemption.FATAL_CONFIG,
+            exits.FATAL_CONFIG,
             f"expect_gpus={expected} but TensorFlow {tf.__version__} in this image is a "
             "CPU-only build: use a CUDA image (make image) or set expect_gpus=0",
         )
     found = len(tf.config.list_physical_devices("GPU"))
     if found < expected:
         raise TrainFailed(
-            preemption.FATAL_CONFIG,
+            exits.FATAL_CONFIG,
             f"expect_gpus={expected} but TensorFlow sees {found} GPU(s) on this node: "
             "check the node pool's accelerator and the NVIDIA driver installation",
         )
@@ -150,7 +150,7 @@ def read_summary(model_dir: str) -> dict[str, Any]:
         return json.loads(path.read_text())
     except FileNotFoundError:
         raise TrainFailed(
-            preemption.FATAL_CONFIG, f"the trainer exited 0 but wrote no {path}: is it the chief?"
+            exits.FATAL_CONFIG, f"the trainer exited 0 but wrote no {path}: is it the chief?"
         ) from None
 
 
@@ -181,7 +181,7 @@ def train(
     """
     if not checkpoint_dir:
         raise TrainFailed(
-            preemption.FATAL_CONFIG, "checkpoint_dir is empty: retries need somewhere to resume"
+            exits.FATAL_CONFIG, "checkpoint_dir is empty: retries need somewhere to resume"
         )
     check_gpus(expect_gpus)
     flags = trainer_flags(
@@ -193,7 +193,7 @@ def train(
     )
     code = run_trainer(flags, local_workers=local_workers, preempt_at_step=preempt_at_step)
     if code != 0:
-        raise TrainFailed(code, f"trainer exited {code}: {preemption.describe(code)}")
+        raise TrainFailed(code, f"trainer exited {code}: {exits.describe(code)}")
     if not is_chief():
         log.info("not the chief: outputs are the chief's to write")
         return None
@@ -209,7 +209,7 @@ def chaos_preempt_at_step(environ: Mapping[str, str] | None = None) -> int:
         step = -1
     if step < 0:
         raise TrainFailed(
-            preemption.FATAL_CONFIG,
+            exits.FATAL_CONFIG,
             f"{CHAOS_PREEMPT_ENV}={raw!r}: expected a step number >= 0 (0 = off)",
         )
     return step
@@ -222,14 +222,14 @@ def _money(value: Any) -> str:
 
 def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
     """The attempt ledger as a Markdown table for the KFP UI."""
-    from spottrain.trainer import attempt_cost
-    from spottrain.usage import describe
+    from spottrain.ledger import attempt_cost
+    from spottrain.ledger.usage import describe
 
-    # JobSet-engine runs also know where each attempt ran (spottrain.trainer.ledger.annotate).
+    # JobSet-engine runs also know where each attempt ran (spottrain.ledger.annotate).
     pods = any("node_kind" in r for r in records)
     # Where the pipeline knew the capacity kind when compiled (ledger.CAPACITY_ENV).
     capacity = not pods and any("capacity" in r for r in records)
-    # What each attempt ran on (spottrain.usage) and its figures (attempt_cost).
+    # What each attempt ran on (spottrain.ledger.usage) and its figures (attempt_cost).
     used = any("usage_from" in r for r in records)
     priced = any("spent" in r or "price_unknown" in r for r in records)
     currencies = [r["currency"] for r in records if "currency" in r]
@@ -292,11 +292,11 @@ def write_ledger(checkpoint_dir: str, metrics, attempts, price=None) -> dict[str
     """Prices ``attempts.json`` and exposes it as Metrics (``ledger_*``) and a Markdown table.
 
     The figures (``ledger_spent``, ``ledger_saved``, ``ledger_lost``) are logged only
-    when known; ``price``: ``Usage -> Quote`` (:mod:`spottrain.trainer.attempt_cost`),
+    when known; ``price``: ``Usage -> Quote`` (:mod:`spottrain.ledger.attempt_cost`),
     by default :func:`spottrain.pricing.quote`.
     """
+    from spottrain import ledger
     from spottrain.pricing import quote
-    from spottrain.trainer import ledger
 
     records = ledger.price(checkpoint_dir, price or quote)
     totals = ledger.totals(records)

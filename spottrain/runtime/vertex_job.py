@@ -36,11 +36,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from spottrain import bill_labels, usage
+from spottrain import exits
+from spottrain.ledger import CAPACITY_ENV, bill_labels, usage
 from spottrain.runtime import vertex_regions
 from spottrain.runtime.fallback_words import CANCELLED, COMPLETED, FATAL, INCOMPLETE, RESUME
-from spottrain.trainer import preemption
-from spottrain.trainer.ledger import CAPACITY_ENV
 
 log = logging.getLogger(__name__)
 
@@ -364,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem := vertex_regions.region_problem(args.location):
         # Its API host does not exist: read as unreachable, every retry would fail the same.
         log.error("--location %r %s", args.location, problem)
-        return preemption.FATAL_CONFIG
+        return exits.FATAL_CONFIG
     try:
         payload = json.loads(args.payload, strict=False)
         plan = Plan(
@@ -375,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except (ValueError, KeyError, TypeError) as err:
         log.error("bad fall-back settings: %s", err)
-        return preemption.FATAL_CONFIG
+        return exits.FATAL_CONFIG
     from google.api_core import exceptions
 
     from spottrain.runtime.training_status import training_status
@@ -398,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def on_sigterm(signum, frame):
         launcher.cancel()
-        sys.exit(preemption.PREEMPTED)
+        sys.exit(exits.PREEMPTED)
 
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
@@ -406,21 +405,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except exceptions.TooManyRequests as err:
         # RESOURCE_EXHAUSTED: a quota; a retry of the task re-attaches and goes on.
         log.error("Vertex quota: %s", err)
-        return preemption.UNAVAILABLE
+        return exits.UNAVAILABLE
     except exceptions.ClientError as err:
         # Refused as sent (INVALID_ARGUMENT, PERMISSION_DENIED, ...): no retry helps.
         log.error("Vertex refused the custom job: %s", err)
-        return preemption.FATAL_CONFIG
+        return exits.FATAL_CONFIG
     except exceptions.GoogleAPIError as err:
         log.error("Vertex AI unreachable: %s", err)
-        return preemption.UNAVAILABLE
+        return exits.UNAVAILABLE
     if decision == COMPLETED:
-        return preemption.OK
+        return exits.OK
     if decision == INCOMPLETE:
         log.error("no job finished the training: %s", _summary(launcher.attempts))
-        return preemption.UNAVAILABLE
+        return exits.UNAVAILABLE
     log.error("%s after %s", decision, _summary(launcher.attempts))
-    return preemption.FATAL_CONFIG
+    return exits.FATAL_CONFIG
 
 
 def _summary(attempts: Sequence[Attempt]) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from spottrain.exits import ConfigError
 from spottrain.trainer import config
-from spottrain.trainer.preemption import ConfigError
 
 
 def nan_advice(cfg: config.TrainConfig) -> str:

@@ -12,18 +12,11 @@ import json
 import logging
 from typing import NamedTuple
 
+from spottrain import exits, fileio
+from spottrain import ledger as ledger_lib
+from spottrain.exits import ConfigError, TrainerExit
 from spottrain.storage import is_local, url_problem
-from spottrain.trainer import (
-    checkpointing,
-    config,
-    distribution,
-    fileio,
-    preemption,
-    task_api,
-    task_loader,
-)
-from spottrain.trainer import ledger as ledger_lib
-from spottrain.trainer.preemption import ConfigError, TrainerExit
+from spottrain.trainer import checkpointing, config, distribution, task_api, task_loader
 from spottrain.trainer.train_lib import Trainer
 
 log = logging.getLogger("trainer")
@@ -107,7 +100,7 @@ def record_start_hang(cfg: config.TrainConfig, since: float, waited: float) -> N
             f"the gang never took a step in {waited:.0f} s and its chief left no record "
             f"(seen by {cluster.name})"
         )
-        if ledger.gang_never_formed(preemption.HUNG, message, since, cfg.startup_timeout):
+        if ledger.gang_never_formed(exits.HUNG, message, since, cfg.startup_timeout):
             log.warning("recorded the attempt in the ledger: %s", message)
     except Exception as e:  # noqa: BLE001
         log.warning("could not record the hung start-up in the ledger: %s", e)
@@ -124,7 +117,7 @@ def record_stopped_start(cfg: config.TrainConfig, since: float, reason: str, mes
         cluster = distribution.read_cluster()
         if not cluster.is_chief or not _recordable(cfg):
             return
-        rec = _ledger(cfg, cluster).close_start(since, preemption.PREEMPTED, message, reason)
+        rec = _ledger(cfg, cluster).close_start(since, exits.PREEMPTED, message, reason)
         if rec is not None:
             log.warning("recorded the attempt in the ledger: %s", rec["outcome"])
     except Exception as e:  # noqa: BLE001
@@ -138,19 +131,19 @@ def _stop(e: TrainerExit, cfg, cluster, ledger) -> int:
     recorded there). A storage failure while recording is a warning: the exit
     code is what the orchestrator acts on.
     """
-    level = logging.WARNING if preemption.is_retryable(e.code) else logging.ERROR
+    level = logging.WARNING if exits.is_retryable(e.code) else logging.ERROR
     log.log(level, "exit %d: %s", e.code, e)
-    if isinstance(e, preemption.DirBusy) and ledger is not None:
+    if isinstance(e, exits.DirBusy) and ledger is not None:
         try:  # only its own record, merged into the holder's ledger
             ledger.refused(e.code, str(e), e.since)
         except Exception as err:  # noqa: BLE001 - the exit code is what matters
             log.warning("could not record the refused attempt: %s", err)
-    if isinstance(e, preemption.NotTheWriter):
+    if isinstance(e, exits.NotTheWriter):
         return e.code  # the dir is another writer's: record nothing else there
     # Not for an unwritable destination: once fixed, the same config must run; and
     # not again for the marker's own exit (its message would nest at every restart).
-    skip = isinstance(e, (preemption.Unwritable, preemption.FailedBefore))
-    if e.code in preemption.FATAL and cfg is not None and cluster is not None and not skip:
+    skip = isinstance(e, (exits.Unwritable, exits.FailedBefore))
+    if e.code in exits.FATAL and cfg is not None and cluster is not None and not skip:
         checkpointing.record_fatal(cfg, cluster, str(e), e.code)
     if ledger is not None:
         try:
@@ -213,7 +206,7 @@ def check(argv: list[str], environ: dict | None = None) -> Checked:
     except TrainerExit as e:
         if not _recordable(cfg):
             cfg = None
-        elif cluster is not None and e.code in preemption.FATAL:
+        elif cluster is not None and e.code in exits.FATAL:
             try:
                 ledger = _ledger(cfg, cluster)
             except Exception as err:  # noqa: BLE001 - report the config error, not this
@@ -245,11 +238,11 @@ def run(argv: list[str], environ: dict | None = None, stop=None) -> int:
         metrics = trainer.evaluate()
         summary = trainer.export(final_step, metrics)
         log.info("done: %s", json.dumps({k: v for k, v in summary.items() if k != "class_names"}))
-        ledger.end(preemption.OK)
+        ledger.end(exits.OK)
         trainer.finish()
-        return preemption.OK
+        return exits.OK
     except TrainerExit as e:
-        if trainer is not None and not isinstance(e, preemption.NotTheWriter):
+        if trainer is not None and not isinstance(e, exits.NotTheWriter):
             trainer.settle_saves()
         return _stop(e, cfg if _recordable(cfg) else None, cluster, ledger)
     except Exception as e:

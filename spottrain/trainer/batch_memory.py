@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import os
 
-from spottrain.trainer.preemption import ConfigError
+from spottrain.exits import ConfigError
 
 # Steps' batches held at once at the least: the one in use and one prefetched.
 BATCHES_HELD = 2

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 
+from spottrain.exits import OK, ConfigError, TrainerExit
 from spottrain.trainer import config, task_api, task_loader
-from spottrain.trainer.preemption import OK, ConfigError, TrainerExit
 
 log = logging.getLogger("trainer")
 

@@ -17,11 +17,12 @@ import re
 import tempfile
 import time
 
-from spottrain.trainer import fileio
-from spottrain.trainer.checkpointing import list_checkpoints, quarantine
+from spottrain import fileio
+from spottrain.exits import ConfigError
+from spottrain.fileio import quarantine
+from spottrain.trainer.checkpointing import list_checkpoints
 from spottrain.trainer.config import TrainConfig
 from spottrain.trainer.distribution import Cluster
-from spottrain.trainer.preemption import ConfigError
 from spottrain.trainer.save_health import SKIPPED_SUFFIX
 
 log = logging.getLogger(__name__)

@@ -30,11 +30,8 @@ import os
 import re
 import time
 
-from spottrain import storage
-from spottrain.trainer import fileio
-from spottrain.trainer.config import TrainConfig
-from spottrain.trainer.distribution import Cluster, default_dirs
-from spottrain.trainer.preemption import (
+from spottrain import diagnostics, fileio, storage
+from spottrain.exits import (
     FATAL_CONFIG,
     UNAVAILABLE,
     ConfigError,
@@ -43,6 +40,8 @@ from spottrain.trainer.preemption import (
     NotTheWriter,
     Unwritable,
 )
+from spottrain.trainer.config import TrainConfig
+from spottrain.trainer.distribution import Cluster, default_dirs
 
 log = logging.getLogger(__name__)
 
@@ -88,35 +87,7 @@ def diagnostics_path(cfg: TrainConfig, cluster: Cluster, kind: str) -> str:
     that the dump of a stuck non-chief worker survives its pod too.
     """
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return fileio.join(cfg.checkpoint_dir, f"diagnostics/{kind}-{cluster.name}-{stamp}.txt")
-
-
-def last_hang_dump(checkpoint_dir: str, since: float) -> tuple[float, int | None] | None:
-    """The newest hang dump (diagnostics_path) written since ``since``.
-
-    Its writer (a worker's supervisor, or the local launcher for a frozen worker)
-    killed the hung attempt then, and names the last step it saw finish.
-
-    Returns:
-        (its modification time in epoch seconds, that step or ``None``), or ``None``
-        when no dump was written.
-    """
-    pattern = fileio.join(checkpoint_dir, "diagnostics/hang-*")
-    dumps = [(t, p) for p in fileio.glob(pattern) if (t := fileio.mtime(p)) >= since]
-    if not dumps:
-        return None
-    when, path = max(dumps)
-    try:
-        found = re.search(r"after step (\d+)", fileio.read_text(path)[:1000])
-    except OSError:
-        found = None
-    return when, int(found.group(1)) if found else None
-
-
-def notice_between(checkpoint_dir: str, since: float, until: float) -> bool:
-    """Whether a supervisor noted a preemption notice (watchdog.write_notice) in that time."""
-    pattern = fileio.join(checkpoint_dir, "diagnostics/notice-*")
-    return any(since <= fileio.mtime(p) <= until for p in fileio.glob(pattern))
+    return fileio.join(cfg.checkpoint_dir, f"{diagnostics.DIR}/{kind}-{cluster.name}-{stamp}.txt")
 
 
 def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:
@@ -147,17 +118,6 @@ def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:
             if storage.is_local(directory) and os.path.isfile(directory):
                 reason = "it is a file, not a folder"
             raise Unwritable(f"{flag} {directory!r} is not writable: {reason}") from None
-
-
-def quarantine(checkpoint_dir: str, path: str, suffix: str = "") -> str:
-    """Moves the file ``path`` into ``<checkpoint_dir>/quarantine/`` (never deleted).
-
-    Returns:
-        Its new path: its name plus ``suffix``.
-    """
-    moved = fileio.join(checkpoint_dir, f"quarantine/{path.rsplit('/', 1)[-1]}{suffix}")
-    fileio.move(path, moved)
-    return moved
 
 
 def acquire_lease(cfg: TrainConfig, cluster: Cluster):

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 
 from spottrain import storage
+from spottrain.exits import ConfigError
 from spottrain.trainer import task_loader
-from spottrain.trainer.preemption import ConfigError
 
 OPTIMIZERS = ("adam", "sgd", "rmsprop", "adamw")
 # The engine's optimizer when --optimizer names none (a KerasTask then keeps its compiled one).

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 
-from spottrain.trainer import fileio
+from spottrain import fileio
 
 log = logging.getLogger("trainer")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from spottrain.trainer.preemption import ConfigError
+from spottrain.exits import ConfigError
 
 log = logging.getLogger("trainer")
 

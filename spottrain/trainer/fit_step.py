@@ -14,7 +14,7 @@ resume stay the engine's.
 
 from __future__ import annotations
 
-from spottrain.trainer.preemption import ConfigError
+from spottrain.exits import ConfigError
 
 # How fit names the loss in what train_step returns (Keras' own step: its loss tracker).
 LOSS_KEY = "loss"

@@ -16,9 +16,6 @@ HEARTBEAT_FD_ENV = "SPOTTRAIN_HEARTBEAT_FD"
 # progress without reading logs. An unsupervised trainer writes to it directly.
 PROGRESS_FD_ENV = "SPOTTRAIN_PROGRESS_FD"
 FAULTHANDLER_FILE_ENV = "SPOTTRAIN_FAULTHANDLER_FILE"
-# When the supervisor started (epoch seconds): the attempt's machines are held from
-# then, not from when its trainer, after importing TensorFlow, opens its record.
-STARTED_ENV = "SPOTTRAIN_ATTEMPT_STARTED"
 
 
 class Heartbeat:

@@ -35,16 +35,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from spottrain.exits import FATAL_CONFIG, HUNG, PREEMPTED, exit_code
 from spottrain.trainer import watchdog, worker_logs
 from spottrain.trainer.heartbeat import PROGRESS_FD_ENV
 from spottrain.trainer.local_cluster import children, default_max_workers, free_ports, tf_configs
-from spottrain.trainer.preemption import (
-    FATAL_CONFIG,
-    HUNG,
-    PREEMPTED,
-    die_with_parent,
-    exit_code,
-)
+from spottrain.trainer.preemption import die_with_parent
 
 
 @dataclass

@@ -4,7 +4,7 @@ Without it two runs pointed at one dir (a pipeline re-run while the first is sti
 going, two jobs, a new gang while the old one's pods terminate) both train and
 write ``ckpt-N`` in turn. The lease is one small object, ``<dir>/lease.json``,
 naming its holder (run, host, pid, since) and when it expires; it changes only by
-compare-and-swap (:mod:`spottrain.trainer.versioned`: Cloud Storage generation
+compare-and-swap (:mod:`spottrain.versioned`: Cloud Storage generation
 preconditions on ``gs://``, ``flock`` locally): created only if absent, renewed or
 taken over only if still the version read.
 
@@ -27,7 +27,7 @@ import time
 import uuid
 from typing import Any
 
-from spottrain.trainer import fileio, versioned
+from spottrain import fileio, versioned
 
 log = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from spottrain import exits
 from spottrain.trainer import preemption
 
 log = logging.getLogger("trainer")
@@ -108,11 +109,11 @@ def end_attempt(ledger, lease, reason: str, doing: str, step: int) -> None:
         f"preempted ({reason}) {doing}: nothing trained since {since}, nothing to save, "
         "0 steps lost"
     )
-    log.warning("exit %d: %s", preemption.PREEMPTED, message)
+    log.warning("exit %d: %s", exits.PREEMPTED, message)
     try:
-        ledger.end(preemption.PREEMPTED, message, notice=(step, reason))
+        ledger.end(exits.PREEMPTED, message, notice=(step, reason))
     except Exception as e:  # noqa: BLE001 - the exit code is what the platform acts on
         log.warning("could not close the attempt's ledger record: %s", e)
     if lease is not None:
         lease.release()
-    preemption.exit_process(preemption.PREEMPTED)
+    preemption.exit_process(exits.PREEMPTED)

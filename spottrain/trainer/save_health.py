@@ -19,7 +19,7 @@ import logging
 import math
 import time
 
-from spottrain.trainer import fileio
+from spottrain import fileio
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spottrain.trainer.preemption import ConfigError
+from spottrain.exits import ConfigError
 
 __all__ = ["ConfigError", "KerasTask", "Task", "TrainInput"]
 

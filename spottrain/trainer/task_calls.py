@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import re
 
-from spottrain.trainer import fileio, preemption
+from spottrain import exits, fileio
+from spottrain.exits import ConfigError, TrainerExit
 from spottrain.trainer.advice import cause, misfit_error
-from spottrain.trainer.preemption import ConfigError, TrainerExit
 from spottrain.trainer.task_loader import call_task
 
 # How a line names the task's part a step failure came from, by Blame's key.
@@ -276,7 +276,7 @@ def step_failure(
         if multi_worker and name in PEER_ERRORS:
             first = (str(error).strip().splitlines() or [""])[0][:200]
             return TrainerExit(
-                preemption.PEER_LOST, f"lost a peer worker at step {step} ({name}: {first})"
+                exits.PEER_LOST, f"lost a peer worker at step {step} ({name}: {first})"
             )
         failure = fileio.storage_failure(error)
         if failure is not None:

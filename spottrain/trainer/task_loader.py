@@ -9,8 +9,8 @@ import importlib
 import json
 from typing import Any
 
-from spottrain.trainer import fileio
-from spottrain.trainer.preemption import ConfigError, TrainerExit
+from spottrain import fileio
+from spottrain.exits import ConfigError, TrainerExit
 from spottrain.trainer.task_api import KerasTask, Task
 
 DEFAULT_TASK = "spottrain.tasks.image.task:ImageClassificationTask"

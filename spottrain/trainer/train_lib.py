@@ -18,6 +18,9 @@ import math
 import threading
 import time
 
+from spottrain import exits, fileio
+from spottrain import ledger as ledger_lib
+from spottrain.exits import ConfigError, TrainerExit
 from spottrain.trainer import (
     calls,
     checkpoint_store,
@@ -25,7 +28,6 @@ from spottrain.trainer import (
     config,
     distribution,
     export,
-    fileio,
     fit_step,
     metadata_notice,
     nan_inputs,
@@ -35,9 +37,7 @@ from spottrain.trainer import (
     steps,
     task_calls,
 )
-from spottrain.trainer import ledger as ledger_lib
 from spottrain.trainer.heartbeat import Heartbeat
-from spottrain.trainer.preemption import ConfigError, TrainerExit
 from spottrain.trainer.task_api import Task, TrainInput
 from spottrain.trainer.task_loader import call_task
 
@@ -362,8 +362,8 @@ class Trainer:
 
     def _check_lease(self, step: int) -> None:
         if self.lease is not None and self.lease.lost.is_set():
-            raise preemption.NotTheWriter(
-                preemption.UNAVAILABLE,
+            raise exits.NotTheWriter(
+                exits.UNAVAILABLE,
                 f"lost the lease on --checkpoint-dir {self.cfg.checkpoint_dir!r} (another "
                 f"writer took it over): stopped at step {step} without writing more",
             )
@@ -394,7 +394,7 @@ class Trainer:
         present = [s for s, _ in checkpointing.list_checkpoints(self.cfg.checkpoint_dir)]
         healthy, diverged = self.history.diverged(step, present)
         raise TrainerExit(
-            preemption.FATAL_NAN,
+            exits.FATAL_NAN,
             f"loss is {loss} at step {step}; {nan_inputs.remedy(self, step)}; "
             + save_health.nan_resume_line(healthy, diverged),
         )
@@ -445,13 +445,13 @@ class Trainer:
         failed = self._barrier()
         if failed is not None and not self.cluster.is_chief:
             raise TrainerExit(
-                preemption.PEER_LOST,
+                exits.PEER_LOST,
                 f"preempted at step {step} of {self.total_steps}: the chief did not "
                 f"confirm its save ({failed}); the next attempt resumes from the "
                 "last complete checkpoint",
             )
         raise TrainerExit(
-            preemption.PREEMPTED,
+            exits.PREEMPTED,
             f"preempted: saved at step {step} of {self.total_steps}, 0 steps lost"
             if self.cluster.is_chief
             else f"preempted at step {step} of {self.total_steps}: the chief's save "

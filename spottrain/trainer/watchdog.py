@@ -28,19 +28,15 @@ import sys
 import tempfile
 import time
 
+from spottrain import diagnostics
+from spottrain.exits import HUNG, PREEMPTED, exit_code
+from spottrain.ledger import STARTED_ENV
 from spottrain.trainer.heartbeat import (
     FAULTHANDLER_FILE_ENV,
     HEARTBEAT_FD_ENV,
     PROGRESS_FD_ENV,
-    STARTED_ENV,
 )
-from spottrain.trainer.preemption import (
-    HUNG,
-    NOTICE_SIGNALS,
-    PREEMPTED,
-    die_with_parent,
-    exit_code,
-)
+from spottrain.trainer.preemption import NOTICE_SIGNALS, die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -353,7 +349,7 @@ def write_report(report: str, dump_path: str | None) -> None:
     if not dump_path:
         return
     try:
-        from spottrain.trainer import fileio
+        from spottrain import fileio
 
         fileio.write_text(dump_path, report)
         log.error("stack dump written to %s; the hung process exits %d", dump_path, HUNG)
@@ -369,7 +365,7 @@ def write_notice(checkpoint_dir: str, name: str, reason: str) -> None:
     pod's second on a loaded node), this file is what tells the next attempt that
     this one was preempted, not killed.
     """
-    path = os.path.join(checkpoint_dir, "diagnostics", f"notice-{name}-{time.time():.3f}.txt")
+    path = os.path.join(checkpoint_dir, diagnostics.DIR, f"notice-{name}-{time.time():.3f}.txt")
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
@@ -420,8 +416,8 @@ def supervise(
         cfg: The flags already parsed (``spottrain.trainer.attempt.check``); ``None`` parses
             ``trainer_argv`` here.
     """
+    from spottrain.exits import ConfigError
     from spottrain.trainer import config, distribution
-    from spottrain.trainer.preemption import ConfigError
 
     if cfg is None:
         try:

@@ -2,7 +2,7 @@
 
 Only the launcher sees the nodes and how each pod ended; the chief's trainer writes
 the records. :func:`gang_attempts` groups the pods of one gang run (a JobSet
-generation, or a Job) under its chief, for ``spottrain.trainer.ledger.annotate``.
+generation, or a Job) under its chief, for ``spottrain.ledger.annotate``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spottrain import usage as usage_of
+from spottrain.ledger import usage as usage_of
 from spottrain.runtime.train_job import names, status
 
 
@@ -28,7 +28,7 @@ class PodAttempt:
     exit_code: int | None
     started: float | None
     finished: float | None
-    # What it ran on (spottrain.usage.from_node): the node's machine, zone and GPUs.
+    # What it ran on (spottrain.ledger.usage.from_node): the node's machine, zone and GPUs.
     usage: dict[str, Any] = field(default_factory=dict)
 
 

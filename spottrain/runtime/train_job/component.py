@@ -12,6 +12,7 @@ import os
 import signal
 from collections.abc import Sequence
 
+from spottrain import exits, ledger
 from spottrain.placement import Placement, PlacementError, seconds
 from spottrain.runtime import termination
 from spottrain.runtime import train as in_pod
@@ -20,7 +21,7 @@ from spottrain.runtime.train_job import kube, launcher, names, preflight, status
 from spottrain.runtime.train_job.attempts import gang_attempts
 from spottrain.runtime.train_job.kube import KubeError
 from spottrain.runtime.train_settings import TrainSettings
-from spottrain.trainer import checkpointing, ledger, preemption
+from spottrain.trainer import checkpointing
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ _UNRESOLVED = "{{$."
 
 
 def _fatal(message: str) -> in_pod.TrainFailed:
-    return in_pod.TrainFailed(preemption.FATAL_CONFIG, message)
+    return in_pod.TrainFailed(exits.FATAL_CONFIG, message)
 
 
 def check_inputs(*, data_dir: str, checkpoint_dir: str, run_id: str, task_name: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spottrain.trainer import preemption
+from spottrain import exits
 
 # A pod Pending/Unschedulable this long is said in one line (the issue: within a minute).
 SAY_UNSCHEDULABLE_AFTER = 30.0
@@ -121,7 +121,7 @@ def decide(o: Observed) -> Action:
             EXIT,
             "a JobSet of this name exists and was not created for this task (its labels "
             "differ): not touching it; delete it or rename the task",
-            preemption.FATAL_CONFIG,
+            exits.FATAL_CONFIG,
         )
     if o.held_by:
         # KFP retried this task while this launcher was still ending (its pod deleted,
@@ -130,7 +130,7 @@ def decide(o: Observed) -> Action:
             EXIT,
             f"launcher {o.held_by} follows this JobSet now (a newer attempt of this task): "
             "leaving the gang to it",
-            preemption.PREEMPTED,
+            exits.PREEMPTED,
         )
     if o.unanswered and not o.sigterm:
         # A pod whose node stopped answering never ends: the JobSet's restart (and a
@@ -147,10 +147,10 @@ def decide(o: Observed) -> Action:
             EXIT,
             "SIGTERM: the launcher's own pod is being disrupted; the JobSet runs on and "
             "the launcher's retry re-attaches to it",
-            preemption.PREEMPTED,
+            exits.PREEMPTED,
         )
     if o.sigterm:
-        return Action(DELETE_AND_EXIT, "SIGTERM: deleting the JobSet", preemption.PREEMPTED)
+        return Action(DELETE_AND_EXIT, "SIGTERM: deleting the JobSet", exits.PREEMPTED)
     if o.state == "deleting":
         stuck = f" (pods still ending: {', '.join(o.stuck_pods)})" if o.stuck_pods else ""
         if o.deleting_seconds >= DELETING_DEADLINE:
@@ -158,7 +158,7 @@ def decide(o: Observed) -> Action:
                 EXIT,
                 f"the JobSet is still being deleted after {o.deleting_seconds:.0f} s{stuck}: "
                 "a node that stopped answering keeps its pods; a retry tries again",
-                preemption.UNAVAILABLE,
+                exits.UNAVAILABLE,
             )
         if not o.deleting_said:
             return Action(
@@ -168,17 +168,17 @@ def decide(o: Observed) -> Action:
     if o.state == "missing":
         return Action(CREATE)
     if o.state == "completed":
-        return Action(EXIT, "JobSet Completed", preemption.OK)
+        return Action(EXIT, "JobSet Completed", exits.OK)
     if o.state == "failed":
-        code = preemption.UNAVAILABLE if o.exit_code is None else o.exit_code
-        if preemption.is_retryable(code) and o.can_fall_back:
+        code = exits.UNAVAILABLE if o.exit_code is None else o.exit_code
+        if exits.is_retryable(code) and o.can_fall_back:
             return Action(
                 FALL_BACK,
                 f"spot used up its {o.max_restarts} restart(s) (last exit {code}): "
                 "moving to on-demand from the same checkpoint dir",
             )
-        line = f"JobSet Failed: {preemption.describe(code)} (exit {code})"
-        if preemption.is_retryable(code):
+        line = f"JobSet Failed: {exits.describe(code)} (exit {code})"
+        if exits.is_retryable(code):
             # Deleted, so that KFP's retry of this task creates a fresh one.
             return Action(DELETE_AND_EXIT, line + "; deleting it for the retry", code)
         return Action(EXIT, line + "; kept for inspection", code)
@@ -188,7 +188,7 @@ def decide(o: Observed) -> Action:
             DELETE_AND_EXIT,
             f"{o.start_failure} cannot start{waited}: fix it and run again (the "
             "checkpoints are kept); deleting the JobSet",
-            preemption.FATAL_CONFIG,
+            exits.FATAL_CONFIG,
         )
     if o.start_failure and not o.start_failure_said:
         return Action(
@@ -203,7 +203,7 @@ def decide(o: Observed) -> Action:
             DELETE_AND_EXIT,
             f"the run passed its deadline ({o.deadline:.0f} s) after {o.age_seconds:.0f} s "
             "before finishing: deleting the JobSet",
-            preemption.FATAL_CONFIG,
+            exits.FATAL_CONFIG,
         )
     waited = o.unschedulable_seconds
     if waited is not None and waited >= o.capacity_deadline:
@@ -216,7 +216,7 @@ def decide(o: Observed) -> Action:
             DELETE_AND_EXIT,
             f"no capacity for {waited:.0f} s ({o.selector}), the capacity deadline "
             f"({o.capacity_deadline:.0f} s): deleting the JobSet",
-            preemption.UNAVAILABLE,
+            exits.UNAVAILABLE,
         )
     if waited is not None and waited >= SAY_UNSCHEDULABLE_AFTER and not o.unschedulable_said:
         return Action(

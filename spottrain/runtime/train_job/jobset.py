@@ -41,10 +41,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spottrain import bill_labels, usage
+from spottrain import exits
+from spottrain.ledger import bill_labels, usage
 from spottrain.placement import Placement
 from spottrain.runtime.train_job import names
-from spottrain.trainer import gang_env, preemption
+from spottrain.trainer import gang_env
 
 # tini (the image's init, its ENTRYPOINT too) as PID 1: the kernel drops a SIGTERM sent
 # to a PID 1 without a handler, which Python has only ~20-100 ms after its start
@@ -138,7 +139,7 @@ def pod_failure_policy(container: str = names.CONTAINER) -> dict:
         "onExitCodes": {
             "containerName": container,
             "operator": "In",
-            "values": sorted(preemption.FATAL),
+            "values": sorted(exits.FATAL),
         },
     }
     rules[NOTICE_RULE] = {
@@ -146,7 +147,7 @@ def pod_failure_policy(container: str = names.CONTAINER) -> dict:
         "onExitCodes": {
             "containerName": container,
             "operator": "In",
-            "values": [preemption.PREEMPTED],
+            "values": [exits.PREEMPTED],
         },
     }
     return {"rules": rules}

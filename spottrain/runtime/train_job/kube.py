@@ -27,7 +27,7 @@ from pathlib import Path
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from spottrain.trainer import preemption
+from spottrain import exits
 
 # Where every pod finds its own namespace (a projected service account token volume:
 # https://kubernetes.io/docs/tasks/run-application/access-api-from-pod/).
@@ -48,7 +48,7 @@ WIRE_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 log = logging.getLogger(__name__)
 
 
-class KubeError(preemption.TrainerExit):
+class KubeError(exits.TrainerExit):
     """An API call failed for good; ``code`` is the launcher's exit code."""
 
 
@@ -56,7 +56,7 @@ class NoJobSetApi(KubeError):
     """The cluster serves no JobSet API (fatal: install JobSet)."""
 
     def __init__(self, message: str):
-        super().__init__(preemption.FATAL_CONFIG, message)
+        super().__init__(exits.FATAL_CONFIG, message)
 
 
 def no_answer(err: BaseException, verb: str, what: str) -> KubeError:
@@ -64,7 +64,7 @@ def no_answer(err: BaseException, verb: str, what: str) -> KubeError:
     reason = getattr(err, "reason", None) or err
     detail = " ".join(f"{type(reason).__name__}: {reason}".split())[:200]
     return KubeError(
-        preemption.UNAVAILABLE, f"cannot {verb} {what}: the API server did not answer ({detail})"
+        exits.UNAVAILABLE, f"cannot {verb} {what}: the API server did not answer ({detail})"
     )
 
 
@@ -73,26 +73,26 @@ def explain(err: ApiException, verb: str, what: str) -> KubeError:
     status = int(err.status or 0)
     if status == 403:
         return KubeError(
-            preemption.FATAL_CONFIG,
+            exits.FATAL_CONFIG,
             f"Kubernetes refused to {verb} {what} (403 Forbidden): the pipeline's service "
             "account lacks that permission; grant it with `make gke-rbac EXECUTE=1`",
         )
     if status == 409:
         return KubeError(
-            preemption.FATAL_CONFIG,
+            exits.FATAL_CONFIG,
             f"cannot {verb} {what}: an object of that name exists and is not this task's "
             "(409 Conflict); delete it or rename the task",
         )
     if status == 404:
         # Never a blip: the namespace, the CRD or the object is not there.
-        return KubeError(preemption.FATAL_CONFIG, f"cannot {verb} {what}: 404 Not Found")
+        return KubeError(exits.FATAL_CONFIG, f"cannot {verb} {what}: 404 Not Found")
     if status == 422 or status == 400:
         return KubeError(
-            preemption.FATAL_CONFIG,
+            exits.FATAL_CONFIG,
             f"Kubernetes rejected {what} ({status} {err.reason}): {err.body}",
         )
     return KubeError(
-        preemption.UNAVAILABLE,
+        exits.UNAVAILABLE,
         f"cannot {verb} {what}: {status or 'no answer'} {err.reason or ''}".rstrip(),
     )
 
@@ -148,7 +148,7 @@ class Kube:
                 found = self._once(verb, what, func, *args, **kwargs)
             except KubeError as err:
                 waited = time.monotonic() - started
-                if not preemption.is_retryable(err.code):
+                if not exits.is_retryable(err.code):
                     raise
                 if waited >= self.patience:
                     raise KubeError(
@@ -303,7 +303,7 @@ def in_cluster() -> Kube:
         config.load_incluster_config()
     except config.ConfigException as err:
         raise KubeError(
-            preemption.FATAL_CONFIG,
+            exits.FATAL_CONFIG,
             f"not inside a Kubernetes pod ({err}): the JobSet-engine train runs on KFP on GKE",
         ) from None
     return from_client(None, NAMESPACE_FILE.read_text().strip())

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from spottrain import exits
 from spottrain.runtime.train_job import attempts, status
 from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import jobset as js
@@ -50,7 +51,6 @@ from spottrain.runtime.train_job.observe import (
     start_failures,
     unanswered,
 )
-from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
 
@@ -301,7 +301,7 @@ class JobSetLauncher:
                 self._force_delete(pods, stuck)
             if self.clock() - started >= d.DELETING_DEADLINE:
                 raise KubeError(
-                    preemption.UNAVAILABLE,
+                    exits.UNAVAILABLE,
                     f"JobSet(s) {', '.join(left)} still being deleted after "
                     f"{d.DELETING_DEADLINE:.0f} s: not starting {self.ws.name} beside them",
                 )

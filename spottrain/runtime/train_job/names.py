@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-from spottrain import bill_labels
+from spottrain.ledger import bill_labels
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "spottrain")
 # The KFP run id: what makes a JobSet this run's, and the bill's join key (bill_labels).

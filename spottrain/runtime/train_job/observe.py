@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from spottrain import exits
 from spottrain.runtime.train_job import status
 from spottrain.runtime.train_job.decide import START_FAILURE_SECONDS, UNANSWERED_AFTER, Observed
-from spottrain.trainer import preemption
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # jobset_types.go:24
 RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.go:34
@@ -126,7 +126,7 @@ def unschedulable_since(pod: Mapping) -> float | None:
     return None
 
 
-def exits(pod: Mapping) -> tuple[int, float] | None:
+def container_exit(pod: Mapping) -> tuple[int, float] | None:
     """The trainer container's (exit code, finish time) in a Failed pod."""
     if (pod.get("status") or {}).get("phase") != "Failed":
         return None
@@ -145,8 +145,8 @@ def failed_exit_code(pods: Sequence[Mapping]) -> int | None:
     if not pods:
         return None
     newest = max(generation(p) for p in pods)
-    ended = [e for p in pods if generation(p) == newest and (e := exits(p)) is not None]
-    fatal = [code for code, _ in ended if code in preemption.FATAL]
+    ended = [e for p in pods if generation(p) == newest and (e := container_exit(p)) is not None]
+    fatal = [code for code, _ in ended if code in exits.FATAL]
     if fatal:
         return fatal[0]
     return max(ended, key=lambda e: e[1])[0] if ended else None

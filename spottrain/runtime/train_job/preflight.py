@@ -17,13 +17,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from spottrain import exits
+from spottrain.exits import ConfigError
 from spottrain.placement import Placement
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import names
 from spottrain.runtime.train_settings import TrainSettings
-from spottrain.trainer import checkpointing, config, preemption
-from spottrain.trainer.preemption import ConfigError
+from spottrain.trainer import checkpointing, config
 
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
 
@@ -79,4 +80,4 @@ def _params(line: str) -> str:
 
 
 def _fatal(message: str) -> in_pod.TrainFailed:
-    return in_pod.TrainFailed(preemption.FATAL_CONFIG, message)
+    return in_pod.TrainFailed(exits.FATAL_CONFIG, message)

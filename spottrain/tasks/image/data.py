@@ -22,9 +22,9 @@ import re
 import zlib
 from dataclasses import dataclass
 
+from spottrain import fileio
+from spottrain.exits import ConfigError
 from spottrain.tasks.image.settings import IMAGE_EXTENSIONS, ImageSettings
-from spottrain.trainer import fileio
-from spottrain.trainer.preemption import ConfigError
 
 log = logging.getLogger(__name__)
 

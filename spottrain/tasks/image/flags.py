@@ -13,9 +13,9 @@ import dataclasses
 import json
 from typing import Any
 
+from spottrain.exits import ConfigError
 from spottrain.tasks.image.settings import BACKBONES, ImageSettings
 from spottrain.trainer import task_loader
-from spottrain.trainer.preemption import ConfigError
 
 
 def add(p: argparse.ArgumentParser) -> None:

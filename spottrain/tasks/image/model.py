@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 from keras import layers
 
+from spottrain import exits
 from spottrain.tasks.image.settings import ImageSettings
-from spottrain.trainer import preemption
 
 
 @keras.saving.register_keras_serializable(package="spottrain")
@@ -55,8 +55,8 @@ def _backbone(cfg: ImageSettings):
     except Exception as e:
         if not str(e).startswith(_KERAS_FETCH_FAILURE):
             raise
-        raise preemption.TrainerExit(
-            preemption.UNAVAILABLE,
+        raise exits.TrainerExit(
+            exits.UNAVAILABLE,
             f"could not download the {cfg.backbone} --weights {cfg.weights} ({e}); "
             "--weights none trains from scratch, or bake ~/.keras/models into the image",
         ) from None

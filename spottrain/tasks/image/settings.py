@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spottrain import storage
-from spottrain.trainer.preemption import ConfigError
+from spottrain.exits import ConfigError
 
 BACKBONES = ("resnet50", "mobilenet_v2", "small_cnn")
 WEIGHTS = ("imagenet", "none")

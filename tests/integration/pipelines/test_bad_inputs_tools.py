@@ -173,7 +173,7 @@ def test_the_vertex_fall_back_launcher_refuses_a_made_up_region(tmp_path):
     unreachable", exit 172, retried by the pipeline for ever. It is a bad input."""
     import json
 
-    from spottrain.trainer import preemption
+    from spottrain import exits
 
     proc = _run(
         "spottrain.runtime.vertex_job",
@@ -182,7 +182,7 @@ def test_the_vertex_fall_back_launcher_refuses_a_made_up_region(tmp_path):
         "--gcp_resources", str(tmp_path / "gcp_resources"),
         "--checkpoint_dir", str(tmp_path / "ck"), "--train_steps", "5",
     )  # fmt: skip
-    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr
+    assert proc.returncode == exits.FATAL_CONFIG, proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(errors) == 1 and "--location 'us-central9' is not a Vertex AI region" in errors[0]
     assert not (tmp_path / "gcp_resources").exists()

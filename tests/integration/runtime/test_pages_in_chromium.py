@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from spottrain import ledger
+from spottrain.ledger import attempt_cost
 from spottrain.pipelines import local
 from spottrain.profiling import render_html
 from spottrain.runtime import report
-from spottrain.trainer import attempt_cost, ledger
 
 REPO = Path(__file__).resolve().parents[3]
 CHROMIUM = next(

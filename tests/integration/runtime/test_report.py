@@ -10,8 +10,8 @@ from html_elements import _parse
 from trainer_helpers import ledger as read_ledger
 from trainer_helpers import run_module, tiny_args
 
+from spottrain import ledger
 from spottrain.runtime import report
-from spottrain.trainer import ledger
 
 
 @pytest.mark.slow

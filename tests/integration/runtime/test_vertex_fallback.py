@@ -25,8 +25,9 @@ from standins.vertex_jobs import JobService
 from trainer_helpers import REPO, env, tiny_args
 from vertex_helpers import compile_vertex, filled_payload, gcpc_request
 
+from spottrain import exits
 from spottrain.runtime import vertex_job as vj
-from spottrain.trainer import checkpointing, preemption
+from spottrain.trainer import checkpointing
 
 BILLING = {"vertex-ai-pipelines-run-billing-id": "4242"}
 
@@ -155,7 +156,7 @@ def test_a_fatal_training_error_stops_after_one_job(digits_dir, tmp_path):
     with JobService(["run", "run"], env=env()) as svc:
         proc = _launch(svc, tmp_path, payload)
         out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == preemption.FATAL_CONFIG, out
+    assert proc.returncode == exits.FATAL_CONFIG, out
     assert len(svc.jobs) == 1, out  # no standard job paid for a config error
     assert "fatal after SPOT JOB_STATE_FAILED" in out, out
 
@@ -164,7 +165,7 @@ def test_a_job_vertex_refuses_is_one_line_and_fatal(digits_dir, tmp_path):
     with JobService(["refuse"]) as svc:
         proc = _launch(svc, tmp_path, _payload(digits_dir, tmp_path))
         out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == preemption.FATAL_CONFIG, out
+    assert proc.returncode == exits.FATAL_CONFIG, out
     errors = [line for line in out.splitlines() if "ERROR" in line or "refused" in line]
     assert len(errors) == 1 and "bad spec" in errors[0], out
     # Not retried: a second create would have been answered "run" and made a job.
@@ -178,8 +179,8 @@ def test_a_quota_or_an_unreachable_api_is_retryable(digits_dir, tmp_path, answer
             svc.server.stop(0)
         proc = _launch(svc, tmp_path, _payload(digits_dir, tmp_path))
         out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == preemption.UNAVAILABLE, out
-    assert preemption.is_retryable(proc.returncode) and "Traceback" not in out
+    assert proc.returncode == exits.UNAVAILABLE, out
+    assert exits.is_retryable(proc.returncode) and "Traceback" not in out
     assert not svc.jobs
 
 
@@ -196,9 +197,9 @@ def test_cancelling_the_task_cancels_its_job_and_the_trainer_saves(digits_dir, t
         out, _ = proc.communicate(timeout=60)
         trainer = svc._procs[svc.jobs[0].name]
         trainer.wait(timeout=60)
-    assert proc.returncode == preemption.PREEMPTED, out
+    assert proc.returncode == exits.PREEMPTED, out
     assert svc.cancelled == [svc.jobs[0].name]
-    assert trainer.returncode == preemption.PREEMPTED  # the notice reached it: saved
+    assert trainer.returncode == exits.PREEMPTED  # the notice reached it: saved
     assert _newest(tmp_path) > 0
 
 

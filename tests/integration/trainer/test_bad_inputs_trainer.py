@@ -19,7 +19,7 @@ from memory_cgroup import read_text
 from real_kube import wait_for
 from trainer_helpers import REPO, env, error_lines
 
-from spottrain.trainer import preemption
+from spottrain import exits
 
 GOOD = ["--backbone", "small_cnn", "--weights", "none", "--train-steps", "5"]
 
@@ -85,7 +85,7 @@ def test_bad_flag_is_one_line_fatal_and_fast(tmp_path, flags, named):
     base = [a for i, a in enumerate(GOOD) if a not in names and GOOD[i - 1] not in names]
     proc, seconds = _trainer(tmp_path, *base, *flags)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.FATAL_CONFIG, out
+    assert proc.returncode == exits.FATAL_CONFIG, out
     errors = error_lines(proc)
     assert len(errors) == 1 and named in errors[0], out
     assert "Traceback" not in out
@@ -94,7 +94,7 @@ def test_bad_flag_is_one_line_fatal_and_fast(tmp_path, flags, named):
 
 def test_a_bad_value_is_recorded_for_retries(tmp_path):
     proc, _ = _trainer(tmp_path, *GOOD, "--learning-rate", "nan")
-    assert proc.returncode == preemption.FATAL_CONFIG
+    assert proc.returncode == exits.FATAL_CONFIG
     marker = json.loads((tmp_path / "ck" / "FATAL.json").read_text())
     assert "--learning-rate nan" in marker["error"] and marker["exit_code"] == 64
     (record,) = json.loads((tmp_path / "ck" / "attempts.json").read_text())["attempts"]
@@ -113,7 +113,7 @@ def test_an_output_dir_that_is_a_file_fails_before_training(tmp_path, which):
     flat = [x for kv in args.items() for x in kv]
     proc, seconds = _trainer(tmp_path, *GOOD, *flat, "--image-dir", str(tmp_path), dirs=False)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.FATAL_CONFIG, out
+    assert proc.returncode == exits.FATAL_CONFIG, out
     (line,) = error_lines(proc)
     assert f"{which} {str(a_file)!r} is not writable: it is a file" in line
     assert seconds < 3 and "Traceback" not in out
@@ -135,7 +135,7 @@ def test_an_output_dir_that_is_a_file_fails_before_training(tmp_path, which):
 def test_a_bad_cluster_spec_is_one_line_fatal(tmp_path, tf_config, named):
     proc, seconds = _trainer(tmp_path, *GOOD, tf_config=tf_config)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.FATAL_CONFIG, out
+    assert proc.returncode == exits.FATAL_CONFIG, out
     (line,) = error_lines(proc)
     assert named in line and seconds < 3 and "Traceback" not in out
 
@@ -161,7 +161,7 @@ def test_launcher_refuses_in_one_line_and_starts_nothing(tmp_path, args, named):
         text=True,
         timeout=60,
     )
-    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr
+    assert proc.returncode == exits.FATAL_CONFIG, proc.stderr
     assert proc.stderr.count("\n") == 1 and named in proc.stderr, proc.stderr
     assert "started" not in proc.stdout  # no worker was started
 
@@ -185,7 +185,7 @@ def test_launcher_output_dir_that_is_a_file(tmp_path):
         text=True,
         timeout=60,
     )
-    assert proc.returncode == preemption.FATAL_CONFIG
+    assert proc.returncode == exits.FATAL_CONFIG
     assert proc.stderr.strip() == f"error: --output-dir {str(a_file)!r} is a file, not a folder"
 
 
@@ -203,7 +203,7 @@ def test_a_checkpoint_url_that_cannot_work_is_refused_at_once(tmp_path, url, nam
         tmp_path, *GOOD, "--image-dir", str(tmp_path), "--model-dir", str(tmp_path / "m"),
         "--checkpoint-dir", url, dirs=False,
     )  # fmt: skip
-    assert proc.returncode == preemption.FATAL_CONFIG, proc.stdout + proc.stderr
+    assert proc.returncode == exits.FATAL_CONFIG, proc.stdout + proc.stderr
     (line,) = error_lines(proc)
     assert f"--checkpoint-dir {url!r}: {named}" in line
     assert seconds < 3 and "Traceback" not in proc.stderr
@@ -229,8 +229,8 @@ def _offline_trainer(*args, extra_env=None):
         timeout=300,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.UNAVAILABLE, out[-3000:]
-    assert preemption.is_retryable(proc.returncode) and "Traceback" not in out
+    assert proc.returncode == exits.UNAVAILABLE, out[-3000:]
+    assert exits.is_retryable(proc.returncode) and "Traceback" not in out
     (line,) = [ln for ln in proc.stdout.splitlines() if " exit 172: " in ln]
     return line
 
@@ -304,7 +304,7 @@ def test_launcher_start_failure_is_one_line_and_leaves_no_worker(tmp_path, pids_
             text=True,
             timeout=60,
         )
-        assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr
+        assert proc.returncode == exits.FATAL_CONFIG, proc.stderr
         assert proc.stderr.count("\n") == 1 and named in proc.stderr, proc.stderr
         assert "lower --workers" in proc.stderr and "Traceback" not in proc.stderr
         # Nothing orphaned: the cgroup empties (the kernel reaps the last exits a moment later).
@@ -333,7 +333,7 @@ def test_a_truncated_image_is_named_and_fatal(digits_dir, tmp_path, cache_mb):
         "--cache-max-mb", cache_mb, "--save-every-steps", "1000",
     )  # fmt: skip
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.FATAL_CONFIG, out[-3000:]
+    assert proc.returncode == exits.FATAL_CONFIG, out[-3000:]
     # Our log lines (TF's C++ cuInit line on stderr also says "ERROR").
     errors = error_lines(proc)
     assert len(errors) == 1, errors
@@ -363,7 +363,7 @@ def test_a_broken_validation_image_is_named_before_any_step(digits_dir, tmp_path
         "--save-every-steps", "1000",
     )  # fmt: skip
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.FATAL_CONFIG, out[-3000:]
+    assert proc.returncode == exits.FATAL_CONFIG, out[-3000:]
     (error,) = error_lines(proc)
     assert f"cannot decode image {str(victim)!r}" in error and "validation split" in error, error
     assert "step 10/" not in out and not list((tmp_path / "ck").glob("ckpt-*")), "it trained"
@@ -422,7 +422,7 @@ def test_a_batch_that_cannot_fit_in_memory_is_one_fatal_line(digits_dir, tmp_pat
             timeout=300,
         )
         out = proc.stdout + proc.stderr
-        assert proc.returncode == preemption.FATAL_CONFIG, out[-3000:]
+        assert proc.returncode == exits.FATAL_CONFIG, out[-3000:]
         (line,) = error_lines(proc)
         assert f"--batch-size-per-replica {batch}: a step's batch" in line, line
         assert "do not fit in the" in line and "Traceback" not in out
@@ -467,5 +467,5 @@ def test_a_save_longer_than_the_step_timeout_is_not_a_hang(then):
     if then == "done":
         assert code == 0 and supervisor.fired_after is None
     else:
-        assert code == preemption.HUNG and supervisor.step == 2
+        assert code == exits.HUNG and supervisor.step == 2
         assert hang_timeout <= supervisor.fired_after < 4 * hang_timeout

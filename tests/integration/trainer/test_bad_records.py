@@ -13,7 +13,7 @@ import json
 import pytest
 from trainer_helpers import error_lines, ledger, run_module
 
-from spottrain.trainer import preemption
+from spottrain import exits
 
 REGRESSION = ["--task", "examples.regression:Regression", "--batch-size-per-replica", "8"]
 
@@ -44,7 +44,7 @@ def test_a_record_of_the_wrong_shape_is_set_aside_not_a_traceback(tmp_path, atte
     ]  # fmt: skip
     proc, _ = run_module("spottrain.trainer.task", flags, timeout=300)
     text = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.OK, text
+    assert proc.returncode == exits.OK, text
     assert "Traceback" not in text and error_lines(proc) == []
     # The ledger: kept in quarantine/, as a crash mid-write is; the new one says where.
     (moved,) = (ckpt / "quarantine").glob("attempts.json.*")

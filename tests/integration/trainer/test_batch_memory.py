@@ -17,7 +17,7 @@ import pytest
 from memory_cgroup import limited
 from trainer_helpers import REPO, env, error_lines
 
-from spottrain.trainer import preemption
+from spottrain import exits
 
 LIMIT = 3 * 2**30
 
@@ -44,7 +44,7 @@ def test_a_step_that_cannot_fit_is_one_fatal_line_before_it_runs(digits_dir, tmp
     except LookupError as e:
         pytest.skip(str(e))
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.FATAL_CONFIG, out[-3000:]
+    assert proc.returncode == exits.FATAL_CONFIG, out[-3000:]
     (line,) = error_lines(proc)
     assert f"--batch-size-per-replica {batch}: a step on this worker needs at least" in line
     assert (

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
+from spottrain import exits
+from spottrain import ledger as ledger_lib
 from spottrain.trainer import lease as lease_lib
-from spottrain.trainer import ledger as ledger_lib
-from spottrain.trainer import preemption
 
 
 @pytest.fixture(params=["local", "gs"])
@@ -126,7 +126,7 @@ def test_a_second_run_on_a_busy_dir_never_trains(tmp_path, same_run):
     started = time.monotonic()
     out, err = second.communicate(timeout=120)
     waited = time.monotonic() - started
-    want = preemption.UNAVAILABLE if same_run else preemption.FATAL_CONFIG
+    want = exits.UNAVAILABLE if same_run else exits.FATAL_CONFIG
     assert second.returncode == want, err[-2000:]
     (line,) = [ln for ln in (out + err).splitlines() if f"exit {want}:" in ln]
     assert "is being written by another" in line and "since" in line, line
@@ -141,7 +141,7 @@ def test_a_second_run_on_a_busy_dir_never_trains(tmp_path, same_run):
     assert not (ckpt / "FATAL.json").exists()
     first.send_signal(signal.SIGTERM)  # a preemption: it saves and exits 143
     first.communicate(timeout=120)
-    assert first.returncode == preemption.PREEMPTED
+    assert first.returncode == exits.PREEMPTED
     records = ledger_lib.read(str(ckpt))
     assert [r["outcome"] for r in records] == ["preempted", "refused"]
     assert ledger_lib.totals(records)["refused"] == 1
@@ -179,7 +179,7 @@ def test_a_holder_that_lost_its_lease_stops_without_writing_more(tmp_path):
     assert store.swap(record, version) is not False  # the takeover, behind its back
     took = time.monotonic()
     out, err = first.communicate(timeout=60)
-    assert first.returncode == preemption.UNAVAILABLE, err[-2000:]
+    assert first.returncode == exits.UNAVAILABLE, err[-2000:]
     assert time.monotonic() - took < 3 + 5  # one renewal period (3 s / 4) and a step
     assert "lost the lease on --checkpoint-dir" in out + err
     assert [r["outcome"] for r in ledger_lib.read(str(ckpt))] == ["running"]
@@ -192,9 +192,9 @@ def test_a_bucket_that_does_not_exist_is_one_fatal_line(fake_gcs):
 
     cfg = config.TrainConfig(checkpoint_dir="gs://no-such-bucket-for-a-lease/run", lease_seconds=2)
     chief = distribution.Cluster(task_type="", task_id=0, num_workers=1, is_chief=True)
-    with pytest.raises(preemption.NotTheWriter) as e:
+    with pytest.raises(exits.NotTheWriter) as e:
         checkpointing.acquire_lease(cfg, chief)
-    assert e.value.code == preemption.FATAL_CONFIG
+    assert e.value.code == exits.FATAL_CONFIG
     assert (
         "storage refused taking the writer lease on --checkpoint-dir 'gs://no-such-bucket"
         in str(e.value)
@@ -224,7 +224,7 @@ def test_the_ledger_keeps_every_record_of_concurrent_writers(lease_dir):
         holder.progress(step)
     for t in threads:
         t.join()
-    holder.end(preemption.OK)
+    holder.end(exits.OK)
     assert not errors
     records = ledger_lib.read(lease_dir)
     assert [r["attempt"] for r in records] == list(range(1, 10))

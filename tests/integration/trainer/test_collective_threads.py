@@ -17,7 +17,8 @@ import time
 import pytest
 from trainer_helpers import summary
 
-from spottrain.trainer import launch, ledger
+from spottrain import ledger
+from spottrain.trainer import launch
 
 
 def _worker_threads(marker: str) -> dict[int, int]:

@@ -58,7 +58,8 @@ def test_a_frozen_chief_is_dumped_from_outside_and_its_attempt_recorded_truly(di
     hang, with the steps it really lost and the seconds it held its machines."""
     from trainer_helpers import ledger, tiny_args
 
-    from spottrain.trainer import launch, preemption
+    from spottrain import exits
+    from spottrain.trainer import launch
 
     out = tmp_path / "run"
     args = tiny_args(digits_dir, out, train_steps=300, save_every_steps=20, hang_timeout=300)
@@ -69,8 +70,8 @@ def test_a_frozen_chief_is_dumped_from_outside_and_its_attempt_recorded_truly(di
     result = frozen_run.run()
     assert result.chaos and result.chaos["worker"] == "chief-0", result
     by_name = {w.name: w for w in frozen_run.workers}
-    assert by_name["worker-0"].code == preemption.PEER_LOST, result.worker_codes
-    assert by_name["chief-0"].code == preemption.HUNG, result.worker_codes
+    assert by_name["worker-0"].code == exits.PEER_LOST, result.worker_codes
+    assert by_name["chief-0"].code == exits.HUNG, result.worker_codes
     # Not the 300 s hang timeout: the peer's heartbeat failure, then the dump.
     assert by_name["chief-0"].ended_at - result.chaos["at"] < 60, result
     (dump,) = (out / "checkpoints" / "diagnostics").glob("hang-chief-0-*.txt")
@@ -102,7 +103,8 @@ def test_a_worker_never_claims_a_notice_save_the_chief_did_not_complete(tmp_path
 
     from tmpfs import fill, mount_tmpfs
 
-    from spottrain.trainer import launch, preemption
+    from spottrain import exits
+    from spottrain.trainer import launch
 
     with mount_tmpfs(tmp_path / "disk", "600k") as disk:
         args = [
@@ -134,7 +136,7 @@ def test_a_worker_never_claims_a_notice_save_the_chief_did_not_complete(tmp_path
         runner.join(timeout=180)
     text = "".join(lines)
     codes = gang.result.worker_codes
-    assert codes["chief-0"] == preemption.FATAL_CONFIG, text[-4000:]
-    assert codes["worker-0"] == preemption.PEER_LOST, text[-4000:]
+    assert codes["chief-0"] == exits.FATAL_CONFIG, text[-4000:]
+    assert codes["worker-0"] == exits.PEER_LOST, text[-4000:]
     assert "the chief did not confirm its save" in text, text[-4000:]
     assert "the chief's save is complete" not in text

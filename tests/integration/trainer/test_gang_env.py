@@ -14,7 +14,7 @@ import pytest
 from gang_envs import BAD, job_env
 from trainer_helpers import REPO, env
 
-from spottrain.trainer import preemption
+from spottrain import exits
 
 
 @pytest.mark.parametrize(
@@ -38,7 +38,7 @@ def test_bad_job_env_exits_64_in_one_line_before_tensorflow(tmp_path, changes, n
     )
     seconds = time.monotonic() - start
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.FATAL_CONFIG, out
+    assert proc.returncode == exits.FATAL_CONFIG, out
     (line,) = [ln for ln in out.splitlines() if " ERROR " in ln]
     assert named in line and "Traceback" not in out
     assert seconds < 3, f"{seconds:.1f} s"

@@ -12,7 +12,8 @@ import pytest
 from keras_io.harness import EXAMPLES, engine_args, exported_weights, task
 from trainer_helpers import ledger, run_module, summary
 
-from spottrain.trainer import launch, preemption
+from spottrain import exits
+from spottrain.trainer import launch
 
 STEPS, PREEMPT_AT, BATCH = 30, 12, 8
 # What each example's export can write: .keras needs get_config(), a SavedModel a call().
@@ -40,7 +41,7 @@ def test_an_example_checks_resumes_bit_identical_and_exports(tmp_path, name):
     first = launch.ProcessLauncher(
         2, args, preempt_at_step=PREEMPT_AT, signal_name="TERM", seed=0
     ).run()
-    assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first
+    assert set(first.worker_codes.values()) == {exits.PREEMPTED}, first
     rec = ledger(tmp_path / "hit")[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
     assert rec["saved_step"] == rec["last_step"] >= first.chaos["step"]

@@ -17,7 +17,8 @@ import pytest
 from ports import held_port
 from trainer_helpers import REPO, env, ledger, run_module, task_args
 
-from spottrain.trainer import launch, local_cluster, preemption
+from spottrain import exits
+from spottrain.trainer import launch, local_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +45,7 @@ def test_a_save_that_completes_as_a_peer_dies_is_the_one_the_record_names(tmp_pa
     result = launcher.run()
     assert result.chaos, result
     chief = {w.name: w for w in launcher.workers}["chief-0"]
-    assert chief.code == preemption.PEER_LOST, result.worker_codes
+    assert chief.code == exits.PEER_LOST, result.worker_codes
     rec = ledger(out)[-1]
     assert rec["outcome"] == "worker_lost", rec
     newest = _saved(out)[-1]
@@ -78,7 +79,7 @@ def test_a_chief_killed_during_a_save_is_charged_the_steps_up_to_it(tmp_path):
         proc.wait(timeout=60)
     assert 40 not in _saved(out) and _saved(out)[-1] == 20, _saved(out)
     again, _ = run_module("spottrain.trainer.task", args)
-    assert again.returncode == preemption.OK, again.stdout[-3000:]
+    assert again.returncode == exits.OK, again.stdout[-3000:]
     killed, success = ledger(out)[-2:]
     assert success["start_step"] == 20, success
     assert killed["outcome"] == "killed" and killed["last_step"] == 40, killed
@@ -110,9 +111,9 @@ def test_a_gang_that_never_formed_is_charged_from_its_start(digits_dir, tmp_path
             extra_env={"TF_CONFIG": json.dumps(tf_config)},
             timeout=timeout + 120,
         )
-    assert proc.returncode == preemption.HUNG, proc.stdout[-3000:]
+    assert proc.returncode == exits.HUNG, proc.stdout[-3000:]
     again, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=2))
-    assert again.returncode == preemption.OK, again.stdout[-3000:]
+    assert again.returncode == exits.OK, again.stdout[-3000:]
     hang = ledger(out)[0]
     assert hang["outcome"] == "hang", hang
     # The supervisor waited the whole start-up timeout before its kill (the dump).
@@ -161,7 +162,7 @@ def test_a_notice_cut_off_mid_step_is_recorded_as_a_preemption(tmp_path):
     not save, not an unexplained kill."""
     from slow_save_task import SlowSteps
 
-    from spottrain.trainer import ledger as ledger_lib
+    from spottrain import ledger as ledger_lib
 
     out = tmp_path / "run"
     proc, began = _into_slow_steps(out)

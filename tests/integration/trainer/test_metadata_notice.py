@@ -13,7 +13,8 @@ import signal
 import pytest
 from trainer_helpers import ledger, run_module, tiny_args
 
-from spottrain.trainer import launch, metadata_notice, preemption
+from spottrain import exits
+from spottrain.trainer import launch, metadata_notice
 
 pytestmark_slow = pytest.mark.slow
 
@@ -45,7 +46,7 @@ def test_every_worker_saves_the_same_step_on_the_metadata_notice_as_on_sigterm(
     flipped = []
     lines = Lines("[chief-0] step 10/", lambda: flipped.append(md.preempt()))
     first = launch.ProcessLauncher(2, args, stream=lines).run()
-    assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, "".join(lines.text)
+    assert set(first.worker_codes.values()) == {exits.PREEMPTED}, "".join(lines.text)
     rec = ledger(out)[0]
     assert rec["notice_reason"] == metadata_notice.REASON, rec
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0
@@ -64,7 +65,7 @@ def test_every_worker_saves_the_same_step_on_the_metadata_notice_as_on_sigterm(
     chief = lambda: next(w for w in resumed.workers if w.name == "chief-0")  # noqa: E731
     resumed.stream.when = lambda: chief().proc.send_signal(signal.SIGTERM)  # the chief's node
     second = resumed.run()
-    assert set(second.worker_codes.values()) == {preemption.PREEMPTED}
+    assert set(second.worker_codes.values()) == {exits.PREEMPTED}
     rec2 = ledger(out)[1]
     assert rec2["notice_reason"] == "SIGTERM" and rec2["start_step"] == rec["saved_step"]
     assert rec2["outcome"] == "preempted" and rec2["steps_lost"] == 0

@@ -13,7 +13,7 @@ import sys
 
 from trainer_helpers import REPO, env, error_lines, run_module
 
-from spottrain.trainer import preemption
+from spottrain import exits
 
 TASK = ["--task", "tests.task_fixtures:NanFeatures", "--batch-size-per-replica", "8"]
 
@@ -29,7 +29,7 @@ def _args(out, task_args: dict) -> list[str]:
 def test_nan_features_are_named_and_the_advice_is_the_data(tmp_path):
     proc, _ = run_module("spottrain.trainer.task", _args(tmp_path, {"nan_rows": 5}))
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.FATAL_NAN, out[-3000:]
+    assert proc.returncode == exits.FATAL_NAN, out[-3000:]
     (line,) = error_lines(proc)
     assert "loss is nan at step 4;" in line, line
     assert "the batch of step 4 holds non-finite inputs: features column 3: 5 NaN" in line
@@ -47,7 +47,7 @@ def test_a_peer_s_nan_rows_are_named_by_every_worker(tmp_path):
     ]  # fmt: skip
     proc = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == preemption.FATAL_NAN, out[-3000:]
+    assert proc.returncode == exits.FATAL_NAN, out[-3000:]
     errors = {ln.split("]", 1)[0]: ln for ln in out.splitlines() if " ERROR trainer: exit 65" in ln}
     assert set(errors) == {"[chief-0", "[worker-0"}, out[-3000:]
     for line in errors.values():

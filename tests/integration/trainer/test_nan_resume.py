@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from trainer_helpers import error_lines, ledger, run_module, tiny_args
 
-from spottrain.trainer import preemption
+from spottrain import exits
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,7 @@ def _diverge(digits_dir, out):
         log_every_steps=1,
     )
     proc, _ = run_module("spottrain.trainer.task", args)
-    assert proc.returncode == preemption.FATAL_NAN, proc.stdout[-3000:]
+    assert proc.returncode == exits.FATAL_NAN, proc.stdout[-3000:]
     (line,) = error_lines(proc)
     return line, int(line.split(" at step ")[1].split(";")[0]), args
 
@@ -47,7 +47,7 @@ def test_the_advised_retry_resumes_from_the_newest_healthy_checkpoint(digits_dir
     retry = [*args[: args.index("--learning-rate")], "--learning-rate", "0.001"]
     retry += args[args.index("--learning-rate") + 2 :]
     proc, _ = run_module("spottrain.trainer.task", retry)
-    assert proc.returncode == preemption.OK, (error_lines(proc), proc.stdout[-3000:])
+    assert proc.returncode == exits.OK, (error_lines(proc), proc.stdout[-3000:])
     rec = ledger(out)[-1]
     assert rec["outcome"] == "success" and rec["start_step"] < nan_step - 1, rec
     start = rec["start_step"]
@@ -69,11 +69,11 @@ def test_resume_from_step_goes_back_once_and_names_a_missing_step(digits_dir, tm
     out = tmp_path / "run"
     args = tiny_args(digits_dir, out, train_steps=6, save_every_steps=2)
     proc, _ = run_module("spottrain.trainer.task", args)
-    assert proc.returncode == preemption.OK, proc.stdout[-3000:]
+    assert proc.returncode == exits.OK, proc.stdout[-3000:]
     assert _saved(out) == [2, 4, 6]
 
     missing, _ = run_module("spottrain.trainer.task", [*args, "--resume-from-step", "3"])
-    assert missing.returncode == preemption.FATAL_CONFIG
+    assert missing.returncode == exits.FATAL_CONFIG
     (line,) = error_lines(missing)
     assert "--resume-from-step 3: no checkpoint of that step" in line and "2, 4, 6" in line, line
 
@@ -81,12 +81,12 @@ def test_resume_from_step_goes_back_once_and_names_a_missing_step(digits_dir, tm
     back.remove("6")
     back.remove("--train-steps")
     proc, _ = run_module("spottrain.trainer.task", back)
-    assert proc.returncode == preemption.OK, proc.stdout[-3000:]
+    assert proc.returncode == exits.OK, proc.stdout[-3000:]
     assert ledger(out)[-1]["start_step"] == 2
     assert _saved(out) == [4, 6, 8]  # 4 and 6 saved anew; the old ones in quarantine/
     # A retry of the same command (a platform's retry) resumes its own newest save.
     proc, _ = run_module("spottrain.trainer.task", back)
-    assert proc.returncode == preemption.OK, proc.stdout[-3000:]
+    assert proc.returncode == exits.OK, proc.stdout[-3000:]
     assert ledger(out)[-1]["start_step"] == 8
 
 

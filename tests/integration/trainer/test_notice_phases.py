@@ -25,7 +25,8 @@ import pytest
 from notice_phase_task import MARK_ENV, PAUSE_S, PHASE_ENV
 from trainer_helpers import ledger, run_module, summary, task_args
 
-from spottrain.trainer import launch, local_cluster, preemption
+from spottrain import exits
+from spottrain.trainer import launch, local_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -148,10 +149,10 @@ def phase(tmp_path, monkeypatch):
 def _ends_at_once(out: Path, a: Attempt, target: str, doing: str, resumes_from: int) -> dict:
     """Checks an attempt noticed before its first step ended: 143, no new checkpoint, a
     record that says so; then the next attempt resumes from the same step, to the end."""
-    assert a.codes[target] == preemption.PREEMPTED, a.lines.tail()
+    assert a.codes[target] == exits.PREEMPTED, a.lines.tail()
     assert doing in a.lines.of(target), a.lines.of(target)[-3000:]
     # Its peer had no notice: it ends when the gang goes (retryable either way).
-    assert all(preemption.is_retryable(c) for c in a.codes.values()), a.codes
+    assert all(exits.is_retryable(c) for c in a.codes.values()), a.codes
     assert (_saved(out) or [0])[-1] == resumes_from, _saved(out)  # nothing new was saved
     (record,) = [r for r in ledger(out) if r.get("outcome") != "success"]
     assert record["outcome"] in ("preempted", "worker_lost"), record

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from trainer_helpers import error_lines, ledger, run_module, tiny_args
 
+from spottrain import exits
 from spottrain.tasks.image import model as _model  # noqa: F401 - registers Preprocess for load_model
-from spottrain.trainer import launch, preemption
+from spottrain.trainer import launch
 
 REGRESSION = ["--task", "examples.regression:Regression", "--train-steps", "30",
               "--batch-size-per-replica", "16", "--threads", "1"]  # fmt: skip
@@ -48,7 +49,7 @@ def test_a_notice_inside_a_loop_saves_the_same_step_everywhere_and_resumes_exact
     steps, hit = NOTICE_RUN, tmp_path / "hit"
     looped = tiny_args(digits_dir, hit, steps_per_loop=steps_per_loop, **steps)
     first = launch.ProcessLauncher(2, looped, preempt_at_step=22, signal_name="TERM", seed=0).run()
-    assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first
+    assert set(first.worker_codes.values()) == {exits.PREEMPTED}, first
     rec = ledger(hit)[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
     assert rec["saved_step"] == rec["last_step"] >= first.chaos["step"], (rec, first.chaos)
@@ -71,7 +72,7 @@ def test_a_loop_stops_at_the_first_non_finite_step(digits_dir, tmp_path):
             save_every_steps=100, log_every_steps=1, steps_per_loop=n,
         )  # fmt: skip
         proc, _ = run_module("spottrain.trainer.task", args)
-        assert proc.returncode == preemption.FATAL_NAN, proc.stdout[-3000:]
+        assert proc.returncode == exits.FATAL_NAN, proc.stdout[-3000:]
         (line,) = error_lines(proc)
         steps[n] = int(line.split(" at step ")[1].split(";")[0])
     assert steps[1] == steps[16], steps
@@ -91,12 +92,12 @@ def test_xla_trains_and_an_op_it_cannot_compile_is_one_line(tmp_path):
     flags = ["--checkpoint-dir", str(bad / "ck"), "--model-dir", str(bad / "m")]
     args = [*REGRESSION, "--task", "tests.task_fixtures:HostOpInModel", "--jit-compile", "on"]
     proc, _ = run_module("spottrain.trainer.task", [*args, *flags])
-    assert proc.returncode == preemption.FATAL_CONFIG, proc.stdout[-3000:]
+    assert proc.returncode == exits.FATAL_CONFIG, proc.stdout[-3000:]
     (line,) = error_lines(proc)
     assert "--jit-compile on: XLA cannot compile the training step: op PyFunc" in line, line
     assert line.endswith("run with --jit-compile off"), line
     check, _ = run_module("spottrain.trainer.task", [*args, "--check"])  # the same line
-    assert check.returncode == preemption.FATAL_CONFIG, check.stdout[-3000:]
+    assert check.returncode == exits.FATAL_CONFIG, check.stdout[-3000:]
     (checked,) = error_lines(check)
     assert checked.split("check failed: ")[1] == line.split("exit 64: ")[1], (checked, line)
     proc, _ = run_module("spottrain.trainer.task", [*args[:-1], "off", *flags[:1],

@@ -16,8 +16,8 @@ import time
 import pytest
 from tmpfs import fill, mount_tmpfs
 
-from spottrain.trainer import ledger as ledger_lib
-from spottrain.trainer import preemption
+from spottrain import exits
+from spottrain import ledger as ledger_lib
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -64,7 +64,7 @@ def test_a_disk_that_fills_during_a_save_is_one_line_and_leaves_nothing(tmp_path
             time.sleep(0.05)
         fill(disk)
         out, err = first.communicate(timeout=120)
-        assert first.returncode == preemption.FATAL_CONFIG, err[-3000:]
+        assert first.returncode == exits.FATAL_CONFIG, err[-3000:]
         (line,) = _exit_lines(out + err, 64)
         assert "cannot write '" + str(ckpt) in line and "(--checkpoint-dir)" in line, line
         assert line.endswith("No space left on device"), line
@@ -95,7 +95,7 @@ def test_a_full_model_dir_is_blamed_on_the_model_dir(tmp_path):
         _wait_for_a_checkpoint(ckpt)
         fill(disk)  # after the up-front check wrote and removed its probe
         out, err = trainer.communicate(timeout=120)
-        assert trainer.returncode == preemption.FATAL_CONFIG, err[-3000:]
+        assert trainer.returncode == exits.FATAL_CONFIG, err[-3000:]
         (line,) = _exit_lines(out + err, 64)
         assert "(--model-dir)" in line and str(disk / "model") in line, line
         assert "No space left on device" in line, line
@@ -111,7 +111,7 @@ def test_a_read_only_tensorboard_dir_from_vertex_fails_before_training(tmp_path,
     started = time.monotonic()
     proc = _trainer(tmp_path / "ckpt", tmp_path / "model", 100, env=env, supervised=True)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == preemption.FATAL_CONFIG, err[-3000:]
+    assert proc.returncode == exits.FATAL_CONFIG, err[-3000:]
     assert time.monotonic() - started < 15
     (line,) = _exit_lines(out + err, 64)
     assert f"AIP_TENSORBOARD_LOG_DIR '{ro / 'tb'}' is not writable: Read-only" in line

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from trainer_helpers import error_lines, ledger, run_module, summary
 
-from spottrain.trainer import launch, preemption
+from spottrain import exits
+from spottrain.trainer import launch
 
 REGRESSION = ["--task", "examples.regression:Regression", "--task-args", '{"features": 8}']
 
@@ -57,7 +58,7 @@ def test_a_user_task_gets_the_whole_contract_under_two_workers(tmp_path, task):
     first = launch.ProcessLauncher(
         2, _args(hit, task), preempt_at_step=60, signal_name="TERM", seed=0
     ).run()
-    assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first
+    assert set(first.worker_codes.values()) == {exits.PREEMPTED}, first
     rec = ledger(hit)[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
     assert rec["saved_step"] == rec["last_step"] >= first.chaos["step"]
@@ -86,7 +87,7 @@ def test_deterministic_refuses_batches_a_resume_would_not_reproduce(tmp_path, ta
     named = "--deterministic: the batch of step 4 differs when the pipeline starts at step 3"
     for extra in (["--check"], []):
         proc, _ = run_module("spottrain.trainer.task", [*extra, *argv, "--deterministic"])
-        assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
+        assert proc.returncode == exits.FATAL_CONFIG, proc.stderr[-2000:]
         (line,) = error_lines(proc)
         assert named in line, line
     assert not list((tmp_path / "checkpoints").glob("ckpt-*")), "it trained"
@@ -104,7 +105,7 @@ def test_the_docs_task_trains_through_a_preemption_from_the_docs_alone(tmp_path,
             "--checkpoint-dir", str(out / "checkpoints"),
             "--model-dir", str(out / "model")]  # fmt: skip
     first = launch.ProcessLauncher(2, args, preempt_at_step=40, signal_name="TERM", seed=0).run()
-    assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first
+    assert set(first.worker_codes.values()) == {exits.PREEMPTED}, first
     rec = ledger(out)[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
     assert launch.ProcessLauncher(2, args).run().code == 0
@@ -160,12 +161,12 @@ def test_a_bad_task_is_one_line_and_exit_64(tmp_path, task, args, named):
     if not task:
         argv[:2] = ["--image-dir", str(tmp_path)]
     proc, _ = run_module("spottrain.trainer.task", argv)
-    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
+    assert proc.returncode == exits.FATAL_CONFIG, proc.stderr[-2000:]
     (line,) = error_lines(proc)
     assert named in line, line
     assert "Traceback" not in proc.stderr
     fatal = json.loads((tmp_path / "c" / "FATAL.json").read_text())
-    assert named in fatal["error"] and fatal["exit_code"] == preemption.FATAL_CONFIG
+    assert named in fatal["error"] and fatal["exit_code"] == exits.FATAL_CONFIG
 
 
 @pytest.mark.slow
@@ -215,7 +216,7 @@ def test_check_builds_one_batch_and_writes_nothing(tmp_path, task, ok):
         (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("check ok: ")]
         assert ok in line and "a batch of 16 fits it" in line
     else:
-        assert proc.returncode == preemption.FATAL_CONFIG
+        assert proc.returncode == exits.FATAL_CONFIG
         (line,) = error_lines(proc)
         assert (
             "check failed: the task's batches do not fit its model at step 1 (the model from "
@@ -252,7 +253,7 @@ def test_an_own_step_refuses_what_it_cannot_honour(tmp_path, task, flags, named)
     argv = ["--task", task, *flags, "--train-steps", "10", "--checkpoint-dir",
             str(tmp_path / "c"), "--model-dir", str(tmp_path / "m")]  # fmt: skip
     proc, _ = run_module("spottrain.trainer.task", argv)
-    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
+    assert proc.returncode == exits.FATAL_CONFIG, proc.stderr[-2000:]
     (line,) = error_lines(proc)
     assert named in line, line
 
@@ -262,7 +263,7 @@ def test_a_checkpoint_dir_refuses_another_task_or_other_task_args(tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     other = ["--task", "examples.regression:Regression", "--task-args", '{"features": 4}']
     proc, _ = run_module("spottrain.trainer.task", _args(tmp_path, other, train_steps=20))
-    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
+    assert proc.returncode == exits.FATAL_CONFIG, proc.stderr[-2000:]
     (line,) = error_lines(proc)
     assert "holds a different run (task_args: {'features': 8} -> {'features': 4})" in line
 
@@ -320,7 +321,7 @@ def test_the_readme_task_passes_the_readme_check_command(tmp_path):
     broken = code.replace("keras.Input((2,))", "keras.Input((3,))")  # the model no longer fits
     (tmp_path / "my_tasks.py").write_text(broken)
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-2000:]
+    assert proc.returncode == exits.FATAL_CONFIG, proc.stderr[-2000:]
 
 
 # Issue 29, item 4: each mistake in a task's code, as --check and a run report it: one
@@ -372,12 +373,12 @@ def test_each_mistake_in_a_task_is_one_line_naming_it_in_check_and_in_a_run(tmp_
     dirs = ["--checkpoint-dir", str(out / "c"), "--model-dir", str(out / "m")]
     for argv in (["--check", *flags], [*flags, "--train-steps", "10", *dirs]):
         proc, _ = run_module("spottrain.trainer.task", argv, extra_env=user)
-        assert proc.returncode == preemption.FATAL_CONFIG, proc.stderr[-3000:]
+        assert proc.returncode == exits.FATAL_CONFIG, proc.stderr[-3000:]
         (line,) = error_lines(proc)
         assert named in line, line
         assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
     fatal = json.loads((out / "c" / "FATAL.json").read_text())
-    assert named in fatal["error"] and fatal["exit_code"] == preemption.FATAL_CONFIG
+    assert named in fatal["error"] and fatal["exit_code"] == exits.FATAL_CONFIG
 
 
 def _launch(argv, extra_env=None, timeout=600):
@@ -392,7 +393,7 @@ def test_a_task_error_under_the_launcher_is_the_same_line_on_every_worker(tmp_pa
     flags = ["--task", "tests.task_fixtures:StringFeatures", "--train-steps", "10",
              "--batch-size-per-replica", "16", "--threads", "1"]  # fmt: skip
     code, log = _launch(["--workers", "2", "--output-dir", str(tmp_path), "--", *flags])
-    assert code == preemption.FATAL_CONFIG, log[-3000:]
+    assert code == exits.FATAL_CONFIG, log[-3000:]
     named = (
         "the task's batches do not fit its model at step 1 (the model from build_model() "
         "raised UnimplementedError: Cast string to float is not supported)"
@@ -426,18 +427,18 @@ def test_a_task_that_does_not_import_leaves_fatal_json_under_the_launcher(tmp_pa
     argv = ["--workers", "2", "--output-dir", str(tmp_path / "out"), "--",
             "--task", "slow_chief:Task", "--train-steps", "10"]  # fmt: skip
     code, log = _launch(argv, extra_env=user)
-    assert code == preemption.FATAL_CONFIG, log[-3000:]
+    assert code == exits.FATAL_CONFIG, log[-3000:]
     assert "first failure worker-0" in log and "SIGTERM chief-0" in log, log[-3000:]
     named = (
         "importing 'slow_chief' raised RuntimeError: no settings file "
         f"({tmp_path}/slow_chief.py, line 1)"
     )
     fatal = json.loads((tmp_path / "out" / "checkpoints" / "FATAL.json").read_text())
-    assert named in fatal["error"] and fatal["exit_code"] == preemption.FATAL_CONFIG
+    assert named in fatal["error"] and fatal["exit_code"] == exits.FATAL_CONFIG
     assert fatal["by"] == "worker-0", fatal
     (tmp_path / "sitecustomize.py").unlink()  # the retry: both workers stop at the marker
     code, log = _launch(argv, extra_env=user)
-    assert code == preemption.FATAL_CONFIG, log[-3000:]
+    assert code == exits.FATAL_CONFIG, log[-3000:]
     assert log.count("this config already failed fatally (worker-0 at ") == 2, log[-3000:]
 
 
@@ -464,7 +465,7 @@ def test_the_two_optimizer_example_as_its_docs_run_it(tmp_path):
     launcher[launcher.index("--output-dir") + 1] = str(tmp_path / "two")
     chaos = ["--preempt-at-step", "40", "--signal", "TERM", "--seed", "0"]
     code, log = _launch([*launcher, *chaos, "--", *trainer])
-    assert code == preemption.PREEMPTED, log[-3000:]
+    assert code == exits.PREEMPTED, log[-3000:]
     out = tmp_path / "two"
     rec = ledger(out)[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec

@@ -11,7 +11,7 @@ import pytest
 from ports import held_port
 from trainer_helpers import error_lines, ledger, run_module, startup_timeout_here, tiny_args
 
-from spottrain.trainer import preemption
+from spottrain import exits
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ def test_watchdog_dumps_the_blocking_frame_when_a_peer_never_arrives(digits_dir,
     out = tmp_path / "run"
     timeout = startup_timeout_here()
     proc, seconds = _alone_in_a_gang_of_two("chief", digits_dir, out, timeout)
-    assert proc.returncode == preemption.HUNG, proc.stdout[-3000:]
+    assert proc.returncode == exits.HUNG, proc.stdout[-3000:]
     assert seconds < 2 * timeout, f"exited after {seconds:.1f} s ({timeout} s timeout)"
     assert "HANG: no training step finished" in proc.stdout
     dumps = list((out / "checkpoints" / "diagnostics").glob("hang-chief-0-*.txt"))
@@ -102,7 +102,7 @@ def test_nan_loss_stops_fatal_and_keeps_last_good_checkpoint(digits_dir, tmp_pat
         log_every_steps=1,
     )
     proc, _ = run_module("spottrain.trainer.task", args)
-    assert proc.returncode == preemption.FATAL_NAN, proc.stdout[-3000:]
+    assert proc.returncode == exits.FATAL_NAN, proc.stdout[-3000:]
     (error,) = error_lines(proc)
     assert "loss is nan" in error.lower() or "loss is inf" in error.lower()
     assert "--learning-rate (now 5)" in error and "--clip-norm" in error
@@ -115,7 +115,7 @@ def test_nan_loss_stops_fatal_and_keeps_last_good_checkpoint(digits_dir, tmp_pat
     assert saved and saved[-1] < bad_step and rec["saved_step"] == saved[-1]
     # The retry does not burn time: FATAL.json stops it at once with the same code.
     again, seconds = run_module("spottrain.trainer.task", args)
-    assert again.returncode == preemption.FATAL_NAN
+    assert again.returncode == exits.FATAL_NAN
     assert "this config already failed fatally" in error_lines(again)[0]
     assert seconds < 30
     # Every later restart (Vertex restarts a worker up to 5 times, its job up to 3)
@@ -147,8 +147,8 @@ def test_frozen_worker_survivor_gives_up_and_frozen_one_is_dumped(digits_dir, tm
     assert result.chaos and result.chaos["worker"] == "worker-0", result
     by_name = {w.name: w for w in launcher.workers}
     chief, frozen = by_name["chief-0"], by_name["worker-0"]
-    assert chief.code == preemption.PEER_LOST, result.worker_codes
-    assert frozen.code == preemption.HUNG, result.worker_codes
+    assert chief.code == exits.PEER_LOST, result.worker_codes
+    assert frozen.code == exits.HUNG, result.worker_codes
     assert chief.ended_at - result.chaos["at"] < 30  # heartbeats: ~10 s, then the exit
     assert frozen.ended_at - result.chaos["at"] < 2 * hang_timeout + 10
     (dump,) = (out / "checkpoints" / "diagnostics").glob("hang-worker-0-*.txt")
@@ -164,9 +164,9 @@ def test_an_attempt_whose_chief_never_started_is_still_recorded(digits_dir, tmp_
     timeout = startup_timeout_here()
     began = time.time()
     proc, seconds = _alone_in_a_gang_of_two("worker", digits_dir, out, timeout)
-    assert proc.returncode == preemption.HUNG, proc.stdout[-3000:]
+    assert proc.returncode == exits.HUNG, proc.stdout[-3000:]
     (rec,) = ledger(out)
-    assert rec["outcome"] == "hang" and rec["exit_code"] == preemption.HUNG, rec
+    assert rec["outcome"] == "hang" and rec["exit_code"] == exits.HUNG, rec
     assert "its chief left no record (seen by worker-0)" in rec["message"], rec
     assert rec["workers"] == 2 and rec["steps_lost"] == 0
     # From the worker's start to its supervisor's stop: the machines it held.

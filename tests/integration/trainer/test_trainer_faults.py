@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 from trainer_helpers import error_lines, ledger, run_module, summary, tiny_args
 
+from spottrain import exits
 from spottrain.tasks.image import model as _model  # noqa: F401 - registers Preprocess for load_model
-from spottrain.trainer import launch, preemption
+from spottrain.trainer import launch
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,7 @@ def test_two_workers_sigterm_resume_exact_steps_zero_lost_and_accurate(digits_di
     first = _launch(2, args, preempt_at_step=70, signal_name="TERM", seed=0)
     assert first.chaos and first.chaos["signal"] == "SIGTERM"
     # Every worker, not only the signalled one, stopped cleanly with the retryable code.
-    assert set(first.worker_codes.values()) == {preemption.PREEMPTED}, first.worker_codes
+    assert set(first.worker_codes.values()) == {exits.PREEMPTED}, first.worker_codes
     rec = ledger(out)[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0
     assert rec["saved_step"] == rec["last_step"] >= first.chaos["step"]
@@ -64,7 +65,7 @@ def test_sigkill_of_a_worker_survivor_exits_bounded_then_resumes(digits_dir, tmp
     assert result.worker_codes["worker-0"] == 137
     chief = next(w for w in launcher.workers if w.name == "chief-0")
     killed_at = next(w for w in launcher.workers if w.name == "worker-0").ended_at
-    assert preemption.is_retryable(chief.code), chief.code
+    assert exits.is_retryable(chief.code), chief.code
     assert chief.ended_at - killed_at < 45, "survivor hung after its peer died"
     first = ledger(out)[0]
     assert first["outcome"] == "worker_lost"
@@ -118,7 +119,7 @@ def test_incompatible_config_on_existing_checkpoints_fails_fast(digits_dir, tmp_
     proc, seconds = run_module(
         "spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=8, image_size=40)
     )
-    assert proc.returncode == preemption.FATAL_CONFIG
+    assert proc.returncode == exits.FATAL_CONFIG
     errors = error_lines(proc)
     assert len(errors) == 1 and "image_size: 32 -> 40" in errors[0], proc.stdout
     assert seconds < 30
@@ -141,7 +142,7 @@ def test_interrupted_run_is_bit_identical_to_uninterrupted(digits_dir, tmp_path,
         signal_name="TERM",
         seed=1,
     )
-    assert hit.code == preemption.PREEMPTED and hit.chaos["step"] >= 25
+    assert hit.code == exits.PREEMPTED and hit.chaos["step"] >= 25
     assert _launch(workers, tiny_args(digits_dir, broken, **steps)).code == 0
     # Really resumed mid-run, from the step boundary at or after the signal (the
     # launcher now hears of a step as soon as it ends, so this can be step 25 itself).
@@ -190,7 +191,7 @@ def test_launcher_sigterm_is_forwarded_and_workers_save(digits_dir, tmp_path):
             break
         assert time.monotonic() < deadline
     rest = proc.communicate(timeout=60)[0]
-    assert proc.returncode == preemption.PREEMPTED, rest
+    assert proc.returncode == exits.PREEMPTED, rest
     rec = ledger(out)[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0
     assert rec["saved_step"] >= 10

@@ -10,7 +10,8 @@ import pytest
 import tfds_digits
 from trainer_helpers import ledger, summary, tiny_args
 
-from spottrain.trainer import attempt, launch, preemption
+from spottrain import exits
+from spottrain.trainer import attempt, launch
 
 
 # Trains in-process for half a minute: not of the quick (unit) tier.
@@ -28,7 +29,7 @@ def test_trains_on_a_prepared_tfds_dataset_and_writes_tensorboard(tmp_path):
         learning_rate=0.003,
         tensorboard_dir=out / "logs",
     )
-    assert attempt.run(argv) == preemption.OK
+    assert attempt.run(argv) == exits.OK
     summary = json.loads((out / "model" / "training_summary.json").read_text())
     assert summary["final_step"] == 150
     assert summary["class_names"] == [str(i) for i in range(10)]
@@ -57,7 +58,7 @@ def test_a_streamed_tfds_split_resumes_bit_identically(tmp_path, capfd):
     first = launch.ProcessLauncher(
         2, args(hit), preempt_at_step=55, signal_name="TERM", seed=0
     ).run()
-    assert first.code == preemption.PREEMPTED and first.chaos["step"] >= 55, first
+    assert first.code == exits.PREEMPTED and first.chaos["step"] >= 55, first
     assert launch.ProcessLauncher(2, args(hit)).run().code == 0
     assert 55 <= ledger(hit)[1]["start_step"] < 80
     a = keras.models.load_model(clean / "model" / "model.keras").get_weights()

@@ -34,8 +34,9 @@ from platform_chains import (
 from pod_network import PodNetwork, can_make_pod_networks, pid1_command, signal_pid1
 from trainer_helpers import summary, tiny_args
 
+from spottrain import exits
 from spottrain.runtime.train_job.jobset import TRAINER_COMMAND
-from spottrain.trainer import gang_env, preemption
+from spottrain.trainer import gang_env
 
 _WHY_NOT = can_make_pod_networks()
 pytestmark = [
@@ -155,7 +156,7 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
         seconds = time.monotonic() - sent
         # PID 1 killed: the kernel ends its namespace, trainer included.
         assert len(pod) >= 3 and not any(_alive(pid) for pid in pod), pod
-        assert chief == preemption.PEER_LOST, chains[0].text()[-3000:]
+        assert chief == exits.PEER_LOST, chains[0].text()[-3000:]
         assert seconds < 60, f"survivor took {seconds:.0f} s"
         assert ledger_records(ckpt)[0]["outcome"] == "worker_lost"
         last_save = max(checkpoint_steps(ckpt))
@@ -177,7 +178,7 @@ def test_pods_sigkill_then_sigterm_then_the_gang_finishes_exactly(digits_dir, tm
             stop_chains(chains)
         seconds = time.monotonic() - sent
         texts = [c.text() for c in chains]
-        assert codes == [preemption.PREEMPTED] * WORKERS, [t[-2500:] for t in texts]
+        assert codes == [exits.PREEMPTED] * WORKERS, [t[-2500:] for t in texts]
         records = ledger_records(ckpt)
         assert records[1]["start_step"] == last_save  # resumed exactly from the last save
         saved = {int(m.group(1) or m.group(3)) for t in texts for m in [_EXIT_LINE.search(t)] if m}
@@ -229,7 +230,7 @@ def test_a_user_task_in_job_pods_saves_on_notice_and_finishes_exactly(tmp_path):
         finally:
             stop_chains(chains)
         texts = [c.text() for c in chains]
-        assert codes == [preemption.PREEMPTED] * WORKERS, [t[-2500:] for t in texts]
+        assert codes == [exits.PREEMPTED] * WORKERS, [t[-2500:] for t in texts]
         rec = ledger_records(ckpt)[0]
         assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
         _gang_to_the_end(net, args)

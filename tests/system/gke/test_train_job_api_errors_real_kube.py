@@ -16,7 +16,7 @@ from launcher_outages import play
 from real_jobset import MARKS, jobset_kube_fixture  # noqa: F401 - the fixture, by import
 from wire_faults import BLACKHOLE, KINDS, REFUSE, RESET, SLOW
 
-from spottrain.trainer import preemption
+from spottrain import exits
 
 pytestmark = MARKS
 
@@ -51,7 +51,7 @@ def test_an_outage_that_outlasts_the_patience_is_one_line_172_and_the_gang_left(
     played = _table(jobset_kube, rows, patience=6.0, delay=3.0)
     for run in played:
         where = f"{run.kind} at {run.phase}: {run.line}"
-        assert run.code == preemption.UNAVAILABLE, where
+        assert run.code == exits.UNAVAILABLE, where
         assert "\n" not in run.line and "giving up" in run.line, where
         assert run.kept == (run.phase == "mid") and run.same_gang == (run.phase == "mid"), where
     lines = {run.kind: run.line for run in played if run.phase == "mid"}

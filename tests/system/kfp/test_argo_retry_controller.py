@@ -40,9 +40,9 @@ from pathlib import Path
 
 import pytest
 
+from spottrain import exits
 from spottrain.pipelines import argo_retry
 from spottrain.runtime import termination
-from spottrain.trainer import preemption
 
 REPO = Path(__file__).resolve().parents[3]
 BINARY = REPO / ".tools" / "bin" / "argo-retry.test"
@@ -204,7 +204,7 @@ def table(results) -> list[str]:
 # exits are exit 1 with the termination message spottrain.runtime.termination writes
 # (the KFP-pod chain test in tests/system/kfp/test_platform_kfp_argo.py shows it written).
 def _marked(code: int) -> str:
-    return termination.mark_text(code, f"trainer exited {code}: {preemption.describe(code)}")
+    return termination.mark_text(code, f"trainer exited {code}: {exits.describe(code)}")
 
 
 KINDS = [
@@ -219,11 +219,11 @@ KINDS = [
       "still_running": True, "disruption": "DeletionByPodGC"}, (6, 11)),
     *[({"name": f"{what} {c}, the launcher's exit 1", "action": "fail", "exit_code": 1,
         "reason": "Error", "message": _marked(c)}, (6, 11))
-      for what, c in (("peer lost", preemption.PEER_LOST), ("hang", preemption.HUNG),
-                      ("unavailable", preemption.UNAVAILABLE))],
+      for what, c in (("peer lost", exits.PEER_LOST), ("hang", exits.HUNG),
+                      ("unavailable", exits.UNAVAILABLE))],
     *[({"name": f"fatal {c}, the launcher's exit 1", "action": "fail", "exit_code": 1,
         "reason": "Error", "message": _marked(c)}, (1, 1))
-      for c in (preemption.FATAL_CONFIG, preemption.FATAL_NAN)],
+      for c in (exits.FATAL_CONFIG, exits.FATAL_NAN)],
     ({"name": "crash, exit 1", "action": "fail", "exit_code": 1, "reason": "Error"}, (6, 1)),
     ({"name": "OOMKilled 137", "action": "fail", "exit_code": 137, "reason": "OOMKilled"},
      (6, 1)),

@@ -21,9 +21,9 @@ import pytest
 from platform_chains import NO_TINI, REPO, can_unshare, chain_env, have_tini
 from trainer_helpers import tiny_args
 
+from spottrain import exits
 from spottrain.pipelines.vertex import FORWARD_COMMAND
 from spottrain.runtime.train_job.jobset import TRAINER_COMMAND
-from spottrain.trainer import preemption
 
 pytestmark = [
     pytest.mark.skipif(not can_unshare(), reason="needs PID namespaces (unshare as root)"),
@@ -131,7 +131,7 @@ def test_with_tini_an_early_notice_to_the_pool_ends_it_at_once(tmp_path, delay_m
     # 143: the notice reached the child (its handler) or its sh; a lost one runs the
     # child's 3 s sleep to the end and exits 0. No time bound: a busy machine may take
     # seconds to tear the namespace down.
-    assert code == preemption.PREEMPTED, (code, seconds)
+    assert code == exits.PREEMPTED, (code, seconds)
 
 
 @pytest.mark.parametrize("delay_ms", [1, 5, 30])
@@ -141,6 +141,6 @@ def test_with_tini_an_early_notice_to_a_job_pod_ends_it_before_any_training(
     assert TRAINER_COMMAND[:2] == ("tini", "--")
     args = tiny_args(digits_dir, tmp_path, train_steps=400)
     code, seconds = _sigterm_after([*TRAINER_COMMAND, *args], delay_ms, after_block=True)
-    assert code == preemption.PREEMPTED, (code, seconds)
+    assert code == exits.PREEMPTED, (code, seconds)
     # Not the 400 steps (a lost notice trains them, saving every 20): no checkpoint.
     assert not list((tmp_path / "checkpoints").glob("ckpt-*")), "it trained"

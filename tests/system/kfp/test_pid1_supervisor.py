@@ -18,7 +18,8 @@ import time
 import pytest
 from platform_chains import REPO, can_unshare, chain_env
 
-from spottrain.trainer import preemption, watchdog
+from spottrain import exits
+from spottrain.trainer import watchdog
 
 needs_unshare = pytest.mark.skipif(
     not can_unshare(), reason="needs PID namespaces (unshare as root)"
@@ -135,7 +136,7 @@ def test_trainer_task_as_pid1_takes_sigterm_from_its_first_lines(digits_dir, tmp
         time.sleep(0.005)
     os.kill(pid1, signal.SIGTERM)
     out = proc.communicate(timeout=60)[0]
-    assert proc.returncode == preemption.PREEMPTED, out
+    assert proc.returncode == exits.PREEMPTED, out
     assert "SIGTERM before the trainer started: exiting 143" in out, out
     assert not (tmp_path / "ck" / "attempts.json").exists()  # no trainer ran
 
@@ -146,6 +147,7 @@ def test_trainer_task_as_pid1_takes_sigterm_from_its_first_lines(digits_dir, tmp
 _LATE_NOTICE = textwrap.dedent(
     """
     import os, signal, sys, time
+    from spottrain import exits
     from spottrain.trainer import preemption, watchdog
     relay = watchdog.NoticeRelay().install()
     code = watchdog.Supervisor([sys.executable, "-c", "raise SystemExit(64)"], 60, 60).run(relay)
@@ -168,4 +170,4 @@ def test_a_notice_after_the_trainer_ended_keeps_the_trainers_exit_code():
         text=True,
         timeout=60,
     )
-    assert proc.returncode == preemption.FATAL_CONFIG, proc.stdout + proc.stderr
+    assert proc.returncode == exits.FATAL_CONFIG, proc.stdout + proc.stderr

@@ -45,11 +45,12 @@ from platform_chains import (
     start_as_pid1,
 )
 
+from spottrain import exits
+from spottrain import ledger as ledger_lib
 from spottrain.components.train.component import train
 from spottrain.pipelines import compile as compile_mod
 from spottrain.runtime import termination
-from spottrain.trainer import ledger as ledger_lib
-from spottrain.trainer import metadata_notice, preemption
+from spottrain.trainer import metadata_notice
 
 pytestmark = [
     pytest.mark.slow,
@@ -189,7 +190,7 @@ def test_dead_log_pipe_does_not_kill_the_trainer(digits_dir, tmp_path):
     rec = ledger_records(run / "checkpoints")[-1]
     # Every step line after the launcher's death hit a broken pipe; the trainer
     # still saved and closed its record itself.
-    assert rec["outcome"] == "preempted" and rec["exit_code"] == preemption.PREEMPTED, rec
+    assert rec["outcome"] == "preempted" and rec["exit_code"] == exits.PREEMPTED, rec
     assert rec["steps_lost"] == 0 and rec["saved_step"] in checkpoint_steps(run / "checkpoints")
 
 
@@ -215,7 +216,7 @@ def test_a_save_on_the_metadata_notice_reaches_argo_marked_retryable(
     assert code == 1, chain.text()[-3000:]  # launcher_v2.go:715-716, main.go:56-60
     _assert_exitcode_file(run, code)
     rec = ledger_records(run / "checkpoints")[-1]
-    assert rec["outcome"] == "preempted" and rec["exit_code"] == preemption.PREEMPTED, rec
+    assert rec["outcome"] == "preempted" and rec["exit_code"] == exits.PREEMPTED, rec
     assert rec["saved_step"] in checkpoint_steps(run / "checkpoints"), rec
     assert log.read_text().startswith(f"{termination.RETRYABLE_MARK} 143: trainer exited 143")
 

@@ -33,11 +33,11 @@ from platform_chains import (
     start_as_pid1,
 )
 
+from spottrain import exits
 from spottrain.components.train.component import train
 from spottrain.pipelines import compile as compile_mod
 from spottrain.pipelines import templates
 from spottrain.pipelines.vertex import FORWARD_COMMAND
-from spottrain.trainer import preemption
 
 pytestmark = [
     pytest.mark.slow,
@@ -118,7 +118,7 @@ def test_tini_alone_lets_the_shell_die_and_the_trainer_is_killed_unsaved(digits_
     os.kill(chain.pid1, signal.SIGTERM)
     sent = time.monotonic()
     code = chain.finish(timeout=60)
-    assert code == preemption.PREEMPTED  # tini: 128 + the shell's SIGTERM ...
+    assert code == exits.PREEMPTED  # tini: 128 + the shell's SIGTERM ...
     assert time.monotonic() - sent < 5
     # ... but nobody saved: PID 1's exit killed the trainer in its handler or before.
     assert checkpoint_steps(run / "checkpoints") == []
@@ -138,7 +138,7 @@ def test_sigterm_to_pid1_saves_at_the_next_step_zero_lost(digits_dir, tmp_path, 
     code = chain.finish(timeout=120)
     seconds = time.monotonic() - sent
     text = chain.text()
-    assert code == preemption.PREEMPTED, text[-3000:]
+    assert code == exits.PREEMPTED, text[-3000:]
     rec = ledger_records(run / "checkpoints")[-1]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, rec
     assert rec["saved_step"] == rec["last_step"] == rec["notice_step"]

@@ -11,7 +11,8 @@ import os
 import signal
 import sys
 
-from spottrain.trainer import preemption, watchdog
+from spottrain import exits
+from spottrain.trainer import watchdog
 
 
 def test_a_notice_before_the_trainer_starts_is_held_not_dropped(tmp_path):
@@ -26,5 +27,5 @@ def test_a_notice_before_the_trainer_starts_is_held_not_dropped(tmp_path):
         relay.restore()
     cmd = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
     code = watchdog.Supervisor(cmd, 60, 60).run(relay)
-    assert code == preemption.PREEMPTED and not marker.exists()
+    assert code == exits.PREEMPTED and not marker.exists()
     assert signal.getsignal(signal.SIGTERM) is before  # restored

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 
-from spottrain.trainer import ledger as ledger_lib
+from spottrain import ledger as ledger_lib
 
 
 def test_ledger_classifies_an_attempt_killed_after_its_notice(tmp_path):

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-import spottrain.trainer.preemption
+from spottrain import exits
 from spottrain.pipelines.compile import COMPONENTS_DIR
 from spottrain.runtime import train as rt
 from spottrain.runtime.train_settings import TrainSettings
@@ -20,12 +20,11 @@ pytestmark = pytest.mark.filterwarnings("ignore:You may be attemping:RuntimeWarn
 
 
 def test_exit_codes_are_described_by_the_one_table():
-    preemption = spottrain.trainer.preemption
-    for code in preemption.RETRYABLE:
-        assert code >= preemption.RETRYABLE_MIN and "retryable" in preemption.describe(code)
-    for code in preemption.FATAL:
-        assert code < preemption.RETRYABLE_MIN and "fatal" in preemption.describe(code)
-    assert "signal 9" in preemption.describe(-9)
+    for code in exits.RETRYABLE:
+        assert code >= exits.RETRYABLE_MIN and "retryable" in exits.describe(code)
+    for code in exits.FATAL:
+        assert code < exits.RETRYABLE_MIN and "fatal" in exits.describe(code)
+    assert "signal 9" in exits.describe(-9)
 
 
 def test_trainer_flags_parse_with_the_trainers_own_parser():
@@ -76,9 +75,7 @@ def test_flags_leave_the_image_settings_out_at_their_defaults_for_any_task():
     assert not {"--backbone", "--weights", "--image-size"} & set(flags)
     cfg = config.parse_args(flags, {})  # another task refuses image flags: none came
     assert cfg.task == "examples.regression:Regression" and cfg.task_args == "{}"
-    with pytest.raises(
-        spottrain.trainer.preemption.ConfigError, match="--backbone: settings of the built-in"
-    ):
+    with pytest.raises(exits.ConfigError, match="--backbone: settings of the built-in"):
         config.parse_args(
             rt.trainer_flags(
                 data_dir="d",
@@ -159,6 +156,4 @@ def test_chaos_preemption_comes_from_the_environment_not_a_signature():
     for bad in ("-3", "soon"):
         with pytest.raises(rt.TrainFailed) as err:
             rt.chaos_preempt_at_step({env: bad})
-        assert err.value.code == spottrain.trainer.preemption.FATAL_CONFIG and repr(bad) in str(
-            err.value
-        )
+        assert err.value.code == exits.FATAL_CONFIG and repr(bad) in str(err.value)

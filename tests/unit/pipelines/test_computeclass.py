@@ -151,8 +151,8 @@ def test_the_ledger_names_each_capacity_kind_from_the_node_labels(labels, kind):
 def test_a_ledger_record_names_the_capacity_the_pipeline_compiled_for(tmp_path, monkeypatch):
     """In-pod GKE tasks and Vertex replicas get SPOTTRAIN_CAPACITY; each record keeps it
     and the KFP UI's table shows it (JobSet-engine records have the node's kind instead)."""
+    from spottrain import ledger as ledger_lib
     from spottrain.runtime.train import ledger_markdown
-    from spottrain.trainer import ledger as ledger_lib
 
     monkeypatch.setenv(ledger_lib.CAPACITY_ENV, "preemptible")
     book = ledger_lib.Ledger(str(tmp_path), True)
@@ -170,7 +170,7 @@ def test_a_ledger_record_names_the_capacity_the_pipeline_compiled_for(tmp_path, 
 def test_the_compiled_tasks_carry_what_they_run_on_for_the_ledgers_prices():
     """The in-pod train task: its placement's GPUs (machine and zone are its node's);
     the Vertex job's replicas: its machine_spec; the fall-back launcher: the run's id."""
-    from spottrain import usage
+    from spottrain.ledger import usage
 
     def executors(name: str) -> dict:
         text = (REPO / "pipelines" / "compiled" / name).read_text()

@@ -2,11 +2,10 @@
 
 import pytest
 
-from spottrain import placement
+from spottrain import exits, placement
 from spottrain.pipelines import compile as comp
 from spottrain.pipelines import gke, guards, vertex
 from spottrain.pipelines.guards import GuardError
-from spottrain.trainer import preemption
 from spottrain.version import IMAGE
 
 GOOD = {"data_src": "gs://my-bucket/digits", "checkpoint_dir": "gs://my-bucket/ckpt"}
@@ -107,7 +106,7 @@ def test_cpu_only_tf_build_is_refused_at_runtime():
 
     with pytest.raises(train.TrainFailed) as err:
         train.check_gpus(1)
-    assert err.value.code == preemption.FATAL_CONFIG
+    assert err.value.code == exits.FATAL_CONFIG
     assert "expect_gpus=1" in str(err.value)
     train.check_gpus(0)
 

@@ -158,7 +158,7 @@ def test_it_agrees_with_the_engines_load_task_on_every_task_we_have():
     refused from its source, and one it refuses for its shape is refused from it too."""
     import importlib
 
-    from spottrain.trainer.preemption import ConfigError
+    from spottrain.exits import ConfigError
     from spottrain.trainer.task_loader import load_task
 
     seen = {"loads": 0, "refused": 0, "unknown": 0}

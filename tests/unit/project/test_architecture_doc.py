@@ -1,4 +1,4 @@
-"""docs/architecture.md names only what exists, and names every trainer module, every
+"""docs/architecture.md names only what exists, and names every trainer and ledger module, every
 package under spottrain/ and every tool under tools/ (issue 43: it had drifted)."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ DOC = (REPO / "docs" / "architecture.md").read_text()
 # The folder a section's bare module names are in (its heading names it).
 SECTIONS = {
     "## The trainer, one job per module": "spottrain/trainer",
+    "## The ledger, `spottrain/ledger/`": "spottrain/ledger",
     "## The built-in task, `spottrain/tasks/image/`": "spottrain/tasks/image",
 }
 
@@ -73,10 +74,11 @@ def test_the_page_names_every_trainer_module_package_and_tool():
     }
     trainer = {f"spottrain/trainer/{p.name}" for p in (REPO / "spottrain/trainer").glob("*.py")}
     trainer -= {"spottrain/trainer/__init__.py"}
+    ledger = {f"spottrain/ledger/{p.name}" for p in (REPO / "spottrain/ledger").glob("*.py")}
     packages = {
         f"spottrain/{p.parent.name}"
         for p in (REPO / "spottrain").glob("*/__init__.py")
         if p.parent.name not in ("trainer", "tasks")
     }
     tools = {f"tools/{p.name}" for p in (REPO / "tools").iterdir() if p.is_dir()}
-    assert not sorted((trainer | packages | tools) - named)
+    assert not sorted((trainer | ledger | packages | tools) - named)

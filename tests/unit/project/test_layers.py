@@ -26,6 +26,25 @@ def test_no_import_goes_back_up():
     assert not {t for m in engine for t in graph[m] if t.startswith("spottrain.tasks")}
 
 
+def test_no_modules_import_each_other_round():
+    """No import circle, lazy imports included: before, spottrain.pricing imported its
+    catalog reader (quoting), which imported the package back for Quote and Usage,
+    now in pricing/terms.py."""
+    house = _house()
+    assert house.circles(house.imports(house.modules())) == []
+
+
+def test_the_ledger_is_below_the_engine():
+    """The ledger's room imports nothing of the trainer's, the runtime's or the
+    pipelines': the engine writes it, the outputs and launchers read it there."""
+    house = _house()
+    graph = house.imports(house.modules())
+    ledger = [m for m in graph if m.startswith("spottrain.ledger")]
+    assert ledger
+    up = ("spottrain.trainer", "spottrain.tasks", "spottrain.runtime", "pipelines", "components")
+    assert sorted((m, t) for m in ledger for t in graph[m] if t.startswith(up)) == []
+
+
 def test_the_figures_see_an_arrow_back_up():
     """The measure itself: an import added from the engine to a task is one."""
     house = _house()

@@ -107,9 +107,9 @@ def test_the_shipped_pipelines_read_the_same(tmp_path):
 def test_the_image_folder_layout_in_the_docs_is_what_the_trainer_reads(tmp_path):
     from PIL import Image
 
+    from spottrain.exits import ConfigError
     from spottrain.tasks.image import data
     from spottrain.tasks.image.settings import IMAGE_EXTENSIONS, ImageSettings
-    from spottrain.trainer.preemption import ConfigError
 
     page = (REPO / "docs" / "deploy.md").read_text()
     part = page.split("**Your images in `data_src`.**", 1)[1].split("## ", 1)[0]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from html_elements import _parse
 
+from spottrain import ledger
 from spottrain.runtime import report
-from spottrain.trainer import ledger
 
 
 def test_a_task_without_a_confusion_matrix_logs_none_and_a_wrong_shape_is_refused():
@@ -94,7 +94,7 @@ def test_the_curves_mark_the_steps_attempts_were_preempted_at():
 
 def _priced_run(quote):
     """A preempted attempt (20 steps redone, the next one's 15 s restart) and its resume."""
-    from spottrain.trainer import attempt_cost
+    from spottrain.ledger import attempt_cost
 
     recs = [
         {"attempt": 1, "started": 0.0, "resumed_at": 10.0, "ended": 110.0, "seconds": 110.0,

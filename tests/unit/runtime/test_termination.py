@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from spottrain import exits
 from spottrain.runtime import termination
-from spottrain.trainer import preemption
 
 
 @pytest.fixture
@@ -15,7 +15,7 @@ def log_file(tmp_path, monkeypatch):
     return path
 
 
-@pytest.mark.parametrize("code", sorted(preemption.FATAL))
+@pytest.mark.parametrize("code", sorted(exits.FATAL))
 def test_a_fatal_exit_is_marked_where_the_kubelet_created_the_file(log_file, code):
     log_file.write_text("left by an earlier write")
     assert termination.mark_exit(code, "--batch-size-per-replica 0: must be >= 1")
@@ -24,7 +24,7 @@ def test_a_fatal_exit_is_marked_where_the_kubelet_created_the_file(log_file, cod
     )
 
 
-@pytest.mark.parametrize("code", sorted(preemption.RETRYABLE))
+@pytest.mark.parametrize("code", sorted(exits.RETRYABLE))
 def test_a_retryable_exit_is_marked_too(log_file, code):
     # Through KFP's launcher it exits 1: the mark is how Argo tells it from a crash.
     log_file.touch()
@@ -40,13 +40,13 @@ def test_other_exits_leave_no_mark(log_file, code):
 
 
 def test_outside_a_pod_nothing_is_created(log_file):
-    assert not termination.mark_exit(preemption.FATAL_CONFIG, "x")
+    assert not termination.mark_exit(exits.FATAL_CONFIG, "x")
     assert not log_file.exists()
 
 
 def test_the_mark_fits_the_kubelets_4096_bytes(log_file):
     log_file.touch()
-    termination.mark_exit(preemption.FATAL_NAN, "é" * 5000)
+    termination.mark_exit(exits.FATAL_NAN, "é" * 5000)
     assert len(log_file.read_bytes()) <= termination.MAX_BYTES
 
 
@@ -54,14 +54,14 @@ def test_the_mark_fits_the_kubelets_4096_bytes(log_file):
     ("code", "line", "mark"),
     [
         (
-            preemption.FATAL_CONFIG,
+            exits.FATAL_CONFIG,
             "--batch-size-per-replica 0: must be >= 1",
             "spottrain fatal exit",
         ),
         # A save on GCE's metadata notice exits 143 with no SIGTERM: KFP's launcher makes it 1.
         (
-            preemption.PREEMPTED,
-            f"trainer exited 143: {preemption.describe(preemption.PREEMPTED)}",
+            exits.PREEMPTED,
+            f"trainer exited 143: {exits.describe(exits.PREEMPTED)}",
             "spottrain retryable exit",
         ),
     ],
@@ -104,7 +104,7 @@ def test_the_copy_component_refuses_bad_input_in_one_line_exit_64_marked(
     src = src if "://" in src else str(tmp_path / src)
     with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as done:
         copy_rt.run_component(copied=copied, src=src, dst="")
-    assert done.value.code == preemption.FATAL_CONFIG
+    assert done.value.code == exits.FATAL_CONFIG
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and "\n" not in errors[0], errors
     assert log_file.read_text() == f"{termination.FATAL_MARK} 64: {errors[0]}"
@@ -114,6 +114,6 @@ def test_a_copy_that_may_pass_on_a_retry_exits_retryable():
     from spottrain.copier import EXIT_FAILED, EXIT_USAGE
     from spottrain.runtime import gcs_copy as copy_rt
 
-    assert copy_rt.component_exit(EXIT_USAGE) == preemption.FATAL_CONFIG
-    assert copy_rt.component_exit(EXIT_FAILED) == preemption.UNAVAILABLE
-    assert preemption.is_retryable(copy_rt.component_exit(69))
+    assert copy_rt.component_exit(EXIT_USAGE) == exits.FATAL_CONFIG
+    assert copy_rt.component_exit(EXIT_FAILED) == exits.UNAVAILABLE
+    assert exits.is_retryable(copy_rt.component_exit(69))

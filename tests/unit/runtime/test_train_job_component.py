@@ -19,13 +19,14 @@ from types import SimpleNamespace
 import pytest
 from ended_launcher import ended
 
-from spottrain import usage
+from spottrain import exits, ledger
+from spottrain.ledger import usage
 from spottrain.runtime import termination
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher
 from spottrain.runtime.train_job.attempts import PodAttempt
 from spottrain.runtime.train_settings import TrainSettings
-from spottrain.trainer import checkpointing, ledger, preemption
+from spottrain.trainer import checkpointing
 
 BASE = dict(
     run_id="run-9", task_name="train-job", workers=2, pool="spot", gpu_type="nvidia-tesla-t4",
@@ -136,7 +137,7 @@ def test_a_failed_run_exits_with_its_code_and_one_line(tmp_path, local_paths, mo
             metrics=FakeMetrics(), attempts=artifact(tmp_path / "a.md"),
             k=NoApi(), checkpoint_dir=str(tmp_path / "c"), **BASE,
         )  # fmt: skip
-    assert done.value.code == preemption.FATAL_NAN
+    assert done.value.code == exits.FATAL_NAN
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [line]
     assert signal.getsignal(signal.SIGTERM) == before  # the handler was put back
     assert not (tmp_path / "m").exists()  # no outputs from a failed run
@@ -164,7 +165,7 @@ def test_bad_inputs_are_one_line_and_fatal_before_any_api_call(change, message):
     kwargs.update(change)
     with pytest.raises(in_pod.TrainFailed) as err:
         component.launch(NoApi(), **kwargs)
-    assert err.value.code == preemption.FATAL_CONFIG
+    assert err.value.code == exits.FATAL_CONFIG
     assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 

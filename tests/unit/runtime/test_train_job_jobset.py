@@ -12,10 +12,11 @@ import re
 import pytest
 from jobset_manifests import child, child_job, validate
 
+from spottrain import exits
 from spottrain.placement import Placement, pod_grace_seconds
 from spottrain.runtime.train_job import component, names
 from spottrain.runtime.train_job import jobset as js
-from spottrain.trainer import distribution, gang_env, preemption
+from spottrain.trainer import distribution, gang_env
 
 
 def worker_set(**changes) -> js.WorkerSet:
@@ -126,11 +127,11 @@ def test_pod_failure_policy_disruption_first_then_fatal_then_notice():
         {"type": "DisruptionTarget", "status": "True"}
     ]
     assert js.DISRUPTION_RULE < min(js.FATAL_RULE, js.NOTICE_RULE)
-    assert rules[js.FATAL_RULE]["onExitCodes"]["values"] == sorted(preemption.FATAL) == [64, 65]
-    assert rules[js.NOTICE_RULE]["onExitCodes"]["values"] == [preemption.PREEMPTED]
+    assert rules[js.FATAL_RULE]["onExitCodes"]["values"] == sorted(exits.FATAL) == [64, 65]
+    assert rules[js.NOTICE_RULE]["onExitCodes"]["values"] == [exits.PREEMPTED]
     # A retryable code other than the notice is no rule's: it counts (backoffLimit 0).
     listed = {v for r in rules for v in r.get("onExitCodes", {}).get("values", [])}
-    assert preemption.PEER_LOST not in listed and preemption.HUNG not in listed
+    assert exits.PEER_LOST not in listed and exits.HUNG not in listed
 
 
 # The Job controller's FailJob messages, k8s.io/kubernetes v1.34.3

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from jobset_manifests import child, child_job, validate
 
-from spottrain import bill_labels, usage
+from spottrain.ledger import bill_labels, usage
 from spottrain.pipelines import compile as comp
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher, names, rbac

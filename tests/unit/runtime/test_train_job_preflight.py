@@ -14,10 +14,11 @@ from types import SimpleNamespace
 import pytest
 from ended_launcher import ended
 
+from spottrain import exits
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher
 from spottrain.runtime.train_settings import TrainSettings
-from spottrain.trainer import config, preemption
+from spottrain.trainer import config
 
 BASE = dict(
     run_id="run-9", task_name="train-job", workers=2, pool="spot", gpu_type="nvidia-tesla-t4",
@@ -62,7 +63,7 @@ def _settings(**change) -> TrainSettings:
 def test_settings_the_pods_would_refuse_are_one_line_before_any_api_call(change, message):
     with pytest.raises(in_pod.TrainFailed) as err:
         component.launch(NoApi(), **{**BASE, **GS, **change})
-    assert err.value.code == preemption.FATAL_CONFIG
+    assert err.value.code == exits.FATAL_CONFIG
     text = str(err.value)
     assert message in text and "\n" not in text, text
 
@@ -95,6 +96,6 @@ def test_the_component_exits_64_with_the_one_line(tmp_path, caplog):
             k=NoApi(), checkpoint_dir="gs://my-bucket/ckpt",
             **{**BASE, "settings": _settings(jit_compile="maybe")},
         )  # fmt: skip
-    assert done.value.code == preemption.FATAL_CONFIG
+    assert done.value.code == exits.FATAL_CONFIG
     (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert "jit_compile: invalid choice: 'maybe'" in line

@@ -6,9 +6,10 @@ import pytest
 from kfp import dsl
 from trainer_helpers import ledger, tiny_args
 
+from spottrain import exits
+from spottrain import ledger as attempt_ledger
 from spottrain.runtime.train import write_ledger
-from spottrain.trainer import attempt, preemption
-from spottrain.trainer import ledger as attempt_ledger
+from spottrain.trainer import attempt
 
 
 def test_ledger_becomes_metrics_and_markdown(digits_dir, tmp_path):
@@ -17,7 +18,7 @@ def test_ledger_becomes_metrics_and_markdown(digits_dir, tmp_path):
     # A real fatal attempt, then a real successful one, in the same checkpoint dir.
     assert attempt.run(tiny_args(digits_dir, out, backbone="nope", **prices)) == 64
     ok = tiny_args(digits_dir, out, train_steps=4, save_every_steps=2, **prices)
-    assert attempt.run(ok) == preemption.OK
+    assert attempt.run(ok) == exits.OK
 
     metrics = dsl.Metrics(name="metrics", uri=str(tmp_path / "metrics"))
     attempts = dsl.Markdown(name="attempts", uri=str(tmp_path / "attempts.md"))

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from spottrain import exits
 from spottrain.runtime.vertex_job import Attempt, Plan, decide
-from spottrain.trainer import preemption
 
 PLAN = Plan(first="SPOT", fallback="STANDARD", first_attempts=3, fallback_attempts=2)
 
@@ -77,14 +77,15 @@ def test_run_vertex_fallback_submits_the_fallback_pipeline(capsys):
 def test_a_fallback_attempt_is_costed_at_the_on_demand_price(tmp_path, monkeypatch, kind, price):
     """The spot and standard jobs run the same flags (one --price-per-hour); the
     ledger prices each attempt by the capacity it ran on."""
-    from spottrain.trainer import attempt_cost, ledger
+    from spottrain import ledger
+    from spottrain.ledger import attempt_cost
 
     monkeypatch.setenv(ledger.CAPACITY_ENV, kind)
     book = ledger.Ledger(str(tmp_path), True, price_per_hour=0.35, on_demand_price_per_hour=1.2)
     book.begin(0)
     an_hour_later = time.time() + 3600
     monkeypatch.setattr(ledger.time, "time", lambda: an_hour_later)
-    (rec,) = book.end(preemption.OK) and ledger.read(str(tmp_path))
+    (rec,) = book.end(exits.OK) and ledger.read(str(tmp_path))
     assert rec["capacity"] == kind and rec["seconds"] == pytest.approx(3600, abs=5)
     (priced,) = attempt_cost.price_records([rec], None)
     assert priced["spent"] == pytest.approx(price, rel=0.01)
@@ -96,7 +97,7 @@ def test_each_job_carries_the_run_and_attempt_labels_and_what_its_pools_run_on(m
     job's region and those labels, which the ledger copies into the attempt's record."""
     import json
 
-    from spottrain import bill_labels, usage
+    from spottrain.ledger import bill_labels, usage
     from spottrain.runtime import vertex_job as vj
 
     monkeypatch.delenv("VERTEX_AI_PIPELINES_RUN_LABELS", raising=False)

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
+from spottrain import exits
+from spottrain import ledger as ledger_lib
 from spottrain.trainer import lease as lease_lib
-from spottrain.trainer import ledger as ledger_lib
-from spottrain.trainer import preemption
 
 
 def test_a_bad_config_beside_a_live_run_adds_its_record_and_leaves_the_others(tmp_path):
@@ -22,7 +22,7 @@ def test_a_bad_config_beside_a_live_run_adds_its_record_and_leaves_the_others(tm
     holder = ledger_lib.Ledger(ckpt, True, min_interval_s=0)
     holder.begin(0)
     holder.progress(7)
-    ledger_lib.Ledger(ckpt, True).end(preemption.FATAL_CONFIG, "--epochs inf")
+    ledger_lib.Ledger(ckpt, True).end(exits.FATAL_CONFIG, "--epochs inf")
     running, fatal = ledger_lib.read(ckpt)
     assert running["outcome"] == "running" and running["last_step"] == 7
     assert fatal["exit_code"] == 64 and fatal["message"] == "--epochs inf"
@@ -31,7 +31,8 @@ def test_a_bad_config_beside_a_live_run_adds_its_record_and_leaves_the_others(tm
 def test_a_folder_in_the_records_place_is_named_and_fatal(tmp_path):
     """The lease cannot be written there: one line naming lease.json (not the temporary
     file beside it), fatal, not a retryable outage."""
-    from spottrain.trainer import checkpointing, config, distribution, fileio
+    from spottrain import fileio
+    from spottrain.trainer import checkpointing, config, distribution
 
     (tmp_path / "ck" / "lease.json").mkdir(parents=True)
     cfg = config.TrainConfig(checkpoint_dir=str(tmp_path / "ck"), lease_seconds=4)
@@ -39,7 +40,7 @@ def test_a_folder_in_the_records_place_is_named_and_fatal(tmp_path):
     with pytest.raises(OSError) as raised:
         checkpointing.acquire_lease(cfg, chief)
     ended = fileio.storage_failure(raised.value, {"--checkpoint-dir": cfg.checkpoint_dir})
-    assert isinstance(ended, preemption.Unwritable) and ended.code == preemption.FATAL_CONFIG
+    assert isinstance(ended, exits.Unwritable) and ended.code == exits.FATAL_CONFIG
     assert f"{tmp_path / 'ck' / 'lease.json'}' (--checkpoint-dir)" in str(ended), ended
     assert ".tmp" not in str(ended)
     assert (tmp_path / "ck" / "lease.json").is_dir()  # nothing of the user's was moved

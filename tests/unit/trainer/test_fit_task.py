@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from spottrain.exits import ConfigError
 from spottrain.trainer import config, export, fit_input, fit_step
-from spottrain.trainer.preemption import ConfigError
 from spottrain.trainer.task_api import KerasTask, TrainInput
 
 

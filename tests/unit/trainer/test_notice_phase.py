@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from spottrain.trainer import ledger as ledger_lib
-from spottrain.trainer import notice_phase, preemption
+from spottrain import exits
+from spottrain import ledger as ledger_lib
+from spottrain.trainer import notice_phase
 from spottrain.trainer.notice_phase import FINISHING, STARTING, TRAINING
 
 
@@ -70,7 +71,7 @@ def test_the_supervisor_closes_the_record_its_stuck_trainer_opened(tmp_path):
     since = time.time() - 5
     _running(tmp_path, since)
     led = ledger_lib.Ledger(str(tmp_path), True, workers=2)
-    rec = led.close_start(since, preemption.PREEMPTED, "preempted (SIGTERM) while ...", "SIGTERM")
+    rec = led.close_start(since, exits.PREEMPTED, "preempted (SIGTERM) while ...", "SIGTERM")
     (stored,) = ledger_lib.read(str(tmp_path))
     assert stored == rec and stored["id"] == "a1"
     assert stored["outcome"] == "preempted" and stored["steps_lost"] == 0
@@ -82,7 +83,7 @@ def test_the_supervisor_adds_a_record_when_its_trainer_opened_none(tmp_path):
     since = time.time() - 3
     _running(tmp_path, since - 100, outcome="preempted")  # an earlier attempt's
     led = ledger_lib.Ledger(str(tmp_path), True, workers=2)
-    led.close_start(since, preemption.PREEMPTED, "preempted (SIGTERM) while ...", "SIGTERM")
+    led.close_start(since, exits.PREEMPTED, "preempted (SIGTERM) while ...", "SIGTERM")
     first, added = ledger_lib.read(str(tmp_path))
     assert first["id"] == "a1" and first["outcome"] == "preempted"
     assert added["started"] == since and added["outcome"] == "preempted", added
@@ -92,7 +93,7 @@ def test_a_record_its_trainer_closed_is_left_as_it_is(tmp_path):
     since = time.time() - 3
     _running(tmp_path, since, outcome="preempted", message="the trainer's own line")
     led = ledger_lib.Ledger(str(tmp_path), True)
-    assert led.close_start(since, preemption.PREEMPTED, "not this", "SIGTERM") is None
+    assert led.close_start(since, exits.PREEMPTED, "not this", "SIGTERM") is None
     (stored,) = ledger_lib.read(str(tmp_path))
     assert stored["message"] == "the trainer's own line"
 

@@ -13,7 +13,8 @@ import time
 import pytest
 from trainer_helpers import tiny_args
 
-from spottrain.trainer import attempt, distribution, preemption
+from spottrain import exits
+from spottrain.trainer import attempt, distribution
 
 TWO_WORKERS = json.dumps(
     {
@@ -80,7 +81,7 @@ def test_bad_config_is_fatal_fast_and_named(name, digits_dir, tmp_path, caplog):
     start = time.monotonic()
     code = attempt.run(argv, environ=environ)
     elapsed = time.monotonic() - start
-    assert code == preemption.FATAL_CONFIG
+    assert code == exits.FATAL_CONFIG
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, errors
     assert "\n" not in errors[0]
@@ -92,17 +93,17 @@ def test_bad_config_is_fatal_fast_and_named(name, digits_dir, tmp_path, caplog):
 def test_fatal_marker_makes_retries_exit_at_once(digits_dir, tmp_path, caplog):
     out = tmp_path / "out"
     argv = tiny_args(digits_dir, out, image_dir="/nonexistent/again")
-    assert attempt.run(argv) == preemption.FATAL_CONFIG
+    assert attempt.run(argv) == exits.FATAL_CONFIG
     marker = json.loads((out / "checkpoints" / "FATAL.json").read_text())
     assert "/nonexistent/again" in marker["error"] and marker["exit_code"] == 64
     # The retry stops at the marker: it never gets as far as the data checks.
     caplog.set_level(logging.INFO)
-    assert attempt.run(argv) == preemption.FATAL_CONFIG
+    assert attempt.run(argv) == exits.FATAL_CONFIG
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert "this config already failed fatally" in errors[-1]
     # A fixed config is not blocked by the marker of the broken one.
     fixed = tiny_args(digits_dir, out, train_steps=2, save_every_steps=1)
-    assert attempt.run(fixed) == preemption.OK
+    assert attempt.run(fixed) == exits.OK
     records = json.loads((out / "checkpoints" / "attempts.json").read_text())["attempts"]
     assert [r["outcome"] for r in records] == ["fatal_config", "fatal_config", "success"]
 
@@ -151,7 +152,7 @@ def test_cluster_from_vertex_and_tfjob_tf_config():
 def test_launcher_bad_arguments_are_named(argv, named, capsys):
     from spottrain.trainer import launch
 
-    assert launch.main([*argv, "--", "--train-steps", "1"]) == preemption.FATAL_CONFIG
+    assert launch.main([*argv, "--", "--train-steps", "1"]) == exits.FATAL_CONFIG
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and named in err[0], err
 
@@ -198,6 +199,6 @@ def test_image_flags_are_the_image_tasks_task_args():
 def test_bad_image_settings_are_one_named_line(flags, named):
     from spottrain.trainer import config
 
-    with pytest.raises(preemption.ConfigError) as e:
+    with pytest.raises(exits.ConfigError) as e:
         config.validate(_parse(*flags))
     assert named in str(e.value) and "\n" not in str(e.value)

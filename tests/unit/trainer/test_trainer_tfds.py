@@ -11,7 +11,8 @@ import json
 import tfds_digits
 from trainer_helpers import tiny_args
 
-from spottrain.trainer import attempt, preemption
+from spottrain import exits
+from spottrain.trainer import attempt
 
 
 def test_unknown_tfds_split_is_fatal_and_named(tmp_path):
@@ -25,6 +26,6 @@ def test_unknown_tfds_split_is_fatal_and_named(tmp_path):
         data_dir=data_dir,
         val_split="test",
     )
-    assert attempt.run(argv) == preemption.FATAL_CONFIG
+    assert attempt.run(argv) == exits.FATAL_CONFIG
     marker = json.loads((tmp_path / "run" / "checkpoints" / "FATAL.json").read_text())
     assert "'test'" in marker["error"] and "validation" in marker["error"]

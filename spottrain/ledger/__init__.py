@@ -1,14 +1,20 @@
-"""Attempt ledger: one JSON record per attempt, beside the checkpoints.
+"""The attempt ledger: one JSON record per attempt, beside the checkpoints.
 
 Pod logs vanish with the pod; this file survives, so after a run you can see
 how many attempts it took, how each ended, how many steps each lost and what
 spot capacity saved. The chief holding the dir's lease writes its attempt's
 record; a run the lease refused adds a ``refused`` record; the JobSet-engine
 launcher adds where pods ran. Every write merges its own records into the file
-as it is now, by compare-and-swap (:mod:`spottrain.trainer.versioned`), so no
+as it is now, by compare-and-swap (:mod:`spottrain.versioned`), so no
 writer loses another's record. An attempt killed outright (SIGKILL, node gone)
 cannot write its own ending: the next attempt closes its record from the last
 progress it saw.
+
+Each record is a :class:`~spottrain.ledger.schema.Record`. This package is the
+ledger's room: the engine writes it, the outputs, launchers and pages read it here
+(its figures in :mod:`~spottrain.ledger.attempt_cost`, what an attempt ran on in
+:mod:`~spottrain.ledger.usage`, the bill's labels in :mod:`~spottrain.ledger.bill_labels`),
+never through the trainer.
 """
 
 from __future__ import annotations
@@ -19,15 +25,9 @@ import threading
 import time
 import uuid
 
-from spottrain import bill_labels, usage
-from spottrain.trainer import (
-    attempt_cost,
-    checkpointing,
-    fileio,
-    ledger_shape,
-    preemption,
-    versioned,
-)
+from spottrain import diagnostics, exits, fileio, versioned
+from spottrain.ledger import attempt_cost, bill_labels, schema, usage
+from spottrain.ledger.schema import Record
 
 log = logging.getLogger(__name__)
 
@@ -36,37 +36,39 @@ LEDGER = "attempts.json"
 # Vertex job's strategy or reservation, a GKE task's pool): each record names it.
 # JobSet-engine records get the node's own kind instead (annotate: node_kind).
 CAPACITY_ENV = "SPOTTRAIN_CAPACITY"
+# When the attempt's supervisor started, in epoch seconds (spottrain.trainer.watchdog
+# sets it): its machines are held from then, not from when its trainer, after
+# importing TensorFlow, opens its record.
+STARTED_ENV = "SPOTTRAIN_ATTEMPT_STARTED"
 PREEMPTED_OUTCOMES = ("preempted", "preempted_unsaved")
 INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 
 
-def read(checkpoint_dir: str) -> list[dict]:
+def read(checkpoint_dir: str) -> list[Record]:
     """The records in ``checkpoint_dir`` (empty when there is no ledger)."""
     data, _ = versioned.store(fileio.join(checkpoint_dir, LEDGER)).read()
-    return ledger_shape.records(data)
+    return schema.records(data)
 
 
 def _attempt_started() -> float:
     """When this attempt began: its supervisor's start, else now (epoch seconds)."""
-    from spottrain.trainer.heartbeat import STARTED_ENV
-
     try:
         return min(float(os.environ[STARTED_ENV]), time.time())
     except (KeyError, ValueError):
         return time.time()
 
 
-def _key(record: dict) -> str:
+def _key(record: Record) -> str:
     """What identifies a record across writers (records before ids had none)."""
     return record.get("id") or f"started:{record.get('started')}"
 
 
-def merge(stored: dict | None, changed: list[dict]) -> dict:
+def merge(stored: dict | None, changed: list[Record]) -> dict:
     """The ledger file ``stored`` with ``changed`` records replaced or appended.
 
     Records are numbered in the order they were first written.
     """
-    records = ledger_shape.records(stored)  # one of another shape: as unreadable
+    records = schema.records(stored)  # one of another shape: as unreadable
     index = {_key(r): i for i, r in enumerate(records)}
     for rec in changed:
         if _key(rec) in index:
@@ -78,7 +80,7 @@ def merge(stored: dict | None, changed: list[dict]) -> dict:
     return {"attempts": records, "totals": totals(records)}
 
 
-def totals(records: list[dict]) -> dict:
+def totals(records: list[Record]) -> dict:
     """Sums over attempts: counts, steps lost, seconds; spent, saved and lost once priced."""
     out = {
         "attempts": len(records),
@@ -146,7 +148,7 @@ def annotate(checkpoint_dir: str, gang_attempts: list[dict], slack_s: float = 60
     return annotated
 
 
-def price(checkpoint_dir: str, price_of: attempt_cost.Price | None) -> list[dict]:
+def price(checkpoint_dir: str, price_of: attempt_cost.Price | None) -> list[Record]:
     """Writes each record's spent, saved and lost (:mod:`attempt_cost`) into the ledger.
 
     Called once the run's outputs are written (never by the training loop). Never
@@ -199,18 +201,18 @@ class Ledger:
             if v
         }
         self.min_interval_s = min_interval_s
-        self.records: list[dict] = []
-        self.current: dict | None = None
+        self.records: list[Record] = []
+        self.current: Record | None = None
         # The records this writer opened or closed: what its writes merge in.
-        self._mine: dict[str, dict] = {}
+        self._mine: dict[str, Record] = {}
         self._store = None
         self._last_write = 0.0
         # The newest record before this attempt's with steps (a resume corrects it).
-        self._previous: dict | None = None
+        self._previous: Record | None = None
         # A notice is recorded from a thread of its own, beside the step loop's writes.
         self._lock = threading.RLock()
 
-    def begin(self, start_step: int) -> dict | None:
+    def begin(self, start_step: int) -> Record | None:
         """Opens this attempt's record; closes previous attempts that died silently.
 
         Called by the lease's holder only, so a record still ``running`` is an
@@ -219,10 +221,10 @@ class Ledger:
         if not self.enabled:
             return None
         data, _ = self._versioned().read()
-        # {}: not JSON; a wrong shape (ledger_shape) is as unreadable.
-        why = "not JSON" if data == {} else ledger_shape.problem(data)
-        quarantined = ledger_shape.set_aside(self.dir, self.path, why) if why else None
-        self.records = ledger_shape.records(data)
+        # {}: not JSON; a wrong shape (schema.problem) is as unreadable.
+        why = "not JSON" if data == {} else schema.problem(data)
+        quarantined = schema.set_aside(self.dir, self.path, why) if why else None
+        self.records = schema.records(data)
         for prev in [r for r in self.records if r.get("outcome") == "running"]:
             self._close_silent(prev, start_step)
         with_steps = [r for r in self.records if "saved_step" in r]
@@ -238,7 +240,7 @@ class Ledger:
         self._write(force=True)
         return self.current
 
-    def _new_record(self, **fields) -> dict:
+    def _new_record(self, **fields) -> Record:
         """A record of this writer's; ``attempt`` is provisional until merged."""
         rec = {"id": uuid.uuid4().hex[:12], "attempt": len(self.records) + 1}
         rec.update(started=time.time(), **fields, outcome="running", workers=self.workers)
@@ -254,9 +256,9 @@ class Ledger:
         self._mine[_key(rec)] = rec
         return rec
 
-    def _close_silent(self, prev: dict, start_step: int) -> None:
+    def _close_silent(self, prev: Record, start_step: int) -> None:
         last_sign = prev.get("updated", prev["started"])
-        dumped = checkpointing.last_hang_dump(self.dir, since=prev["started"])
+        dumped = diagnostics.last_hang_dump(self.dir, since=prev["started"])
         if dumped is not None:
             prev["outcome"] = "hang"
             # Its supervisor (or the launcher, for a frozen worker) killed it then: it
@@ -266,7 +268,7 @@ class Ledger:
             last_sign = max(last_sign, dumped[0])
             if dumped[1] is not None:
                 prev["last_step"] = max(prev.get("last_step", start_step), dumped[1])
-        elif "notice_step" in prev or checkpointing.notice_between(
+        elif "notice_step" in prev or diagnostics.notice_between(
             self.dir, prev["started"], _attempt_started()
         ):
             # The notice came (a supervisor noted it if the trainer could not), then the
@@ -327,7 +329,7 @@ class Ledger:
         if not self.enabled:
             return False
         data, _ = self._versioned().read()
-        if any((r.get("started") or 0) >= since - window_s for r in ledger_shape.records(data)):
+        if any((r.get("started") or 0) >= since - window_s for r in schema.records(data)):
             return False
         rec = self._new_record()
         rec.update(started=since, outcome="hang", exit_code=code, message=message, steps_lost=0)
@@ -335,7 +337,7 @@ class Ledger:
         self._write(force=True)
         return True
 
-    def close_start(self, since: float, code: int, message: str, reason: str) -> dict | None:
+    def close_start(self, since: float, code: int, message: str, reason: str) -> Record | None:
         """Closes, for its supervisor, the record of an attempt that took no step.
 
         The attempt began at ``since`` (its supervisor's start, the record's
@@ -348,7 +350,7 @@ class Ledger:
         if not self.enabled:
             return None
         data, _ = self._versioned().read()
-        self.records = ledger_shape.records(data)
+        self.records = schema.records(data)
         mine = [r for r in self.records if abs((r.get("started") or 0) - since) < 1e-3]
         if mine and mine[-1].get("outcome") != "running":
             return None
@@ -426,7 +428,7 @@ class Ledger:
 
     def end(
         self, code: int, message: str = "", notice: tuple[int, str] | None = None
-    ) -> dict | None:
+    ) -> Record | None:
         """Closes this attempt with its exit code; returns the record.
 
         ``notice``: (step, reason) of a notice it ends on, recorded as :meth:`notice`
@@ -442,18 +444,18 @@ class Ledger:
             rec = self.current
             if notice is not None:
                 self._note(*notice)
-            rec["outcome"] = preemption.outcome(code)
+            rec["outcome"] = exits.outcome(code)
             rec["exit_code"] = code
             if message:
                 rec["message"] = message
             # A clean exit saves at its last step; a NaN stop leaves the last good save.
-            clean = code in (preemption.OK, preemption.PREEMPTED)
+            clean = code in (exits.OK, exits.PREEMPTED)
             rec["steps_lost"] = 0 if clean else rec["last_step"] - rec["saved_step"]
             self._close_times(rec, time.time())
             self._write(force=True)
             return rec
 
-    def _close_times(self, rec: dict, ended: float) -> None:
+    def _close_times(self, rec: Record, ended: float) -> None:
         rec["ended"] = ended
         rec["seconds"] = round(ended - rec["started"], 2)
 

@@ -1,4 +1,4 @@
-"""The run and attempt labels (spottrain.bill_labels): one sanitiser, both platforms' rules."""
+"""The run and attempt labels (ledger.bill_labels): one sanitiser, both platforms' rules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from spottrain import bill_labels
+from spottrain.ledger import bill_labels
 
 # k8s.io/apimachinery pkg/util/validation/validation.go labelValueFmt, and the GCP
 # label rules (lowercase letters, digits, _ and -; 63 characters).

@@ -1,11 +1,12 @@
-"""Spent, lost and saved per attempt and per run (spottrain.trainer.attempt_cost), by table."""
+"""Spent, lost and saved per attempt and per run (spottrain.ledger.attempt_cost), by table."""
 
 from __future__ import annotations
 
 import pytest
 
+from spottrain import ledger
+from spottrain.ledger import attempt_cost
 from spottrain.pricing import Quote, Usage
-from spottrain.trainer import attempt_cost, ledger
 
 T4 = dict(location="us-central1", machine_type="n1-standard-8", gpu_type="nvidia-tesla-t4",
           gpu_count=1, platform="gce", usage_from="node")  # fmt: skip
@@ -202,7 +203,7 @@ def test_unpriced_records_have_no_run_figures():
 def test_the_ledger_records_usage_and_resume_and_writes_the_figures_into_attempts_json(
     tmp_path, monkeypatch
 ):
-    from spottrain import usage
+    from spottrain.ledger import usage
 
     monkeypatch.setenv(ledger.CAPACITY_ENV, "spot")
     monkeypatch.setenv(usage.USAGE_ENV, usage.env_value(**{**T4, "usage_from": "assumed"}))

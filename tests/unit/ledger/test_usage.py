@@ -1,4 +1,4 @@
-"""What each attempt ran on (spottrain.usage): node labels, Vertex pools, the env, bad values."""
+"""What each attempt ran on (ledger.usage): node labels, Vertex pools, the env, bad values."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from spottrain import usage
+from spottrain.ledger import usage
 from spottrain.pricing import Usage
 
 # A GKE GPU node as the API shows it
@@ -109,7 +109,7 @@ def test_the_env_round_trips_into_the_price_sources_usage():
     ],
 )
 def test_a_bad_env_value_is_one_line_naming_it_and_the_usage_is_unknown(raw, named, caplog):
-    with caplog.at_level(logging.WARNING, logger="spottrain.usage"):
+    with caplog.at_level(logging.WARNING, logger="spottrain.ledger.usage"):
         assert usage.from_env({usage.USAGE_ENV: raw}) == {}
     (line,) = [r.getMessage() for r in caplog.records]
     assert usage.USAGE_ENV in line and named in line and "\n" not in line

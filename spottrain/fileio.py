@@ -19,8 +19,8 @@ import logging
 import os
 import re
 
+from spottrain import exits
 from spottrain.storage import is_local
-from spottrain.trainer import preemption
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def storage_failure(e: BaseException, dirs: dict[str, str] | None = None):
 
     The one table: no space, a read-only or permission-denied destination, a file
     where a folder belongs (local OSError or TensorFlow's error) are
-    :class:`~spottrain.trainer.preemption.Unwritable` (64, not recorded in
+    :class:`~spottrain.exits.Unwritable` (64, not recorded in
     FATAL.json: a retry re-checks the dirs before any step); permission,
     credential, unsupported-scheme and missing-bucket errors on gs:// are fatal
     (64); the rest on gs:// (DNS, network, timeouts, 5xx) are retryable (172).
@@ -79,17 +79,13 @@ def storage_failure(e: BaseException, dirs: dict[str, str] | None = None):
         path, reason = unwritable
         where = f"{path!r}" if path else "a file"
         flag = _flag_of(path or text, dirs or {})
-        return preemption.Unwritable(
-            f"cannot write {where}{f' ({flag})' if flag else ''}: {reason}"
-        )
+        return exits.Unwritable(f"cannot write {where}{f' ({flag})' if flag else ''}: {reason}")
     if not is_tf or not any(m in text for m in _STORAGE_MARKERS):
         return None
     name = type(e).__name__
     if name in _FATAL_STORAGE_ERRORS:
-        return preemption.TrainerExit(preemption.FATAL_CONFIG, f"storage refused: {text[:300]}")
-    return preemption.TrainerExit(
-        preemption.UNAVAILABLE, f"storage unreachable ({name}): {text[:300]}"
-    )
+        return exits.TrainerExit(exits.FATAL_CONFIG, f"storage refused: {text[:300]}")
+    return exits.TrainerExit(exits.UNAVAILABLE, f"storage unreachable ({name}): {text[:300]}")
 
 
 def _flag_of(path: str, dirs: dict[str, str]) -> str:
@@ -235,3 +231,14 @@ def probe_writable(directory: str) -> None:
         os.remove(probe)
     else:
         gfile().remove(probe)
+
+
+def quarantine(checkpoint_dir: str, path: str, suffix: str = "") -> str:
+    """Moves the file ``path`` into ``<checkpoint_dir>/quarantine/`` (never deleted).
+
+    Returns:
+        Its new path: its name plus ``suffix``.
+    """
+    moved = join(checkpoint_dir, f"quarantine/{path.rsplit('/', 1)[-1]}{suffix}")
+    move(path, moved)
+    return moved

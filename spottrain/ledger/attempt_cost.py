@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from spottrain.ledger.schema import Record
 from spottrain.pricing import Quote, Usage
 
 log = logging.getLogger(__name__)
@@ -59,16 +60,16 @@ ON_DEMAND_KINDS = ("on-demand", "standard", "reservation", "flex-start")
 INTERRUPTED = ("preempted", "preempted_unsaved", "killed", "worker_lost", "hang")
 
 
-def kind(record: Mapping[str, Any]) -> str:
+def kind(record: Record) -> str:
     """The capacity kind an attempt ran on: its node's, else the compiled one."""
     return str(record.get("node_kind") or record.get("capacity") or "")
 
 
-def _machine_seconds(record: Mapping[str, Any]) -> float:
+def _machine_seconds(record: Record) -> float:
     return float(record.get("seconds") or 0) * int(record.get("workers") or 1)
 
 
-def _rates(record: Mapping[str, Any], price: Price | None, quotes: dict) -> tuple:
+def _rates(record: Record, price: Price | None, quotes: dict) -> tuple:
     """(paid, on_demand per machine-hour, currency, source, reason); ``None`` = unknown."""
     capacity = kind(record)
     if given := record.get(PRICES_GIVEN):
@@ -78,7 +79,7 @@ def _rates(record: Mapping[str, Any], price: Price | None, quotes: dict) -> tupl
         return None, None, "", "", why
     if price is None:
         return None, None, "", "", "no price source"
-    from spottrain.usage import as_usage
+    from spottrain.ledger.usage import as_usage
 
     usage = as_usage(record)
     if usage not in quotes:
@@ -113,9 +114,7 @@ def _given_rates(given: Mapping[str, float], capacity: str) -> tuple:
     return paid, od, "USD", FLAGS_SOURCE, reason
 
 
-def price_records(
-    records: Sequence[Mapping[str, Any]], price: Price | None
-) -> list[dict[str, Any]]:
+def price_records(records: Sequence[Record], price: Price | None) -> list[Record]:
     """Copies of ``records`` with their figures (or ``price_unknown``), in the same order."""
     quotes: dict = {}
     out = [{k: v for k, v in r.items() if k not in PRICED_FIELDS} for r in records]
@@ -160,7 +159,7 @@ def price_records(
     return out
 
 
-def _next(records: list[dict], i: int) -> int | None:
+def _next(records: list[Record], i: int) -> int | None:
     """Where the attempt that resumed after record ``i`` is (next started, not refused)."""
     started = records[i].get("started") or 0
     later = [
@@ -171,7 +170,7 @@ def _next(records: list[dict], i: int) -> int | None:
     return min(later, key=lambda j: records[j]["started"]) if later else None
 
 
-def _lost(rec: dict, nxt: dict | None, paid: float, next_paid: float | None) -> tuple | None:
+def _lost(rec: Record, nxt: Record | None, paid: float, next_paid: float | None) -> tuple | None:
     """``lost`` and its two parts' seconds, as fields and as the two unrounded seconds.
 
     ``None`` when the redone steps cannot be timed.
@@ -200,7 +199,7 @@ def _lost(rec: dict, nxt: dict | None, paid: float, next_paid: float | None) -> 
     return fields, redo, restart
 
 
-def run_totals(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def run_totals(records: Sequence[Record]) -> dict[str, Any]:
     """The run's figures: sums over attempts, only when every attempt is priced.
 
     A sum over some attempts would read as the run's: one attempt without a price

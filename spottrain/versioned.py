@@ -21,8 +21,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from spottrain import storage
-from spottrain.trainer import fileio
+from spottrain import fileio, storage
 
 
 class _LocalStore:

@@ -1,0 +1,152 @@
+"""The ledger's one record type, and whether a ledger read back has it.
+
+:class:`Record` is every field an attempt's record may hold (docs/checkpoints.md's
+table, tested against it): the engine writes it, the outputs, the launchers and the
+pages read it, all through :mod:`spottrain.ledger`. On disk it stays plain JSON in a
+bucket, so anyone (a hand edit, another tool, an older bug) can leave valid JSON of
+another shape there. The code that merges and closes records does arithmetic on
+some fields (:data:`COMPUTED`), so a wrong shape is found here, once, and treated as
+unreadable: ``Ledger.begin`` moves it to quarantine/ (:func:`set_aside`), as it does
+a file that is not JSON, instead of an AttributeError on every retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import typing
+from typing import Any, TypedDict
+
+from spottrain import fileio
+
+log = logging.getLogger(__name__)
+
+
+class Record(TypedDict, total=False):
+    """One attempt: who, steps, events, ending, what it ran on, and figures."""
+
+    # Who: ids, and its capacity kind when the pipeline knew it.
+    id: str
+    attempt: int
+    workers: int
+    capacity: str
+    # Its steps.
+    start_step: int
+    last_step: int
+    saved_step: int
+    saved_step_seen_by_next_attempt: bool
+    steps_lost: int
+    steps_lost_is_lower_bound: bool
+    # Its events, in epoch seconds.
+    started: float
+    updated: float
+    resumed_at: float
+    notice_at: float
+    notice_step: int
+    notice_reason: str
+    ended: float
+    seconds: float
+    # How it ended (exit_code is null for an attempt killed outright).
+    outcome: str
+    exit_code: int | None
+    message: str
+    previous_ledger_quarantined: str
+    # What one machine of it was, where that was learnt (usage.FIELDS), where its
+    # pods ran (the JobSet launcher's annotate) and the bill's join keys.
+    location: str
+    machine_type: str
+    gpu_type: str
+    gpu_count: int
+    platform: str
+    usage_from: str
+    node: str
+    node_kind: str
+    disruption: str
+    gang: str
+    pods: list[dict[str, Any]]
+    pod_exit_codes: dict[str, int | None]
+    bill_labels: dict[str, str]
+    # Its figures (attempt_cost), and the prices the user gave the trainer.
+    prices_given: dict[str, float]
+    spent: float
+    saved: float
+    lost: float
+    lost_redo_seconds: float
+    lost_restart_seconds: float
+    lost_unknown: str
+    currency: str
+    price_source: str
+    price_unknown: str
+    price_per_hour: float
+    on_demand_price_per_hour: float
+
+
+FIELDS = tuple(Record.__annotations__)
+# The fields the engine computes with: checked on every read (a number may be null,
+# e.g. a killed attempt's exit code, or a figure not known).
+COMPUTED = """started ended updated resumed_at notice_at seconds attempt workers start_step
+    last_step saved_step notice_step steps_lost exit_code spent saved lost price_per_hour
+    on_demand_price_per_hour id outcome capacity currency node_kind message
+    prices_given""".split()
+_NUMBER = (int, float)
+
+
+def _kinds(hint: Any) -> tuple[type, ...]:
+    """The JSON types a field of ``hint`` may be read back as."""
+    if hint in (int, float) or typing.get_args(hint)[:1] == (int,):
+        return (*_NUMBER, type(None))
+    return (typing.get_origin(hint) or hint,)
+
+
+FIELD_TYPES = {f: _kinds(h) for f, h in typing.get_type_hints(Record).items() if f in COMPUTED}
+
+
+def undeclared(records: list[dict]) -> list[str]:
+    """The fields of ``records`` that :class:`Record` does not declare (tests keep it none)."""
+    return sorted({k for rec in records for k in rec} - set(FIELDS))
+
+
+def problem(data: object) -> str | None:
+    """Why parsed ledger JSON ``data`` is not a ledger; ``None`` when it is one.
+
+    ``None`` (no file) is a ledger with no records.
+    """
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    records = data.get("attempts", [])
+    if not isinstance(records, list):
+        return f'"attempts" is a {type(records).__name__}, not a list'
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            return f"record {i + 1} is a {type(rec).__name__}, not an object"
+        # Every writer sets it; closing a silent attempt and its cost count from it.
+        if not isinstance(rec.get("started"), _NUMBER):
+            return f'record {i + 1} has no number "started"'
+        for field, kinds in FIELD_TYPES.items():
+            if field in rec and not isinstance(rec[field], kinds):
+                return f"record {i + 1}'s {field!r} is {rec[field]!r}"
+    return None
+
+
+def records(data: object) -> list[dict]:
+    """The records of parsed ledger JSON ``data``; none when it is not a ledger."""
+    if problem(data) is not None:
+        return []
+    return list((data or {}).get("attempts", []))
+
+
+def set_aside(checkpoint_dir: str, path: str, why: str) -> str | None:
+    """Moves an unreadable ledger aside (a crash mid-write) instead of overwriting it.
+
+    Returns:
+        Where it went, or ``None`` when it could not be moved.
+    """
+    try:
+        moved = fileio.quarantine(checkpoint_dir, path, f".{int(time.time())}")
+    except Exception as e:  # noqa: BLE001 - the ledger must never stop training
+        log.warning("could not move the unreadable ledger %s aside: %s", path, e)
+        return None
+    log.warning("the attempt ledger was unreadable (%s): moved to %s, a new one starts", why, moved)
+    return moved
