@@ -68,7 +68,7 @@ def components() -> dict[str, object]:
 def pipelines() -> dict[str, Callable[[], object]]:
     """The default pipeline builds by file name (built lazily: GCPC imports are slow)."""
     from spottrain import placement
-    from spottrain.pipelines import gke, gke_job, vertex
+    from spottrain.pipelines import gke, gke_jobset, vertex
 
     builds: dict[str, Callable[[], object]] = {}
     for pool in placement.SPOT_POOLS:
@@ -77,7 +77,7 @@ def pipelines() -> dict[str, Callable[[], object]]:
         builds[gke_yaml(pool, fallback=True)] = lambda spot=spot: gke.build(
             spot, fallback=placement.ON_DEMAND_PLACEMENT
         )
-        builds[gke_yaml(pool, engine="job")] = lambda spot=spot: gke_job.build(spot)
+        builds[gke_yaml(pool, engine="job")] = lambda spot=spot: gke_jobset.build(spot)
     builds[VERTEX_YAML] = lambda: vertex.build()
     builds[VERTEX_FALLBACK_YAML] = lambda: vertex.build(vertex.VertexTraining(fallback="STANDARD"))
     return builds

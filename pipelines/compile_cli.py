@@ -261,9 +261,9 @@ def _custom_pipeline(args, placement, guards):
             "the class moves pods to on-demand itself, so it needs no fall-back variant)"
         )
     if args.target == "gke-job":
-        from spottrain.pipelines import gke_job
+        from spottrain.pipelines import gke_jobset
 
-        return gke_job.build(train_placement, run_timeout=args.run_timeout)
+        return gke_jobset.build(train_placement, run_timeout=args.run_timeout)
     fallback = None
     if args.target == "gke-fallback":
         fallback = placement.ON_DEMAND_PLACEMENT.with_(

@@ -1,6 +1,6 @@
 """A stand-in for one Kubernetes node's pod network, to run Indexed Job pods as processes.
 
-What a GKE Job pod has, and how it is reproduced here (root, ``unshare``,
+What a GKE JobSet pod has, and how it is reproduced here (root, ``unshare``,
 ``nsenter`` and iproute2's ``ip``; no container runtime, no kubelet):
 
 * **its own network namespace and IP**, held by a sleeping process as the

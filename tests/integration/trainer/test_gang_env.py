@@ -1,7 +1,7 @@
 """TF_CONFIG derived from the GKE Indexed Job's pod env (spottrain.trainer.distribution), fast.
 
 The pod side for real (PID 1, own network namespaces, SIGTERM/SIGKILL) is in
-tests/system/gke/test_platform_gke_job.py.
+tests/system/gke/test_platform_gke_jobset.py.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """``python -m spottrain.trainer.task``'s supervisor as a container's main process (PID 1), fast.
 
-In a GKE Job pod the supervisor is PID 1: the kernel drops signals PID 1 has no
+In a GKE JobSet pod the supervisor is PID 1: the kernel drops signals PID 1 has no
 handler for, orphans of the namespace become its children, and its exit code
 is the container's. The supervised child here is a small script (no
-TensorFlow); the real trainer as PID 1 is in tests/system/gke/test_platform_gke_job.py.
+TensorFlow); the real trainer as PID 1 is in tests/system/gke/test_platform_gke_jobset.py.
 """
 
 from __future__ import annotations

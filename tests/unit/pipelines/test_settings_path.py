@@ -19,7 +19,7 @@ from spottrain.runtime.train_settings import DEFAULT_SETTINGS, HELP, TrainSettin
 from spottrain.trainer import config
 
 ROOT = Path(__file__).resolve().parents[3]
-PIPELINES = ["pipelines/gke.py", "pipelines/gke_job.py", "pipelines/vertex.py"]
+PIPELINES = ["pipelines/gke.py", "pipelines/gke_jobset.py", "pipelines/vertex.py"]
 COMPONENTS = [f"components/{n}/component.py" for n in ("train", "train_job", "profile")]
 RUNTIME = [
     "spottrain/runtime/train.py",
