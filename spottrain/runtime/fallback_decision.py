@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from spottrain.runtime.fallback_words import CANCELLED, COMPLETED, FATAL, RESUME
+from spottrain.runtime.fallback_words import RESUME, settled
 from spottrain.runtime.training_status import training_status
 
 log = logging.getLogger(__name__)
@@ -42,13 +42,7 @@ def decide(state: str, progress: str) -> str:
         One of ``fallback_words.DECISIONS``: ``RESUME``, ``COMPLETED``, ``FATAL`` or
         ``CANCELLED``.
     """
-    if progress == COMPLETED:
-        return COMPLETED
-    if progress == FATAL:
-        return FATAL  # a config/NaN error fails on-demand as well: do not pay for it
-    if state.upper() in ("CANCELED", "CANCELLED"):
-        return CANCELLED
-    return RESUME
+    return settled(progress, cancelled=state.upper() in ("CANCELED", "CANCELLED")) or RESUME
 
 
 def decide_component(status: Mapping[str, Any], checkpoint_dir: str, train_steps: int) -> str:

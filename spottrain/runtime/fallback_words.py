@@ -17,3 +17,24 @@ STATUSES = (COMPLETED, INCOMPLETE, FATAL)
 RESUME = "resume"
 CANCELLED = "cancelled"  # someone cancelled the run or the job: their wish, not a failure
 DECISIONS = (RESUME, COMPLETED, FATAL, CANCELLED)
+
+
+def settled(progress: str, cancelled: bool) -> str | None:
+    """The ending both fall-backs reach before any capacity is chosen; ``None``: none.
+
+    The checkpoint dir decides first: a run at ``train_steps`` is complete and one that
+    left FATAL.json fails on any VM, so neither pays for on-demand. Then a user's
+    cancel is honoured. GKE's ``fallback_decision`` resumes otherwise; the Vertex
+    launcher chooses the next job's strategy.
+
+    Args:
+        progress: One of :data:`STATUSES` (``training_status`` of the checkpoint dir).
+        cancelled: Someone cancelled the run or the job.
+    """
+    if progress == COMPLETED:
+        return COMPLETED
+    if progress == FATAL:
+        return FATAL
+    if cancelled:
+        return CANCELLED
+    return None

@@ -39,7 +39,14 @@ from dataclasses import dataclass, field
 from spottrain import exits
 from spottrain.ledger import CAPACITY_ENV, bill_labels, usage
 from spottrain.runtime import vertex_regions
-from spottrain.runtime.fallback_words import CANCELLED, COMPLETED, FATAL, INCOMPLETE, RESUME
+from spottrain.runtime.fallback_words import (
+    CANCELLED,
+    COMPLETED,
+    FATAL,
+    INCOMPLETE,
+    RESUME,
+    settled,
+)
 
 log = logging.getLogger(__name__)
 
@@ -115,12 +122,11 @@ def decide(plan: Plan, attempts: Sequence[Attempt], progress: str) -> str:
         strategy of the next job (logged as ``resume on <strategy>``).
     """
     last = attempts[-1]
-    if last.state == SUCCEEDED or progress == COMPLETED:
+    if last.state == SUCCEEDED:
         return COMPLETED
-    if progress == FATAL:
-        return FATAL  # the trainer wrote FATAL.json: standard VMs fail the same way
-    if last.state in CANCELLED_STATES:
-        return CANCELLED  # someone cancelled the job (ours are cancelled only on SIGTERM)
+    # Ours are cancelled only on SIGTERM: a cancelled job is someone's wish.
+    if ending := settled(progress, cancelled=last.state in CANCELLED_STATES):
+        return ending
     firsts = sum(a.strategy == plan.first for a in attempts)
     if last.strategy == plan.first and last.progressed and firsts < plan.first_attempts:
         return plan.first

@@ -6,11 +6,19 @@ The launcher (:mod:`.launcher`) observes the JobSet, its pods and its own clock
 ``maxRestarts``) is not repeated here: this is only what stays ours (issue 30,
 items 2-3): creating the JobSet, saying why it waits, the capacity deadline, falling
 back from a plain spot pool to on-demand, SIGTERM, and the exit code.
+
+Its inputs are three: what one look saw (:class:`Seen`), what the launcher did and
+said before (:class:`Memory`, changed only by :meth:`Memory.after`) and its settings
+(:class:`Settings`). The move to on-demand is decisions like the others: ``FALL_BACK``
+creates the next gang suspended, ``FINISH_MOVE`` deletes the earlier one on every
+look until it is gone (forcibly, for pods whose node does not answer), ``RESUME``
+starts the next gang.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from spottrain import exits
 
@@ -26,20 +34,29 @@ START_FAILURE_SECONDS = 180.0
 # have killed it by then, so its node does not answer.
 UNANSWERED_AFTER = 60.0
 
-WAIT, CREATE, REPORT, FALL_BACK, DELETE_AND_EXIT, EXIT, FORCE_DELETE = (
+WAIT, CREATE, REPORT, FALL_BACK, FINISH_MOVE, RESUME, DELETE_AND_EXIT, EXIT, FORCE_DELETE = (
     "wait",
     "create",
     "report",
     "fall_back",
+    "finish_move",
+    "resume",
     "delete_and_exit",
     "exit",
     "force_delete",
 )
+# What a REPORT settles (Action.said): each line is said once per gang.
+SAID_DELETING, SAID_START_FAILURE, SAID_UNSCHEDULABLE, SAID_RESTARTS = (
+    "deleting",
+    "start_failure",
+    "unschedulable",
+    "restarts",
+)
 
 
 @dataclass(frozen=True)
-class Observed:
-    """What the launcher saw in one look.
+class Seen:
+    """What the launcher saw in one look (:func:`.observe.observe`).
 
     Attributes:
         state: The JobSet: ``missing``, ``running``, ``completed``, ``failed``,
@@ -48,24 +65,21 @@ class Observed:
         restarts: ``status.restarts``.
         restarts_counted: ``status.restartsCountTowardsMax``.
         max_restarts: ``spec.failurePolicy.maxRestarts``.
-        restarts_said: The ``restarts`` the last progress line gave.
         unschedulable_seconds: How long the longest-waiting pod has been
             Pending/Unschedulable (None: none is).
-        unschedulable_said: Whether that wait was already said.
         selector: What the pods select (a ComputeClass or node labels), for the line.
-        capacity_deadline: Seconds of Unschedulable after which the capacity is given up.
-        deadline: Seconds the whole run may take (None: no limit).
         age_seconds: How long the run has taken (from its first JobSet's creation).
-        can_fall_back: A plain spot pool with an on-demand pool to move to, not used yet.
         start_failure: A pod that cannot start: ``"pod <name>: <reason> (<message>)"``.
         start_failure_seconds: How long it has not started (first seen by the launcher).
         start_failure_final: Its command could not run at all (no use waiting).
-        start_deadline: Seconds a pod may be unable to start before the run ends.
         deleting_seconds: How long the JobSet has been being deleted.
-        deleting_said: Whether that wait was already said.
         stuck_pods: Its pods still being deleted, for the line.
-        unanswered: Pods still terminating ``unanswered_after`` seconds past their
-            grace, as ``(pod, node)``: their kubelet does not answer.
+        unanswered: Pods still terminating ``Settings.unanswered_after`` seconds past
+            their grace, as ``(pod, node)``: their kubelet does not answer.
+        suspended: ``spec.suspend`` (a move creates the next gang suspended).
+        earlier: A move's earlier gangs whose JobSets (ours) are still there.
+        earlier_unanswered: Their pods whose node does not answer, as ``unanswered``.
+        moving_seconds: How long the oldest of them has been being deleted.
         sigterm: The launcher received SIGTERM.
         own_pod_disrupted: The launcher's own pod is being disrupted (its node is
             going): the gang runs on and the launcher's retry re-attaches.
@@ -77,34 +91,47 @@ class Observed:
     restarts: int = 0
     restarts_counted: int = 0
     max_restarts: int = 0
-    restarts_said: int = 0
     unschedulable_seconds: float | None = None
-    unschedulable_said: bool = False
     selector: str = ""
-    capacity_deadline: float = 3600.0
-    deadline: float | None = None
     age_seconds: float = 0.0
-    can_fall_back: bool = False
     start_failure: str = ""
     start_failure_seconds: float = 0.0
     start_failure_final: bool = False
-    start_failure_said: bool = False
-    start_deadline: float = START_FAILURE_SECONDS
     deleting_seconds: float = 0.0
-    deleting_said: bool = False
     stuck_pods: tuple[str, ...] = ()
     unanswered: tuple[tuple[str, str], ...] = ()
-    unanswered_after: float = UNANSWERED_AFTER
+    suspended: bool = False
+    earlier: tuple[str, ...] = ()
+    earlier_unanswered: tuple[tuple[str, str], ...] = ()
+    moving_seconds: float = 0.0
     sigterm: bool = False
     own_pod_disrupted: bool = False
     held_by: str = ""
 
 
 @dataclass(frozen=True)
+class Settings:
+    """The launcher's settings: fixed for the run.
+
+    Attributes:
+        capacity_deadline: Seconds of Unschedulable after which the capacity is given up.
+        deadline: Seconds the whole run may take (None: no limit).
+        start_deadline: Seconds a pod may be unable to start before the run ends.
+        unanswered_after: Seconds past its grace a pod may still be terminating before
+            its node is taken as not answering.
+    """
+
+    capacity_deadline: float = 3600.0
+    deadline: float | None = None
+    start_deadline: float = START_FAILURE_SECONDS
+    unanswered_after: float = UNANSWERED_AFTER
+
+
+@dataclass(frozen=True)
 class Action:
     """What to do: ``kind``, the line to print (empty: none), the exit code to end with.
 
-    A ``REPORT`` names in ``said`` which of ``Observed``'s ``*_said`` it settles.
+    A ``REPORT`` names in ``said`` the line it says (one of the ``SAID_*``).
     """
 
     kind: str
@@ -113,8 +140,40 @@ class Action:
     said: str = ""
 
 
-def decide(o: Observed) -> Action:
-    """The one action for ``o``; the first rule that applies wins."""
+@dataclass(frozen=True)
+class Memory:
+    """What the launcher did and said, from look to look; only :meth:`after` changes it.
+
+    Attributes:
+        said: The ``SAID_*`` lines said of this gang.
+        restarts_said: The ``restarts`` the last progress line gave.
+        moves_left: Gangs after this one to move to (the on-demand one).
+        moved: This gang is one a move made, not yet resumed.
+    """
+
+    said: frozenset[str] = frozenset()
+    restarts_said: int = 0
+    moves_left: int = 0
+    moved: bool = False
+
+    def after(self, action: Action, seen: Seen) -> Memory:
+        """This memory once ``action``, decided on ``seen``, is done."""
+        if action.kind == REPORT and action.said == SAID_RESTARTS:
+            return replace(self, restarts_said=seen.restarts)
+        if action.kind == REPORT:
+            return replace(self, said=self.said | {action.said})
+        if action.kind == FALL_BACK:
+            # A new gang: nothing said of it yet.
+            return Memory(moves_left=self.moves_left - 1, moved=True)
+        if action.kind == RESUME:
+            return replace(self, moved=False)
+        return self
+
+
+Rule = Callable[[Seen, Memory, Settings], "Action | None"]
+
+
+def _not_ours(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     if o.state == "foreign":
         # Never touched, SIGTERM or not: it is somebody else's.
         return Action(
@@ -132,6 +191,10 @@ def decide(o: Observed) -> Action:
             "leaving the gang to it",
             exits.PREEMPTED,
         )
+    return None
+
+
+def _unanswered(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     if o.unanswered and not o.sigterm:
         # A pod whose node stopped answering never ends: the JobSet's restart (and a
         # foreground deletion) waits for it for ever (kubernetes-sigs/jobset#576).
@@ -139,9 +202,13 @@ def decide(o: Observed) -> Action:
         pods = ", ".join(f"{pod} (node {node})" for pod, node in o.unanswered)
         return Action(
             FORCE_DELETE,
-            f"still terminating {o.unanswered_after:.0f} s past their grace: {pods}; their "
-            "node does not answer: deleting them forcibly so that the gang can restart",
+            f"still terminating {settings.unanswered_after:.0f} s past their grace: {pods}; "
+            "their node does not answer: deleting them forcibly so that the gang can restart",
         )
+    return None
+
+
+def _sigterm(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     if o.sigterm and o.own_pod_disrupted:
         return Action(
             EXIT,
@@ -151,38 +218,74 @@ def decide(o: Observed) -> Action:
         )
     if o.sigterm:
         return Action(DELETE_AND_EXIT, "SIGTERM: deleting the JobSet", exits.PREEMPTED)
-    if o.state == "deleting":
-        stuck = f" (pods still ending: {', '.join(o.stuck_pods)})" if o.stuck_pods else ""
-        if o.deleting_seconds >= DELETING_DEADLINE:
-            return Action(
-                EXIT,
-                f"the JobSet is still being deleted after {o.deleting_seconds:.0f} s{stuck}: "
-                "a node that stopped answering keeps its pods; a retry tries again",
-                exits.UNAVAILABLE,
-            )
-        if not o.deleting_said:
-            return Action(
-                REPORT, f"waiting for an earlier JobSet of this name to go{stuck}", said="deleting"
-            )
-        return Action(WAIT)
+    return None
+
+
+def _moving(o: Seen, memory: Memory, settings: Settings) -> Action | None:
+    if not o.earlier:
+        return None
+    # A move under way: the earlier gang's JobSet goes before this one starts, so the
+    # two never hold GPUs (or write the checkpoint dir) at once.
+    if o.moving_seconds >= DELETING_DEADLINE:
+        return Action(
+            EXIT,
+            f"JobSet(s) {', '.join(o.earlier)} still being deleted after "
+            f"{o.moving_seconds:.0f} s: not starting the next gang beside them",
+            exits.UNAVAILABLE,
+        )
+    pods = ", ".join(f"{pod} (node {node})" for pod, node in o.earlier_unanswered)
+    line = f"pod(s) {pods} of JobSet {', '.join(o.earlier)} do not end: deleting them forcibly"
+    return Action(FINISH_MOVE, line if pods else "")
+
+
+def _deleting(o: Seen, memory: Memory, settings: Settings) -> Action | None:
+    if o.state != "deleting":
+        return None
+    stuck = f" (pods still ending: {', '.join(o.stuck_pods)})" if o.stuck_pods else ""
+    if o.deleting_seconds >= DELETING_DEADLINE:
+        return Action(
+            EXIT,
+            f"the JobSet is still being deleted after {o.deleting_seconds:.0f} s{stuck}: "
+            "a node that stopped answering keeps its pods; a retry tries again",
+            exits.UNAVAILABLE,
+        )
+    if SAID_DELETING not in memory.said:
+        line = f"waiting for an earlier JobSet of this name to go{stuck}"
+        return Action(REPORT, line, said=SAID_DELETING)
+    return Action(WAIT)
+
+
+def _start(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     if o.state == "missing":
         return Action(CREATE)
+    if memory.moved and o.suspended:
+        return Action(RESUME)
+    return None
+
+
+def _ended(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     if o.state == "completed":
         return Action(EXIT, "JobSet Completed", exits.OK)
-    if o.state == "failed":
-        code = exits.UNAVAILABLE if o.exit_code is None else o.exit_code
-        if exits.is_retryable(code) and o.can_fall_back:
-            return Action(
-                FALL_BACK,
-                f"spot used up its {o.max_restarts} restart(s) (last exit {code}): "
-                "moving to on-demand from the same checkpoint dir",
-            )
-        line = f"JobSet Failed: {exits.describe(code)} (exit {code})"
-        if exits.is_retryable(code):
-            # Deleted, so that KFP's retry of this task creates a fresh one.
-            return Action(DELETE_AND_EXIT, line + "; deleting it for the retry", code)
-        return Action(EXIT, line + "; kept for inspection", code)
-    if o.start_failure and (o.start_failure_final or o.start_failure_seconds >= o.start_deadline):
+    if o.state != "failed":
+        return None
+    code = exits.UNAVAILABLE if o.exit_code is None else o.exit_code
+    if exits.is_retryable(code) and memory.moves_left > 0:
+        return Action(
+            FALL_BACK,
+            f"spot used up its {o.max_restarts} restart(s) (last exit {code}): "
+            "moving to on-demand from the same checkpoint dir",
+        )
+    line = f"JobSet Failed: {exits.describe(code)} (exit {code})"
+    if exits.is_retryable(code):
+        # Deleted, so that KFP's retry of this task creates a fresh one.
+        return Action(DELETE_AND_EXIT, line + "; deleting it for the retry", code)
+    return Action(EXIT, line + "; kept for inspection", code)
+
+
+def _cannot_start(o: Seen, memory: Memory, settings: Settings) -> Action | None:
+    if not o.start_failure:
+        return None
+    if o.start_failure_final or o.start_failure_seconds >= settings.start_deadline:
         waited = "" if o.start_failure_final else f" for {o.start_failure_seconds:.0f} s"
         return Action(
             DELETE_AND_EXIT,
@@ -190,46 +293,74 @@ def decide(o: Observed) -> Action:
             "checkpoints are kept); deleting the JobSet",
             exits.FATAL_CONFIG,
         )
-    if o.start_failure and not o.start_failure_said:
+    if SAID_START_FAILURE not in memory.said:
         return Action(
             REPORT,
             f"{o.start_failure} cannot start yet (the run ends if it still cannot in "
-            f"{o.start_deadline:.0f} s)",
-            said="start_failure",
+            f"{settings.start_deadline:.0f} s)",
+            said=SAID_START_FAILURE,
         )
-    if o.deadline is not None and o.age_seconds >= o.deadline:
+    return None
+
+
+def _deadline(o: Seen, memory: Memory, settings: Settings) -> Action | None:
+    if settings.deadline is not None and o.age_seconds >= settings.deadline:
         # Another attempt would only pass it again.
         return Action(
             DELETE_AND_EXIT,
-            f"the run passed its deadline ({o.deadline:.0f} s) after {o.age_seconds:.0f} s "
-            "before finishing: deleting the JobSet",
+            f"the run passed its deadline ({settings.deadline:.0f} s) after "
+            f"{o.age_seconds:.0f} s before finishing: deleting the JobSet",
             exits.FATAL_CONFIG,
         )
+    return None
+
+
+def _capacity(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     waited = o.unschedulable_seconds
-    if waited is not None and waited >= o.capacity_deadline:
-        if o.can_fall_back:
-            return Action(
-                FALL_BACK,
-                f"no spot capacity for {waited:.0f} s ({o.selector}): moving to on-demand",
-            )
+    if waited is None:
+        return None
+    if waited >= settings.capacity_deadline and memory.moves_left > 0:
+        return Action(
+            FALL_BACK, f"no spot capacity for {waited:.0f} s ({o.selector}): moving to on-demand"
+        )
+    if waited >= settings.capacity_deadline:
         return Action(
             DELETE_AND_EXIT,
             f"no capacity for {waited:.0f} s ({o.selector}), the capacity deadline "
-            f"({o.capacity_deadline:.0f} s): deleting the JobSet",
+            f"({settings.capacity_deadline:.0f} s): deleting the JobSet",
             exits.UNAVAILABLE,
         )
-    if waited is not None and waited >= SAY_UNSCHEDULABLE_AFTER and not o.unschedulable_said:
+    if waited >= SAY_UNSCHEDULABLE_AFTER and SAID_UNSCHEDULABLE not in memory.said:
         return Action(
             REPORT,
             f"pods Pending/Unschedulable for {waited:.0f} s: nothing fits {o.selector} "
             "(a ComputeClass or node pool name, or no capacity)",
-            said="unschedulable",
+            said=SAID_UNSCHEDULABLE,
         )
-    if o.restarts > o.restarts_said:
+    return None
+
+
+def _progress(o: Seen, memory: Memory, settings: Settings) -> Action | None:
+    if o.restarts > memory.restarts_said:
         return Action(
             REPORT,
             f"gang restarted ({o.restarts} restart(s), {o.restarts_counted} of "
             f"{o.max_restarts} counted)",
-            said="restarts",
+            said=SAID_RESTARTS,
         )
+    return None
+
+
+# In order: the first rule that returns an action wins.
+RULES: tuple[Rule, ...] = (
+    _not_ours, _unanswered, _sigterm, _moving, _deleting, _start, _ended, _cannot_start,
+    _deadline, _capacity, _progress,
+)  # fmt: skip
+
+
+def decide(o: Seen, memory: Memory, settings: Settings) -> Action:
+    """The one action for the look ``o``: the first of :data:`RULES` that has one."""
+    for rule in RULES:
+        if (action := rule(o, memory, settings)) is not None:
+            return action
     return Action(WAIT)

@@ -29,9 +29,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from spottrain import exits
 from spottrain.runtime.train_job import attempts, status
 from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import jobset as js
@@ -43,13 +42,11 @@ from spottrain.runtime.train_job.observe import (
     HOLDER_ANNOTATION,
     JOBSET_NAME_LABEL,
     RUN_STARTED_ANNOTATION,
-    Memory,
     generation,
     is_ours,
     observe,
     run_started,
     start_failures,
-    unanswered,
 )
 
 log = logging.getLogger(__name__)
@@ -134,10 +131,11 @@ class JobSetLauncher:
         self.own_pod_disrupted = own_pod_disrupted
         self.say = say
         self.stop = threading.Event()
-        self.memory = Memory(
+        self.settings = d.Settings(
             capacity_deadline=capacity_deadline, deadline=deadline,
             start_deadline=start_deadline, unanswered_after=unanswered_after,
         )  # fmt: skip
+        self.memory = d.Memory(moves_left=len(self.sets) - 1)
         self.attempts: dict[str, PodAttempt] = {}
         self.run_started: float | None = None
         self._nodes: dict[str, dict | None] = {}
@@ -157,12 +155,11 @@ class JobSetLauncher:
         """
         self.kube.check_api()
         self.current = self._reattach_point()
-        if self.current:
-            self._finish_move()
+        # Re-attached to a gang a move made: the move is finished from the looks on.
+        self.memory = d.Memory(moves_left=len(self.sets) - 1 - self.current, moved=self.current > 0)
         first = True
         while True:
-            self.memory = replace(self.memory, can_fall_back=self.current < len(self.sets) - 1)
-            jobset, pods = self._look()
+            jobset, pods, earlier = self._look()
             if first:
                 jobset = self._claim(jobset)
             self._note(pods)
@@ -173,9 +170,10 @@ class JobSetLauncher:
                 self.run_started = run_started(jobset)
             sigterm = self.stop.is_set()
             seen = observe(
-                jobset, pods, now=now, ours=ours(self.ws), memory=self.memory, starts=self._starts,
-                sigterm=sigterm, own_pod_disrupted=sigterm and self.own_pod_disrupted(),
-                holder=self.holder,
+                jobset, pods, now=now, ours=ours(self.ws), settings=self.settings,
+                starts=self._starts, sigterm=sigterm,
+                own_pod_disrupted=sigterm and self.own_pod_disrupted(), holder=self.holder,
+                earlier=earlier,
             )  # fmt: skip
             if first and seen.state not in ("missing", "foreign"):
                 self._say(
@@ -183,15 +181,10 @@ class JobSetLauncher:
                     f"restart(s), {seen.restarts_counted} of {seen.max_restarts} counted)"
                 )
             first = False
-            action = d.decide(seen)
+            action = d.decide(seen, self.memory, self.settings)
             if action.line:
                 self._say(action.line)
-            if action.kind == d.CREATE:
-                self._create()
-                continue
-            if action.kind == d.REPORT:
-                self.memory = _said(self.memory, action.said, seen)
-            elif action.kind in (d.EXIT, d.DELETE_AND_EXIT):
+            if action.kind in (d.EXIT, d.DELETE_AND_EXIT):
                 if action.kind == d.DELETE_AND_EXIT and jobset is not None:
                     if not self._delete_as_seen(jobset):
                         continue  # changed since this look (claimed?): look again
@@ -207,18 +200,42 @@ class JobSetLauncher:
                         self.attempts.values(), key=lambda a: (a.started or 0, a.index or 0)
                     ),
                 )
-            elif action.kind == d.FORCE_DELETE:
-                self._force_delete(pods, seen.unanswered)
-            elif action.kind == d.FALL_BACK:
-                self._move()
-                continue
-            self.stop.wait(self.poll_seconds)
+            self._act(action, pods, seen, earlier)
+            self.memory = self.memory.after(action, seen)
+            if action.kind not in (d.CREATE, d.FALL_BACK, d.RESUME):
+                self.stop.wait(self.poll_seconds)
 
-    def _look(self) -> tuple[dict | None, list[dict]]:
-        """The JobSet and its pods (``Kube`` waits out an API blip; the gang runs on)."""
+    def _act(self, action: d.Action, pods: list[dict], seen: d.Seen, earlier: dict) -> None:
+        """Does ``action`` (not an ending: :meth:`run` returns those)."""
+        if action.kind == d.CREATE:
+            self._create(suspended=self.memory.moved)
+        elif action.kind == d.FORCE_DELETE:
+            self._force_delete(pods, seen.unanswered)
+        elif action.kind == d.FALL_BACK:
+            # The next gang made suspended (no pods); the looks after finish the move.
+            self.current += 1
+            self._create(suspended=True)
+        elif action.kind == d.FINISH_MOVE:
+            for name, (_, their_pods) in earlier.items():
+                self.kube.delete_jobset(name)  # again on each look: idempotent
+                self._force_delete(their_pods, seen.earlier_unanswered)
+        elif action.kind == d.RESUME:
+            self.kube.resume_jobset(self.ws.name)
+            self._say(f"moved to JobSet {self.ws.name} ({self.ws.placement.pool})")
+
+    def _look(self) -> tuple[dict | None, list[dict], dict[str, tuple[dict, list[dict]]]]:
+        """The JobSet, its pods, and a move's earlier gangs still there with theirs.
+
+        ``Kube`` waits out an API blip; the gang runs on.
+        """
         jobset = self.kube.read_jobset(self.ws.name)
         pods = self.kube.list_pods({JOBSET_NAME_LABEL: self.ws.name}) if jobset else []
-        return jobset, pods
+        earlier = {}
+        for ws in self.sets[: self.current]:
+            found = self.kube.read_jobset(ws.name)
+            if found is not None and is_ours(found, ours(ws)):
+                earlier[ws.name] = (found, self.kube.list_pods({JOBSET_NAME_LABEL: ws.name}))
+        return jobset, pods, earlier
 
     def _claim(self, jobset: dict | None) -> dict | None:
         """Names this launcher on a JobSet of ours it re-attaches to (the newest wins)."""
@@ -262,55 +279,10 @@ class JobSetLauncher:
                 return i
         return 0
 
-    def _move(self) -> None:
-        """To the next gang: created suspended, the current one deleted, then resumed."""
-        manifest = js.jobset(self.sets[self.current + 1])
-        manifest["spec"]["suspend"] = True
-        self.current += 1
-        self._create(manifest)
-        # A new JobSet: nothing said of it yet.
-        self.memory = replace(
-            self.memory, restarts_said=0, unschedulable_said=False, deleting_said=False,
-            start_failure_said=False,
-        )  # fmt: skip
-        self._finish_move()
-
-    def _finish_move(self) -> None:
-        """Deletes the earlier gangs' JobSets, waits until they are gone, resumes this one.
-
-        A pod on a node that stopped answering (a reclaimed spot VM) never ends by
-        itself and would hold the foreground deletion: it is deleted forcibly, as in
-        the run loop.
-        """
-        started = self.clock()
-        while True:
-            left = [
-                ws.name
-                for ws in self.sets[: self.current]
-                if (found := self.kube.read_jobset(ws.name)) is not None
-                and is_ours(found, ours(ws))
-            ]
-            if not left:
-                break
-            for name in left:
-                self.kube.delete_jobset(name)  # again on each look: idempotent
-                pods = self.kube.list_pods({JOBSET_NAME_LABEL: name})
-                stuck = unanswered(pods, self.clock(), self.memory.unanswered_after)
-                for pod, _ in stuck:
-                    self._say(f"pod {pod} of {name} does not end: deleting it")
-                self._force_delete(pods, stuck)
-            if self.clock() - started >= d.DELETING_DEADLINE:
-                raise KubeError(
-                    exits.UNAVAILABLE,
-                    f"JobSet(s) {', '.join(left)} still being deleted after "
-                    f"{d.DELETING_DEADLINE:.0f} s: not starting {self.ws.name} beside them",
-                )
-            self.stop.wait(self.poll_seconds)
-        self.kube.resume_jobset(self.ws.name)
-        self._say(f"moved to JobSet {self.ws.name} ({self.ws.placement.pool})")
-
-    def _create(self, manifest: dict | None = None) -> None:
-        manifest = manifest or js.jobset(self.ws)
+    def _create(self, *, suspended: bool = False) -> None:
+        manifest = js.jobset(self.ws)
+        if suspended:
+            manifest["spec"]["suspend"] = True
         if self.run_started is None:
             self.run_started = self.clock()
         annotations = manifest["metadata"].setdefault("annotations", {})
@@ -352,13 +324,6 @@ class JobSetLauncher:
                 log.warning("node kind of %s unknown: %s", name, err)
                 self._nodes[name] = None
         return self._nodes[name]
-
-
-def _said(memory: Memory, what: str, seen: d.Observed) -> Memory:
-    """``memory`` once the line ``what`` names was said."""
-    if what == "restarts":
-        return replace(memory, restarts_said=seen.restarts)
-    return replace(memory, **{f"{what}_said": True})
 
 
 def install_sigterm(launcher: JobSetLauncher):

@@ -1,20 +1,19 @@
-"""One look at a JobSet and its pods, as :class:`decide.Observed` (pure; no I/O).
+"""One look at a JobSet and its pods, as :class:`decide.Seen` (pure; no I/O).
 
 Inputs are the API's own dicts (camelCase, as ``kubectl get -o json`` shows them):
 the JobSet (``None``: there is none of that name) and its pods (JobSet labels each
 with ``jobset.sigs.k8s.io/jobset-name``, api/jobset/v1alpha2/jobset_types.go:24).
-What the launcher remembers between looks (lines already said) comes in as
-``Memory``.
+What the launcher remembers between looks is not here (:class:`decide.Memory`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from spottrain import exits
 from spottrain.runtime.train_job import status
-from spottrain.runtime.train_job.decide import START_FAILURE_SECONDS, UNANSWERED_AFTER, Observed
+from spottrain.runtime.train_job.decide import UNANSWERED_AFTER, Seen, Settings
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # jobset_types.go:24
 RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.go:34
@@ -23,21 +22,6 @@ RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.
 RUN_STARTED_ANNOTATION = "spottrain.dev/run-started"
 # The launcher that follows the JobSet now (its pod/pid): an older one leaves it alone.
 HOLDER_ANNOTATION = "spottrain.dev/launcher"
-
-
-@dataclass(frozen=True)
-class Memory:
-    """What the launcher said already and its settings, carried from look to look."""
-
-    restarts_said: int = 0
-    unschedulable_said: bool = False
-    deleting_said: bool = False
-    start_failure_said: bool = False
-    start_deadline: float = START_FAILURE_SECONDS
-    unanswered_after: float = UNANSWERED_AFTER
-    capacity_deadline: float = 3600.0
-    deadline: float | None = None
-    can_fall_back: bool = False
 
 
 def generation(pod: Mapping) -> int:
@@ -169,31 +153,35 @@ def observe(
     *,
     now: float,
     ours: Mapping[str, str],
-    memory: Memory = Memory(),
+    settings: Settings | None = None,
     starts: Mapping[str, float] | None = None,
     sigterm: bool = False,
     own_pod_disrupted: bool = False,
     holder: str = "",
-) -> Observed:
+    earlier: Mapping[str, tuple[Mapping, Sequence[Mapping]]] | None = None,
+) -> Seen:
     """The launcher's one look, for :func:`decide.decide`.
 
     ``starts``: when each pod that cannot start was first seen so (:func:`start_failures`).
     ``holder``: this launcher's name, to tell a JobSet another launcher claimed.
+    ``earlier``: a move's earlier gangs still there, name → (their JobSet, its pods).
+    ``settings``: the launcher's (``unanswered_after``); default: :class:`Settings`'s.
     """
-    base = Observed(
-        state="missing",
-        capacity_deadline=memory.capacity_deadline,
-        deadline=memory.deadline,
-        can_fall_back=memory.can_fall_back,
-        restarts_said=memory.restarts_said,
-        unschedulable_said=memory.unschedulable_said,
-        deleting_said=memory.deleting_said,
-        start_failure_said=memory.start_failure_said,
-        start_deadline=memory.start_deadline,
-        unanswered_after=memory.unanswered_after,
-        sigterm=sigterm,
-        own_pod_disrupted=own_pod_disrupted,
-    )
+    settings = settings or Settings()
+    base = Seen(state="missing", sigterm=sigterm, own_pod_disrupted=own_pod_disrupted)
+    if earlier:
+        after = settings.unanswered_after
+        stuck = [u for _, ps in earlier.values() for u in unanswered(ps, now, after)]
+        due = [
+            status.epoch((js.get("metadata") or {}).get("deletionTimestamp"))
+            for js, _ in earlier.values()
+        ]
+        base = replace(
+            base,
+            earlier=tuple(sorted(earlier)),
+            earlier_unanswered=tuple(sorted(stuck)),
+            moving_seconds=max((now - t for t in due if t is not None), default=0.0),
+        )
     if jobset is None:
         return base
     meta = jobset.get("metadata") or {}
@@ -207,13 +195,14 @@ def observe(
         ) or 0),
         selector=selector_of(jobset),
         age_seconds=max(0.0, now - (run_started(jobset) or now)),
+        suspended=bool((jobset.get("spec") or {}).get("suspend")),
     )  # fmt: skip
     if not is_ours(jobset, ours):
         return replace(base, state="foreign")
     claimed = (meta.get("annotations") or {}).get(HOLDER_ANNOTATION, "")
     if holder and claimed and claimed != holder:
         base = replace(base, held_by=claimed)
-    base = replace(base, unanswered=unanswered(pods, now, memory.unanswered_after))
+    base = replace(base, unanswered=unanswered(pods, now, settings.unanswered_after))
     deleted_at = status.epoch(meta.get("deletionTimestamp"))
     if deleted_at is not None:
         stuck = tuple(

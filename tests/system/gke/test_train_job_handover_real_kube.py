@@ -109,4 +109,5 @@ def test_a_move_whose_old_gang_has_a_pod_on_an_unanswering_node_still_finishes(j
         cp.kubelet.exit(pod, 0)
     out = run.result(timeout=120)
     assert (out.code, out.jobset, out.moved) == (0, new.name, True), lines
-    assert any(f"pod {frozen.metadata.name} of {name} does not end" in s for s in lines), lines
+    stuck = f"{frozen.metadata.name} (node "
+    assert any(stuck in s and f"of JobSet {name} do not end" in s for s in lines), lines

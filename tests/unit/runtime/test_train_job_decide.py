@@ -10,49 +10,65 @@ SPOT = "cloud.google.com/gke-spot=true"
 CLASS = "compute class spottrain-a100"
 PULL = 'pod p-0: ErrImagePull (failed to pull image "x": not found)'
 
+
+def row(state: str, **kw) -> tuple[d.Seen, d.Memory, d.Settings]:
+    """One look, the launcher's memory and its settings, from one flat set of names:
+    ``<line>_said=True`` is a line said, ``can_fall_back=True`` a move left."""
+    settings = {k: kw.pop(k) for k in list(kw) if k in d.Settings.__dataclass_fields__}
+    restarts_said = kw.pop("restarts_said", 0)
+    said = frozenset(k[: -len("_said")] for k in list(kw) if k.endswith("_said") and kw.pop(k))
+    memory = d.Memory(
+        said=said,
+        restarts_said=restarts_said,
+        moves_left=int(kw.pop("can_fall_back", False)),
+        moved=kw.pop("moved", False),
+    )
+    return d.Seen(state, **kw), memory, d.Settings(**settings)
+
+
 TABLE = [
     # (observed, action kind, exit code, a word of the line)
-    (d.Observed("missing"), d.CREATE, None, ""),
-    (d.Observed("missing", sigterm=True), d.DELETE_AND_EXIT, 143, "SIGTERM"),
-    (d.Observed("running", sigterm=True), d.DELETE_AND_EXIT, 143, "SIGTERM"),
-    (d.Observed("running"), d.WAIT, None, ""),
-    (d.Observed("completed", restarts=2), d.EXIT, 0, "Completed"),
-    (d.Observed("failed", exit_code=64, can_fall_back=True), d.EXIT, 64, "exit 64"),
-    (d.Observed("failed", exit_code=65), d.EXIT, 65, "NaN"),
-    (d.Observed("failed", exit_code=170), d.DELETE_AND_EXIT, 170, "exit 170"),
-    (d.Observed("failed", exit_code=170, can_fall_back=True), d.FALL_BACK, None, "on-demand"),
-    (d.Observed("failed"), d.DELETE_AND_EXIT, 172, "exit 172"),  # no exit code seen: retryable
-    (d.Observed("failed", exit_code=64), d.EXIT, 64, "kept for inspection"),
+    (row("missing"), d.CREATE, None, ""),
+    (row("missing", sigterm=True), d.DELETE_AND_EXIT, 143, "SIGTERM"),
+    (row("running", sigterm=True), d.DELETE_AND_EXIT, 143, "SIGTERM"),
+    (row("running"), d.WAIT, None, ""),
+    (row("completed", restarts=2), d.EXIT, 0, "Completed"),
+    (row("failed", exit_code=64, can_fall_back=True), d.EXIT, 64, "exit 64"),
+    (row("failed", exit_code=65), d.EXIT, 65, "NaN"),
+    (row("failed", exit_code=170), d.DELETE_AND_EXIT, 170, "exit 170"),
+    (row("failed", exit_code=170, can_fall_back=True), d.FALL_BACK, None, "on-demand"),
+    (row("failed"), d.DELETE_AND_EXIT, 172, "exit 172"),  # no exit code seen: retryable
+    (row("failed", exit_code=64), d.EXIT, 64, "kept for inspection"),
     # Not ours: never touched, not even on SIGTERM.
-    (d.Observed("foreign"), d.EXIT, 64, "not created for this task"),
-    (d.Observed("foreign", sigterm=True), d.EXIT, 64, "not touching it"),
+    (row("foreign"), d.EXIT, 64, "not created for this task"),
+    (row("foreign", sigterm=True), d.EXIT, 64, "not touching it"),
     # SIGTERM because the launcher's own pod is going: the gang runs on.
-    (d.Observed("running", sigterm=True, own_pod_disrupted=True), d.EXIT, 143, "runs on"),
+    (row("running", sigterm=True, own_pod_disrupted=True), d.EXIT, 143, "runs on"),
     # A newer launcher claimed the gang: this one leaves it, SIGTERM or not, never deletes.
-    (d.Observed("running", held_by="pod-b/1"), d.EXIT, 143, "pod-b/1 follows"),
-    (d.Observed("running", held_by="pod-b/1", sigterm=True), d.EXIT, 143, "leaving the gang"),
-    (d.Observed("failed", exit_code=170, held_by="pod-b/1"), d.EXIT, 143, "newer attempt"),
+    (row("running", held_by="pod-b/1"), d.EXIT, 143, "pod-b/1 follows"),
+    (row("running", held_by="pod-b/1", sigterm=True), d.EXIT, 143, "leaving the gang"),
+    (row("failed", exit_code=170, held_by="pod-b/1"), d.EXIT, 143, "newer attempt"),
     # An earlier JobSet of the name still going: said once, waited for, bounded.
-    (d.Observed("deleting", stuck_pods=("p-0",)), d.REPORT, None, "p-0"),
-    (d.Observed("deleting", deleting_said=True, deleting_seconds=10), d.WAIT, None, ""),
-    (d.Observed("deleting", deleting_seconds=d.DELETING_DEADLINE), d.EXIT, 172, "still being"),
+    (row("deleting", stuck_pods=("p-0",)), d.REPORT, None, "p-0"),
+    (row("deleting", deleting_said=True, deleting_seconds=10), d.WAIT, None, ""),
+    (row("deleting", deleting_seconds=d.DELETING_DEADLINE), d.EXIT, 172, "still being"),
     # Unschedulable: said once after 30 s, naming the selector; the deadline ends it.
-    (d.Observed("running", unschedulable_seconds=29, selector=CLASS), d.WAIT, None, ""),
-    (d.Observed("running", unschedulable_seconds=31, selector=CLASS), d.REPORT, None, CLASS),
+    (row("running", unschedulable_seconds=29, selector=CLASS), d.WAIT, None, ""),
+    (row("running", unschedulable_seconds=31, selector=CLASS), d.REPORT, None, CLASS),
     (
-        d.Observed("running", unschedulable_seconds=600, unschedulable_said=True, selector=CLASS),
+        row("running", unschedulable_seconds=600, unschedulable_said=True, selector=CLASS),
         d.WAIT,
         None,
         "",
     ),
     (
-        d.Observed("running", unschedulable_seconds=3600, unschedulable_said=True, selector=CLASS),
+        row("running", unschedulable_seconds=3600, unschedulable_said=True, selector=CLASS),
         d.DELETE_AND_EXIT,
         172,
         CLASS,
     ),
     (
-        d.Observed(
+        row(
             "running",
             unschedulable_seconds=900,
             capacity_deadline=900,
@@ -64,41 +80,101 @@ TABLE = [
         SPOT,
     ),
     # The run's deadline: the JobSet deleted, exit 64 (a retry would pass it again).
-    (d.Observed("running", deadline=600, age_seconds=600), d.DELETE_AND_EXIT, 64, "deadline"),
-    (d.Observed("running", deadline=600, age_seconds=599), d.WAIT, None, ""),
-    (d.Observed("completed", deadline=600, age_seconds=700), d.EXIT, 0, "Completed"),
+    (row("running", deadline=600, age_seconds=600), d.DELETE_AND_EXIT, 64, "deadline"),
+    (row("running", deadline=600, age_seconds=599), d.WAIT, None, ""),
+    (row("completed", deadline=600, age_seconds=700), d.EXIT, 0, "Completed"),
     # A pod that cannot start: said once, then the run ends (64) at the start deadline,
     # at once when its command could not run at all.
-    (d.Observed("running", start_failure=PULL, start_failure_seconds=5), d.REPORT, None, "yet"),
-    (d.Observed("running", start_failure=PULL, start_failure_said=True), d.WAIT, None, ""),
+    (row("running", start_failure=PULL, start_failure_seconds=5), d.REPORT, None, "yet"),
+    (row("running", start_failure=PULL, start_failure_said=True), d.WAIT, None, ""),
     (
-        d.Observed("running", start_failure=PULL, start_failure_seconds=d.START_FAILURE_SECONDS),
+        row("running", start_failure=PULL, start_failure_seconds=d.START_FAILURE_SECONDS),
         d.DELETE_AND_EXIT,
         64,
         "ErrImagePull",
     ),
     (
-        d.Observed("running", start_failure="pod p-0: StartError", start_failure_final=True),
+        row("running", start_failure="pod p-0: StartError", start_failure_final=True),
         d.DELETE_AND_EXIT,
         64,
         "fix it",
     ),
     # A pod whose node stopped answering holds the restart (jobset#576): deleted forcibly,
     # while running or while the JobSet is being deleted; not on SIGTERM.
-    (d.Observed("running", unanswered=(("p-1", "n-2"),)), d.FORCE_DELETE, None, "p-1 (node n-2)"),
-    (d.Observed("deleting", unanswered=(("p-1", "n-2"),)), d.FORCE_DELETE, None, "forcibly"),
+    (row("running", unanswered=(("p-1", "n-2"),)), d.FORCE_DELETE, None, "p-1 (node n-2)"),
+    (row("deleting", unanswered=(("p-1", "n-2"),)), d.FORCE_DELETE, None, "forcibly"),
     # Progress: a restart the JobSet controller made is said once.
-    (d.Observed("running", restarts=1, max_restarts=3), d.REPORT, None, "0 of 3 counted"),
-    (d.Observed("running", restarts=1, restarts_said=1), d.WAIT, None, ""),
+    (row("running", restarts=1, max_restarts=3), d.REPORT, None, "0 of 3 counted"),
+    (row("running", restarts=1, restarts_said=1), d.WAIT, None, ""),
+    # The move, decided like the rest: the earlier gang's JobSet deleted on every look
+    # until it is gone (its pods on a node that does not answer, forcibly), bounded;
+    # then the suspended next gang resumed; a SIGTERM meanwhile ends it as any other.
+    (row("running", suspended=True, moved=True, earlier=("st-a",)), d.FINISH_MOVE, None, ""),
+    (
+        row("running", moved=True, earlier=("st-a",), earlier_unanswered=(("p-0", "n-1"),)),
+        d.FINISH_MOVE,
+        None,
+        "p-0 (node n-1) of JobSet st-a do not end",
+    ),
+    (
+        row("running", moved=True, earlier=("st-a",), moving_seconds=d.DELETING_DEADLINE),
+        d.EXIT,
+        172,
+        "st-a still being deleted",
+    ),
+    (
+        row("running", moved=True, earlier=("st-a",), sigterm=True),
+        d.DELETE_AND_EXIT,
+        143,
+        "SIGTERM",
+    ),
+    (row("running", suspended=True, moved=True), d.RESUME, None, ""),
+    (row("missing", moved=True), d.CREATE, None, ""),
+    # Suspended by someone else (not a move of ours): left as it is.
+    (row("running", suspended=True), d.WAIT, None, ""),
 ]
 
 
 @pytest.mark.parametrize(("observed", "kind", "code", "word"), TABLE)
 def test_decide(observed, kind, code, word):
-    action = d.decide(observed)
+    action = d.decide(*observed)
     assert (action.kind, action.code) == (kind, code)
     assert word in action.line
-    if kind in (d.WAIT, d.CREATE):
+    if kind in (d.WAIT, d.CREATE, d.RESUME) or (kind == d.FINISH_MOVE and not word):
         assert action.line == ""
     else:
         assert action.line and "\n" not in action.line
+
+
+AFTER = [
+    # (memory, action, seen, memory after)
+    (d.Memory(), d.Action(d.REPORT, "x", said=d.SAID_DELETING), d.Seen("deleting"),
+     d.Memory(said=frozenset({d.SAID_DELETING}))),
+    (d.Memory(restarts_said=1), d.Action(d.REPORT, "x", said=d.SAID_RESTARTS),
+     d.Seen("running", restarts=3), d.Memory(restarts_said=3)),
+    # A move: the next gang's lines are unsaid, one move fewer left, resumed once.
+    (d.Memory(said=frozenset({d.SAID_UNSCHEDULABLE}), restarts_said=2, moves_left=1),
+     d.Action(d.FALL_BACK, "x"), d.Seen("running"), d.Memory(moves_left=0, moved=True)),
+    (d.Memory(moved=True), d.Action(d.RESUME), d.Seen("running", suspended=True), d.Memory()),
+    (d.Memory(moved=True), d.Action(d.FINISH_MOVE), d.Seen("running"), d.Memory(moved=True)),
+    (d.Memory(restarts_said=2), d.Action(d.WAIT), d.Seen("running"), d.Memory(restarts_said=2)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("memory", "action", "seen", "expected"), AFTER)
+def test_memory_after(memory, action, seen, expected):
+    assert memory.after(action, seen) == expected
+
+
+def test_a_line_said_is_not_said_again_and_a_moved_gang_says_it_anew():
+    """The loop as the launcher runs it: decide, then remember, look after look."""
+    seen = d.Seen("running", unschedulable_seconds=40, selector="x")
+    memory, settings = d.Memory(moves_left=1), d.Settings(capacity_deadline=60)
+    first = d.decide(seen, memory, settings)
+    memory = memory.after(first, seen)
+    assert first.kind == d.REPORT and d.decide(seen, memory, settings).kind == d.WAIT
+    later = d.Seen("running", unschedulable_seconds=61, selector="x")
+    move = d.decide(later, memory, settings)
+    memory = memory.after(move, later)
+    assert move.kind == d.FALL_BACK and memory == d.Memory(moved=True)
+    assert d.decide(seen, memory, settings).kind == d.REPORT  # the new gang's first wait

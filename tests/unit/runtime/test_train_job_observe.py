@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import observe as ob
 
 OURS = {"app.kubernetes.io/managed-by": "spottrain", "spottrain.dev/run": "run-1"}
@@ -115,11 +116,26 @@ def test_deleting_names_the_pods_still_ending():
     assert seen.deleting_seconds == pytest.approx(60.0)
 
 
-def test_memory_and_signals_pass_through():
-    memory = ob.Memory(restarts_said=2, unschedulable_said=True, capacity_deadline=60)
-    seen = look(jobset(), memory=memory, sigterm=True, own_pod_disrupted=True)
-    assert (seen.restarts_said, seen.unschedulable_said, seen.capacity_deadline) == (2, True, 60)
-    assert seen.sigterm and seen.own_pod_disrupted
+def test_signals_pass_through_and_the_suspension_is_seen():
+    seen = look(jobset(), sigterm=True, own_pod_disrupted=True)
+    assert seen.sigterm and seen.own_pod_disrupted and not seen.suspended
+    js = jobset()
+    js["spec"]["suspend"] = True
+    assert look(js).suspended
+
+
+def test_a_moves_earlier_gang_is_seen_with_its_deletion_and_its_unanswering_pods():
+    """The gang a move leaves: how long its JobSet has been being deleted, and its pods
+    whose node stopped answering (forcibly deleted by the launcher)."""
+    old = jobset(deleting=T0)
+    gone = {"metadata": {"name": "old-0", "deletionTimestamp": "2027-01-15T07:58:00Z"},
+            "spec": {"nodeName": "n-9"}, "status": {}}  # fmt: skip
+    seen = look(jobset(), earlier={"st-spot": (old, [gone, failed_pod("old-1", 143)])})
+    assert seen.earlier == ("st-spot",) and seen.earlier_unanswered == (("old-0", "n-9"),)
+    assert seen.moving_seconds == pytest.approx(60.0)
+    fresh = look(jobset(), earlier={"st-spot": (jobset(), [])})  # delete not yet asked
+    assert (fresh.earlier, fresh.moving_seconds) == (("st-spot",), 0.0)
+    assert look(jobset()).earlier == ()
 
 
 def test_the_run_is_timed_from_the_launchers_annotation_else_the_creation():
@@ -127,8 +143,7 @@ def test_the_run_is_timed_from_the_launchers_annotation_else_the_creation():
     js["metadata"]["creationTimestamp"] = T0
     assert look(js).age_seconds == pytest.approx(60.0)
     js["metadata"]["annotations"] = {ob.RUN_STARTED_ANNOTATION: f"{NOW - 3600:.3f}"}
-    assert look(js, memory=ob.Memory(deadline=100)).age_seconds == pytest.approx(3600.0)
-    assert look(js, memory=ob.Memory(deadline=100)).deadline == 100
+    assert look(js).age_seconds == pytest.approx(3600.0)
 
 
 def test_a_pod_that_cannot_start_is_timed_from_when_the_launcher_first_saw_it():
@@ -157,7 +172,7 @@ def test_a_pod_terminating_past_its_grace_is_unanswered_after_a_while():
 
     pods = [terminating("a", "2027-01-15T07:58:00Z"), terminating("b", "2027-01-15T07:59:30Z")]
     assert look(jobset(), pods).unanswered == (("a", "n-a"),)  # 120 s and 30 s past
-    assert look(jobset(), pods, memory=ob.Memory(unanswered_after=10)).unanswered == (
+    assert look(jobset(), pods, settings=d.Settings(unanswered_after=10)).unanswered == (
         ("a", "n-a"),
         ("b", "n-b"),
     )
