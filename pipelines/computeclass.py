@@ -30,6 +30,7 @@ Limitations), so the reservation is its own, first, priority.
 
 from __future__ import annotations
 
+from spottrain.ladder import Ladder, LadderError, Rung
 from spottrain.placement import (
     DEFAULT_SPOT_GRACE_SECONDS,
     PlacementError,
@@ -81,32 +82,91 @@ def manifest(
     Raises:
         PlacementError: naming the value that cannot work.
     """
-    check_compute_class_name(name)
-    check_gpu_type(gpu_type)
     if gpu_count < 1:
         raise PlacementError(f"gpu count {gpu_count}: a training class needs at least 1 GPU")
+    check_reservation(reservation, reservation_project)
+    kinds = ["spot", *(["flex-start"] if flex_start else []), "on-demand"]
+    if reservation:
+        kinds.insert(0, "reservation")
+    rungs = tuple(Rung(kind, "", gpu_type, gpu_count) for kind in kinds)
+    return from_ladder(
+        name, Ladder(rungs), reservation=reservation, reservation_project=reservation_project,
+        spot_grace_seconds=spot_grace_seconds,
+    )  # fmt: skip
+
+
+def from_ladder(
+    name: str,
+    ladder: Ladder,
+    *,
+    reservation: str = "",
+    reservation_project: str = "",
+    spot_grace_seconds: int = DEFAULT_SPOT_GRACE_SECONDS,
+) -> dict:
+    """The ComputeClass whose priorities are ``ladder``'s rungs, in its order.
+
+    A class says a rung's capacity kind, machine type (or its GPUs' family) and GPUs. It
+    cannot say a rung's place (the cluster's) or patience (the JobSet launcher's capacity
+    deadline covers the whole class), and the autoscaler picks a priority per node, so
+    one gang's pods may land on different rungs: every rung must give a pod the same
+    GPUs (MultiWorkerMirroredStrategy hangs on unequal ones) and the gang the same
+    number of workers (one JobSet).
+
+    Raises:
+        PlacementError: a name, GPU, reservation or grace that cannot work.
+        LadderError: a rung a class cannot express (one line naming it).
+    """
+    check_compute_class_name(name)
     check_spot_grace(spot_grace_seconds)
     check_reservation(reservation, reservation_project)
+    first = ladder[0]
+    for n, rung in enumerate(ladder.rungs, 1):
+        check_gpu_type(rung.gpu_type)
+        if rung.location:
+            raise LadderError(
+                f"ladder rung {n} ({rung}): a ComputeClass runs in the cluster's location; "
+                "a rung elsewhere needs the JobSet launcher's move (a gang of its own)"
+            )
+        if (rung.gpu_type, rung.gpu_count, rung.workers) != (
+            first.gpu_type,
+            first.gpu_count,
+            first.workers,
+        ):
+            raise LadderError(
+                f"ladder rung {n} ({rung}) differs from rung 1 ({first}) in GPUs or workers: "
+                "one gang's pods may land on both, and MultiWorkerMirroredStrategy needs equal GPUs"
+            )
+        if rung.capacity == "reservation" and not reservation:
+            raise LadderError(f"ladder rung {n} is a reservation: name it (reservation=...)")
 
-    def node(**more) -> dict:  # a new dict each: shared ones would be YAML anchors
-        gpu = {"type": gpu_type, "count": gpu_count, "driverVersion": "default"}
-        return {"machineFamily": MACHINE_FAMILIES[gpu_type], "gpu": gpu, **more}
+    def node(rung: Rung, **more) -> dict:  # a new dict each: shared ones would be YAML anchors
+        gpu = {"type": rung.gpu_type, "count": rung.gpu_count, "driverVersion": "default"}
+        where = {"machineType": rung.machine_type} if rung.machine_type else {
+            "machineFamily": MACHINE_FAMILIES[rung.gpu_type]
+        }  # fmt: skip
+        return {**where, "gpu": gpu, **more}
 
-    spot = node(spot=True)
-    if spot_grace_seconds != DEFAULT_SPOT_GRACE_SECONDS:
-        spot["nodeSystemConfig"] = spot_node_system_config(spot_grace_seconds)
-    priorities = [spot, *([node(flexStart={"enabled": True})] if flex_start else []), node()]
-    if reservation:
-        specific = {"name": reservation}
-        if reservation_project:
-            specific["project"] = reservation_project
-        priorities.insert(0, node(reservations={"affinity": "Specific", "specific": [specific]}))
+    def priority(rung: Rung) -> dict:
+        if rung.capacity == "spot":
+            spot = node(rung, spot=True)
+            if spot_grace_seconds != DEFAULT_SPOT_GRACE_SECONDS:
+                spot["nodeSystemConfig"] = spot_node_system_config(spot_grace_seconds)
+            return spot
+        if rung.capacity == "flex-start":
+            return node(rung, flexStart={"enabled": True})
+        if rung.capacity == "reservation":
+            specific = {"name": reservation}
+            if reservation_project:
+                specific["project"] = reservation_project
+            return node(rung, reservations={"affinity": "Specific", "specific": [specific]})
+        return node(rung)
+
     return {
         "apiVersion": "cloud.google.com/v1",
         "kind": "ComputeClass",
         "metadata": {"name": name},
         "spec": {
-            "priorities": priorities,
+            "priorities": [priority(r) for r in ladder.rungs],
             "activeMigration": {"optimizeRulePriority": True},
             "nodePoolAutoCreation": {"enabled": True},
             "whenUnsatisfiable": "DoNotScaleUp",

@@ -16,6 +16,7 @@ from computeclass_check import CLASS, _gangs, check
 from jobset_manifests import child_job
 from jobset_manifests import validate as validate_k8s
 
+from spottrain.ladder import Rung
 from spottrain.pipelines import computeclass
 from spottrain.placement import COMPUTE_CLASS_LABEL, Placement, PlacementError
 from spottrain.runtime.train_job import jobset as js
@@ -186,3 +187,46 @@ def test_the_compiled_tasks_carry_what_they_run_on_for_the_ledgers_prices():
     (launcher,) = [e for e in args.values() if "--run_id" in e["container"].get("args", [])]
     argv = launcher["container"]["args"]
     assert argv[argv.index("--run_id") + 1] == "{{$.pipeline_job_uuid}}"
+
+
+def test_a_ladder_becomes_the_class_priorities_in_its_order_and_valid():
+    """One ladder for both platforms: the class's priorities are its rungs."""
+    from spottrain.ladder import parse
+
+    t4 = Rung("spot", "", "nvidia-tesla-t4", 1, 2)
+    ladder = parse(
+        '[{"capacity": "reservation"}, {"capacity": "spot", "machine_type": "n1-standard-16"},'
+        ' {"capacity": "flex-start"}, {"capacity": "on-demand"}]',
+        t4,
+    )
+    cls = computeclass.from_ladder("team-t4", ladder, reservation="res-1")
+    check(cls)
+    reserved, spot, flex, on_demand = cls["spec"]["priorities"]
+    assert reserved["reservations"]["specific"] == [{"name": "res-1"}]
+    gpu = {"type": "nvidia-tesla-t4", "count": 1, "driverVersion": "default"}
+    assert spot == {"machineType": "n1-standard-16", "spot": True, "gpu": gpu}
+    assert flex["flexStart"] == {"enabled": True} and "spot" not in flex
+    assert on_demand["machineFamily"] == "n1" and set(on_demand) == {"machineFamily", "gpu"}
+    # The manifest the make target writes is this same path, from a ladder it builds.
+    assert computeclass.manifest("team-t4", "nvidia-tesla-t4", 1, flex_start=True) == (
+        computeclass.from_ladder("team-t4", parse(
+            '[{"capacity": "spot"}, {"capacity": "flex-start"}, {"capacity": "on-demand"}]', t4
+        ))
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rungs", "word"),
+    [
+        ('[{"capacity": "spot"}, {"capacity": "on-demand", "gpu_count": 2}]', "equal GPUs"),
+        ('[{"capacity": "spot"}, {"capacity": "on-demand", "workers": 3}]', "GPUs or workers"),
+        ('[{"capacity": "spot", "location": "us-east1"}]', "cluster's location"),
+        ('[{"capacity": "reservation"}]', "name it"),
+    ],
+)
+def test_a_ladder_a_class_cannot_express_is_one_line(rungs, word):
+    from spottrain.ladder import LadderError, parse
+
+    ladder = parse(rungs, Rung("spot", "", "nvidia-tesla-t4", 1, 2))
+    with pytest.raises(LadderError, match=word):
+        computeclass.from_ladder("team-t4", ladder)

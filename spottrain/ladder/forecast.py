@@ -1,0 +1,146 @@
+"""When a run would finish on a rung, and at what cost, from what it measured (pure).
+
+The model, per rung: the work left is ``steps left x seconds per step`` on that rung's
+shape. On preemptible capacity every preemption costs a restart (measured: the
+ledger's ``lost_restart_seconds``) and the steps since the last save (on average half
+the save interval), so a share ``useful = 1 - rate x (restart + save_every / 2)`` of
+the running time is progress (a renewal argument: the expected time to finish ``W`` of
+work is ``W / useful``). The rate is this run's preemptions per hour on preemptible
+capacity, pulled towards a prior for its first hours (a gamma-Poisson mean: the
+prior counts as ``weight_hours`` of running at ``preemptions_per_hour``). Google
+publishes no preemption rate for Spot VMs; Compute Engine's ``advice.capacityHistory``
+(https://cloud.google.com/compute/docs/reference/rest/beta/advice/capacityHistory)
+returns a per machine type and region ``preemptionRate``, the share of stopped Spot VMs
+that were preempted, not a rate per hour, so the prior here is a setting.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from spottrain.ladder import Rung
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What is assumed until the run has measured it.
+
+    Attributes:
+        preemptions_per_hour: Preemptions per hour of running on preemptible capacity.
+        weight_hours: How many hours of this run's own running the prior is worth.
+        restart_s: Seconds from a preemption until training resumes.
+    """
+
+    preemptions_per_hour: float = 1.0
+    weight_hours: float = 1.0
+    restart_s: float = 180.0
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the run has measured so far (its ledger and its progress).
+
+    Attributes:
+        steps_done: The newest saved step.
+        steps_total: ``train_steps``.
+        step_s: Seconds per step, by the rung shape it was measured on (``Rung.shape``).
+        replicas: The replicas of each measured shape (to scale to another shape).
+        preemptions: Preemptions so far on preemptible capacity.
+        preemptible_hours: Hours it ran on preemptible capacity.
+        restart_s: Mean seconds from a preemption until training resumed (None: none yet).
+        save_every_s: Seconds between saves.
+    """
+
+    steps_done: int
+    steps_total: int
+    step_s: Mapping[str, float]
+    replicas: Mapping[str, int]
+    preemptions: int = 0
+    preemptible_hours: float = 0.0
+    restart_s: float | None = None
+    save_every_s: float = 600.0
+
+    @property
+    def steps_left(self) -> int:
+        """Steps still to train."""
+        return max(0, self.steps_total - self.steps_done)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """A rung's expected finish and cost from now.
+
+    Attributes:
+        rung: The rung.
+        work_s: Seconds of training left at this rung's speed (no interruptions).
+        rate_per_h: Preemptions per hour expected there (0 off preemptible capacity).
+        useful: The share of running time that is progress there.
+        start_s: Seconds until it trains: a move's restart, and a queued rung's wait.
+        finish_s: Expected seconds from now until the last step (``inf``: never).
+        cost: Expected cost until then (``None``: no price for it).
+    """
+
+    rung: Rung
+    work_s: float
+    rate_per_h: float
+    useful: float
+    start_s: float
+    finish_s: float
+    cost: float | None
+
+
+def step_seconds(rung: Rung, measured: Measured) -> float | None:
+    """Seconds per step on ``rung``; ``None`` when nothing was measured.
+
+    Measured there, else scaled by replicas from the shape measured with the most
+    replicas (a fixed global batch splits over replicas).
+    """
+    if rung.shape in measured.step_s:
+        return measured.step_s[rung.shape]
+    known = [(measured.replicas.get(s, 0), s) for s in measured.step_s]
+    if not known:
+        return None
+    replicas, shape = max(known)
+    return measured.step_s[shape] * max(replicas, 1) / rung.replicas
+
+
+def preemption_rate(measured: Measured, prior: Prior) -> float:
+    """Preemptions per hour on preemptible capacity: the run's, pulled to the prior."""
+    events = prior.preemptions_per_hour * prior.weight_hours + measured.preemptions
+    return events / (prior.weight_hours + measured.preemptible_hours)
+
+
+def forecast(
+    rung: Rung,
+    measured: Measured,
+    prior: Prior,
+    *,
+    moving: bool,
+    price_per_hour: float | None = None,
+) -> Forecast:
+    """``rung``'s expected finish from now and its cost.
+
+    Args:
+        rung: Where.
+        measured: What the run measured.
+        prior: What is assumed where it measured nothing.
+        moving: The run is not on ``rung`` now: a restart first, and a queued rung's
+            wait (its patience, the longest it may wait) before that.
+        price_per_hour: One worker's price per hour there (the rung's machine and GPUs).
+    """
+    per_step = step_seconds(rung, measured)
+    work = math.inf if per_step is None else measured.steps_left * per_step
+    restart = prior.restart_s if measured.restart_s is None else measured.restart_s
+    rate = preemption_rate(measured, prior) if rung.preemptible else 0.0
+    useful = 1.0 - rate / 3600.0 * (restart + measured.save_every_s / 2)
+    start = 0.0
+    if moving:
+        queued = rung.patience_s if rung.capacity == "flex-start" else 0.0
+        start = restart + (queued if math.isfinite(queued) else 0.0)
+    running = work / useful if useful > 0 else math.inf
+    cost = None
+    if price_per_hour is not None and math.isfinite(running):
+        cost = price_per_hour * rung.workers * (running + (restart if moving else 0.0)) / 3600
+    return Forecast(rung, work, rate, max(useful, 0.0), start, start + running, cost)
