@@ -60,6 +60,12 @@ def duration_s(text: str | float | int, what: str) -> float:
     return value
 
 
+def shape_of(machine_type: str, gpu_type: str, gpu_count: int, workers: int) -> str:
+    """A gang's shape (``2 x n1-standard-8 + 1 x nvidia-tesla-t4``), for rungs and records."""
+    gpus = f" + {gpu_count} x {gpu_type}" if gpu_type else ""
+    return f"{workers} x {machine_type or '?'}{gpus}"
+
+
 @dataclass(frozen=True)
 class Rung:
     """One place a run may train.
@@ -95,9 +101,8 @@ class Rung:
 
     @property
     def shape(self) -> str:
-        """What runs, for lines and for keying measured speeds."""
-        gpus = f" + {self.gpu_count} x {self.gpu_type}" if self.gpu_type else ""
-        return f"{self.workers} x {self.machine_type or '?'}{gpus}"
+        """What runs, for lines and for keying measured speeds (:func:`shape_of`)."""
+        return shape_of(self.machine_type, self.gpu_type, self.gpu_count, self.workers)
 
     def __str__(self) -> str:
         where = f" in {self.location}" if self.location else ""

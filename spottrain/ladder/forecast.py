@@ -17,10 +17,12 @@ that were preempted, not a rate per hour, so the prior here is a setting.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from spottrain.ladder import Rung
+from spottrain.ladder import Rung, shape_of
+from spottrain.ledger import PREEMPTED_OUTCOMES, attempt_cost
+from spottrain.ledger.schema import Record
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,51 @@ class Measured:
     def steps_left(self) -> int:
         """Steps still to train."""
         return max(0, self.steps_total - self.steps_done)
+
+    @classmethod
+    def from_ledger(
+        cls, records: Sequence[Record], steps_total: int, save_every_s: float
+    ) -> Measured:
+        """What the attempt ledger's records say the run measured.
+
+        Seconds per step: each attempt's training time (from its restore, ``resumed_at``,
+        to its last write) over the steps it trained, pooled per shape. Preemptions and
+        hours: the attempts on a spot kind. Restart: the mean of the restarts the
+        figures priced (``lost_restart_seconds``).
+        """
+        seconds: dict[str, float] = {}
+        steps: dict[str, int] = {}
+        replicas: dict[str, int] = {}
+        preemptions, spot_hours, restarts = 0, 0.0, []
+        for rec in records:
+            gpus, workers = int(rec.get("gpu_count") or 0), int(rec.get("workers") or 1)
+            machine, gpu = str(rec.get("machine_type") or ""), str(rec.get("gpu_type") or "")
+            shape = shape_of(machine, gpu, gpus, workers)
+            began = rec.get("resumed_at") or rec.get("started")
+            until = rec.get("ended") or rec.get("updated")
+            trained = (rec.get("last_step") or 0) - (rec.get("start_step") or 0)
+            if began and until and trained > 0 and until > began:
+                seconds[shape] = seconds.get(shape, 0.0) + until - began
+                steps[shape] = steps.get(shape, 0) + trained
+                replicas[shape] = int(rec.get("workers") or 1) * max(
+                    int(rec.get("gpu_count") or 0), 1
+                )
+            if attempt_cost.kind(rec) in attempt_cost.SPOT_KINDS:
+                preemptions += rec.get("outcome") in PREEMPTED_OUTCOMES
+                if began and until and until > began:
+                    spot_hours += (until - began) / 3600
+            if rec.get("lost_restart_seconds"):
+                restarts.append(float(rec["lost_restart_seconds"]))
+        return cls(
+            steps_done=max((int(r.get("saved_step") or 0) for r in records), default=0),
+            steps_total=steps_total,
+            step_s={s: seconds[s] / steps[s] for s in seconds},
+            replicas=replicas,
+            preemptions=preemptions,
+            preemptible_hours=spot_hours,
+            restart_s=sum(restarts) / len(restarts) if restarts else None,
+            save_every_s=save_every_s,
+        )
 
 
 @dataclass(frozen=True)

@@ -104,3 +104,29 @@ def test_decide(ladder, at, m, finish_by, waited, kind, to, word):
     assert word in made.reason and "\n" not in made.reason
     if made.kind == MOVE:
         assert made.forecast is None or made.forecast.rung == ladder[to]
+
+
+def test_what_the_ledger_says_the_run_measured():
+    """Seconds per step pooled per shape from each attempt's restore to its end; the
+    spot kinds' preemptions and hours; the mean priced restart."""
+    t4 = dict(machine_type="n1-standard-8", gpu_type="nvidia-tesla-t4", gpu_count=1, workers=2)
+    records = [
+        # 100 steps in 50 s on spot, preempted; its restart took 40 s.
+        dict(t4, capacity="spot", start_step=0, last_step=100, saved_step=100, started=1000.0,
+             resumed_at=1060.0, ended=1110.0, outcome="preempted", lost_restart_seconds=40.0),
+        # 200 steps in 100 s on on-demand.
+        dict(t4, capacity="on-demand", start_step=100, last_step=300, saved_step=300,
+             started=1150.0, resumed_at=1200.0, ended=1300.0, outcome="success"),
+        # Refused by the lease: no steps, no time.
+        dict(t4, capacity="spot", started=1290.0, outcome="refused"),
+        # Another shape on a node GKE says is preemptible: killed, 30 s for 10 steps.
+        dict(machine_type="a2-highgpu-2g", gpu_type="nvidia-tesla-a100", gpu_count=2, workers=1,
+             capacity="on-demand", node_kind="preemptible", start_step=300, last_step=310,
+             saved_step=300, started=1400.0, resumed_at=1410.0, updated=1440.0, outcome="killed"),
+    ]  # fmt: skip
+    m = Measured.from_ledger(records, steps_total=1000, save_every_s=60.0)
+    assert m.step_s == {SPOT.shape: 150 / 300, "1 x a2-highgpu-2g + 2 x nvidia-tesla-a100": 3.0}
+    assert m.replicas == {SPOT.shape: 2, "1 x a2-highgpu-2g + 2 x nvidia-tesla-a100": 2}
+    assert (m.preemptions, m.restart_s, m.steps_done, m.steps_left) == (1, 40.0, 300, 700)
+    assert m.preemptible_hours == pytest.approx((50 + 30) / 3600)
+    assert Measured.from_ledger([], 10, 60.0).step_s == {}
