@@ -129,11 +129,12 @@ def decide(
             f"the deadline could be missed; forecast finish {_clock(now + cheapest.finish_s)}"
         ))  # fmt: skip
     fastest = min((fc(i) for i in range(len(ladder))), key=lambda f: f.finish_s)
+    when = _clock(now + fastest.finish_s) if math.isfinite(fastest.finish_s) else "never"
     line = (
         f"the deadline {_clock(finish_by)} cannot be met on any rung: forecast finish "
-        f"{_clock(now + fastest.finish_s)} on {fastest.rung.capacity}"
+        f"{when} on {fastest.rung.capacity}"
     )
-    if fastest.rung == here:
+    if fastest.rung == here or not math.isfinite(fastest.finish_s):
         return Decision(STAY, at, line, fastest)
     return _move(ladder, fastest, line)
 

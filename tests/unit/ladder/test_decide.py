@@ -90,6 +90,17 @@ TABLE = [
     (THREE, 0, measured(), 8875, 0, STAY, 0, "on-demand could still finish"),
     # Only on-demand is still in time: 4,980 s.
     (THREE, 0, measured(), 5200, 0, MOVE, 2, "to finish by"),
+    # Spot only, and 20 preemptions in an hour leave it no progress: said, not a crash.
+    (
+        Ladder((SPOT,)),
+        0,
+        measured(preemptions=20, preemptible_hours=1.0),
+        9000,
+        0,
+        STAY,
+        0,
+        "forecast finish never on spot",
+    ),
     # Flex-start not coming within its patience: on-demand.
     (THREE, 1, measured(), 20000, 3600, MOVE, 2, "no flex-start capacity for 3600 s"),
     (THREE, 1, measured(), 20000, 600, STAY, 1, ""),
