@@ -13,12 +13,13 @@ to our measured step time, restarts and save interval.
 
 from __future__ import annotations
 
+import datetime
 import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from spottrain.ladder import Ladder
+from spottrain.ladder import Ladder, LadderError, duration_s
 from spottrain.ladder.forecast import Forecast, Measured, Prior, forecast
 
 # Held in hand beyond the forecast: a share of the work left, and at least this long.
@@ -152,3 +153,60 @@ def _stay_then(stay: Forecast, then: Forecast, left_s: float, price: float | Non
 
 def _move(ladder: Ladder, to: Forecast, reason: str) -> Decision:
     return Decision(MOVE, ladder.rungs.index(to.rung), reason, to)
+
+
+def finish_by_epoch(text: str, now: float) -> float | None:
+    """The deadline ``finish_by`` names, epoch seconds; ``None`` for ``""``.
+
+    A duration from ``now`` (``"6h"``, ``"90m"``) or a time with its zone
+    (``"2026-11-29T06:00:00Z"``, ``"2026-11-29T06:00+09:00"``).
+
+    Raises:
+        LadderError: neither, a time without a zone, or one already past (one line).
+    """
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        return now + duration_s(text, "finish_by")
+    except LadderError:
+        pass
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise LadderError(
+            f"finish_by={text!r}: expected a duration ('6h') or a time with its zone "
+            "('2026-11-29T06:00:00Z')"
+        ) from None
+    if when.tzinfo is None:
+        raise LadderError(f"finish_by={text!r} has no time zone: add 'Z' or '+09:00'")
+    if when.timestamp() <= now:
+        raise LadderError(f"finish_by={text!r} is already past")
+    return when.timestamp()
+
+
+def unreachable(
+    ladder: Ladder,
+    measured: Measured | None,
+    *,
+    now: float,
+    finish_by: float,
+    prior: Prior | None = None,
+) -> str:
+    """One line when even the fastest rung cannot finish by ``finish_by``, else ``""``.
+
+    Also ``""`` when nothing was measured yet: a new run's deadline is judged once it
+    has a step time (by :func:`decide`).
+    """
+    if measured is None or not measured.step_s:
+        return ""
+    prior = prior or Prior()
+    fastest = min((forecast(r, measured, prior, moving=True) for r in ladder.rungs),
+                  key=lambda f: f.finish_s)  # fmt: skip
+    if now + fastest.finish_s <= finish_by:
+        return ""
+    hours = fastest.finish_s / 3600
+    return (
+        f"finish_by {_clock(finish_by)} cannot be met: the fastest rung ({fastest.rung}) "
+        f"needs {hours:.1f} h for the {measured.steps_left} steps left at the measured speed"
+    )

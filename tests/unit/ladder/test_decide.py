@@ -141,3 +141,41 @@ def test_what_the_ledger_says_the_run_measured():
     assert (m.preemptions, m.restart_s, m.steps_done, m.steps_left) == (1, 40.0, 300, 700)
     assert m.preemptible_hours == pytest.approx((50 + 30) / 3600)
     assert Measured.from_ledger([], 10, 60.0).step_s == {}
+
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("", None), ("6h", NOW + 21600), ("90m", NOW + 5400),
+     ("2027-01-15T10:00:00Z", NOW + 7200), ("2027-01-15T19:00+09:00", NOW + 7200)],
+)  # fmt: skip
+def test_finish_by_is_a_duration_or_a_time_with_its_zone(text, expected):
+    from spottrain.ladder.decide import finish_by_epoch
+
+    assert finish_by_epoch(text, NOW) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "word"),
+    [("tomorrow", "expected a duration"), ("2027-01-15T10:00", "no time zone"),
+     ("2027-01-15T07:00:00Z", "already past")],
+)  # fmt: skip
+def test_a_finish_by_no_run_can_use_is_one_line(text, word):
+    from spottrain.ladder import LadderError
+    from spottrain.ladder.decide import finish_by_epoch
+
+    with pytest.raises(LadderError, match=word):
+        finish_by_epoch(text, NOW)
+
+
+def test_a_deadline_even_the_fastest_rung_misses_is_said_in_one_line():
+    """On-demand needs 180 + 4,500 s (1.3 h): a deadline 1 h away cannot be met."""
+    from spottrain.ladder.decide import unreachable
+
+    line = unreachable(TWO, measured(), now=0.0, finish_by=3600.0)
+    assert "cannot be met" in line and "1.3 h for the 9000 steps left" in line
+    assert "on-demand" in line and "\n" not in line
+    assert unreachable(TWO, measured(), now=0.0, finish_by=5000.0) == ""
+    assert unreachable(TWO, None, now=0.0, finish_by=10.0) == ""  # nothing measured yet
