@@ -332,7 +332,7 @@ bench-copy: venv ## GCS copy vs loop, rclone, transfer_manager at 0/20/50 ms RTT
 bench-copy-quick: venv ## The same as a ~10 s smoke run (1 run, 20 small files, 0/20 ms)
 	$(PY) bench/copy.py --quick
 
-bench-ladder: venv ## The capacity ladder's policies (always spot, today's, deadline-aware) on simulated preemptions and droughts: deadlines met, cost (~1 min)
+bench-ladder: venv ## The capacity ladder's policies (always spot, today's, deadline-aware) on simulated preemptions and droughts: deadlines met, cost (~20 s)
 	$(PY) bench/ladder_sim.py
 
 bench-launcher-outages: venv tools ## The JobSet launcher through refused/reset/black-holed/slow API outages of 5/20/90 s and for good, at its production timeouts (~8 min)
