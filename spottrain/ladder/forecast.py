@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from spottrain.ladder import Rung, shape_of
-from spottrain.ledger import PREEMPTED_OUTCOMES, attempt_cost
-from spottrain.ledger.schema import Record
+from spottrain.ledger import attempt_cost
+from spottrain.ledger.schema import PREEMPTED_OUTCOMES, Record
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import uuid
 
 from spottrain import diagnostics, exits, fileio, versioned
 from spottrain.ledger import attempt_cost, bill_labels, schema, usage
-from spottrain.ledger.schema import Record
+from spottrain.ledger.schema import INTERRUPTED_OUTCOMES, PREEMPTED_OUTCOMES, Record
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,6 @@ CAPACITY_ENV = "SPOTTRAIN_CAPACITY"
 # sets it): its machines are held from then, not from when its trainer, after
 # importing TensorFlow, opens its record.
 STARTED_ENV = "SPOTTRAIN_ATTEMPT_STARTED"
-PREEMPTED_OUTCOMES = ("preempted", "preempted_unsaved")
-INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 
 
 def read(checkpoint_dir: str) -> list[Record]:

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from spottrain.ledger.schema import Record
+from spottrain.ledger.schema import INTERRUPTED_OUTCOMES, Record
 from spottrain.pricing import Quote, Usage
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,6 @@ SPOT_KINDS = ("spot", "preemptible")
 # Vertex: https://cloud.google.com/vertex-ai/docs/training/flex-start), which the price
 # source does not carry: the on-demand price is an upper bound for them.
 ON_DEMAND_KINDS = ("on-demand", "standard", "reservation", "flex-start")
-INTERRUPTED = ("preempted", "preempted_unsaved", "killed", "worker_lost", "hang")
 
 
 def kind(record: Record) -> str:
@@ -136,7 +135,7 @@ def price_records(records: Sequence[Record], price: Price | None) -> list[Record
         rec["spent"] = round(hours * paid, 6)
         if od is not None:
             rec["on_demand_price_per_hour"] = round(od, 6)
-        if rec.get("outcome") in INTERRUPTED:
+        if rec.get("outcome") in INTERRUPTED_OUTCOMES:
             j = _next(out, i)
             nxt, next_paid = (None, None) if j is None else (out[j], rates[j][0])
             lost = _lost(rec, nxt, paid, next_paid)

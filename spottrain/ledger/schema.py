@@ -82,6 +82,11 @@ class Record(TypedDict, total=False):
 
 
 FIELDS = tuple(Record.__annotations__)
+# The outcomes (exits.EXIT_CODES' words, and the ledger's own for an attempt it closes)
+# of an attempt the platform or a fault ended, and of those a preemption.
+PREEMPTED_OUTCOMES = ("preempted", "preempted_unsaved")
+INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
+
 # The fields the engine computes with: checked on every read (a number may be null,
 # e.g. a killed attempt's exit code, or a figure not known).
 COMPUTED = """started ended updated resumed_at notice_at seconds attempt workers start_step
