@@ -231,7 +231,8 @@ class JobSetLauncher:
         jobset = self.kube.read_jobset(self.ws.name)
         pods = self.kube.list_pods({JOBSET_NAME_LABEL: self.ws.name}) if jobset else []
         earlier = {}
-        for ws in self.sets[: self.current]:
+        # Only a move not yet resumed has earlier gangs to finish: no reads after it.
+        for ws in self.sets[: self.current] if self.memory.moved else ():
             found = self.kube.read_jobset(ws.name)
             if found is not None and is_ours(found, ours(ws)):
                 earlier[ws.name] = (found, self.kube.list_pods({JOBSET_NAME_LABEL: ws.name}))
