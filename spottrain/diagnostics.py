@@ -13,10 +13,17 @@ import re
 from spottrain import fileio
 
 DIR = "diagnostics"
+# What each file is (its name's first word): the readers below glob by it.
+HANG, NOTICE = "hang", "notice"
+
+
+def path(checkpoint_dir: str, kind: str, worker: str, stamp: str) -> str:
+    """``<checkpoint_dir>/diagnostics/<kind>-<worker>-<stamp>.txt``: one worker's file."""
+    return fileio.join(checkpoint_dir, f"{DIR}/{kind}-{worker}-{stamp}.txt")
 
 
 def last_hang_dump(checkpoint_dir: str, since: float) -> tuple[float, int | None] | None:
-    """The newest hang dump (``checkpointing.diagnostics_path``) written since ``since``.
+    """The newest hang dump (:data:`HANG`) written since ``since``.
 
     Its writer (a worker's supervisor, or the local launcher for a frozen worker)
     killed the hung attempt then, and names the last step it saw finish.
@@ -25,7 +32,7 @@ def last_hang_dump(checkpoint_dir: str, since: float) -> tuple[float, int | None
         (its modification time in epoch seconds, that step or ``None``), or ``None``
         when no dump was written.
     """
-    pattern = fileio.join(checkpoint_dir, f"{DIR}/hang-*")
+    pattern = fileio.join(checkpoint_dir, f"{DIR}/{HANG}-*")
     dumps = [(t, p) for p in fileio.glob(pattern) if (t := fileio.mtime(p)) >= since]
     if not dumps:
         return None
@@ -39,5 +46,5 @@ def last_hang_dump(checkpoint_dir: str, since: float) -> tuple[float, int | None
 
 def notice_between(checkpoint_dir: str, since: float, until: float) -> bool:
     """Whether a supervisor noted a preemption notice (watchdog.write_notice) in that time."""
-    pattern = fileio.join(checkpoint_dir, f"{DIR}/notice-*")
+    pattern = fileio.join(checkpoint_dir, f"{DIR}/{NOTICE}-*")
     return any(since <= fileio.mtime(p) <= until for p in fileio.glob(pattern))

@@ -86,8 +86,7 @@ def diagnostics_path(cfg: TrainConfig, cluster: Cluster, kind: str) -> str:
     Unlike checkpoints, every worker writes here, each under its own name, so
     that the dump of a stuck non-chief worker survives its pod too.
     """
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return fileio.join(cfg.checkpoint_dir, f"{diagnostics.DIR}/{kind}-{cluster.name}-{stamp}.txt")
+    return diagnostics.path(cfg.checkpoint_dir, kind, cluster.name, time.strftime("%Y%m%d-%H%M%S"))
 
 
 def check_output_dirs(cfg: TrainConfig, cluster: Cluster) -> None:

@@ -18,7 +18,7 @@ import math
 import threading
 import time
 
-from spottrain import exits, fileio
+from spottrain import diagnostics, exits, fileio
 from spottrain import ledger as ledger_lib
 from spottrain.exits import ConfigError, TrainerExit
 from spottrain.trainer import (
@@ -102,7 +102,9 @@ class Trainer:
         import tensorflow as tf
 
         cfg = self.cfg
-        self.heartbeat.dump_path(checkpointing.diagnostics_path(cfg, self.cluster, "hang"))
+        self.heartbeat.dump_path(
+            checkpointing.diagnostics_path(cfg, self.cluster, diagnostics.HANG)
+        )
         # Open the ledger record before anything that can hang (MWMS start-up), so
         # a hung attempt leaves a record the next attempt can close as a hang.
         found = checkpointing.list_checkpoints(cfg.checkpoint_dir)

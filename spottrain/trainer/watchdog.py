@@ -365,7 +365,7 @@ def write_notice(checkpoint_dir: str, name: str, reason: str) -> None:
     pod's second on a loaded node), this file is what tells the next attempt that
     this one was preempted, not killed.
     """
-    path = os.path.join(checkpoint_dir, diagnostics.DIR, f"notice-{name}-{time.time():.3f}.txt")
+    path = diagnostics.path(checkpoint_dir, diagnostics.NOTICE, name, f"{time.time():.3f}")
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
