@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from spottrain.ledger import schema
+from platform_chains import ledger_records
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,7 +114,5 @@ def summary(out: Path) -> dict:
 
 
 def ledger(out: Path) -> list[dict]:
-    """The attempt ledger records; every field a writer added is one Record declares."""
-    records = json.loads((out / "checkpoints" / "attempts.json").read_text())["attempts"]
-    assert not schema.undeclared(records), schema.undeclared(records)
-    return records
+    """The attempt ledger records of the run in ``out`` (platform_chains.ledger_records)."""
+    return ledger_records(out / "checkpoints")
