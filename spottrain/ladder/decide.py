@@ -85,14 +85,14 @@ def decide(
             )
         return Decision(STAY, at, why.rstrip(": "))
 
-    def fc(i: int) -> Forecast:
-        return forecast(ladder[i], measured, prior, moving=i != at,
-                        price_per_hour=prices.get(ladder[i].capacity))  # fmt: skip
-
-    stay = fc(at)
+    forecasts = [
+        forecast(rung, measured, prior, moving=i != at, price_per_hour=prices.get(rung.capacity))
+        for i, rung in enumerate(ladder.rungs)
+    ]
+    stay = forecasts[at]
     if not here.preemptible and waited_s < here.patience_s:
         return Decision(STAY, at, "", stay)
-    backstops = [fc(i) for i in range(len(ladder)) if i != at and not ladder[i].preemptible]
+    backstops = [f for i, f in enumerate(forecasts) if i != at and not f.rung.preemptible]
     safe_later = [f for f in backstops if now + look_every_s + f.finish_s + _margin(f) <= finish_by]
     if here.preemptible and waited_s < here.patience_s and safe_later:
         cheapest = min(
@@ -129,7 +129,7 @@ def decide(
             f"{waited}to finish by {_clock(finish_by)}: on {here.capacity} from the next look "
             f"the deadline could be missed; forecast finish {_clock(now + cheapest.finish_s)}"
         ))  # fmt: skip
-    fastest = min((fc(i) for i in range(len(ladder))), key=lambda f: f.finish_s)
+    fastest = min(forecasts, key=lambda f: f.finish_s)
     when = _clock(now + fastest.finish_s) if math.isfinite(fastest.finish_s) else "never"
     line = (
         f"the deadline {_clock(finish_by)} cannot be met on any rung: forecast finish "
