@@ -38,8 +38,8 @@ class Decision:
     forecast: Forecast | None = None
 
 
-def _margin(f: Forecast) -> float:
-    return max(MARGIN_SHARE * f.work_s, MARGIN_MIN_S)
+def _margin(f: Forecast, least_s: float = MARGIN_MIN_S) -> float:
+    return max(MARGIN_SHARE * f.work_s, least_s)
 
 
 def _clock(t: float) -> str:
@@ -57,6 +57,7 @@ def decide(
     waited_s: float = 0.0,
     prior: Prior | None = None,
     prices: Mapping[str, float] | None = None,
+    margin_s: float = MARGIN_MIN_S,
 ) -> Decision:
     """The rung to be on.
 
@@ -71,6 +72,7 @@ def decide(
         prior: What is assumed until measured (default: :class:`Prior`'s).
         prices: One worker's price per hour by capacity kind (for the cost rule and the
             forecast's cost); ``None``: cost is not compared.
+        margin_s: The least time held in hand beyond a forecast (also 5 % of the work).
     """
     prices, prior = prices or {}, prior or Prior()
     here = ladder[at]
@@ -93,7 +95,9 @@ def decide(
     if not here.preemptible and waited_s < here.patience_s:
         return Decision(STAY, at, "", stay)
     backstops = [f for i, f in enumerate(forecasts) if i != at and not f.rung.preemptible]
-    safe_later = [f for f in backstops if now + look_every_s + f.finish_s + _margin(f) <= finish_by]
+    safe_later = [
+        f for f in backstops if now + look_every_s + f.finish_s + _margin(f, margin_s) <= finish_by
+    ]
     if here.preemptible and waited_s < here.patience_s and safe_later:
         cheapest = min(
             safe_later, key=lambda f: (prices.get(f.rung.capacity, math.inf), f.finish_s)
@@ -108,8 +112,8 @@ def decide(
         # A cheaper backstop in time now but not at the next look (a queued one): move to
         # it now when that costs less than spot until the last moment, then `cheapest`.
         closing = [f for f in backstops if f not in safe_later and f.cost is not None
-                   and now + f.finish_s + _margin(f) <= finish_by]  # fmt: skip
-        then = _stay_then(stay, cheapest, finish_by - now, price_here)
+                   and now + f.finish_s + _margin(f, margin_s) <= finish_by]  # fmt: skip
+        then = _stay_then(stay, cheapest, finish_by - now, price_here, margin_s)
         for f in sorted(closing, key=lambda f: f.cost):
             if then is not None and f.cost < then:
                 return _move(ladder, f, (
@@ -121,7 +125,7 @@ def decide(
             f"forecast finish {_clock(now + stay.finish_s)}; {cheapest.rung.capacity} could "
             f"still finish by {_clock(finish_by)} if moved to at the next look"
         ), stay)  # fmt: skip
-    safe_now = [f for f in backstops if now + f.finish_s + _margin(f) <= finish_by]
+    safe_now = [f for f in backstops if now + f.finish_s + _margin(f, margin_s) <= finish_by]
     if safe_now:
         cheapest = min(safe_now, key=lambda f: (prices.get(f.rung.capacity, math.inf), f.finish_s))
         waited = f"no {here.capacity} capacity for {waited_s:.0f} s; " if waited_s else ""
@@ -131,20 +135,25 @@ def decide(
         ))  # fmt: skip
     fastest = min(forecasts, key=lambda f: f.finish_s)
     when = _clock(now + fastest.finish_s) if math.isfinite(fastest.finish_s) else "never"
+    # In time but not with the margin held in hand: said as such, the same choice.
+    short = now + fastest.finish_s <= finish_by
     line = (
-        f"the deadline {_clock(finish_by)} cannot be met on any rung: forecast finish "
-        f"{when} on {fastest.rung.capacity}"
+        f"the deadline {_clock(finish_by)} "
+        f"{'leaves less than the margin' if short else 'cannot be met'} on any rung: "
+        f"forecast finish {when} on {fastest.rung.capacity}"
     )
     if fastest.rung == here or not math.isfinite(fastest.finish_s):
         return Decision(STAY, at, line, fastest)
     return _move(ladder, fastest, line)
 
 
-def _stay_then(stay: Forecast, then: Forecast, left_s: float, price: float | None) -> float | None:
+def _stay_then(
+    stay: Forecast, then: Forecast, left_s: float, price: float | None, margin_s: float
+) -> float | None:
     """Expected cost of training on here until ``then``'s last safe moment, then there."""
     if price is None or then.cost is None or stay.work_s <= 0:
         return None
-    window = max(0.0, left_s - then.finish_s - _margin(then))
+    window = max(0.0, left_s - then.finish_s - _margin(then, margin_s))
     if window * stay.useful >= stay.work_s:
         return price * stay.rung.workers * stay.finish_s / 3600
     share_left = 1 - window * stay.useful / stay.work_s

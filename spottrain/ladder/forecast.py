@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from spottrain.ladder import Rung, shape_of
 from spottrain.ledger import attempt_cost
-from spottrain.ledger.schema import PREEMPTED_OUTCOMES, Record
+from spottrain.ledger.schema import INTERRUPTED_OUTCOMES, PREEMPTED_OUTCOMES, Record
 
 
 @dataclass(frozen=True)
@@ -75,10 +75,12 @@ class Measured:
     ) -> Measured:
         """What the attempt ledger's records say the run measured.
 
-        Seconds per step: each attempt's training time (from its restore, ``resumed_at``,
-        to its last write) over the steps it trained, pooled per shape. Preemptions and
+        Seconds per step: each attempt's steady speed (``seconds_per_step``), else its
+        training time (from its restore, ``resumed_at``, to its last write) over the
+        steps it trained, pooled per shape. Preemptions and
         hours: the attempts on a spot kind. Restart: the mean of the restarts the
-        figures priced (``lost_restart_seconds``).
+        figures priced (``lost_restart_seconds``), else of the gaps from an interrupted
+        attempt's last sign of life to the next one's restore (``resumed_at``).
         """
         seconds: dict[str, float] = {}
         steps: dict[str, int] = {}
@@ -91,8 +93,11 @@ class Measured:
             began = rec.get("resumed_at") or rec.get("started")
             until = rec.get("ended") or rec.get("updated")
             trained = (rec.get("last_step") or 0) - (rec.get("start_step") or 0)
-            if began and until and trained > 0 and until > began:
-                seconds[shape] = seconds.get(shape, 0.0) + until - began
+            steady = rec.get("seconds_per_step")
+            if trained > 0 and (steady or (began and until and until > began)):
+                # The engine's steady speed, else the wall clock (start-up included).
+                spent = steady * trained if steady else until - began
+                seconds[shape] = seconds.get(shape, 0.0) + spent
                 steps[shape] = steps.get(shape, 0) + trained
                 replicas[shape] = int(rec.get("workers") or 1) * max(
                     int(rec.get("gpu_count") or 0), 1
@@ -103,6 +108,8 @@ class Measured:
                     spot_hours += (until - began) / 3600
             if rec.get("lost_restart_seconds"):
                 restarts.append(float(rec["lost_restart_seconds"]))
+        if not restarts:  # not priced yet: from each interrupted attempt's end to the resume
+            restarts = _gaps(records)
         return cls(
             steps_done=max((int(r.get("saved_step") or 0) for r in records), default=0),
             steps_total=steps_total,
@@ -113,6 +120,16 @@ class Measured:
             restart_s=sum(restarts) / len(restarts) if restarts else None,
             save_every_s=save_every_s,
         )
+
+
+def _gaps(records: Sequence[Record]) -> list[float]:
+    """Seconds from each interrupted attempt's end to the next attempt's restore."""
+    gaps = []
+    for before, after in zip(records, records[1:], strict=False):
+        ended = before.get("ended") or before.get("updated")
+        if before.get("outcome") in INTERRUPTED_OUTCOMES and ended and after.get("resumed_at"):
+            gaps.append(max(0.0, float(after["resumed_at"]) - float(ended)))
+    return gaps
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,8 @@ def merge(stored: dict | None, changed: list[Record]) -> dict:
             records.append(rec)
     for number, rec in enumerate(records, 1):
         rec["attempt"] = number
-    return {"attempts": records, "totals": totals(records)}
+    # The launchers' ladder and moves (schema.RUN_KEYS) stay as they are.
+    return {**schema.run_keys(stored), "attempts": records, "totals": totals(records)}
 
 
 def totals(records: list[Record]) -> dict:
@@ -395,17 +396,27 @@ class Ledger:
                 self.current.update(start_step=step, last_step=step, saved_step=step)
             self._write(force=True)
 
-    def progress(self, step: int, saved_step: int | None = None, *, force: bool = False) -> None:
+    def progress(
+        self,
+        step: int,
+        saved_step: int | None = None,
+        *,
+        force: bool = False,
+        seconds_per_step: float | None = None,
+    ) -> None:
         """Notes a finished step, and a save whose files are complete.
 
         Written at most every ``min_interval_s``, at once for a save (``force``: also
         at a save's start, so that a kill during it counts the steps up to it). Only
         complete saves count: a background save still writing (or one that fails) is
-        not yet something a next attempt can resume from.
+        not yet something a next attempt can resume from. ``seconds_per_step``: the
+        attempt's steady speed so far (its first call, which traces, left out).
         """
         if not self.current:
             return
         with self._lock:
+            if seconds_per_step:
+                self.current["seconds_per_step"] = round(seconds_per_step, 6)
             self.current["last_step"] = max(step, self.current.get("last_step") or 0)
             if saved_step is not None:
                 self.current["saved_step"] = saved_step

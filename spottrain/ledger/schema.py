@@ -46,6 +46,8 @@ class Record(TypedDict, total=False):
     notice_reason: str
     ended: float
     seconds: float
+    # Its steady speed: seconds per step over its calls after the first.
+    seconds_per_step: float
     # How it ended (exit_code is null for an attempt killed outright).
     outcome: str
     exit_code: int | None
@@ -82,6 +84,40 @@ class Record(TypedDict, total=False):
 
 
 FIELDS = tuple(Record.__annotations__)
+
+
+class Move(TypedDict, total=False):
+    """A launcher's move from one rung of the capacity ladder to another (issue 44)."""
+
+    # When, on which platform, and the job (Vertex) or JobSet (GKE) it left.
+    at: float
+    platform: str
+    left: str
+    # The rungs (``spottrain.ladder.Rung`` as written) and their capacity kinds.
+    from_rung: str
+    to_rung: str
+    from_capacity: str
+    to_capacity: str
+    # Why, the deadline it was made for, and the forecast on the rung moved to.
+    reason: str
+    finish_by: float | None
+    forecast_finish: float | None
+    forecast_cost: float | None
+
+
+class LadderPlan(TypedDict, total=False):
+    """The ladder a launcher walks and the deadline it walks it for."""
+
+    rungs: list[str]
+    finish_by: float | None
+    # The deadline as asked (a duration counts from the first launcher that read it).
+    asked: str
+    set_at: float
+
+
+# What the ledger file holds beside its records and their totals: the run's ladder
+# ("ladder", a LadderPlan) and its moves ("moves", a list of Move), written by launchers.
+RUN_KEYS = ("ladder", "moves")
 # The outcomes (exits.EXIT_CODES' words, and the ledger's own for an attempt it closes)
 # of an attempt the platform or a fault ended, and of those a preemption.
 PREEMPTED_OUTCOMES = ("preempted", "preempted_unsaved")
@@ -92,7 +128,7 @@ INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 COMPUTED = """started ended updated resumed_at notice_at seconds attempt workers start_step
     last_step saved_step notice_step steps_lost exit_code spent saved lost price_per_hour
     on_demand_price_per_hour id outcome capacity currency node_kind message
-    prices_given""".split()
+    prices_given seconds_per_step""".split()
 _NUMBER = (int, float)
 
 
@@ -133,6 +169,19 @@ def problem(data: object) -> str | None:
             if field in rec and not isinstance(rec[field], kinds):
                 return f"record {i + 1}'s {field!r} is {rec[field]!r}"
     return None
+
+
+def run_keys(data: object) -> dict:
+    """The run's own keys of parsed ledger JSON ``data`` (``RUN_KEYS``) that are well formed."""
+    if problem(data) is not None or not data:
+        return {}
+    out = {}
+    if isinstance(data.get("ladder"), dict):
+        out["ladder"] = data["ladder"]
+    moves = data.get("moves")
+    if isinstance(moves, list) and all(isinstance(m, dict) for m in moves):
+        out["moves"] = moves
+    return out
 
 
 def records(data: object) -> list[dict]:

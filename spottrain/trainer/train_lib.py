@@ -94,6 +94,8 @@ class Trainer:
         # (seconds waiting for input, seconds for the whole step) of recent steps; the
         # input wait is measured only with an on_step hook (else the step fetches it).
         self.step_times: collections.deque = collections.deque(maxlen=10_000)
+        # Seconds and steps of the calls after the first: the ledger's seconds_per_step.
+        self.steady = [0.0, 0]
 
     # -- set-up -------------------------------------------------------------
     def build(self) -> None:
@@ -380,7 +382,13 @@ class Trainer:
         self.step_times.append((call.input_s, call.seconds / call.done))  # per step of the call
         if on_step is not None:
             on_step(step, call.input_s, call.seconds)
-        self.ledger.progress(step, saved_step=self.store.newly_complete())
+        if self.first_step_seconds is not None:  # the first call traces: not the speed
+            self.steady[0] += call.seconds
+            self.steady[1] += call.done
+        per_step = self.steady[0] / self.steady[1] if self.steady[1] else None
+        self.ledger.progress(
+            step, saved_step=self.store.newly_complete(), seconds_per_step=per_step
+        )
         if self.first_step_seconds is None:
             self.first_step_seconds = time.monotonic() - self.started
             log.info("first step done %.1f s after start", self.first_step_seconds)

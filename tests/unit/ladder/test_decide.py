@@ -179,3 +179,34 @@ def test_a_deadline_even_the_fastest_rung_misses_is_said_in_one_line():
     assert "on-demand" in line and "\n" not in line
     assert unreachable(TWO, measured(), now=0.0, finish_by=5000.0) == ""
     assert unreachable(TWO, None, now=0.0, finish_by=10.0) == ""  # nothing measured yet
+
+
+def test_the_engines_steady_speed_and_the_restart_gaps_count_when_there():
+    """``seconds_per_step`` (the engine's steady speed) wins over the wall clock, which
+    counts start-up; with no priced restart, the gap from an interrupted attempt's end
+    to the next one's restore is the restart."""
+    t4 = dict(machine_type="n1-standard-8", gpu_type="nvidia-tesla-t4", gpu_count=1, workers=2)
+    records = [
+        # 100 steps in 50 s of wall clock, 0.2 s each steady; preempted at 1110.
+        dict(t4, capacity="spot", start_step=0, last_step=100, saved_step=100, started=1000.0,
+             resumed_at=1060.0, ended=1110.0, outcome="preempted", seconds_per_step=0.2),
+        # Restored 30 s later; 100 steps at 0.3 s each steady.
+        dict(t4, capacity="spot", start_step=100, last_step=200, saved_step=200, started=1120.0,
+             resumed_at=1140.0, ended=1200.0, outcome="success", seconds_per_step=0.3),
+    ]  # fmt: skip
+    m = Measured.from_ledger(records, steps_total=1000, save_every_s=60.0)
+    assert m.step_s == {SPOT.shape: pytest.approx((20 + 30) / 200)}
+    assert m.restart_s == 30.0  # 1140 - 1110; the success ended nothing
+    records[0].pop("seconds_per_step")
+    assert Measured.from_ledger(records, 1000, 60.0).step_s == {SPOT.shape: (50 + 30) / 200}
+
+
+def test_the_margin_is_a_setting_and_a_deadline_in_time_but_inside_it_is_said_so():
+    # On-demand needs 180 s restart + 4,500 s: 4,680 s; its margin is 5 % of 4,500 = 225 s
+    # or margin_s when larger. 4,920 s left: in time, inside a 300 s margin (4,980 s),
+    # outside a 225 s one (4,905 s).
+    m = measured(preemptions=50, preemptible_hours=1.0)  # spot hopeless: 0 % useful
+    d = decide(TWO, 0, m, now=NOW, finish_by=NOW + 4920, look_every_s=60)
+    assert (d.kind, d.to) == (MOVE, 1) and "leaves less than the margin" in d.reason, d
+    d = decide(TWO, 0, m, now=NOW, finish_by=NOW + 4920, look_every_s=60, margin_s=60)
+    assert (d.kind, d.to) == (MOVE, 1) and "to finish by" in d.reason, d
