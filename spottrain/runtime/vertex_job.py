@@ -37,8 +37,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from spottrain import exits
+from spottrain.ladder import VERTEX_STRATEGY, Ladder, LadderError
+from spottrain.ladder.decide import MARGIN_MIN_S
+from spottrain.ladder.forecast import Measured, Prior
 from spottrain.ledger import CAPACITY_ENV, bill_labels, usage
-from spottrain.runtime import vertex_regions
+from spottrain.ledger.schema import Move
+from spottrain.runtime import vertex_ladder, vertex_regions
 from spottrain.runtime.fallback_words import (
     CANCELLED,
     COMPLETED,
@@ -46,6 +50,15 @@ from spottrain.runtime.fallback_words import (
     INCOMPLETE,
     RESUME,
     settled,
+)
+from spottrain.runtime.vertex_ladder import (
+    MOVE,
+    WAIT,
+    Look,
+    Step,
+    next_step,
+    rung_parent,
+    rung_payload,
 )
 
 log = logging.getLogger(__name__)
@@ -60,6 +73,10 @@ SUCCEEDED = "JOB_STATE_SUCCEEDED"
 CANCELLED_STATES = ("JOB_STATE_CANCELLED", "JOB_STATE_CANCELLING")
 # GCPC's _JOB_COMPLETE_STATES: a job in any other state is still going.
 ENDED = (SUCCEEDED, "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_PAUSED")
+# Not running yet: waiting for its capacity (a FLEX_START job queues up to max_wait_duration).
+WAITING = ("JOB_STATE_QUEUED", "JOB_STATE_PENDING")
+# The walked ladder's rung of a job, as a label (a retried task re-attaches on it).
+RUNG_LABEL = "spottrain-rung"
 # The endings of decide (words of fallback_words); anything else it returns is the
 # strategy to resume on. INCOMPLETE: the budgets are used and the training is not done.
 ENDINGS = (COMPLETED, FATAL, CANCELLED, INCOMPLETE)
@@ -236,6 +253,16 @@ class CustomJobLauncher:
     attempts: list[Attempt] = field(default_factory=list)
     current: str = ""
     run_id: str = ""
+    # The capacity ladder (walk): its deadline, how often to decide, what was measured,
+    # where a move is written, and the reservation of a reservation rung.
+    ladder: Ladder | None = None
+    finish_by: float | None = None
+    look_every_s: float = 60.0
+    measured: Callable[[], Measured | None] = lambda: None
+    moved: Callable[[Move], None] = lambda move: None
+    reservation: str = ""
+    prior: Prior | None = None
+    margin_s: float = MARGIN_MIN_S
 
     def run(self, attach: str = "") -> str:
         """Runs jobs until an ending; ``attach`` follows an existing job first."""
@@ -265,24 +292,108 @@ class CustomJobLauncher:
                 return decision
             strategy = decision
 
+    def walk(self, attach: str = "") -> str:
+        """Walks :attr:`ladder`: a job per rung, moved when :func:`next_step` says so."""
+        at, created, said = 0, time.time(), ""
+        jobs_here: dict[int, int] = {}
+        if attach:
+            job = self._get(attach)
+            at = int(job.labels.get(RUNG_LABEL, "0"))
+            jobs_here[at] = 1
+            self.attempts.append(Attempt(job.job_spec.scheduling.strategy.name, attach,
+                                         step_before=self.newest_step()))  # fmt: skip
+        while True:
+            if not self.attempts or self.attempts[-1].state:
+                jobs_here[at] = jobs_here.get(at, 0) + 1
+                strategy = VERTEX_STRATEGY[self.ladder[at].capacity]
+                self.attempts.append(self._create(strategy, jobs_here[at], at))
+                created = time.time()
+            attempt = self.attempts[-1]
+            self.current = attempt.job
+            step = self._look(attempt, at, created, jobs_here[at])
+            if step.kind == WAIT:
+                if step.reason and step.reason != said:  # said once, until it changes
+                    log.info("on %s: %s", self.ladder[at], step.reason)
+                said = step.reason
+                continue
+            if step.kind == MOVE:
+                self._move(attempt, at, step)
+                at = step.to
+                continue
+            if step.kind in ENDINGS:
+                return step.kind
+            log.info("again on %s: %s", self.ladder[at], step.reason or "preempted")
+
+    def _look(self, attempt: Attempt, at: int, created: float, jobs_here: int):
+        """One look at the current job (polled until it ends or a look is due)."""
+        due = time.monotonic() + self.look_every_s
+        while True:
+            job = self._get(attempt.job)
+            ended = job.state.name in ENDED
+            if ended or time.monotonic() >= due:
+                break
+            time.sleep(min(self.poll_seconds, max(0.0, due - time.monotonic())))
+        if ended:
+            attempt.state, attempt.error = job.state.name, job.error.message
+            attempt.step_after = self.newest_step()
+            log.info("%s job %s ended %s (checkpoint step %s -> %s%s)", attempt.strategy,
+                     attempt.job, attempt.state, attempt.step_before, attempt.step_after,
+                     f"; {attempt.error}" if attempt.error else "")  # fmt: skip
+        look = Look(
+            ended=ended,
+            succeeded=job.state.name == SUCCEEDED,
+            waited_s=time.time() - created if job.state.name in WAITING else 0.0,
+            progressed=ended and attempt.progressed,
+            settled=settled(self.progress(), cancelled=job.state.name in CANCELLED_STATES),
+            jobs_here=jobs_here,
+            measured=self.measured(),
+        )
+        # A look is due at most every look_every_s, and the job's end is one.
+        step = next_step(self.ladder, at, look, budgets=(self.plan.first_attempts,
+                         self.plan.fallback_attempts), now=time.time(),
+                         finish_by=self.finish_by, look_every_s=self.look_every_s,
+                         prior=self.prior, margin_s=self.margin_s)  # fmt: skip
+        return step
+
+    def _move(self, attempt: Attempt, at: int, step: Step) -> None:
+        """Writes the move, then cancels the job left (its trainer saves on the notice)."""
+        here, there = self.ladder[at], self.ladder[step.to]
+        f = step.forecast
+        finish = time.time() + f.finish_s if f and f.finish_s != float("inf") else None
+        self.moved(Move(at=time.time(), platform="vertex", left=attempt.job,
+                        from_rung=str(here), to_rung=str(there), from_capacity=here.capacity,
+                        to_capacity=there.capacity, reason=step.reason,
+                        finish_by=self.finish_by, forecast_finish=finish,
+                        forecast_cost=f.cost if f else None))  # fmt: skip
+        log.info("move from %s to %s: %s", here, there, step.reason)
+        if not attempt.state:
+            self.client.cancel_custom_job(name=attempt.job)
+            while not attempt.state:
+                job = self._get(attempt.job)
+                if job.state.name in ENDED:
+                    attempt.state, attempt.error = job.state.name, job.error.message
+                    attempt.step_after = self.newest_step()
+                else:
+                    time.sleep(self.poll_seconds)
+
     def cancel(self) -> None:
         """Cancels the running job (the pipeline task was cancelled)."""
         if self.current:
             log.info("cancelling %s", self.current)
             self.client.cancel_custom_job(name=self.current)
 
-    def _create(self, strategy: str, number: int) -> Attempt:
+    def _create(self, strategy: str, number: int, at: int | None = None) -> Attempt:
         step = self.newest_step()
-        job = self.client.create_custom_job(
-            parent=self.parent,
-            custom_job=job_for(
-                self.payload,
-                strategy,
-                number,
-                location=self.parent.rsplit("/", 1)[-1],
-                run=self.run_id,
-            ),
+        payload, parent = self.payload, self.parent
+        if at is not None:
+            payload = rung_payload(payload, self.ladder[at], reservation=self.reservation)
+            parent = rung_parent(parent, self.ladder[at])
+        custom_job = job_for(
+            payload, strategy, number, location=parent.rsplit("/", 1)[-1], run=self.run_id
         )
+        if at is not None:
+            custom_job["labels"][RUNG_LABEL] = str(at)
+        job = self.client.create_custom_job(parent=parent, custom_job=custom_job)
         log.info("created %s job %s (checkpoint step %s)", strategy, job.name, step)
         self.record(job.name)
         return Attempt(strategy, job.name, step_before=step)
@@ -359,6 +470,17 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--train_steps", type=int, required=True)
     # dsl.PIPELINE_JOB_ID_PLACEHOLDER; unresolved ("{{$..."), the run's billing id serves.
     p.add_argument("--run_id", default="")
+    # The capacity ladder (docs/deadline.md): with either, the launcher walks a ladder
+    # (the plan's two strategies when --ladder is empty) and decides at every look.
+    p.add_argument("--ladder", default="")
+    p.add_argument("--finish_by", default="")
+    p.add_argument("--look_every_seconds", type=float, default=60.0)
+    p.add_argument("--save_every_seconds", type=float, default=60.0)
+    p.add_argument("--reservation", default="")
+    # The forecast's prior until measured, and the least time held in hand.
+    p.add_argument("--prior_preemptions_per_hour", type=float, default=Prior.preemptions_per_hour)
+    p.add_argument("--prior_restart_seconds", type=float, default=Prior.restart_s)
+    p.add_argument("--margin_seconds", type=float, default=MARGIN_MIN_S)
     return p.parse_args(argv)
 
 
@@ -407,7 +529,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        decision = launcher.run(attach=attached_job(args.gcp_resources, args.location))
+        if args.ladder or args.finish_by:
+            vertex_ladder.set_up(launcher, args, payload, plan)
+            # Read at every look: its line per read would drown the walk's own.
+            logging.getLogger("spottrain.runtime.training_status").setLevel(logging.WARNING)
+        attach = attached_job(args.gcp_resources, args.location)
+        decision = launcher.walk(attach) if launcher.ladder else launcher.run(attach)
+    except LadderError as err:
+        log.error("%s", err)
+        return exits.FATAL_CONFIG
     except exceptions.TooManyRequests as err:
         # RESOURCE_EXHAUSTED: a quota; a retry of the task re-attaches and goes on.
         log.error("Vertex quota: %s", err)

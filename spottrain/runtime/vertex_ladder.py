@@ -1,4 +1,4 @@
-"""A Vertex custom job for each rung of a capacity ladder (issue 44; not yet walked).
+"""The capacity ladder on Vertex: a custom job per rung, and the walk's next step (pure).
 
 The same :class:`~spottrain.ladder.Ladder` the GKE ComputeClass is written from
 (``pipelines/computeclass.from_ladder``) becomes, rung by rung, the custom job the
@@ -7,16 +7,30 @@ fall-back launcher (:mod:`.vertex_job`) would create: the rung's scheduling stra
 with a reservation's affinity), its machine and GPUs on every pool, its workers as
 pool 0's chief and pool 1's replicas, and its region as the job's parent. What else
 the job carries (labels, the ledger's env) is :func:`.vertex_job.job_for`'s.
+
+:func:`next_step` is the walk's decision at each look at the current job (observe →
+decide → act: :class:`.vertex_job.CustomJobLauncher` observes and acts): wait on it,
+create it again on the same rung after a preemption, move (cancelling it when it
+still runs or waits), or end. Which rung is :func:`spottrain.ladder.decide.decide`'s.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
-from spottrain.ladder import VERTEX_STRATEGY, LadderError, Rung
+from spottrain.ladder import VERTEX_STRATEGY, Ladder, LadderError, Rung
+from spottrain.ladder.decide import MARGIN_MIN_S, MOVE, decide
+from spottrain.ladder.forecast import Forecast, Measured, Prior
 from spottrain.placement import VERTEX_ACCELERATORS
 from spottrain.pricing.machines import region_of
+from spottrain.runtime.fallback_words import COMPLETED, INCOMPLETE
+
+log = logging.getLogger(__name__)
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
@@ -64,3 +78,162 @@ def rung_parent(parent: str, rung: Rung) -> str:
     """``projects/<p>/locations/<region>``: the rung's region where it names one."""
     region = region_of(rung.location) if rung.location else None
     return f"{parent.rsplit('/', 1)[0]}/{region}" if region else parent
+
+
+def defaults_of(payload: dict) -> Rung:
+    """The rung the payload itself describes (a ladder rung's unset fields are these)."""
+    pools = payload["job_spec"]["worker_pool_specs"]
+    machine = pools[0].get("machine_spec") or {}
+    gpu = machine.get("accelerator_type") or ""
+    gpu = "" if gpu == "ACCELERATOR_TYPE_UNSPECIFIED" else gpu
+    return Rung(
+        capacity="spot",
+        machine_type=machine.get("machine_type", ""),
+        gpu_type=gpu,
+        gpu_count=int(machine.get("accelerator_count") or 0) if gpu else 0,
+        workers=sum(int(p.get("replica_count") or 1) for p in pools),
+    )
+
+
+# The walk's own steps; the others are fallback_words' endings (and MOVE).
+WAIT, AGAIN = "wait", "again"
+
+
+@dataclass(frozen=True)
+class Look:
+    """What one look at the current job saw.
+
+    Attributes:
+        ended: The job is in an ended state.
+        succeeded: It ended ``JOB_STATE_SUCCEEDED``.
+        waited_s: Seconds it has waited for capacity (queued or pending; 0 once running).
+        progressed: (ended) it saved a newer checkpoint than there was when it started.
+        settled: :func:`spottrain.runtime.fallback_words.settled` of the checkpoint dir
+            (``None``: training goes on).
+        jobs_here: Jobs created on this rung so far, this one included.
+        measured: What the run measured (``None``: nothing yet).
+    """
+
+    ended: bool
+    succeeded: bool = False
+    waited_s: float = 0.0
+    progressed: bool = False
+    settled: str | None = None
+    jobs_here: int = 1
+    measured: Measured | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """What to do: ``WAIT``, ``AGAIN`` (a new job on rung ``to``), ``MOVE`` or an ending."""
+
+    kind: str
+    to: int
+    reason: str = ""
+    forecast: Forecast | None = None
+
+
+def next_step(
+    ladder: Ladder,
+    at: int,
+    look: Look,
+    *,
+    budgets: tuple[int, int],
+    now: float,
+    finish_by: float | None,
+    look_every_s: float,
+    prior: Prior | None = None,
+    prices: Mapping[str, float] | None = None,
+    margin_s: float = MARGIN_MIN_S,
+) -> Step:
+    """The walk's next step after a look at the job on rung ``at``.
+
+    Args:
+        ladder: The rungs.
+        at: The rung of the job looked at.
+        look: What the look saw.
+        budgets: Jobs at most per rung: (preemptible rungs, the others).
+        now: Epoch seconds.
+        finish_by: The deadline (``None``: none).
+        look_every_s: Seconds until the next look at the latest.
+        prior: As :func:`spottrain.ladder.decide.decide`.
+        prices: As :func:`spottrain.ladder.decide.decide`.
+        margin_s: As :func:`spottrain.ladder.decide.decide`.
+
+    Returns:
+        ``Step(COMPLETED)`` etc. (fallback_words) to end; ``MOVE`` to rung ``to``
+        (cancel the job first when it has not ended); ``AGAIN`` for a new job here;
+        ``WAIT`` to look again.
+    """
+    if look.succeeded:
+        return Step(COMPLETED, at)
+    if look.settled:
+        return Step(look.settled, at)
+    measured = look.measured or Measured(0, 0, {}, {})
+    # A job that ended without progress found no capacity: as if its patience was used.
+    waited = math.inf if look.ended and not look.progressed else look.waited_s
+    d = decide(ladder, at, measured, now=now, finish_by=finish_by, look_every_s=look_every_s,
+               waited_s=waited, prior=prior, prices=prices, margin_s=margin_s)  # fmt: skip
+    if d.kind == MOVE:
+        return Step(MOVE, d.to, d.reason, d.forecast)
+    if not look.ended:
+        return Step(WAIT, at, d.reason, d.forecast)
+    budget = budgets[0] if ladder[at].preemptible else budgets[1]
+    if look.jobs_here < budget:
+        return Step(AGAIN, at, d.reason, d.forecast)
+    if at + 1 < len(ladder):
+        return Step(MOVE, at + 1, f"{look.jobs_here} {ladder[at].capacity} jobs used (its budget)")
+    return Step(INCOMPLETE, at, f"{look.jobs_here} {ladder[at].capacity} jobs used (its budget)")
+
+
+# The ladder of the fall-back's plan (--fallback_strategy): its two strategies' kinds.
+PLAN_KIND = {"SPOT": "spot", "FLEX_START": "flex-start", "STANDARD": "on-demand"}
+
+
+def set_up(launcher, args, payload: dict, plan) -> None:
+    """Makes ``launcher`` (a ``CustomJobLauncher``) walk the ladder ``args`` give.
+
+    ``--ladder`` empty: the plan's two strategies as two rungs of the payload's shape.
+    The deadline is kept in the ledger as first read, so a duration (``6h``) counts
+    from the first try of the task, not from each retry.
+
+    Raises:
+        LadderError: a bad ladder or deadline (one line).
+    """
+    from spottrain import ledger
+    from spottrain.ladder import parse
+    from spottrain.ladder.decide import finish_by_epoch, unreachable
+    from spottrain.ledger import moves
+
+    defaults = defaults_of(payload)
+    if args.ladder:
+        ladder = parse(args.ladder, defaults)
+    else:
+        rungs = (PLAN_KIND[plan.first], PLAN_KIND[plan.fallback])
+        ladder = Ladder(tuple(replace(defaults, capacity=kind) for kind in rungs))
+    now = time.time()
+    stored, _ = moves.read(args.checkpoint_dir)
+    if stored and stored.get("asked") == args.finish_by:
+        finish_by = stored.get("finish_by")
+    else:
+        finish_by = finish_by_epoch(args.finish_by, now)
+        rungs = [str(r) for r in ladder.rungs]
+        plan_doc = {"rungs": rungs, "finish_by": finish_by, "asked": args.finish_by, "set_at": now}
+        moves.set_ladder(args.checkpoint_dir, plan_doc)
+
+    def measured() -> Measured | None:
+        records = ledger.read(args.checkpoint_dir)
+        if not records:
+            return None
+        return Measured.from_ledger(records, args.train_steps, args.save_every_seconds)
+
+    prior = Prior(args.prior_preemptions_per_hour, restart_s=args.prior_restart_seconds)
+    late = finish_by and unreachable(ladder, measured(), now=now, finish_by=finish_by, prior=prior)
+    if late:
+        log.warning("%s: training goes on, on the fastest rung", late)
+    launcher.ladder, launcher.finish_by = ladder, finish_by
+    launcher.look_every_s, launcher.margin_s = args.look_every_seconds, args.margin_seconds
+    launcher.prior = prior
+    launcher.measured = measured
+    launcher.moved = lambda move: moves.add_move(args.checkpoint_dir, move)
+    launcher.reservation = args.reservation

@@ -4,7 +4,7 @@ resuming one checkpoint dir, in one pipeline task that ends Succeeded.
 The decision is tested as a table; the payloads of the compiled pipeline go through
 GCPC's own launcher code into the real ``CreateCustomJobRequest``; and the launcher
 runs against the real ``aiplatform_v1.JobServiceClient`` over gRPC, served by the
-stand-in ``standins/vertex_jobs.py`` whose jobs run the real trainer locally.
+stand-in ``spottrain/testing/vertex_jobs.py`` whose jobs run the real trainer locally.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ import pytest
 from google.cloud import aiplatform_v1
 from google_cloud_pipeline_components.container.v1.gcp_launcher import job_remote_runner
 from google_cloud_pipeline_components.container.v1.gcp_launcher.utils import json_util
-from standins.vertex_jobs import JobService
+from spottrain.testing.vertex_jobs import JobService
 from trainer_helpers import REPO, env, tiny_args
 from vertex_helpers import compile_vertex, filled_payload, gcpc_request
 
-from spottrain import exits
+from spottrain import exits, ledger
+from spottrain.ledger import moves as ledger_moves
 from spottrain.runtime import vertex_job as vj
 from spottrain.trainer import checkpointing
 
@@ -92,12 +93,14 @@ def _payload(digits_dir: str, out: Path, *extra: str, steps: int = 60) -> dict:
     }
 
 
-def _launch(svc: JobService, tmp_path: Path, payload: dict, steps: int = 60) -> subprocess.Popen:
+def _launch(
+    svc: JobService, tmp_path: Path, payload: dict, steps: int = 60, *extra: str
+) -> subprocess.Popen:
     argv = [
         sys.executable, "-m", "spottrain.runtime.vertex_job", "--project", "p",
         "--location", "us-central1", "--payload", json.dumps(payload),
         "--gcp_resources", str(tmp_path / "gcp_resources"),
-        "--checkpoint_dir", str(tmp_path / "checkpoints"), "--train_steps", str(steps),
+        "--checkpoint_dir", str(tmp_path / "checkpoints"), "--train_steps", str(steps), *extra,
     ]  # fmt: skip
     e = {**env(), vj.API_ENV: svc.address, vj.POLL_ENV: "0.2",
          "VERTEX_AI_PIPELINES_RUN_LABELS": json.dumps(BILLING)}  # fmt: skip
@@ -223,3 +226,63 @@ def test_a_retried_task_follows_the_job_it_left_instead_of_creating_one(digits_d
         out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
     assert len(svc.jobs) == 1 and _newest(tmp_path) == 60
+
+
+def _calibrate(digits_dir: str, tmp_path: Path, steps: int = 150) -> tuple[float, float]:
+    """This machine's (seconds to the trainer's first step, seconds per step) now."""
+    out = tmp_path / "calibration"
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-m", "spottrain.trainer.task",
+                    *tiny_args(digits_dir, out, train_steps=steps)], cwd=REPO, env=env(),
+                   check=True, capture_output=True)  # fmt: skip
+    wall = time.monotonic() - began
+    (rec,) = json.loads((out / "checkpoints" / "attempts.json").read_text())["attempts"]
+    per_step = rec["seconds_per_step"]
+    return max(wall - steps * per_step, 1.0), per_step
+
+
+@pytest.mark.slow
+def test_a_deadline_moves_the_run_from_preempted_spot_to_standard_in_time(digits_dir, tmp_path):
+    """Spot is preempted every few seconds: the walk stays on spot while standard could
+    still finish by the deadline from the next look, then moves (cancelling the spot
+    job: it saves on the notice), writes the move in the ledger, and finishes in time.
+
+    The deadline is set from this machine's speed, measured first: standard alone
+    needs the start-up ``s`` and the work ``w``; the deadline gives ``2 s + 1.5 w`` and
+    a 60 s margin, so spot (4 s of training between restarts) is safe at first and
+    stops being safe before it could finish.
+    """
+    steps, margin = 2000, 60
+    startup, per_step = _calibrate(digits_dir, tmp_path)
+    work = steps * per_step
+    finish_by = time.time() + 2 * startup + 1.5 * work + margin + 30
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finish_by))
+    payload = _payload(digits_dir, tmp_path, "--save-every-seconds", "2", steps=steps)
+    with JobService([], env=env(), log_dir=tmp_path, by_strategy={"SPOT": "preempt~4"}) as svc:
+        proc = _launch(svc, tmp_path, payload, steps, "--finish_by", iso,
+                       "--first_attempts", "100", "--look_every_seconds", "2",
+                       "--save_every_seconds", "2", "--margin_seconds", str(margin),
+                       "--prior_restart_seconds", str(startup))  # fmt: skip
+        out, _ = proc.communicate(timeout=int(finish_by - time.time()) + 300)
+    ended = time.time()
+    assert proc.returncode == 0, out
+    strategies = [j.job_spec.scheduling.strategy.name for j in svc.jobs]
+    # Spot first (restarted after each preemption), then one standard job.
+    assert strategies[-1] == "STANDARD" and strategies.count("STANDARD") == 1, strategies
+    assert set(strategies[:-1]) == {"SPOT"} and len(strategies) >= 3, strategies
+    assert _newest(tmp_path) == steps
+    ladder, moves = ledger_moves.read(str(tmp_path / "checkpoints"))
+    assert ladder["asked"] == iso and abs(ladder["finish_by"] - finish_by) < 1, ladder
+    assert ladder["rungs"] == ["spot 1 x n1-standard-4", "on-demand 1 x n1-standard-4"]
+    (move,) = moves
+    assert (move["from_capacity"], move["to_capacity"]) == ("spot", "on-demand"), move
+    assert move["left"] == svc.jobs[-2].name and move["finish_by"] == ladder["finish_by"]
+    assert "to finish by" in move["reason"], move  # the deadline rule, not the budget's
+    assert svc.cancelled == [svc.jobs[-2].name]  # the spot job left was cancelled ...
+    records = ledger.read(str(tmp_path / "checkpoints"))
+    assert records[-2]["outcome"] == "preempted" and records[-2]["steps_lost"] == 0  # ... saved
+    assert move["forecast_finish"] <= finish_by - margin
+    assert ended <= finish_by, f"finished {ended - finish_by:.0f} s after the deadline"
+    print(f"deadline move: start-up {startup:.1f} s, {per_step * 1000:.1f} ms/step, "
+          f"{len(strategies) - 1} spot jobs, moved at {finish_by - move['at']:.0f} s before "
+          f"the deadline, finished {finish_by - ended:.0f} s before it")  # fmt: skip

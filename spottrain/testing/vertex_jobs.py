@@ -1,5 +1,7 @@
 """A stand-in for Vertex AI's JobService (custom jobs), served over real gRPC.
 
+Used by the tests and by ``make run-deadline`` (:mod:`spottrain.demo_deadline`).
+
 The client side is the real ``aiplatform_v1.JobServiceClient``; this server takes
 and returns the real ``aiplatform_v1`` messages on the service's real method paths
 (``google.cloud.aiplatform.v1.JobService/CreateCustomJob`` etc., from the client's
@@ -12,12 +14,18 @@ and returns the real ``aiplatform_v1`` messages on the service's real method pat
 - ``"preempt@N"``: the same under ``spottrain.trainer.launch --preempt-at-step N``,
   which sends the trainer its notice at step N of a fresh start (it saves and exits
   143) → ``JOB_STATE_FAILED``. The pool's command must be the trainer's.
+- ``"preempt~S"``: ``"run"``, and S seconds after its trainer logged its first step
+  its process gets SIGTERM, as Vertex stops a preempted spot job's workers (at any
+  step, every time; needs ``log_dir``).
+- ``"wait"``: ``JOB_STATE_PENDING`` until cancelled, nothing run (capacity never comes).
 - ``"stockout"``: ``JOB_STATE_FAILED`` at once, nothing run (no capacity).
 - ``"refuse"``: ``CreateCustomJob`` answers ``INVALID_ARGUMENT``.
 - ``"quota"``: ``CreateCustomJob`` answers ``RESOURCE_EXHAUSTED``.
 
 The error of a failed job is code 3 with a worker's exit in the message, our reading
 of what the Vertex console shows; the launcher under test does not decide on it.
+``by_strategy`` gives a behaviour by the job's scheduling strategy (``{"SPOT":
+"preempt~6"}``) once the script is used up.
 """
 
 from __future__ import annotations
@@ -39,8 +47,15 @@ S = aiplatform_v1.JobState
 class JobService:
     """The scripted service; ``jobs`` lists the created jobs in order."""
 
-    def __init__(self, script: list[str], env: dict[str, str] | None = None, log_dir=None):
+    def __init__(
+        self,
+        script: list[str],
+        env: dict[str, str] | None = None,
+        log_dir=None,
+        by_strategy: dict[str, str] | None = None,
+    ):
         self.script = list(script)
+        self.by_strategy = dict(by_strategy or {})
         self.env = dict(env or os.environ)
         self.log_dir = log_dir
         self.jobs: list[aiplatform_v1.CustomJob] = []
@@ -83,10 +98,13 @@ class JobService:
 
     @property
     def address(self) -> str:
+        """host:port the service listens on (no TLS)."""
         return f"127.0.0.1:{self.port}"
 
     def create(self, request, context):
-        behaviour = self.script.pop(0) if self.script else "run"
+        """``CreateCustomJob``: the next behaviour of the script (or by strategy)."""
+        strategy = request.custom_job.job_spec.scheduling.strategy.name
+        behaviour = self.script.pop(0) if self.script else self.by_strategy.get(strategy, "run")
         if behaviour == "refuse":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "worker_pool_specs[0]: bad spec")
         if behaviour == "quota":
@@ -99,6 +117,9 @@ class JobService:
             job.state = S.JOB_STATE_FAILED
             job.error = {"code": 8, "message": "The zone does not have enough resources (stockout)"}
             return job
+        if behaviour == "wait":
+            job.state = S.JOB_STATE_PENDING
+            return job
         job.state = S.JOB_STATE_RUNNING
         pool = job.job_spec.worker_pool_specs[0].container_spec
         env = {**self.env, **{e.name: e.value for e in pool.env}}
@@ -110,12 +131,17 @@ class JobService:
             argv = [sys.executable, "-m", "spottrain.trainer.launch", "--verbose", "--workers", "1",
                     "--preempt-at-step", step, "--signal", "TERM", "--", *pool.args]  # fmt: skip
         out = open(f"{self.log_dir}/job-{len(self.jobs)}.log", "w") if self.log_dir else None
-        self._procs[job.name] = subprocess.Popen(
+        proc = self._procs[job.name] = subprocess.Popen(
             argv, env=env, stdout=out, stderr=subprocess.STDOUT
         )
+        if behaviour.startswith("preempt~"):
+            seconds = float(behaviour.split("~")[1])
+            log = f"{self.log_dir}/job-{len(self.jobs)}.log"
+            threading.Thread(target=_preempt, args=(proc, log, seconds), daemon=True).start()
         return job
 
     def get(self, request, context):
+        """``GetCustomJob``: a running job's state follows its process."""
         job = self._job(request.name, context)
         proc = self._procs.get(job.name)
         if proc is not None and job.state == S.JOB_STATE_RUNNING and proc.poll() is not None:
@@ -133,8 +159,11 @@ class JobService:
         return job
 
     def cancel(self, request, context):
+        """``CancelCustomJob``: SIGTERM to its process; a pending job is cancelled at once."""
         job = self._job(request.name, context)
         self.cancelled.append(job.name)
+        if job.state == S.JOB_STATE_PENDING:
+            job.state = S.JOB_STATE_CANCELLED
         proc = self._procs.get(job.name)
         if proc is not None and proc.poll() is None:
             proc.terminate()  # Vertex stops the workers: the trainer gets its notice
@@ -145,3 +174,17 @@ class JobService:
             if job.name == name:
                 return job
         context.abort(grpc.StatusCode.NOT_FOUND, f"{name} not found")
+
+
+def _preempt(proc: subprocess.Popen, log: str, seconds: float) -> None:
+    """SIGTERMs ``proc`` ``seconds`` after its log shows a training step (or it ends)."""
+    import re
+    import time
+
+    while proc.poll() is None:
+        with open(log, errors="replace") as f:
+            if re.search(r"\bstep \d+/", f.read()):
+                break
+        time.sleep(0.2)
+    time.sleep(seconds)
+    proc.terminate()

@@ -1,0 +1,68 @@
+"""The Vertex launcher's walk of the capacity ladder: its next step after each look
+(spottrain/runtime/vertex_ladder.py ``next_step``), as a table.
+
+Ladder: spot (patience 10 min) then on-demand; 9,000 steps left at 0.5 s (4,500 s of
+work). The deadline rows are :func:`spottrain.ladder.decide.decide`'s (its own table
+in tests/unit/ladder/test_decide.py); these are what the walk adds: a job's end, the
+budgets, a job that waited, and what a look with nothing measured does.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from spottrain.ladder import Ladder, Rung
+from spottrain.ladder.decide import MOVE
+from spottrain.ladder.forecast import Measured
+from spottrain.runtime.fallback_words import CANCELLED, COMPLETED, FATAL, INCOMPLETE
+from spottrain.runtime.vertex_ladder import AGAIN, WAIT, Look, defaults_of, next_step
+
+SPOT = Rung("spot", "n1-standard-8", workers=2, patience_s=600)
+LADDER = Ladder((SPOT, Rung("on-demand", "n1-standard-8", workers=2)))
+NOW = 1_800_000_000.0
+M = Measured(1000, 10000, {SPOT.shape: 0.5}, {SPOT.shape: 2}, save_every_s=60.0)
+# A deadline on-demand meets from the next look with room (180 + 4,500 + 300 < 6,000),
+# and one it no longer would (180 + 4,500 + 300 + 60 > 5,000).
+ROOMY, CLOSE = NOW + 6000, NOW + 5000
+
+ROWS = [
+    # (rung, look, finish_by, step, to, words in the reason)
+    (0, Look(ended=True, succeeded=True), None, COMPLETED, 0, ""),
+    (0, Look(ended=True, settled=FATAL), None, FATAL, 0, ""),
+    (0, Look(ended=True, settled=CANCELLED), ROOMY, CANCELLED, 0, ""),
+    # Running, no deadline: wait; waited past its patience: move.
+    (0, Look(ended=False, measured=M), None, WAIT, 0, ""),
+    (0, Look(ended=False, waited_s=601), None, MOVE, 1, "no spot capacity for 601 s"),
+    # Ended without progress (no capacity): move at once, with budget left.
+    (0, Look(ended=True, progressed=False, jobs_here=1), None, MOVE, 1, "no spot capacity"),
+    # Preempted after progress: again on spot while its budget lasts, then on.
+    (0, Look(ended=True, progressed=True, jobs_here=2, measured=M), None, AGAIN, 0, ""),
+    (0, Look(ended=True, progressed=True, jobs_here=3, measured=M), None, MOVE, 1, "budget"),
+    # The last rung: again while its budget lasts, then incomplete.
+    (1, Look(ended=True, progressed=True, jobs_here=1, measured=M), None, AGAIN, 1, ""),
+    (1, Look(ended=True, progressed=True, jobs_here=2, measured=M), None, INCOMPLETE, 1, "budget"),
+    # A deadline: spot stays while on-demand is safe from the next look, else moves.
+    (0, Look(ended=False, measured=M), ROOMY, WAIT, 0, "could still finish by"),
+    (0, Look(ended=False, measured=M), CLOSE, MOVE, 1, "to finish by"),
+    (0, Look(ended=True, progressed=True, jobs_here=1, measured=M), CLOSE, MOVE, 1, "to finish by"),
+    # With a deadline and nothing measured: today's rule until a step time is.
+    (0, Look(ended=False), CLOSE, WAIT, 0, "no step time measured yet"),
+]
+
+
+@pytest.mark.parametrize(("at", "look", "finish_by", "kind", "to", "words"), ROWS)
+def test_next_step(at, look, finish_by, kind, to, words):
+    step = next_step(LADDER, at, look, budgets=(3, 2), now=NOW, finish_by=finish_by,
+                     look_every_s=60)  # fmt: skip
+    assert (step.kind, step.to) == (kind, to), step
+    assert words in step.reason, step
+
+
+def test_the_payloads_own_shape_is_each_rungs_default():
+    pool = {"machine_spec": {"machine_type": "a2-highgpu-1g", "accelerator_type":
+            "NVIDIA_TESLA_A100", "accelerator_count": 1}, "replica_count": 1}  # fmt: skip
+    payload = {"job_spec": {"worker_pool_specs": [pool, {**pool, "replica_count": 3}]}}
+    assert defaults_of(payload) == Rung("spot", "a2-highgpu-1g", "NVIDIA_TESLA_A100", 1, 4)
+    cpu = {"machine_spec": {"machine_type": "n1-standard-4",
+           "accelerator_type": "ACCELERATOR_TYPE_UNSPECIFIED"}}  # fmt: skip
+    assert defaults_of({"job_spec": {"worker_pool_specs": [cpu]}}) == Rung("spot", "n1-standard-4")
