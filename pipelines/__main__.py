@@ -164,6 +164,13 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
     guards.check_make_variables(spec, args.make_variables.split())
     guards.preflight(template, params)  # before looking for credentials
     guards.check_published_image(template)
+    from spottrain.pipelines import deadline
+
+    try:
+        for line in deadline.check(spec, params):  # finish_by=6h becomes its time here
+            print(line)
+    except deadline.LadderError as err:
+        raise submit.SubmitError(str(err)) from None
     if args.dry_run:
         from google.auth.credentials import AnonymousCredentials
 

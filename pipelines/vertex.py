@@ -7,6 +7,8 @@ kfp-kubernetes: Vertex cannot load a template with a ``platforms`` document.
 """
 
 import copy
+import functools
+import inspect
 import re
 from dataclasses import dataclass
 
@@ -14,6 +16,7 @@ from google_cloud_pipeline_components.v1.custom_job import (
     create_custom_training_job_from_component,
 )
 from kfp import dsl
+from kfp.dsl import structures
 
 from spottrain import placement
 from spottrain.components.train.component import train
@@ -304,8 +307,27 @@ def with_fallback_launcher(op, v: VertexTraining):
         "--train_steps", "{{$.inputs.parameters['train_steps']}}",
         # The jobs' spottrain-run label (bill_labels); the driver resolves the run's id.
         "--run_id", dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        # The capacity ladder and its deadline (docs/deadline.md): inputs of this task only.
+        *[a for name in LADDER_INPUTS
+          for a in (f"--{name}", f"{{{{$.inputs.parameters['{name}']}}}}")],
     ]  # fmt: skip
+    for name, help_ in LADDER_INPUTS.items():
+        op.component_spec.inputs[name] = structures.InputSpec(
+            type="String", default="", optional=True, description=help_
+        )
+    # kfp takes the names a call may pass from the spec once, when the component is made
+    # (kfp 2.x dsl/base_component.py, BaseComponent.__init__: _component_inputs).
+    op._component_inputs |= set(LADDER_INPUTS)
     return op
+
+
+# The fall-back task's own inputs, the pipeline's parameters of the same names.
+LADDER_INPUTS = {
+    "finish_by": "A deadline: a duration ('6h', from the task's first start) or a time with "
+    "its zone ('2026-11-29T06:00:00Z'); empty: none (docs/deadline.md).",
+    "ladder": "The capacity ladder as a JSON list of rungs; empty: the job's strategy, then "
+    "the fall-back's (docs/deadline.md).",
+}
 
 
 def check_key_region(spec: dict, region: str) -> None:
@@ -344,6 +366,31 @@ def with_forwarding_init(op):
     return op
 
 
+def ladder_parameters(fallback: bool):
+    """Keeps ``finish_by`` and ``ladder`` in the fall-back pipeline only.
+
+    Without the launcher no task reads them, and a parameter that does nothing misleads.
+    """
+
+    def wrap(fn):
+        if fallback:
+            return fn
+        sig = inspect.signature(fn)
+        kept = [p for p in sig.parameters.values() if p.name not in LADDER_INPUTS]
+
+        @functools.wraps(fn)
+        def pipeline(*args, **kwargs):
+            return fn(*args, **kwargs)
+
+        pipeline.__signature__ = sig.replace(parameters=kept)
+        own = tuple(f"{n}:" for n in LADDER_INPUTS)
+        lines = (fn.__doc__ or "").splitlines()
+        pipeline.__doc__ = "\n".join(x for x in lines if not x.strip().startswith(own))
+        return pipeline
+
+    return wrap
+
+
 def build(vertex: VertexTraining | None = None, name: str = ""):
     """Builds the Vertex pipeline for compile-time job settings.
 
@@ -360,6 +407,7 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
     description = DESCRIPTION + (FALLBACK_DESCRIPTION if vertex.fallback else "")
 
     @dsl.pipeline(name=name, description=description)
+    @ladder_parameters(vertex.fallback)
     # no tensorboard_dir: the train task uses Vertex's AIP_TENSORBOARD_LOG_DIR
     @as_parameters(without=("tensorboard_dir",))
     def vertex_pipeline(
@@ -371,6 +419,8 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
         service_account: str = "",
         tensorboard: str = "",
         base_output_directory: str = "",
+        finish_by: str = "",
+        ladder: str = "",
     ) -> Outputs:
         """Copies inputs, then trains as a Vertex SPOT custom job with checkpointed retries.
 
@@ -384,6 +434,8 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
             service_account: Service account the job runs as (least privilege); empty = default.
             tensorboard: Vertex TensorBoard resource name to upload logs to; empty = none.
             base_output_directory: gs:// folder for AIP_MODEL_DIR etc.; empty = the pipeline root.
+            finish_by: A deadline: a duration ('6h') or a time with its zone; empty: none.
+            ladder: The capacity ladder, JSON rungs (docs/deadline.md); empty: the 2 strategies.
         """
         data, seed = copy_inputs(
             data_src=data_src,
@@ -403,6 +455,7 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
             tensorboard=tensorboard,
             base_output_directory=base_output_directory,
             **extra,
+            **({"finish_by": finish_by, "ladder": ladder} if vertex.fallback else {}),
         ).after(seed)
         then = f", then {vertex.fallback}" if vertex.fallback else ""
         job.set_display_name(f"train (Vertex {vertex.strategy}{then})").set_caching_options(False)

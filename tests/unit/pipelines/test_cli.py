@@ -4,7 +4,9 @@ The in-process tests; those that start processes are in
 tests/integration/pipelines/test_cli.py.
 """
 
+import datetime
 import json
+import time
 
 import pytest
 from kfp_api import run_cli
@@ -297,3 +299,32 @@ def test_run_vertex_dry_run_prints_the_pipeline_job_without_credentials(
     assert job["runtimeConfig"]["parameterValues"]["data_src"] == "gs://my-bucket/d"
     assert job["serviceAccount"] == "sa@my-project.iam.gserviceaccount.com"
     assert job["pipelineSpec"]["pipelineInfo"]["name"].startswith("spottrain")
+
+
+def test_run_vertex_makes_a_finish_by_duration_its_time_and_refuses_a_bad_one(
+    kfp_api, capsys, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/key.json")
+    base = ("run-vertex", "--dry-run", "--fallback", "--project", "my-project", "--region",
+            "us-central1", "--bucket", "b-1", "data_src=gs://my-bucket/d")  # fmt: skip
+    ckpt = f"checkpoint_dir=/gcs/b-1/{tmp_path.name}"
+    before = time.time()
+    code, out, err = run_cli(*base, ckpt, "finish_by=6h", capsys=capsys)
+    assert code == 0, err
+    sent = json.loads(out[out.index("{") :])["runtimeConfig"]["parameterValues"]["finish_by"]
+    when = datetime.datetime.fromisoformat(sent.replace("Z", "+00:00")).timestamp()
+    assert before + 6 * 3600 - 1 <= when <= time.time() + 6 * 3600, sent
+    assert f"finish_by='6h': the run is to finish by {sent}" in out
+    # A time with its zone goes as given; bad ones are one line each, nothing sent.
+    code, out, err = run_cli(*base, ckpt, "finish_by=2099-01-01T00:00:00Z", capsys=capsys)
+    assert code == 0 and '"finish_by": "2099-01-01T00:00:00Z"' in out, err
+    for bad, word in (("finish_by=soon", "expected a duration"),
+                      ("finish_by=2099-01-01T00:00", "no time zone"),
+                      ('ladder=[{"capacity": "cheap"}]', "capacity='cheap'")):  # fmt: skip
+        code, out, err = run_cli(*base, ckpt, bad, capsys=capsys)
+        assert code == cli.ERROR_EXIT and out == "" and word in err, (bad, err)
+        assert len(err.strip().splitlines()) == 1, err
+    # The pipeline without the fall-back has no such parameter: refused as unknown.
+    code, out, err = run_cli(*[a for a in base if a != "--fallback"], ckpt, "finish_by=6h",
+                             capsys=capsys)  # fmt: skip
+    assert code == cli.ERROR_EXIT and "finish_by" in err, err

@@ -1,0 +1,79 @@
+"""The deadline and the capacity ladder of a Vertex run, checked at submit.
+
+A bad ``finish_by`` or ``ladder`` is one line and exit 64 here rather than a failed
+train task later; a duration (``finish_by=6h``) becomes the time it ends, so it
+counts from the submit, not from whenever the task starts; and a deadline that
+even the fastest rung cannot meet at the speed this checkpoint dir's ledger
+measured is said in one line (the run still goes: it trains on the fastest rung).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from spottrain.ladder import Ladder, LadderError, Rung, parse
+from spottrain.ladder.decide import finish_by_epoch, unreachable
+from spottrain.ladder.forecast import Measured
+from spottrain.pipelines import templates
+
+log = logging.getLogger(__name__)
+
+
+def _ladder(spec: Mapping, text: str) -> Ladder:
+    """The ladder ``text`` writes over the template's job shape (its strategy, then standard)."""
+    from spottrain.runtime.vertex_ladder import defaults_of
+
+    jobs = templates.custom_jobs(spec)
+    defaults = defaults_of({"job_spec": jobs[0]}) if jobs else Rung("spot")
+    if text:
+        return parse(text, defaults)
+    return Ladder((defaults, replace(defaults, capacity="on-demand")))
+
+
+def check(spec: Mapping, params: dict[str, Any], now: float | None = None) -> list[str]:
+    """Checks ``finish_by`` and ``ladder`` in ``params``; a duration is made a time there.
+
+    Returns:
+        The lines to say (the deadline's time; one that cannot be met).
+
+    Raises:
+        LadderError: a bad deadline or ladder (one line, exit 64).
+    """
+    text, rungs = str(params.get("finish_by") or ""), str(params.get("ladder") or "")
+    if not (text or rungs):
+        return []
+    now = time.time() if now is None else now
+    ladder = _ladder(spec, rungs)
+    finish_by = finish_by_epoch(text, now)
+    lines = []
+    if finish_by is not None:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finish_by))
+        if when != text:
+            params["finish_by"] = when
+            lines.append(f"finish_by={text!r}: the run is to finish by {when}")
+        if late := unreachable(ladder, _measured(spec, params), now=now, finish_by=finish_by):
+            lines.append(late)
+    return lines
+
+
+def _measured(spec: Mapping, params: Mapping[str, Any]) -> Measured | None:
+    """What the checkpoint dir's ledger measured (``None``: nothing, or unreadable)."""
+    from spottrain import ledger
+
+    where = templates.checkpoint_dir_value(spec, params)
+    steps = templates.train_task_inputs(spec, params).get("train_steps")
+    try:
+        records = ledger.read(where) if where else []
+    except Exception as e:  # noqa: BLE001 - the forecast is a courtesy; submit goes on
+        log.info("the ledger in %s was not read (%s): the deadline is judged later", where, e)
+        return None
+    if not records or not steps:
+        return None
+    return Measured.from_ledger(records, int(steps), save_every_s=60.0)
+
+
+__all__ = ["LadderError", "check"]
