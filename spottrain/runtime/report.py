@@ -10,6 +10,7 @@ Inline SVG and no plotting library: the image stays as it is, and the KFP UI sho
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -123,14 +124,21 @@ def _place(label: tuple[str, str], x: float, w: float) -> tuple[float, str, list
     return LEFT, "start", [one]
 
 
-def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
-    """The attempts as bars on one time axis, one row each."""
+def timeline_svg(
+    records: Sequence[Mapping[str, Any]],
+    finish_by: float | None = None,
+    moves: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """The attempts as bars on one time axis, one row each, with the moves and deadline."""
     timed = [r for r in records if r.get("started") is not None]
     gaps = restarts(timed)
     if not timed:
         return '<p class="empty">No attempt has been recorded yet.</p>'
     t0 = min(float(r["started"]) for r in timed)
     t1 = max(float(r.get("ended") or r["started"]) for r in timed)
+    # The axis reaches the deadline when that does not squeeze the bars below a third.
+    if finish_by and t1 < finish_by <= t0 + 3 * max(t1 - t0, 1e-9):
+        t1 = finish_by
     span = max(t1 - t0, 1e-9)
     scale = (WIDTH - 2 * LEFT) / span
     bars = [_bar(r, t0, scale) for r in timed]
@@ -196,12 +204,83 @@ def timeline_svg(records: Sequence[Mapping[str, Any]]) -> str:
             f'<text x="{tx:.1f}" y="{y + ROW - 18}" font-size="12" fill="#000" '
             f'text-anchor="{anchor}">{spans}</text></g>'
         )
+    parts.append(_marks(t0, scale, height, finish_by, moves))
     parts.append(
         f'<text x="{LEFT}" y="{height - 4}" font-size="11" fill="#555">0 s</text>'
         f'<text x="{WIDTH - LEFT}" y="{height - 4}" font-size="11" fill="#555" '
         f'text-anchor="end">{span:.0f} s</text></svg>'
     )
     return "".join(parts)
+
+
+DEADLINE = "#c62828"
+MOVE = "#6a1b9a"
+
+
+def _marks(
+    t0: float, scale: float, height: float, finish_by: float | None, moves: Sequence[Mapping]
+) -> str:
+    """The deadline (right edge with an arrow when beyond the axis) and each move."""
+    out = []
+    for m in moves:
+        x = LEFT + (float(m["at"]) - t0) * scale
+        title = f"{_clock(m['at'])} moved to {m.get('to_rung')}: {m.get('reason')}"
+        data = _attrs(at=m["at"], to_capacity=m.get("to_capacity"), reason=m.get("reason"))
+        out.append(
+            f'<g class="move" {data}><title>{html.escape(title)}</title>'
+            f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{height - 16}" stroke="{MOVE}" '
+            f'stroke-width="2"/><text x="{x + 3:.1f}" y="{height - 18}" font-size="11" '
+            f'fill="{MOVE}">→ {html.escape(str(m.get("to_capacity")))} at '
+            f"{_clock(m['at'])}</text></g>"
+        )
+    if finish_by:
+        x = min(LEFT + (finish_by - t0) * scale, WIDTH - LEFT)
+        beyond = LEFT + (finish_by - t0) * scale > WIDTH - LEFT + 0.5
+        label = f"deadline {_clock(finish_by)}{' →' if beyond else ''}"
+        out.append(
+            f'<g class="deadline" {_attrs(finish_by=finish_by, beyond=beyond)}>'
+            f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{height - 16}" stroke="{DEADLINE}" '
+            f'stroke-dasharray="5,3" stroke-width="2"/><text x="{x - 3:.1f}" y="{height - 18}" '
+            f'font-size="11" fill="{DEADLINE}" text-anchor="end">{label}</text></g>'
+        )
+    return "".join(out)
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M", time.gmtime(float(t))) + " UTC"
+
+
+def deadline_line(
+    records: Sequence[Mapping[str, Any]],
+    totals: Mapping[str, Any],
+    ladder: Mapping[str, Any] | None,
+    moves: Sequence[Mapping[str, Any]],
+) -> str:
+    """How the run stood against its deadline and what its moves cost, in one line.
+
+    ``finished 41 min before the deadline 06:00 UTC; spot saved 1.20 USD; the move to
+    on-demand at 02:10 UTC: 3.40 USD spent after it``; ``""`` without a ladder.
+    """
+    if not ladder:
+        return ""
+    finish_by = ladder.get("finish_by")
+    done = [r for r in records if r.get("outcome") == "success" and r.get("ended")]
+    parts = []
+    if finish_by and done:
+        early = (finish_by - float(done[-1]["ended"])) / 60
+        when = f"{abs(early):.0f} min {'before' if early >= 0 else 'after'}"
+        parts.append(f"finished {when} the deadline {_clock(finish_by)}")
+    elif finish_by:
+        parts.append(f"deadline {_clock(finish_by)}")
+    currency = totals.get("currency", "")
+    if totals.get("saved") is not None:
+        parts.append(f"spot saved {totals['saved']:.4f} {currency}".rstrip())
+    for m in moves:
+        after = [r for r in records if float(r.get("started") or 0) >= float(m["at"])]
+        spent = [float(r["spent"]) for r in after if r.get("spent") is not None]
+        cost = f": {sum(spent):.4f} {currency} spent after it".rstrip() if spent else ""
+        parts.append(f"the move to {m.get('to_capacity')} at {_clock(m['at'])}{cost}")
+    return "; ".join(parts)
 
 
 def curve_svg(
@@ -279,8 +358,10 @@ def page(
     records: Sequence[Mapping[str, Any]],
     totals: Mapping[str, Any],
     scalars: Mapping[str, Sequence[tuple[int, float]]],
+    ladder: Mapping[str, Any] | None = None,
+    moves: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """The whole HTML page."""
+    """The whole HTML page (``ladder``, ``moves``: the ledger's, :mod:`spottrain.ledger.moves`)."""
     summary = (
         f"{totals.get('attempts', 0)} attempt(s), {totals.get('preemptions', 0)} "
         f"preemption(s), {totals.get('steps_lost', 0)} step(s) lost"
@@ -312,6 +393,7 @@ def page(
     )
     if finals:
         curves += f"<p>{finals}</p>"
+    deadline = deadline_line(records, totals, ladder, moves)
     totals_attrs = _attrs(**{k: totals[k] for k in ("attempts", "preemptions", "steps_lost")
                              if k in totals})  # fmt: skip
     return (
@@ -320,7 +402,8 @@ def page(
         "</style></head><body>"
         f'<h2>Training attempts</h2><p class="totals" {totals_attrs}>{html.escape(summary)}</p>'
         + (f'<p class="figures" {money_attrs}>{html.escape(money)}</p>' if money else "")
-        + f"<p>{legend}</p>{timeline_svg(records)}"
+        + (f'<p class="deadline-line">{html.escape(deadline)}</p>' if deadline else "")
+        + f"<p>{legend}</p>{timeline_svg(records, (ladder or {}).get('finish_by'), moves)}"
         + (f"<h3>Curves</h3>{curves}" if curves else "<p>No scalars were written.</p>")
         + "</body></html>"
     )
@@ -333,9 +416,12 @@ def write_report(checkpoint_dir: str, tensorboard_dir: str, path: str) -> None:
     (:func:`spottrain.trainer.checkpointing.tensorboard_dir`).
     """
     from spottrain import ledger
+    from spottrain.ledger import moves
     from spottrain.trainer import checkpointing
 
     tensorboard_dir = checkpointing.tensorboard_dir(tensorboard_dir, checkpoint_dir)
     records = ledger.read(checkpoint_dir)
+    ladder, moved = moves.read(checkpoint_dir)
+    scalars = read_scalars(tensorboard_dir)
     with open(path, "w") as f:
-        f.write(page(records, ledger.totals(records), read_scalars(tensorboard_dir)))
+        f.write(page(records, ledger.totals(records), scalars, ladder, moved))

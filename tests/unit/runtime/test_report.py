@@ -198,3 +198,47 @@ def test_a_label_goes_beside_its_bar_in_one_line_else_two_never_on_it():
         if anchor == "end":
             assert tx <= x and tx - max(map(len, lines)) * report.CHAR_PX >= 0
     assert one > two  # the case above tests what it says
+
+
+def test_the_deadline_and_each_move_are_on_the_time_axis_and_in_one_line():
+    # Two spot attempts, a move at 150 s, one on-demand attempt ending at 300 s; the
+    # deadline at 400 s (within 3x the span: the axis reaches it).
+    t = 1_800_000_000.0  # 08:00 UTC
+    records = [
+        {"attempt": 1, "started": t, "ended": t + 90, "capacity": "spot", "outcome": "preempted",
+         "start_step": 0, "saved_step": 10, "steps_lost": 0, "spent": 0.01, "saved": 0.02,
+         "currency": "USD"},
+        {"attempt": 2, "started": t + 100, "ended": t + 150, "capacity": "spot",
+         "outcome": "preempted", "start_step": 10, "saved_step": 20, "steps_lost": 0,
+         "spent": 0.01, "saved": 0.02, "currency": "USD"},
+        {"attempt": 3, "started": t + 160, "ended": t + 300, "capacity": "standard",
+         "outcome": "success", "start_step": 20, "saved_step": 50, "steps_lost": 0,
+         "spent": 0.25, "saved": 0.0, "currency": "USD"},
+    ]  # fmt: skip
+    move = {"at": t + 150, "to_capacity": "on-demand", "to_rung": "on-demand 1 x n1",
+            "reason": "to finish by 08:06 UTC: ...", "finish_by": t + 400}  # fmt: skip
+    ladder = {"rungs": ["spot 1 x n1", "on-demand 1 x n1"], "finish_by": t + 400}
+    totals = ledger.totals(records)
+    page = report.page(records, totals, {}, ladder, [move])
+    elements = _parse(page)
+    (deadline,) = elements.of("deadline")
+    (moved,) = elements.of("move")
+    assert deadline["data-beyond"] == "False" and float(deadline["data-finish-by"]) == t + 400
+    assert float(moved["data-at"]) == t + 150 and moved["data-to-capacity"] == "on-demand"
+    # x = LEFT + seconds x (WIDTH - 2 LEFT) / 400: the move at 150 s, the deadline at 400 s.
+    scale = (report.WIDTH - 2 * report.LEFT) / 400
+    assert f'x1="{report.LEFT + 150 * scale:.1f}"' in page
+    assert f'x1="{report.LEFT + 400 * scale:.1f}"' in page
+    line = report.deadline_line(records, totals, ladder, [move])
+    assert line == (
+        "finished 2 min before the deadline 08:06 UTC; spot saved 0.0400 USD; the move to "
+        "on-demand at 08:02 UTC: 0.2500 USD spent after it"
+    ), line
+    assert f'class="deadline-line">{line}<' in page
+    # A deadline far beyond the run stays at the right edge with an arrow.
+    far = report.page(records, totals, {}, {**ladder, "finish_by": t + 7200}, [move])
+    assert _parse(far).of("deadline")[0]["data-beyond"] == "True"
+    assert "deadline 10:00 UTC →" in far
+    # Without a ladder: no line, no marks (the page as before).
+    plain = report.page(records, totals, {})
+    assert "deadline" not in plain and not _parse(plain).of("move")
