@@ -75,9 +75,9 @@ class Measured:
     ) -> Measured:
         """What the attempt ledger's records say the run measured.
 
-        Seconds per step: each attempt's steady speed (``seconds_per_step``), else its
-        training time (from its restore, ``resumed_at``, to its last write) over the
-        steps it trained, pooled per shape. Preemptions and
+        Seconds per step: each attempt's steady speed (``seconds_per_step``), else, for
+        an attempt that is over, its training time (from its restore, ``resumed_at``, to
+        its end) over the steps it trained, pooled per shape. Preemptions and
         hours: the attempts on a spot kind. Restart: the mean of the restarts the
         figures priced (``lost_restart_seconds``), else of the gaps from an interrupted
         attempt's last sign of life to the next one's restore (``resumed_at``).
@@ -90,10 +90,15 @@ class Measured:
             gpus, workers = int(rec.get("gpu_count") or 0), int(rec.get("workers") or 1)
             machine, gpu = str(rec.get("machine_type") or ""), str(rec.get("gpu_type") or "")
             shape = shape_of(machine, gpu, gpus, workers)
-            began = rec.get("resumed_at") or rec.get("started")
+            # Not from "started": TensorFlow's start-up is the restart's, not the speed's.
+            began = rec.get("resumed_at")
             until = rec.get("ended") or rec.get("updated")
             trained = (rec.get("last_step") or 0) - (rec.get("start_step") or 0)
             steady = rec.get("seconds_per_step")
+            # The wall clock only of an attempt that is over: a running one's first call
+            # (which traces) weighs too much until the engine's steady figure is written.
+            if not steady and rec.get("outcome", "running") == "running":
+                began = None
             if trained > 0 and (steady or (began and until and until > began)):
                 # The engine's steady speed, else the wall clock (start-up included).
                 spent = steady * trained if steady else until - began
@@ -104,8 +109,9 @@ class Measured:
                 )
             if attempt_cost.kind(rec) in attempt_cost.SPOT_KINDS:
                 preemptions += rec.get("outcome") in PREEMPTED_OUTCOMES
-                if began and until and until > began:
-                    spot_hours += (until - began) / 3600
+                held = rec.get("started")  # preemptible from its start, start-up included
+                if held and until and until > held:
+                    spot_hours += (until - held) / 3600
             if rec.get("lost_restart_seconds"):
                 restarts.append(float(rec["lost_restart_seconds"]))
         if not restarts:  # not priced yet: from each interrupted attempt's end to the resume

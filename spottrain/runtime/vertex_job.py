@@ -344,7 +344,11 @@ class CustomJobLauncher:
             succeeded=job.state.name == SUCCEEDED,
             waited_s=time.time() - created if job.state.name in WAITING else 0.0,
             progressed=ended and attempt.progressed,
-            settled=settled(self.progress(), cancelled=job.state.name in CANCELLED_STATES),
+            # Only an ended job's: a running one may still be writing the task's outputs
+            # after its last checkpoint, and the task must not end before them.
+            settled=settled(self.progress(), cancelled=job.state.name in CANCELLED_STATES)
+            if ended
+            else None,
             jobs_here=jobs_here,
             measured=self.measured(),
         )
@@ -373,6 +377,9 @@ class CustomJobLauncher:
                 if job.state.name in ENDED:
                     attempt.state, attempt.error = job.state.name, job.error.message
                     attempt.step_after = self.newest_step()
+                    log.info("%s job %s left: %s (checkpoint step %s -> %s)", attempt.strategy,
+                             attempt.job, attempt.state, attempt.step_before,
+                             attempt.step_after)  # fmt: skip
                 else:
                     time.sleep(self.poll_seconds)
 

@@ -21,13 +21,13 @@ import pytest
 from google.cloud import aiplatform_v1
 from google_cloud_pipeline_components.container.v1.gcp_launcher import job_remote_runner
 from google_cloud_pipeline_components.container.v1.gcp_launcher.utils import json_util
-from spottrain.testing.vertex_jobs import JobService
 from trainer_helpers import REPO, env, tiny_args
 from vertex_helpers import compile_vertex, filled_payload, gcpc_request
 
 from spottrain import exits, ledger
 from spottrain.ledger import moves as ledger_moves
 from spottrain.runtime import vertex_job as vj
+from spottrain.testing.vertex_jobs import JobService
 from spottrain.trainer import checkpointing
 
 BILLING = {"vertex-ai-pipelines-run-billing-id": "4242"}
@@ -277,12 +277,18 @@ def test_a_deadline_moves_the_run_from_preempted_spot_to_standard_in_time(digits
     (move,) = moves
     assert (move["from_capacity"], move["to_capacity"]) == ("spot", "on-demand"), move
     assert move["left"] == svc.jobs[-2].name and move["finish_by"] == ladder["finish_by"]
-    assert "to finish by" in move["reason"], move  # the deadline rule, not the budget's
+    # Moved for the deadline (not for capacity or the budget): before the next look would
+    # be late, or, had a look come later than due, once inside the margin.
+    assert re.search("to finish by|leaves less than the margin", move["reason"]), move
     assert svc.cancelled == [svc.jobs[-2].name]  # the spot job left was cancelled ...
     records = ledger.read(str(tmp_path / "checkpoints"))
     assert records[-2]["outcome"] == "preempted" and records[-2]["steps_lost"] == 0  # ... saved
-    assert move["forecast_finish"] <= finish_by - margin
+    assert move["forecast_finish"] <= finish_by
     assert ended <= finish_by, f"finished {ended - finish_by:.0f} s after the deadline"
+    # The task ended with the standard job, not with its last checkpoint (its outputs).
+    assert svc.jobs[-1].state == aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
+    assert re.search(r"STANDARD job \S+ ended JOB_STATE_SUCCEEDED", out), out[-2000:]
+    assert re.search(r"SPOT job \S+ left: JOB_STATE_CANCELLED", out), out[-2000:]
     print(f"deadline move: start-up {startup:.1f} s, {per_step * 1000:.1f} ms/step, "
           f"{len(strategies) - 1} spot jobs, moved at {finish_by - move['at']:.0f} s before "
           f"the deadline, finished {finish_by - ended:.0f} s before it")  # fmt: skip

@@ -139,7 +139,8 @@ def test_what_the_ledger_says_the_run_measured():
     assert m.step_s == {SPOT.shape: 150 / 300, "1 x a2-highgpu-2g + 2 x nvidia-tesla-a100": 3.0}
     assert m.replicas == {SPOT.shape: 2, "1 x a2-highgpu-2g + 2 x nvidia-tesla-a100": 2}
     assert (m.preemptions, m.restart_s, m.steps_done, m.steps_left) == (1, 40.0, 300, 700)
-    assert m.preemptible_hours == pytest.approx((50 + 30) / 3600)
+    # Held from each start (start-up included): 1000-1110 and 1400-1440.
+    assert m.preemptible_hours == pytest.approx((110 + 40) / 3600)
     assert Measured.from_ledger([], 10, 60.0).step_s == {}
 
 
@@ -199,6 +200,16 @@ def test_the_engines_steady_speed_and_the_restart_gaps_count_when_there():
     assert m.restart_s == 30.0  # 1140 - 1110; the success ended nothing
     records[0].pop("seconds_per_step")
     assert Measured.from_ledger(records, 1000, 60.0).step_s == {SPOT.shape: (50 + 30) / 200}
+    # A first attempt still in its first call: no restore, no steady speed, no speed yet
+    # (its 15 steps over 12 s from its start are mostly TensorFlow's start-up).
+    fresh = dict(t4, capacity="spot", start_step=0, last_step=15, started=1000.0,
+                 updated=1012.0, outcome="running")  # fmt: skip
+    assert Measured.from_ledger([fresh], 1000, 60.0).step_s == {}
+    # Restored, but still in its first call (it traces): no speed until its steady one.
+    fresh.update(resumed_at=1005.0, last_step=1)
+    assert Measured.from_ledger([fresh], 1000, 60.0).step_s == {}
+    fresh["seconds_per_step"] = 0.25
+    assert Measured.from_ledger([fresh], 1000, 60.0).step_s == {SPOT.shape: 0.25}
 
 
 def test_the_margin_is_a_setting_and_a_deadline_in_time_but_inside_it_is_said_so():
