@@ -1,0 +1,149 @@
+"""``make run-deadline``: the Vertex fall-back walking the capacity ladder for a deadline.
+
+Locally, end to end: the launcher (:mod:`spottrain.runtime.vertex_job`) talks to a
+JobService stand-in (:mod:`spottrain.testing.vertex_jobs`) over the real Vertex
+client; its jobs run the real trainer here. Spot is taken back a few seconds into
+every job; the deadline is set from this machine's speed, measured first, so that
+spot is safe at first and stops being safe before it could finish: the launcher
+moves the run to standard (on-demand) for the deadline, cancelling the spot job,
+which saves on the notice. The attempts page draws the jobs, the move and the
+deadline; the summary says how the run stood against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from spottrain import ledger
+from spottrain.datasets import write_digits
+from spottrain.ledger import attempt_cost, moves
+from spottrain.runtime import report
+from spottrain.runtime import vertex_job as vj
+
+STEPS, MARGIN_S, SPOT_SECONDS = 2000, 60, 4
+# Vertex AI's prices are not read from the catalog (spottrain.pricing.quoting): the
+# demo's are given as a user gives theirs, illustrative, per hour of n1-standard-4.
+PRICES = {"vertex": {"machine": {"n1-standard-4": {"spot": 0.066, "on_demand": 0.219}}}}
+
+
+def trainer_args(digits: Path, run: Path, steps: int) -> list[str]:
+    """The trainer's flags: a small CNN on digits, a save every 2 s."""
+    return ["--image-dir", str(digits), "--backbone", "small_cnn", "--weights", "none",
+            "--image-size", "32", "--batch-size-per-replica", "32", "--train-steps", str(steps),
+            "--save-every-steps", "20", "--save-every-seconds", "2", "--log-every-steps", "50",
+            "--checkpoint-dir", str(run / "checkpoints"),
+            "--model-dir", str(run / "model")]  # fmt: skip
+
+
+def calibrate(digits: Path, out: Path, steps: int = 150) -> tuple[float, float]:
+    """(seconds to the first step, seconds per step) of the trainer on this machine now."""
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-m", "spottrain.trainer.task",
+                    *trainer_args(digits, out / "calibration", steps)],
+                   check=True, capture_output=True)  # fmt: skip
+    wall = time.monotonic() - began
+    rec = ledger.read(str(out / "calibration" / "checkpoints"))[-1]
+    return max(wall - steps * rec["seconds_per_step"], 1.0), rec["seconds_per_step"]
+
+
+def payload(digits: Path, run: Path) -> dict:
+    """The custom job GCPC's component would build, its pool running the trainer here."""
+    pool = {
+        "machine_spec": {"machine_type": "n1-standard-4"},
+        "replica_count": 1,
+        "container_spec": {
+            "image_uri": "us-docker.pkg.dev/p/r/trainer:1",
+            "command": [sys.executable, "-m", "spottrain.trainer.task"],
+            "args": trainer_args(digits, run, STEPS),
+        },
+    }
+    spec = {"worker_pool_specs": [pool], "scheduling": {"strategy": "SPOT"}}
+    return {"display_name": "spottrain-train", "job_spec": spec}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the demo; 0 when the run finished all its steps by the deadline."""
+    from spottrain.testing.vertex_jobs import JobService
+
+    p = argparse.ArgumentParser(prog="python -m spottrain.demo_deadline")
+    p.add_argument("--out", default="out/deadline", help="Output folder (recreated).")
+    args = p.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow's first import
+    os.environ.setdefault("SPOTTRAIN_PRICES", json.dumps(PRICES))
+    out = Path(args.out).resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    run = out / "run"
+    (out / "jobs").mkdir(parents=True)
+    digits = out / "digits"
+    write_digits(str(digits))
+    print("== measuring this machine: 150 steps of the trainer alone", flush=True)
+    startup, per_step = calibrate(digits, out)
+    work = STEPS * per_step
+    finish_by = time.time() + 2 * startup + 1.5 * work + MARGIN_S + 30
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finish_by))
+    print(f"   start-up {startup:.0f} s, {per_step * 1000:.0f} ms a step: {STEPS} steps on "
+          f"standard take about {startup + work:.0f} s; deadline {iso} "
+          f"({finish_by - time.time():.0f} s from now)", flush=True)  # fmt: skip
+    print(f"== the launcher: spot taken back {SPOT_SECONDS} s into every job, then standard",
+          flush=True)  # fmt: skip
+    env = {**vj_env(), vj.POLL_ENV: "0.5"}
+    with JobService([], log_dir=out / "jobs", by_strategy={"SPOT": f"preempt~{SPOT_SECONDS}"},
+                    env=env) as svc:  # fmt: skip
+        argv = [sys.executable, "-m", "spottrain.runtime.vertex_job", "--project", "demo",
+                "--location", "us-central1", "--payload", json.dumps(payload(digits, run)),
+                "--gcp_resources", str(out / "gcp_resources"), "--checkpoint_dir",
+                str(run / "checkpoints"), "--train_steps", str(STEPS), "--finish_by", iso,
+                "--first_attempts", "100", "--look_every_seconds", "2",
+                "--save_every_seconds", "2", "--margin_seconds", str(MARGIN_S),
+                "--prior_restart_seconds", f"{startup:.1f}"]  # fmt: skip
+        code = subprocess.run(argv, env={**env, vj.API_ENV: svc.address}).returncode
+    ended = time.time()
+    return summary(out, run, code, finish_by, ended)
+
+
+def vj_env() -> dict[str, str]:
+    """This environment, the trainer's output unbuffered and TensorFlow's C++ INFO off."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def summary(out: Path, run: Path, code: int, finish_by: float, ended: float) -> int:
+    """Prices the ledger, writes the attempts page, prints the summary; the exit code."""
+    from spottrain.pricing import quote
+
+    try:  # a development install: the stand-in catalog, as make run uses
+        from spottrain.testing.billing_catalog import local_prices
+    except ImportError:
+        local_prices = None
+    with local_prices(out) if local_prices else contextlib.nullcontext():
+        records = ledger.price(str(run / "checkpoints"), quote)
+    totals = ledger.totals(records)
+    ladder, moved = moves.read(str(run / "checkpoints"))
+    page = out / "attempts.html"
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)  # the event reader's deprecation
+    report.write_report(str(run / "checkpoints"), "", str(page))
+    print("\n== the run")
+    for m in moved:
+        print(f"move at {time.strftime('%H:%M:%S', time.gmtime(m['at']))} UTC, "
+              f"{m['from_capacity']} -> {m['to_capacity']}: {m['reason']}")  # fmt: skip
+    print(report.deadline_line(records, totals, ladder, moved))
+    print(f"cost: {attempt_cost.totals_line(totals) or 'price unknown'} (illustrative prices: "
+          f"SPOTTRAIN_PRICES={os.environ['SPOTTRAIN_PRICES']})")  # fmt: skip
+    print(f"attempts page: {page}")
+    ok = code == 0 and ended <= finish_by and bool(moved)
+    if not ok:
+        print(f"== not as meant: launcher exit {code}, {len(moved)} move(s), finished "
+              f"{ended - finish_by:+.0f} s from the deadline")  # fmt: skip
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
