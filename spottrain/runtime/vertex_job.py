@@ -263,6 +263,7 @@ class CustomJobLauncher:
     reservation: str = ""
     prior: Prior | None = None
     margin_s: float = MARGIN_MIN_S
+    prices: dict[str, float] = field(default_factory=dict)
 
     def run(self, attach: str = "") -> str:
         """Runs jobs until an ending; ``attach`` follows an existing job first."""
@@ -356,7 +357,8 @@ class CustomJobLauncher:
         step = next_step(self.ladder, at, look, budgets=(self.plan.first_attempts,
                          self.plan.fallback_attempts), now=time.time(),
                          finish_by=self.finish_by, look_every_s=self.look_every_s,
-                         prior=self.prior, margin_s=self.margin_s)  # fmt: skip
+                         prior=self.prior, margin_s=self.margin_s,
+                         prices=self.prices or None)  # fmt: skip
         return step
 
     def _move(self, attempt: Attempt, at: int, step: Step) -> None:

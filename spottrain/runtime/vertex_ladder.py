@@ -237,3 +237,30 @@ def set_up(launcher, args, payload: dict, plan) -> None:
     launcher.measured = measured
     launcher.moved = lambda move: moves.add_move(args.checkpoint_dir, move)
     launcher.reservation = args.reservation
+    launcher.prices = prices_by_kind(ladder, args.location)
+    if launcher.prices:
+        log.info("prices per worker-hour for the decision: %s", launcher.prices)
+
+
+def prices_by_kind(ladder: Ladder, location: str) -> dict[str, float]:
+    """One worker's price per hour by capacity kind, where known (the decision's cost rules).
+
+    Vertex AI's prices are the user's (``SPOTTRAIN_PRICES``' ``vertex`` section:
+    :mod:`spottrain.pricing.quoting` reads no Vertex SKU from the catalog); a kind
+    whose price is unknown is left out, and the rules that compare cost then do not
+    apply to it. A reservation is paid whether used or not and flex-start has its own
+    SKUs: neither is priced here.
+    """
+    from spottrain.pricing import quote
+    from spottrain.pricing.terms import Usage
+
+    out: dict[str, float] = {}
+    for rung in ladder.rungs:
+        if rung.capacity not in ("spot", "on-demand") or rung.capacity in out:
+            continue
+        q = quote(Usage(rung.location or location, rung.machine_type, rung.gpu_type,
+                        rung.gpu_count, platform="vertex"))  # fmt: skip
+        price = q.spot if rung.capacity == "spot" else q.on_demand
+        if price is not None:
+            out[rung.capacity] = price
+    return out

@@ -9,13 +9,22 @@ budgets, a job that waited, and what a look with nothing measured does.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from spottrain.ladder import Ladder, Rung
 from spottrain.ladder.decide import MOVE
 from spottrain.ladder.forecast import Measured
 from spottrain.runtime.fallback_words import CANCELLED, COMPLETED, FATAL, INCOMPLETE
-from spottrain.runtime.vertex_ladder import AGAIN, WAIT, Look, defaults_of, next_step
+from spottrain.runtime.vertex_ladder import (
+    AGAIN,
+    WAIT,
+    Look,
+    defaults_of,
+    next_step,
+    prices_by_kind,
+)
 
 SPOT = Rung("spot", "n1-standard-8", workers=2, patience_s=600)
 LADDER = Ladder((SPOT, Rung("on-demand", "n1-standard-8", workers=2)))
@@ -66,3 +75,13 @@ def test_the_payloads_own_shape_is_each_rungs_default():
     cpu = {"machine_spec": {"machine_type": "n1-standard-4",
            "accelerator_type": "ACCELERATOR_TYPE_UNSPECIFIED"}}  # fmt: skip
     assert defaults_of({"job_spec": {"worker_pool_specs": [cpu]}}) == Rung("spot", "n1-standard-4")
+
+
+def test_the_walk_prices_spot_and_on_demand_from_the_users_vertex_prices(monkeypatch):
+    prices = {"vertex": {"machine": {"n1-standard-8": {"spot": 0.1, "on_demand": 0.4}}}}
+    monkeypatch.setenv("SPOTTRAIN_PRICES", json.dumps(prices))
+    monkeypatch.setenv("SPOTTRAIN_CATALOG_ENDPOINT", "off")
+    three = Ladder((SPOT, Rung("flex-start", "n1-standard-8", workers=2), LADDER[1]))
+    assert prices_by_kind(three, "us-central1") == {"spot": 0.1, "on-demand": 0.4}
+    monkeypatch.setenv("SPOTTRAIN_PRICES", json.dumps({"vertex": {}}))
+    assert prices_by_kind(three, "us-central1") == {}  # unknown: the cost rules stay off
