@@ -46,6 +46,8 @@ NOT_TRAINING = {
     "tensorboard": "Vertex TensorBoard resource",
     "tensorboard_experiment": "Vertex TensorBoard experiment of the profile upload",
     "base_output_directory": "Vertex AIP_* output dirs",
+    "finish_by": "the deadline the Vertex fall-back walks the capacity ladder for",
+    "ladder": "the capacity ladder the Vertex fall-back walks",
     "profile_steps": "profiler window length",
     "skip_steps": "steps run before the profiler window",
     "bandwidth_gbps": "profiler AllReduce estimate",
