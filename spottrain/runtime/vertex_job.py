@@ -299,7 +299,8 @@ class CustomJobLauncher:
         jobs_here: dict[int, int] = {}
         if attach:
             job = self._get(attach)
-            at = int(job.labels.get(RUNG_LABEL, "0"))
+            label = job.labels.get(RUNG_LABEL, "0")
+            at = min(int(label), len(self.ladder) - 1) if label.isdigit() else 0
             jobs_here[at] = 1
             self.attempts.append(Attempt(job.job_spec.scheduling.strategy.name, attach,
                                          step_before=self.newest_step()))  # fmt: skip

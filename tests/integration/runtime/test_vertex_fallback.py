@@ -292,3 +292,31 @@ def test_a_deadline_moves_the_run_from_preempted_spot_to_standard_in_time(digits
     print(f"deadline move: start-up {startup:.1f} s, {per_step * 1000:.1f} ms/step, "
           f"{len(strategies) - 1} spot jobs, moved at {finish_by - move['at']:.0f} s before "
           f"the deadline, finished {finish_by - ended:.0f} s before it")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_ladder_rung_whose_capacity_does_not_come_is_left_after_its_patience(
+    digits_dir, tmp_path
+):
+    """A flex-start job that stays pending is cancelled once its rung's patience is used
+    (no deadline: the ladder's own rule) and the next rung's job trains; the move is in
+    the ledger with its reason, and the pending job never ran a trainer."""
+    ladder = json.dumps([{"capacity": "flex-start", "patience": "3s"}, {"capacity": "on-demand"}])
+    with JobService(["wait"], env=env(), log_dir=tmp_path) as svc:
+        proc = _launch(svc, tmp_path, _payload(digits_dir, tmp_path), 60, "--ladder", ladder,
+                       "--look_every_seconds", "1")  # fmt: skip
+        out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    flex, standard = svc.jobs
+    assert flex.job_spec.scheduling.strategy.name == "FLEX_START"
+    assert flex.job_spec.scheduling.max_wait_duration.seconds == 3  # the rung's patience
+    assert standard.job_spec.scheduling.strategy.name == "STANDARD"
+    assert svc.cancelled == [flex.name] and flex.name not in svc._procs
+    assert [dict(j.labels)["spottrain-rung"] for j in svc.jobs] == ["0", "1"]
+    _, (move,) = ledger_moves.read(str(tmp_path / "checkpoints"))
+    assert (move["from_capacity"], move["to_capacity"], move["left"]) == (
+        "flex-start", "on-demand", flex.name)  # fmt: skip
+    assert "no flex-start capacity for" in move["reason"] and "(its patience)" in move["reason"]
+    assert _newest(tmp_path) == 60
+    records = ledger.read(str(tmp_path / "checkpoints"))
+    assert [r["capacity"] for r in records] == ["standard"]  # the pending job left no record
