@@ -204,7 +204,7 @@ run-trainer: venv ## The trainer alone: 2 local workers, one SIGTERM, restart, l
 	$(PY) -m spottrain.demo --out $(OUT)
 
 run-deadline: venv ## The Vertex fall-back walking the capacity ladder for a deadline, locally (JobService stand-in): spot taken back every few seconds, a move to standard, the attempts page in $(OUT)/deadline
-	$(PY) -m spottrain.demo_deadline --out $(OUT)/deadline
+	$(PY) -m spottrain.testing.demo_deadline --out $(OUT)/deadline
 
 # -- Pipelines (python -m spottrain.pipelines) ----------------------------------------
 # Lower-case command-line variables (name=value) are pipeline parameters, e.g.

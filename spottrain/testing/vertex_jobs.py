@@ -1,6 +1,6 @@
 """A stand-in for Vertex AI's JobService (custom jobs), served over real gRPC.
 
-Used by the tests and by ``make run-deadline`` (:mod:`spottrain.demo_deadline`).
+Used by the tests and by ``make run-deadline`` (:mod:`spottrain.testing.demo_deadline`).
 
 The client side is the real ``aiplatform_v1.JobServiceClient``; this server takes
 and returns the real ``aiplatform_v1`` messages on the service's real method paths

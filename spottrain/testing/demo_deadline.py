@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the demo; 0 when the run finished all its steps by the deadline."""
     from spottrain.testing.vertex_jobs import JobService
 
-    p = argparse.ArgumentParser(prog="python -m spottrain.demo_deadline")
+    p = argparse.ArgumentParser(prog="python -m spottrain.testing.demo_deadline")
     p.add_argument("--out", default="out/deadline", help="Output folder (recreated).")
     args = p.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow's first import
