@@ -29,6 +29,7 @@ import argparse
 import copy
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -279,9 +280,7 @@ class CustomJobLauncher:
                 self.attempts.append(self._create(strategy, number))
             attempt = self.attempts[-1]
             self.current = attempt.job
-            job = self._wait(attempt.job)
-            attempt.state, attempt.error = job.state.name, job.error.message
-            attempt.step_after = self.newest_step()
+            self._ended(attempt, self._wait(attempt.job))
             decision = decide(self.plan, self.attempts, self.progress())
             log.info(
                 "%s job %s ended %s (checkpoint step %s -> %s%s): %s",
@@ -336,8 +335,7 @@ class CustomJobLauncher:
                 break
             time.sleep(min(self.poll_seconds, max(0.0, due - time.monotonic())))
         if ended:
-            attempt.state, attempt.error = job.state.name, job.error.message
-            attempt.step_after = self.newest_step()
+            self._ended(attempt, job)
             log.info("%s job %s ended %s (checkpoint step %s -> %s%s)", attempt.strategy,
                      attempt.job, attempt.state, attempt.step_before, attempt.step_after,
                      f"; {attempt.error}" if attempt.error else "")  # fmt: skip
@@ -366,7 +364,7 @@ class CustomJobLauncher:
         """Writes the move, then cancels the job left (its trainer saves on the notice)."""
         here, there = self.ladder[at], self.ladder[step.to]
         f = step.forecast
-        finish = time.time() + f.finish_s if f and f.finish_s != float("inf") else None
+        finish = time.time() + f.finish_s if f and math.isfinite(f.finish_s) else None
         self.moved(Move(at=time.time(), platform="vertex", left=attempt.job,
                         from_rung=str(here), to_rung=str(there), from_capacity=here.capacity,
                         to_capacity=there.capacity, reason=step.reason,
@@ -375,16 +373,15 @@ class CustomJobLauncher:
         log.info("move from %s to %s: %s", here, there, step.reason)
         if not attempt.state:
             self.client.cancel_custom_job(name=attempt.job)
-            while not attempt.state:
-                job = self._get(attempt.job)
-                if job.state.name in ENDED:
-                    attempt.state, attempt.error = job.state.name, job.error.message
-                    attempt.step_after = self.newest_step()
-                    log.info("%s job %s left: %s (checkpoint step %s -> %s)", attempt.strategy,
-                             attempt.job, attempt.state, attempt.step_before,
-                             attempt.step_after)  # fmt: skip
-                else:
-                    time.sleep(self.poll_seconds)
+            self._ended(attempt, self._wait(attempt.job))
+            log.info("%s job %s left: %s (checkpoint step %s -> %s)", attempt.strategy,
+                     attempt.job, attempt.state, attempt.step_before,
+                     attempt.step_after)  # fmt: skip
+
+    def _ended(self, attempt: Attempt, job) -> None:
+        """Notes how ``attempt``'s job ended and the checkpoint it left."""
+        attempt.state, attempt.error = job.state.name, job.error.message
+        attempt.step_after = self.newest_step()
 
     def cancel(self) -> None:
         """Cancels the running job (the pipeline task was cancelled)."""
