@@ -94,14 +94,15 @@ class Measured:
             began = rec.get("resumed_at")
             until = rec.get("ended") or rec.get("updated")
             trained = (rec.get("last_step") or 0) - (rec.get("start_step") or 0)
-            steady = rec.get("seconds_per_step")
-            # The wall clock only of an attempt that is over: a running one's first call
-            # (which traces) weighs too much until the engine's steady figure is written.
-            if not steady and rec.get("outcome", "running") == "running":
-                began = None
-            if trained > 0 and (steady or (began and until and until > began)):
-                # The engine's steady speed, else the wall clock (start-up included).
-                spent = steady * trained if steady else until - began
+            # The engine's steady speed, else the wall clock of an attempt that is over: a
+            # running one's first call (which traces) weighs too much until the steady
+            # figure is written.
+            spent = None
+            if rec.get("seconds_per_step"):
+                spent = rec["seconds_per_step"] * trained
+            elif rec.get("outcome", "running") != "running" and began and until and until > began:
+                spent = until - began
+            if trained > 0 and spent:
                 seconds[shape] = seconds.get(shape, 0.0) + spent
                 steps[shape] = steps.get(shape, 0) + trained
                 replicas[shape] = int(rec.get("workers") or 1) * max(
