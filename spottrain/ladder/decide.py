@@ -42,8 +42,9 @@ def _margin(f: Forecast, least_s: float = MARGIN_MIN_S) -> float:
     return max(MARGIN_SHARE * f.work_s, least_s)
 
 
-def _clock(t: float) -> str:
-    return time.strftime("%H:%M", time.gmtime(t)) + " UTC"
+def utc_clock(t: float) -> str:
+    """``HH:MM UTC`` of epoch seconds ``t``: how deadlines and moves are said."""
+    return time.strftime("%H:%M", time.gmtime(float(t))) + " UTC"
 
 
 def decide(
@@ -117,28 +118,28 @@ def decide(
         for f in sorted(closing, key=lambda f: f.cost):
             if then is not None and f.cost < then:
                 return _move(ladder, f, (
-                    f"to finish by {_clock(finish_by)} at the lowest cost: {f.rung.capacity} "
+                    f"to finish by {utc_clock(finish_by)} at the lowest cost: {f.rung.capacity} "
                     f"now (forecast {f.cost:.2f}) rather than {here.capacity} then "
                     f"{cheapest.rung.capacity} ({then:.2f})"
                 ))  # fmt: skip
         return Decision(STAY, at, (
-            f"forecast finish {_clock(now + stay.finish_s)}; {cheapest.rung.capacity} could "
-            f"still finish by {_clock(finish_by)} if moved to at the next look"
+            f"forecast finish {utc_clock(now + stay.finish_s)}; {cheapest.rung.capacity} could "
+            f"still finish by {utc_clock(finish_by)} if moved to at the next look"
         ), stay)  # fmt: skip
     safe_now = [f for f in backstops if now + f.finish_s + _margin(f, margin_s) <= finish_by]
     if safe_now:
         cheapest = min(safe_now, key=lambda f: (prices.get(f.rung.capacity, math.inf), f.finish_s))
         waited = f"no {here.capacity} capacity for {waited_s:.0f} s; " if waited_s else ""
         return _move(ladder, cheapest, (
-            f"{waited}to finish by {_clock(finish_by)}: on {here.capacity} from the next look "
-            f"the deadline could be missed; forecast finish {_clock(now + cheapest.finish_s)}"
+            f"{waited}to finish by {utc_clock(finish_by)}: on {here.capacity} from the next look "
+            f"the deadline could be missed; forecast finish {utc_clock(now + cheapest.finish_s)}"
         ))  # fmt: skip
     fastest = min(forecasts, key=lambda f: f.finish_s)
-    when = _clock(now + fastest.finish_s) if math.isfinite(fastest.finish_s) else "never"
+    when = utc_clock(now + fastest.finish_s) if math.isfinite(fastest.finish_s) else "never"
     # In time but not with the margin held in hand: said as such, the same choice.
     short = now + fastest.finish_s <= finish_by
     line = (
-        f"the deadline {_clock(finish_by)} "
+        f"the deadline {utc_clock(finish_by)} "
         f"{'leaves less than the margin' if short else 'cannot be met'} on any rung: "
         f"forecast finish {when} on {fastest.rung.capacity}"
     )
@@ -216,6 +217,6 @@ def unreachable(
         return ""
     hours = fastest.finish_s / 3600
     return (
-        f"finish_by {_clock(finish_by)} cannot be met: the fastest rung ({fastest.rung}) "
+        f"finish_by {utc_clock(finish_by)} cannot be met: the fastest rung ({fastest.rung}) "
         f"needs {hours:.1f} h for the {measured.steps_left} steps left at the measured speed"
     )

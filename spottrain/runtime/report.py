@@ -10,10 +10,10 @@ Inline SVG and no plotting library: the image stays as it is, and the KFP UI sho
 from __future__ import annotations
 
 import html
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from spottrain.ladder.decide import utc_clock
 from spottrain.ledger.attempt_cost import TOTAL_FIELDS, totals_line
 
 # One colour per capacity kind (the ledger's ``capacity`` or a Job pod's ``node_kind``).
@@ -224,19 +224,19 @@ def _marks(
     out = []
     for m in moves:
         x = LEFT + (float(m["at"]) - t0) * scale
-        title = f"{_clock(m['at'])} moved to {m.get('to_rung')}: {m.get('reason')}"
+        title = f"{utc_clock(m['at'])} moved to {m.get('to_rung')}: {m.get('reason')}"
         data = _attrs(at=m["at"], to_capacity=m.get("to_capacity"), reason=m.get("reason"))
         out.append(
             f'<g class="move" {data}><title>{html.escape(title)}</title>'
             f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{height - 16}" stroke="{MOVE}" '
             f'stroke-width="2"/><text x="{x + 3:.1f}" y="{height - 18}" font-size="11" '
             f'fill="{MOVE}">→ {html.escape(str(m.get("to_capacity")))} at '
-            f"{_clock(m['at'])}</text></g>"
+            f"{utc_clock(m['at'])}</text></g>"
         )
     if finish_by:
         x = min(LEFT + (finish_by - t0) * scale, WIDTH - LEFT)
         beyond = LEFT + (finish_by - t0) * scale > WIDTH - LEFT + 0.5
-        label = f"deadline {_clock(finish_by)}{' →' if beyond else ''}"
+        label = f"deadline {utc_clock(finish_by)}{' →' if beyond else ''}"
         out.append(
             f'<g class="deadline" {_attrs(finish_by=finish_by, beyond=beyond)}>'
             f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{height - 16}" stroke="{DEADLINE}" '
@@ -244,10 +244,6 @@ def _marks(
             f'font-size="11" fill="{DEADLINE}" text-anchor="end">{label}</text></g>'
         )
     return "".join(out)
-
-
-def _clock(t: float) -> str:
-    return time.strftime("%H:%M", time.gmtime(float(t))) + " UTC"
 
 
 def deadline_line(
@@ -269,9 +265,9 @@ def deadline_line(
     if finish_by and done:
         early = (finish_by - float(done[-1]["ended"])) / 60
         when = f"{abs(early):.0f} min {'before' if early >= 0 else 'after'}"
-        parts.append(f"finished {when} the deadline {_clock(finish_by)}")
+        parts.append(f"finished {when} the deadline {utc_clock(finish_by)}")
     elif finish_by:
-        parts.append(f"deadline {_clock(finish_by)}")
+        parts.append(f"deadline {utc_clock(finish_by)}")
     currency = totals.get("currency", "")
     if totals.get("saved") is not None:
         parts.append(f"spot saved {totals['saved']:.4f} {currency}".rstrip())
@@ -279,7 +275,7 @@ def deadline_line(
         after = [r for r in records if float(r.get("started") or 0) >= float(m["at"])]
         spent = [float(r["spent"]) for r in after if r.get("spent") is not None]
         cost = f": {sum(spent):.4f} {currency} spent after it".rstrip() if spent else ""
-        parts.append(f"the move to {m.get('to_capacity')} at {_clock(m['at'])}{cost}")
+        parts.append(f"the move to {m.get('to_capacity')} at {utc_clock(m['at'])}{cost}")
     return "; ".join(parts)
 
 
