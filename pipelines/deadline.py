@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
-from spottrain.ladder import Ladder, LadderError, Rung, parse
+from spottrain.ladder import Ladder, LadderError, Rung
 from spottrain.ladder.decide import finish_by_epoch, unreachable
 from spottrain.ladder.forecast import Measured
 from spottrain.pipelines import templates
@@ -24,14 +23,11 @@ log = logging.getLogger(__name__)
 
 
 def _ladder(spec: Mapping, text: str) -> Ladder:
-    """The ladder ``text`` writes over the template's job shape (its strategy, then standard)."""
-    from spottrain.runtime.vertex_ladder import defaults_of
+    """The ladder ``text`` writes over the template's job shape (empty: spot, then standard)."""
+    from spottrain.runtime.vertex_ladder import defaults_of, walked_ladder
 
     jobs = templates.custom_jobs(spec)
-    defaults = defaults_of({"job_spec": jobs[0]}) if jobs else Rung("spot")
-    if text:
-        return parse(text, defaults)
-    return Ladder((defaults, replace(defaults, capacity="on-demand")))
+    return walked_ladder(defaults_of({"job_spec": jobs[0]}) if jobs else Rung("spot"), text)
 
 
 def check(spec: Mapping, params: dict[str, Any], now: float | None = None) -> list[str]:

@@ -23,9 +23,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from spottrain.ladder import VERTEX_STRATEGY, Ladder, LadderError, Rung
+from spottrain.ladder import VERTEX_STRATEGY, Ladder, LadderError, Rung, parse
 from spottrain.ladder.decide import MARGIN_MIN_S, MOVE, decide
 from spottrain.ladder.forecast import Forecast, Measured, Prior
+from spottrain.ledger import usage
 from spottrain.placement import VERTEX_ACCELERATORS
 from spottrain.pricing.machines import region_of
 from spottrain.runtime.fallback_words import COMPLETED, INCOMPLETE
@@ -83,14 +84,12 @@ def rung_parent(parent: str, rung: Rung) -> str:
 def defaults_of(payload: dict) -> Rung:
     """The rung the payload itself describes (a ladder rung's unset fields are these)."""
     pools = payload["job_spec"]["worker_pool_specs"]
-    machine = pools[0].get("machine_spec") or {}
-    gpu = machine.get("accelerator_type") or ""
-    gpu = "" if gpu == "ACCELERATOR_TYPE_UNSPECIFIED" else gpu
+    chief = usage.from_vertex_pool(pools[0], "")  # what the ledger reads of a pool, too
     return Rung(
         capacity="spot",
-        machine_type=machine.get("machine_type", ""),
-        gpu_type=gpu,
-        gpu_count=int(machine.get("accelerator_count") or 0) if gpu else 0,
+        machine_type=chief.get("machine_type", ""),
+        gpu_type=chief.get("gpu_type", ""),
+        gpu_count=chief.get("gpu_count", 0),
         workers=sum(int(p.get("replica_count") or 1) for p in pools),
     )
 
@@ -190,6 +189,19 @@ def next_step(
 PLAN_KIND = {"SPOT": "spot", "FLEX_START": "flex-start", "STANDARD": "on-demand"}
 
 
+def walked_ladder(
+    defaults: Rung, text: str, first: str = "SPOT", fallback: str = "STANDARD"
+) -> Ladder:
+    """The ladder ``text`` writes over ``defaults``; empty: the plan's two strategies.
+
+    Raises:
+        LadderError: a bad ladder (one line).
+    """
+    if text:
+        return parse(text, defaults)
+    return Ladder(tuple(replace(defaults, capacity=PLAN_KIND[s]) for s in (first, fallback)))
+
+
 def set_up(launcher, args, payload: dict, plan) -> None:
     """Makes ``launcher`` (a ``CustomJobLauncher``) walk the ladder ``args`` give.
 
@@ -201,16 +213,10 @@ def set_up(launcher, args, payload: dict, plan) -> None:
         LadderError: a bad ladder or deadline (one line).
     """
     from spottrain import ledger
-    from spottrain.ladder import parse
     from spottrain.ladder.decide import finish_by_epoch, unreachable
     from spottrain.ledger import moves
 
-    defaults = defaults_of(payload)
-    if args.ladder:
-        ladder = parse(args.ladder, defaults)
-    else:
-        rungs = (PLAN_KIND[plan.first], PLAN_KIND[plan.fallback])
-        ladder = Ladder(tuple(replace(defaults, capacity=kind) for kind in rungs))
+    ladder = walked_ladder(defaults_of(payload), args.ladder, plan.first, plan.fallback)
     now = time.time()
     stored, _ = moves.read(args.checkpoint_dir)
     if stored and stored.get("asked") == args.finish_by:
