@@ -42,9 +42,14 @@ CAPACITY_ENV = "SPOTTRAIN_CAPACITY"
 STARTED_ENV = "SPOTTRAIN_ATTEMPT_STARTED"
 
 
+def store(checkpoint_dir: str):
+    """The ledger file of ``checkpoint_dir``, read and swapped by :mod:`spottrain.versioned`."""
+    return versioned.store(fileio.join(checkpoint_dir, LEDGER))
+
+
 def read(checkpoint_dir: str) -> list[Record]:
     """The records in ``checkpoint_dir`` (empty when there is no ledger)."""
-    data, _ = versioned.store(fileio.join(checkpoint_dir, LEDGER)).read()
+    data, _ = store(checkpoint_dir).read()
     return schema.records(data)
 
 
@@ -141,9 +146,7 @@ def annotate(checkpoint_dir: str, gang_attempts: list[dict], slack_s: float = 60
             annotated += 1
     if annotated:
         changed = [r for r in records if "node" in r]
-        versioned.store(fileio.join(checkpoint_dir, LEDGER)).update(
-            lambda stored: merge(stored, changed)
-        )
+        store(checkpoint_dir).update(lambda stored: merge(stored, changed))
     return annotated
 
 
@@ -166,8 +169,7 @@ def price(checkpoint_dir: str, price_of: attempt_cost.Price | None) -> list[Reco
     # Priced outside the file's compare-and-swap: a price source's wait holds no lock.
     priced = attempt_cost.price_records(records, price_of)
     try:
-        store = versioned.store(fileio.join(checkpoint_dir, LEDGER))
-        return store.update(lambda stored: merge(stored, priced))["attempts"]
+        return store(checkpoint_dir).update(lambda stored: merge(stored, priced))["attempts"]
     except Exception as e:  # noqa: BLE001 - prices never fail a run
         log.warning("could not write the priced attempt ledger in %s: %s", checkpoint_dir, e)
         return priced

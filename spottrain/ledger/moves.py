@@ -9,13 +9,8 @@ records (:func:`spottrain.ledger.merge` keeps both).
 
 from __future__ import annotations
 
-from spottrain import fileio, versioned
-from spottrain.ledger import LEDGER, merge, schema
+from spottrain.ledger import merge, schema, store
 from spottrain.ledger.schema import LadderPlan, Move
-
-
-def _store(checkpoint_dir: str):
-    return versioned.store(fileio.join(checkpoint_dir, LEDGER))
 
 
 def set_ladder(checkpoint_dir: str, plan: LadderPlan) -> None:
@@ -24,7 +19,7 @@ def set_ladder(checkpoint_dir: str, plan: LadderPlan) -> None:
     def change(stored: dict | None) -> dict:
         return {**merge(stored, []), "ladder": dict(plan)}
 
-    _store(checkpoint_dir).update(change)
+    store(checkpoint_dir).update(change)
 
 
 def add_move(checkpoint_dir: str, move: Move) -> None:
@@ -35,11 +30,11 @@ def add_move(checkpoint_dir: str, move: Move) -> None:
         moves = [m for m in doc.get("moves", []) if m != move]
         return {**doc, "moves": [*moves, dict(move)]}
 
-    _store(checkpoint_dir).update(change)
+    store(checkpoint_dir).update(change)
 
 
 def read(checkpoint_dir: str) -> tuple[LadderPlan | None, list[Move]]:
     """The ladder (``None``: none was walked) and the moves, oldest first."""
-    data, _ = _store(checkpoint_dir).read()
+    data, _ = store(checkpoint_dir).read()
     keys = schema.run_keys(data)
     return keys.get("ladder"), list(keys.get("moves", []))
