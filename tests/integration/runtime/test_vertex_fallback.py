@@ -27,6 +27,7 @@ from vertex_helpers import compile_vertex, filled_payload, gcpc_request
 from spottrain import exits, ledger
 from spottrain.ledger import moves as ledger_moves
 from spottrain.runtime import vertex_job as vj
+from spottrain.testing.demo_deadline import calibrate, deadline_for
 from spottrain.testing.vertex_jobs import JobService
 from spottrain.trainer import checkpointing
 
@@ -228,19 +229,6 @@ def test_a_retried_task_follows_the_job_it_left_instead_of_creating_one(digits_d
     assert len(svc.jobs) == 1 and _newest(tmp_path) == 60
 
 
-def _calibrate(digits_dir: str, tmp_path: Path, steps: int = 150) -> tuple[float, float]:
-    """This machine's (seconds to the trainer's first step, seconds per step) now."""
-    out = tmp_path / "calibration"
-    began = time.monotonic()
-    subprocess.run([sys.executable, "-m", "spottrain.trainer.task",
-                    *tiny_args(digits_dir, out, train_steps=steps)], cwd=REPO, env=env(),
-                   check=True, capture_output=True)  # fmt: skip
-    wall = time.monotonic() - began
-    (rec,) = json.loads((out / "checkpoints" / "attempts.json").read_text())["attempts"]
-    per_step = rec["seconds_per_step"]
-    return max(wall - steps * per_step, 1.0), per_step
-
-
 @pytest.mark.slow
 def test_a_deadline_moves_the_run_from_preempted_spot_to_standard_in_time(digits_dir, tmp_path):
     """Spot is preempted every few seconds: the walk stays on spot while standard could
@@ -253,9 +241,8 @@ def test_a_deadline_moves_the_run_from_preempted_spot_to_standard_in_time(digits
     stops being safe before it could finish.
     """
     steps, margin = 2000, 60
-    startup, per_step = _calibrate(digits_dir, tmp_path)
-    work = steps * per_step
-    finish_by = time.time() + 2 * startup + 1.5 * work + margin + 30
+    startup, per_step = calibrate(Path(digits_dir), tmp_path, env=env())
+    finish_by = deadline_for(startup, per_step, steps, margin)
     iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finish_by))
     payload = _payload(digits_dir, tmp_path, "--save-every-seconds", "2", steps=steps)
     with JobService([], env=env(), log_dir=tmp_path, by_strategy={"SPOT": "preempt~4"}) as svc:
