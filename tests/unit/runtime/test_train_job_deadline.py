@@ -58,3 +58,34 @@ def test_a_move_is_due_once_on_demand_would_be_late_from_the_next_look(tmp_path)
     assert check(SETS, 1) == ""
     clock[0] += 1
     assert check(SETS, 0) == ""  # no ledger: nothing measured, no move
+
+
+def test_the_components_finish_by_gives_the_launcher_its_check_and_writes_each_move(tmp_path):
+    import pytest
+
+    from spottrain import exits
+    from spottrain.ledger import moves
+    from spottrain.runtime.train import TrainFailed
+    from spottrain.runtime.train_job.component import for_the_deadline
+    from spottrain.runtime.train_settings import TrainSettings
+
+    d, settings = str(tmp_path), TrainSettings(train_steps=10_000)
+    with pytest.raises(TrainFailed) as bad:
+        for_the_deadline("soon", d, settings, SETS)
+    assert bad.value.code == exits.FATAL_CONFIG and "finish_by='soon'" in bad.value.message
+    options = for_the_deadline("6h", d, settings, SETS)
+    assert isinstance(options["for_deadline"], DeadlineCheck)
+    ladder, _ = moves.read(d)
+    assert ladder["asked"] == "6h" and options["for_deadline"].finish_by == ladder["finish_by"]
+    assert ladder["rungs"] == ["spot 2 x ? + 1 x nvidia-tesla-a100",
+                               "on-demand 2 x ? + 1 x nvidia-tesla-a100"]  # fmt: skip
+    # A retried launcher keeps the deadline the first one read.
+    again = for_the_deadline("6h", d, settings, SETS)["for_deadline"]
+    assert again.finish_by == ladder["finish_by"]
+    options["moved"]("to finish by 14:00 UTC: ...", SETS[0], SETS[1])
+    _, (move,) = moves.read(d)
+    assert (move["platform"], move["left"], move["to_capacity"]) == ("gke", "st-a", "on-demand")
+    assert move["finish_by"] == ladder["finish_by"]
+    # Every move is written, a deadline or not; one gang (a ComputeClass): nothing to act on.
+    assert set(for_the_deadline("", str(tmp_path / "b"), settings, SETS)) == {"moved"}
+    assert for_the_deadline("6h", str(tmp_path / "c"), settings, SETS[:1]) == {}
