@@ -78,6 +78,7 @@ def build(
         settings: TrainSettings = DEFAULT_SETTINGS,
         workers: int = 1,
         unschedulable_timeout: int = 1800,
+        finish_by: str = "",
     ) -> Outputs:
         """Copies inputs, then trains as a JobSet of spot GPU pods.
 
@@ -92,6 +93,8 @@ def build(
             workers: Pods (nodes) training together; 1 = one node.
             unschedulable_timeout: Seconds to wait for spot capacity before moving
                 to the on-demand pool.
+            finish_by: A deadline ('6h' or a time with its zone): moves to on-demand
+                when spot would no longer finish by it (docs/deadline.md). Empty: none.
         """
         data, seed = copy_inputs(
             data_src=data_src,
@@ -116,6 +119,7 @@ def build(
             checkpoint_dir=checkpoint_dir,
             workers=workers,
             unschedulable_timeout=unschedulable_timeout,
+            finish_by=finish_by,
             **settings.inputs(),
         ).after(seed)
         apply_placement(

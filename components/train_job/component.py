@@ -42,6 +42,7 @@ def train_job(
     deadline: str = "604800s",
     compute_class: str = "",
     grace_seconds: int = 30,
+    finish_by: str = "",
 ):
     """Trains on a gang of pods (a JobSet, jobset.x-k8s.io) and follows it to the end.
 
@@ -100,6 +101,9 @@ def train_job(
             the launcher's own fall-back.
         grace_seconds: The pods' terminationGracePeriodSeconds: 30 (a spot node's
             notice), up to 105 on spot nodes whose shutdown grace is 120 s.
+        finish_by: A deadline ("6h" from the first launcher, or a time with its zone):
+            the move to on-demand is made when spot would no longer finish by it, from
+            what the run measured (docs/deadline.md). Empty: none.
     """
     from spottrain.runtime.train_job.component import run_component
     from spottrain.runtime.train_settings import TrainSettings
@@ -142,4 +146,5 @@ def train_job(
         compute_class=compute_class,
         grace_seconds=grace_seconds,
         extra_args=extra_args,
+        finish_by=finish_by,
     )

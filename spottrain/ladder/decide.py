@@ -220,3 +220,23 @@ def unreachable(
         f"finish_by {utc_clock(finish_by)} cannot be met: the fastest rung ({fastest.rung}) "
         f"needs {hours:.1f} h for the {measured.steps_left} steps left at the measured speed"
     )
+
+
+def kept_deadline(checkpoint_dir: str, asked: str, rungs: list[str], now: float) -> float | None:
+    """The deadline ``asked`` names, as the ledger keeps it across a task's retries.
+
+    A duration counts from the first launcher that read it: the ledger's ladder keeps
+    the time it gave then (``asked`` the same), and a new ``asked`` replaces it.
+
+    Raises:
+        LadderError: ``asked`` is not a deadline (one line).
+    """
+    from spottrain.ledger import moves
+
+    stored, _ = moves.read(checkpoint_dir)
+    if stored and stored.get("asked") == asked:
+        return stored.get("finish_by")
+    finish_by = finish_by_epoch(asked, now)
+    plan = {"rungs": rungs, "finish_by": finish_by, "asked": asked, "set_at": now}
+    moves.set_ladder(checkpoint_dir, plan)
+    return finish_by

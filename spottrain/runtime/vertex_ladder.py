@@ -213,19 +213,13 @@ def set_up(launcher, args, payload: dict, plan) -> None:
         LadderError: a bad ladder or deadline (one line).
     """
     from spottrain import ledger
-    from spottrain.ladder.decide import finish_by_epoch, unreachable
+    from spottrain.ladder.decide import kept_deadline, unreachable
     from spottrain.ledger import moves
 
     ladder = walked_ladder(defaults_of(payload), args.ladder, plan.first, plan.fallback)
     now = time.time()
-    stored, _ = moves.read(args.checkpoint_dir)
-    if stored and stored.get("asked") == args.finish_by:
-        finish_by = stored.get("finish_by")
-    else:
-        finish_by = finish_by_epoch(args.finish_by, now)
-        rungs = [str(r) for r in ladder.rungs]
-        plan_doc = {"rungs": rungs, "finish_by": finish_by, "asked": args.finish_by, "set_at": now}
-        moves.set_ladder(args.checkpoint_dir, plan_doc)
+    rungs = [str(r) for r in ladder.rungs]
+    finish_by = kept_deadline(args.checkpoint_dir, args.finish_by, rungs, now)
 
     def measured() -> Measured | None:
         records = ledger.read(args.checkpoint_dir)

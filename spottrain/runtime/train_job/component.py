@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import signal
+import time
 from collections.abc import Sequence
 
 from spottrain import exits, ledger
@@ -146,6 +147,7 @@ def launch(
     default_image: str = "",
     poll_seconds: float = 10.0,
     launcher_options: dict | None = None,
+    finish_by: str = "",
 ) -> launcher.Outcome:
     """Builds the JobSets from the component inputs and runs the launcher to the end.
 
@@ -189,6 +191,7 @@ def launch(
         poll_seconds=poll_seconds, capacity_deadline=unschedulable_timeout,
         deadline=run_seconds, own_pod_disrupted=own_pod_disrupted,
         say=lambda line: log.info("%s", line), chief_log=print,
+        **for_the_deadline(finish_by, checkpoint_dir, settings, sets),
     )  # fmt: skip
     run = launcher.JobSetLauncher(k, sets, **{**options, **(launcher_options or {})})
     previous = launcher.install_sigterm(run)
@@ -201,6 +204,54 @@ def launch(
     except Exception as err:  # noqa: BLE001 - the ledger must never fail the run
         log.warning("could not add the pods to the attempt ledger: %s", err)
     return outcome
+
+
+def for_the_deadline(
+    finish_by: str, checkpoint_dir: str, settings: TrainSettings, sets: list
+) -> dict:
+    """The launcher's ladder options: ``moved`` always, ``for_deadline`` with ``finish_by``.
+
+    Raises:
+        TrainFailed: ``finish_by`` is not a deadline (exit 64, one line).
+    """
+    from spottrain.ladder import LadderError
+    from spottrain.ladder.decide import kept_deadline
+    from spottrain.ledger import moves
+    from spottrain.ledger.schema import Move
+    from spottrain.runtime.train_job.deadline import DeadlineCheck, rung_of
+
+    when = None
+    if finish_by:
+        rungs = [str(rung_of(ws)) for ws in sets]
+        try:
+            when = kept_deadline(checkpoint_dir, finish_by, rungs, time.time())
+        except LadderError as err:
+            raise _fatal(str(err)) from None
+    if len(sets) < 2:
+        if finish_by:
+            log.warning(
+                "finish_by=%r: no on-demand gang to move to (a ComputeClass chooses the "
+                "capacity): the deadline is recorded, not acted on",
+                finish_by,
+            )
+        return {}
+
+    def moved(reason: str, here, there) -> None:
+        a, b = rung_of(here), rung_of(there)
+        try:
+            moves.add_move(checkpoint_dir, Move(
+                at=time.time(), platform="gke", left=here.name, from_rung=str(a),
+                to_rung=str(b), from_capacity=a.capacity, to_capacity=b.capacity,
+                reason=reason, finish_by=when,
+            ))  # fmt: skip
+        except Exception as err:  # noqa: BLE001 - the ledger must never stop a move
+            log.warning("could not write the move to the attempt ledger: %s", err)
+
+    options: dict = {"moved": moved}
+    if when is not None:
+        # The trainer saves every 60 s by default (TrainConfig.save_every_seconds).
+        options["for_deadline"] = DeadlineCheck(checkpoint_dir, settings.train_steps, when)
+    return options
 
 
 def run_component(
@@ -228,6 +279,7 @@ def run_component(
     report=None,
     classification=None,
     k: kube.Kube | None = None,
+    finish_by: str = "",
 ) -> None:
     """The ``train_job`` component body.
 
@@ -266,6 +318,7 @@ def run_component(
             grace_seconds=grace_seconds,
             extra_args=extra_args,
             default_image=IMAGE,
+            finish_by=finish_by,
         )
     except (in_pod.TrainFailed, KubeError) as err:
         log.error("%s", err)

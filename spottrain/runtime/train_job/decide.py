@@ -5,7 +5,8 @@ The launcher (:mod:`.launcher`) observes the JobSet, its pods and its own clock
 (restarting the gang, telling a disruption from a fatal exit, counting
 ``maxRestarts``) is not repeated here: this is only what stays ours (issue 30,
 items 2-3): creating the JobSet, saying why it waits, the capacity deadline, falling
-back from a plain spot pool to on-demand, SIGTERM, and the exit code.
+back from a plain spot pool to on-demand (also when the run's ``finish_by`` needs it:
+``Seen.for_deadline``), SIGTERM, and the exit code.
 
 Its inputs are three: what one look saw (:class:`Seen`), what the launcher did and
 said before (:class:`Memory`, changed only by :meth:`Memory.after`) and its settings
@@ -84,6 +85,9 @@ class Seen:
         own_pod_disrupted: The launcher's own pod is being disrupted (its node is
             going): the gang runs on and the launcher's retry re-attaches.
         held_by: Another launcher (a newer attempt of this task) follows the JobSet now.
+        for_deadline: Why the run must leave this gang for the next to finish by its
+            deadline (:func:`spottrain.ladder.decide.decide`'s reason for a move, from
+            the ledger's measurements; ``""``: no such move is due).
     """
 
     state: str
@@ -107,6 +111,7 @@ class Seen:
     sigterm: bool = False
     own_pod_disrupted: bool = False
     held_by: str = ""
+    for_deadline: str = ""
 
 
 @dataclass(frozen=True)
@@ -340,6 +345,13 @@ def _capacity(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     return None
 
 
+def _for_the_deadline(o: Seen, memory: Memory, settings: Settings) -> Action | None:
+    if o.for_deadline and memory.moves_left > 0 and o.state == "running":
+        # The gang still trains on spot (or waits for it); the move saves it on the notice.
+        return Action(FALL_BACK, f"{o.for_deadline}: moving to on-demand")
+    return None
+
+
 def _progress(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     if o.restarts > memory.restarts_said:
         return Action(
@@ -354,7 +366,7 @@ def _progress(o: Seen, memory: Memory, settings: Settings) -> Action | None:
 # In order: the first rule that returns an action wins.
 RULES: tuple[Rule, ...] = (
     _not_ours, _unanswered, _sigterm, _moving, _deleting, _start, _ended, _cannot_start,
-    _deadline, _capacity, _progress,
+    _deadline, _for_the_deadline, _capacity, _progress,
 )  # fmt: skip
 
 

@@ -29,7 +29,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from spottrain.runtime.train_job import attempts, status
 from spottrain.runtime.train_job import decide as d
@@ -104,6 +104,11 @@ class JobSetLauncher:
         chief_log: Where the chief pod's log lines go (the KFP task log), each
             generation's chief followed from its start.
         holder: This launcher's name on the JobSet (default: :func:`default_holder`).
+        for_deadline: Asked each look while a move is left, with the gangs and the
+            current one: the reason a deadline needs the move now, or ``""``
+            (:class:`.deadline.DeadlineCheck`; ``None``: no deadline).
+        moved: Called with the reason, the gang left and the next, as a move begins
+            (the ledger's ``moves``).
     """
 
     def __init__(
@@ -121,8 +126,12 @@ class JobSetLauncher:
         say: Callable[[str], None] = print,
         chief_log: Callable[[str], None] = print,
         holder: str = "",
+        for_deadline: Callable[[Sequence[js.WorkerSet], int], str] | None = None,
+        moved: Callable[[str, js.WorkerSet, js.WorkerSet], None] = lambda *_: None,
     ):
         self.kube = kube
+        self.for_deadline = for_deadline
+        self.moved = moved
         self.holder = holder or default_holder()
         self.sets = [sets] if isinstance(sets, js.WorkerSet) else list(sets)
         self.current = 0
@@ -175,6 +184,8 @@ class JobSetLauncher:
                 own_pod_disrupted=sigterm and self.own_pod_disrupted(), holder=self.holder,
                 earlier=earlier,
             )  # fmt: skip
+            if self.for_deadline and self.memory.moves_left > 0 and not self.memory.moved:
+                seen = replace(seen, for_deadline=self.for_deadline(self.sets, self.current))
             if first and seen.state not in ("missing", "foreign"):
                 self._say(
                     f"re-attaching to JobSet {self.ws.name} ({seen.state}; {seen.restarts} "
@@ -213,6 +224,7 @@ class JobSetLauncher:
             self._force_delete(pods, seen.unanswered)
         elif action.kind == d.FALL_BACK:
             # The next gang made suspended (no pods); the looks after finish the move.
+            self.moved(action.line, self.ws, self.sets[self.current + 1])
             self.current += 1
             self._create(suspended=True)
         elif action.kind == d.FINISH_MOVE:

@@ -331,6 +331,49 @@ def test_no_spot_capacity_moves_the_gang_to_on_demand_and_it_completes(jobset_ku
     assert said.index(f"created JobSet {on_demand.name}") < said.index("moved to JobSet"), said
 
 
+def test_a_deadline_moves_the_waiting_spot_gang_to_on_demand_and_the_move_is_in_the_ledger(
+    jobset_kube, tmp_path
+):
+    """No spot capacity, but a capacity patience an hour long: the launcher's own rule
+    would wait. The ledger says 200 of 10,000 steps at a steady 0.5 s (4,900 s of work
+    left; on-demand needs the prior's 180 s restart and holds a 300 s margin: 5,380 s).
+    With 5,410 s to the deadline, on-demand is in time now but not after the next look
+    (60 s): the launcher moves at once, for the deadline, and writes the move."""
+    import json
+
+    from spottrain.ledger import moves
+    from spottrain.runtime.train_job.component import for_the_deadline
+
+    cp, ns, name = jobset_kube, "tl-finish-by", "st-finish-by"
+    namespace(cp, ns)
+    spot, on_demand = spot_and_on_demand(ns, name, retries=1)
+    rec = {"id": "a", "attempt": 1, "started": time.time() - 400, "workers": 2,
+           "resumed_at": time.time() - 300, "ended": time.time() - 200, "capacity": "spot",
+           "gpu_type": A100["gpu_type"], "gpu_count": 1, "start_step": 0, "last_step": 200,
+           "saved_step": 200, "outcome": "preempted", "seconds_per_step": 0.5}  # fmt: skip
+    (tmp_path / "attempts.json").write_text(json.dumps({"attempts": [rec]}))
+    deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 5410))
+    options = for_the_deadline(deadline, str(tmp_path), TrainSettings(train_steps=10_000),
+                               [spot, on_demand])  # fmt: skip
+    lines: list[str] = []
+    run = in_thread(cp, [spot, on_demand], lines, capacity_deadline=3600, **options)
+    (job,) = wait_for("the on-demand child Job", lambda: child_jobs(cp, ns, on_demand.name), 120)
+    pods = running_pods(cp, ns, job.metadata.uid, 2)
+    assert gone(cp, ns, spot.name), lines
+    for pod in pods:
+        cp.kubelet.exit(pod, 0)
+    out = run.result(timeout=120)
+    assert (out.code, out.jobset, out.moved) == (0, on_demand.name, True), lines
+    said = "\n".join(lines)
+    assert "to finish by" in said and "moving to on-demand" in said, said
+    assert "no spot capacity for" not in said, said  # the deadline's move, not patience's
+    ladder, (move,) = moves.read(str(tmp_path))
+    assert ladder["asked"] == deadline and move["finish_by"] == ladder["finish_by"]
+    assert (move["platform"], move["left"], move["from_capacity"], move["to_capacity"]) == (
+        "gke", spot.name, "spot", "on-demand")  # fmt: skip
+    assert move["reason"].startswith("to finish by"), move
+
+
 def test_a_move_cut_off_midway_is_finished_by_the_next_launcher(jobset_kube):
     """As a launcher killed mid-move leaves it: the spot JobSet still there and the
     on-demand one created suspended. The next launcher deletes the spot one, waits for

@@ -37,6 +37,29 @@ TABLE = [
     (row("failed", exit_code=65), d.EXIT, 65, "NaN"),
     (row("failed", exit_code=170), d.DELETE_AND_EXIT, 170, "exit 170"),
     (row("failed", exit_code=170, can_fall_back=True), d.FALL_BACK, None, "on-demand"),
+    # A move the deadline needs: while the gang trains or waits, only with a move left.
+    (
+        row("running", for_deadline="to finish by 06:00 UTC", can_fall_back=True),
+        d.FALL_BACK,
+        None,
+        "to finish by 06:00 UTC: moving to on-demand",
+    ),
+    (row("running", for_deadline="to finish by 06:00 UTC"), d.WAIT, None, ""),
+    (
+        row(
+            "running", for_deadline="x", unschedulable_seconds=31, can_fall_back=True, selector=SPOT
+        ),
+        d.FALL_BACK,
+        None,
+        "x: moving",
+    ),
+    (
+        row("running", for_deadline="x", sigterm=True, can_fall_back=True),
+        d.DELETE_AND_EXIT,
+        143,
+        "SIGTERM",
+    ),
+    (row("completed", for_deadline="x", can_fall_back=True), d.EXIT, 0, "Completed"),
     (row("failed"), d.DELETE_AND_EXIT, 172, "exit 172"),  # no exit code seen: retryable
     (row("failed", exit_code=64), d.EXIT, 64, "kept for inspection"),
     # Not ours: never touched, not even on SIGTERM.
