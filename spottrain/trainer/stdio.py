@@ -15,6 +15,7 @@ import errno
 import io
 import os
 import sys
+import threading
 
 # EPIPE: the reader closed the pipe; EIO: the terminal or pty went away.
 _DEAD_READER = (errno.EPIPE, errno.EIO)
@@ -27,6 +28,9 @@ class SurvivingStream(io.TextIOBase):
         super().__init__()
         self._stream = stream
         self.reader_lost = False
+        # Threads that hit the dead pipe together (the step line's print, a saver's
+        # log line) each retry only after the first has pointed the fd at /dev/null.
+        self._switch = threading.Lock()
 
     def _to_devnull(self) -> None:
         # Point the file descriptor itself at /dev/null, so C++ writers (TF's logs)
@@ -42,10 +46,12 @@ class SurvivingStream(io.TextIOBase):
         try:
             return call(*args)
         except OSError as e:
-            if e.errno not in _DEAD_READER or self.reader_lost:
+            if e.errno not in _DEAD_READER:
                 raise
-            self._to_devnull()
-            return call(*args)
+            with self._switch:
+                if not self.reader_lost:
+                    self._to_devnull()
+            return call(*args)  # to /dev/null now: a second failure is a real one
 
     def write(self, text: str) -> int:
         """Writes ``text``; after the reader is gone, to /dev/null."""
