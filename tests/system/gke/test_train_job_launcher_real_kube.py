@@ -374,6 +374,62 @@ def test_a_deadline_moves_the_waiting_spot_gang_to_on_demand_and_the_move_is_in_
     assert move["reason"].startswith("to finish by"), move
 
 
+def test_spot_capacity_given_back_before_the_deadline_needs_a_move_keeps_the_gang_on_spot(
+    jobset_kube, tmp_path
+):
+    """The same ledger, with a deadline on-demand meets with an hour to spare: the
+    launcher waits for spot. Two spot nodes then join (capacity given back); the
+    spot gang trains there, nothing moves and the ledger holds no move."""
+    import json
+
+    from real_kube import ACCELERATOR_LABEL, NODEPOOL_LABEL
+
+    from spottrain.ledger import moves
+    from spottrain.runtime.train_job.component import for_the_deadline
+
+    cp, ns, name = jobset_kube, "tl-spot-back", "st-spot-back"
+    namespace(cp, ns)
+    spot, on_demand = spot_and_on_demand(ns, name, retries=1)
+    rec = {"id": "a", "attempt": 1, "started": time.time() - 400, "workers": 2,
+           "resumed_at": time.time() - 300, "ended": time.time() - 200, "capacity": "spot",
+           "gpu_type": A100["gpu_type"], "gpu_count": 1, "start_step": 0, "last_step": 200,
+           "saved_step": 200, "outcome": "preempted", "seconds_per_step": 0.5}  # fmt: skip
+    (tmp_path / "attempts.json").write_text(json.dumps({"attempts": [rec]}))
+    deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 5380 + 3600))
+    options = for_the_deadline(deadline, str(tmp_path), TrainSettings(train_steps=10_000),
+                               [spot, on_demand])  # fmt: skip
+    lines: list[str] = []
+    run = in_thread(cp, [spot, on_demand], lines, capacity_deadline=3600, **options)
+    # The spot gang's pods wait (no node has the labels they ask for), said after 30 s:
+    # every look until then asked the deadline, which kept the gang on spot.
+    said = lambda: any("Pending/Unschedulable" in s for s in lines)  # noqa: E731
+    wait_for("the spot gang pending", said, 120)
+    template = js.jobset(spot)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    selector = template["spec"]["nodeSelector"]
+    taints = [{"key": t["key"], "value": t.get("value", ""), "effect": t["effect"]}
+              for t in template["spec"].get("tolerations", []) if t.get("effect")]  # fmt: skip
+    added = [f"{name}-spot-{i}" for i in range(2)]
+    try:
+        for node in added:
+            labels = {ACCELERATOR_LABEL: "nvidia-tesla-a100", NODEPOOL_LABEL: "spot", **selector}
+            cp.add_node(node, labels, taints)
+            cp.kubelet.nodes.add(node)
+        (job,) = wait_for("the spot child Job", lambda: child_jobs(cp, ns, spot.name), 120)
+        pods = running_pods(cp, ns, job.metadata.uid, 2)
+        assert {p.spec.node_name for p in pods} <= set(added), [p.spec.node_name for p in pods]
+        for pod in pods:
+            cp.kubelet.exit(pod, 0)
+        out = run.result(timeout=120)
+    finally:
+        for node in added:
+            cp.kubelet.nodes.discard(node)
+            cp.core().delete_node(node)
+    assert (out.code, out.jobset, out.moved) == (0, spot.name, False), lines
+    assert not any("moving to on-demand" in s for s in lines), lines
+    ladder, taken = moves.read(str(tmp_path))
+    assert ladder["asked"] == deadline and taken == [], taken
+
+
 def test_a_move_cut_off_midway_is_finished_by_the_next_launcher(jobset_kube):
     """As a launcher killed mid-move leaves it: the spot JobSet still there and the
     on-demand one created suspended. The next launcher deletes the spot one, waits for
