@@ -331,20 +331,19 @@ def test_no_spot_capacity_moves_the_gang_to_on_demand_and_it_completes(jobset_ku
     assert said.index(f"created JobSet {on_demand.name}") < said.index("moved to JobSet"), said
 
 
-def test_a_deadline_moves_the_waiting_spot_gang_to_on_demand_and_the_move_is_in_the_ledger(
-    jobset_kube, tmp_path
-):
-    """No spot capacity, but a capacity patience an hour long: the launcher's own rule
-    would wait. The ledger says 200 of 10,000 steps at a steady 0.5 s (4,900 s of work
-    left; on-demand needs the prior's 180 s restart and holds a 300 s margin: 5,380 s).
-    With 5,410 s to the deadline, on-demand is in time now but not after the next look
-    (60 s): the launcher moves at once, for the deadline, and writes the move."""
+def run_for_a_deadline(cp, ns, name, tmp_path, seconds: float):
+    """A launcher of the spot and on-demand gangs with ``finish_by`` ``seconds`` away and
+    an hour's capacity patience. The ledger says 200 of 10,000 steps at a steady 0.5 s:
+    4,900 s of work left; on-demand needs the prior's 180 s restart and holds a 300 s
+    margin, 5,380 s in all.
+
+    Returns:
+        The two gangs, the deadline as asked, the launcher's lines and its thread.
+    """
     import json
 
-    from spottrain.ledger import moves
     from spottrain.runtime.train_job.component import for_the_deadline
 
-    cp, ns, name = jobset_kube, "tl-finish-by", "st-finish-by"
     namespace(cp, ns)
     spot, on_demand = spot_and_on_demand(ns, name, retries=1)
     rec = {"id": "a", "attempt": 1, "started": time.time() - 400, "workers": 2,
@@ -352,11 +351,27 @@ def test_a_deadline_moves_the_waiting_spot_gang_to_on_demand_and_the_move_is_in_
            "gpu_type": A100["gpu_type"], "gpu_count": 1, "start_step": 0, "last_step": 200,
            "saved_step": 200, "outcome": "preempted", "seconds_per_step": 0.5}  # fmt: skip
     (tmp_path / "attempts.json").write_text(json.dumps({"attempts": [rec]}))
-    deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 5410))
+    deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds))
     options = for_the_deadline(deadline, str(tmp_path), TrainSettings(train_steps=10_000),
                                [spot, on_demand])  # fmt: skip
     lines: list[str] = []
     run = in_thread(cp, [spot, on_demand], lines, capacity_deadline=3600, **options)
+    return spot, on_demand, deadline, lines, run
+
+
+def test_a_deadline_moves_the_waiting_spot_gang_to_on_demand_and_the_move_is_in_the_ledger(
+    jobset_kube, tmp_path
+):
+    """No spot capacity, but a capacity patience an hour long: the launcher's own rule
+    would wait. With 5,410 s to the deadline, on-demand (5,380 s, run_for_a_deadline) is
+    in time now but not after the next look (60 s): the launcher moves at once, for the
+    deadline, and writes the move."""
+    from spottrain.ledger import moves
+
+    cp, ns = jobset_kube, "tl-finish-by"
+    spot, on_demand, deadline, lines, run = run_for_a_deadline(
+        cp, ns, "st-finish-by", tmp_path, 5410
+    )
     (job,) = wait_for("the on-demand child Job", lambda: child_jobs(cp, ns, on_demand.name), 120)
     pods = running_pods(cp, ns, job.metadata.uid, 2)
     assert gone(cp, ns, spot.name), lines
@@ -380,26 +395,12 @@ def test_spot_capacity_given_back_before_the_deadline_needs_a_move_keeps_the_gan
     """The same ledger, with a deadline on-demand meets with an hour to spare: the
     launcher waits for spot. Two spot nodes then join (capacity given back); the
     spot gang trains there, nothing moves and the ledger holds no move."""
-    import json
-
     from real_kube import ACCELERATOR_LABEL, NODEPOOL_LABEL
 
     from spottrain.ledger import moves
-    from spottrain.runtime.train_job.component import for_the_deadline
 
     cp, ns, name = jobset_kube, "tl-spot-back", "st-spot-back"
-    namespace(cp, ns)
-    spot, on_demand = spot_and_on_demand(ns, name, retries=1)
-    rec = {"id": "a", "attempt": 1, "started": time.time() - 400, "workers": 2,
-           "resumed_at": time.time() - 300, "ended": time.time() - 200, "capacity": "spot",
-           "gpu_type": A100["gpu_type"], "gpu_count": 1, "start_step": 0, "last_step": 200,
-           "saved_step": 200, "outcome": "preempted", "seconds_per_step": 0.5}  # fmt: skip
-    (tmp_path / "attempts.json").write_text(json.dumps({"attempts": [rec]}))
-    deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 5380 + 3600))
-    options = for_the_deadline(deadline, str(tmp_path), TrainSettings(train_steps=10_000),
-                               [spot, on_demand])  # fmt: skip
-    lines: list[str] = []
-    run = in_thread(cp, [spot, on_demand], lines, capacity_deadline=3600, **options)
+    spot, _, deadline, lines, run = run_for_a_deadline(cp, ns, name, tmp_path, 5380 + 3600)
     # The spot gang's pods wait (no node has the labels they ask for), said after 30 s:
     # every look until then asked the deadline, which kept the gang on spot.
     said = lambda: any("Pending/Unschedulable" in s for s in lines)  # noqa: E731
