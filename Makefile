@@ -185,6 +185,27 @@ $(TOOLS)/bin/jobset-manager: tools/jobset/go.mod tools/jobset/go.sum
 	  || echo "tools: could not build jobset-manager; the real-JobSet tests will skip" >&2; \
 	else echo "tools: no Go toolchain here; the real-JobSet tests will skip" >&2; fi
 
+# Kueue v0.17.0's manager (sigs.k8s.io/kueue/cmd/kueue; tools/kueue/go.mod pins it and its
+# k8s.io v0.35.3 deps), from the Go module proxy, for the tests that run it beside JobSet's
+# manager on kube-cp (issue 45). Its config/components (the CRDs, the webhook manifests)
+# is copied to .tools/kueue-config, as JobSet's is.
+kueue: $(TOOLS)/bin/kueue-manager ## Build Kueue v0.17.0's controller manager into .tools/ (the real-Kueue tests)
+
+.PHONY: kueue
+
+$(TOOLS)/bin/kueue-manager: tools/kueue/go.mod tools/kueue/go.sum
+	@mkdir -p $(TOOLS)/bin
+	@if command -v go >/dev/null; then \
+	  cd tools/kueue && go build -trimpath -o ../../$(TOOLS)/bin/kueue-manager \
+	    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.17.0" \
+	    sigs.k8s.io/kueue/cmd/kueue \
+	  && src=$$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue) \
+	  && rm -rf ../../$(TOOLS)/kueue-config && cp -r "$$src/config/components" ../../$(TOOLS)/kueue-config \
+	  && chmod -R u+w ../../$(TOOLS)/kueue-config \
+	  && echo "tools: built kueue-manager (Kueue v0.17.0)" \
+	  || echo "tools: could not build kueue-manager; the real-Kueue tests will skip" >&2; \
+	else echo "tools: no Go toolchain here; the real-Kueue tests will skip" >&2; fi
+
 lint: venv ## ruff (lint + format check) and hadolint on the Dockerfile
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
