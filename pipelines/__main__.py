@@ -117,7 +117,7 @@ def cmd_run_gke(args: argparse.Namespace) -> int:
 
     if warning := argo_retry.preflight_warning(args.argo_namespace):
         print(warning, file=sys.stderr)  # a warning: the run is still created
-    _check_jobset_engine(template, args.namespace)
+    _check_jobset_engine(template, args.namespace, str(arguments.get("queue") or ""))
     with submit.service_errors(f"KFP at {args.host}"):
         submit.check_reachable(args.host, f"KFP at {args.host}")
         client = submit.kfp_client(args.host, namespace=args.namespace)
@@ -136,13 +136,16 @@ def _dry_run(request: dict, skipped: str) -> int:
     return 0
 
 
-def _check_jobset_engine(template: Path, namespace: str) -> None:
-    """Refuses a JobSet-engine run the cluster cannot start (no JobSet API, RBAC missing)."""
+def _check_jobset_engine(template: Path, namespace: str, queue: str = "") -> None:
+    """Refuses a JobSet-engine run the cluster cannot start (no JobSet API, RBAC, Kueue).
+
+    With ``queue``, Kueue's API and that LocalQueue must be there too.
+    """
     from spottrain.pipelines import guards, jobset_check, templates
 
     if not templates.job_engine_tasks(templates.load_template(template)[0]):
         return
-    if problem := jobset_check.problem(namespace):
+    if problem := jobset_check.problem(namespace, queue=queue):
         raise guards.GuardError(problem)
 
 

@@ -79,6 +79,8 @@ def build(
         workers: int = 1,
         unschedulable_timeout: int = 1800,
         finish_by: str = "",
+        queue: str = "",
+        priority_class: str = "",
     ) -> Outputs:
         """Copies inputs, then trains as a JobSet of spot GPU pods.
 
@@ -95,6 +97,9 @@ def build(
                 to the on-demand pool.
             finish_by: A deadline ('6h' or a time with its zone): moves to on-demand
                 when spot would no longer finish by it (docs/deadline.md). Empty: none.
+            queue: A Kueue LocalQueue to submit the gang to; its ResourceFlavors then
+                choose spot or on-demand (docs/gke.md). Empty: not queued.
+            priority_class: A Kueue WorkloadPriorityClass for the queued gang.
         """
         data, seed = copy_inputs(
             data_src=data_src,
@@ -120,6 +125,8 @@ def build(
             workers=workers,
             unschedulable_timeout=unschedulable_timeout,
             finish_by=finish_by,
+            queue=queue,
+            priority_class=priority_class,
             **settings.inputs(),
         ).after(seed)
         apply_placement(

@@ -78,8 +78,10 @@ def missing_verbs(api_client, namespace: str, account: str) -> list[str]:
     return out
 
 
-def problem(namespace: str, account: str = "") -> str:
+def problem(namespace: str, account: str = "", queue: str = "") -> str:
     """One line saying what the cluster lacks for the JobSet engine, or ``""``.
+
+    With ``queue``, also Kueue's API and that LocalQueue in ``namespace``.
 
     ``""`` also when it cannot be asked (see the module docstring).
     """
@@ -97,7 +99,9 @@ def problem(namespace: str, account: str = "") -> str:
             # One try, 5 s: a pre-flight that cannot ask stays silent (no waiting out).
             quick = kube.from_client(api_client, namespace, patience=0, request_timeout=(5, 5))
             quick.check_api()
-        except kube.NoJobSetApi as err:
+            if queue:
+                quick.check_queue(queue)
+        except (kube.NoJobSetApi, kube.NoQueue) as err:
             return f"{err} ({where})"
         except Exception as err:  # noqa: BLE001 - 403, no answer: it cannot be asked
             log.debug("JobSet pre-flight skipped: %s", err)

@@ -35,6 +35,10 @@ GCLOUD_POOL_FLAGS = {"preemptible": "--preemptible", "spot": "--spot", "flex-sta
 GPU_RESOURCE = "nvidia.com/gpu"
 # A custom ComputeClass's node label and taint key ("About custom ComputeClasses").
 COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+# Kueue's labels on a job: the LocalQueue it is submitted to, and its
+# WorkloadPriorityClass (sigs.k8s.io/kueue v0.17.0 pkg/controller/constants/constants.go:23, :39).
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 
 # Vertex AI accelerator names for the GKE ones (the equal-GPU guard compares both).
 VERTEX_ACCELERATORS = {
@@ -151,6 +155,21 @@ def check_compute_class_name(name: str) -> None:
         )
 
 
+def check_queue_names(queue: str, priority_class: str) -> None:
+    """Refuses a LocalQueue or WorkloadPriorityClass name a label cannot carry."""
+    for what, name in (("queue", queue), ("priority_class", priority_class)):
+        if name and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?", name):
+            raise PlacementError(
+                f"{what} {name!r}: expected lower-case letters, digits, '-' and '.', at most "
+                "63 (a Kueue object's name, carried as a label value)"
+            )
+    if priority_class and not queue:
+        raise PlacementError(
+            f"priority_class {priority_class!r} without a queue: Kueue reads it only of a "
+            "queued job"
+        )
+
+
 def seconds(duration: str) -> int:
     """Whole seconds of a ``<n>s`` duration (the only form placements accept)."""
     if not _DURATION.match(duration or ""):
@@ -220,6 +239,12 @@ class Placement:
             (``spottrain.pipelines.computeclass`` writes one: spot first, on-demand
             after); the class then names the GPU and the capacity, so the task
             selects only the class, and ``pool`` must be ``spot``.
+        queue: A Kueue LocalQueue to submit the gang to (the JobSet engine): Kueue
+            admits it whole when its ClusterQueue's quota allows, and the queue's
+            ResourceFlavors choose the capacity (their node labels and tolerations are
+            added at admission), so the task selects only the GPU and ``pool`` must
+            be ``spot``.
+        priority_class: A Kueue WorkloadPriorityClass for the queued gang.
     """
 
     pool: str = "preemptible"
@@ -236,6 +261,8 @@ class Placement:
     require_pool: bool = True
     compute_class: str = ""
     grace_seconds: int = NOTICE_SECONDS
+    queue: str = ""
+    priority_class: str = ""
 
     def __post_init__(self):
         if not NOTICE_SECONDS <= self.grace_seconds <= max(SPOT_GRACE_SECONDS):
@@ -253,6 +280,14 @@ class Placement:
                     f"first, on-demand after): use pool='spot' and no node_pool, not "
                     f"pool={self.pool!r} node_pool={self.node_pool!r}"
                 )
+        check_queue_names(self.queue, self.priority_class)
+        if self.queue and (self.pool != "spot" or self.node_pool or self.compute_class):
+            raise PlacementError(
+                f"queue={self.queue!r}: the queue's ResourceFlavors choose the nodes (spot "
+                f"first, on-demand after, as its ClusterQueue lists them): use pool='spot', "
+                f"no node_pool and no compute_class, not pool={self.pool!r} "
+                f"node_pool={self.node_pool!r} compute_class={self.compute_class!r}"
+            )
         if self.gpu_count < 0:
             raise PlacementError(f"gpu_count={self.gpu_count}: must be >= 0")
         if self.gpu_count and not self.gpu_type:
@@ -307,6 +342,8 @@ class Placement:
         ``compute-class`` for a class: which of its priorities a pod got only its
         node tells.
         """
+        if self.queue:
+            return "queued"  # the flavor Kueue admitted it with: only its node tells
         return "compute-class" if self.compute_class else self.pool
 
     @property
@@ -318,7 +355,7 @@ class Placement:
             # custom ComputeClasses", https://cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes).
             return {COMPUTE_CLASS_LABEL: self.compute_class}
         selector: dict[str, str] = {}
-        if self.require_pool and self.pool in POOL_NODE_LABELS:
+        if self.require_pool and self.pool in POOL_NODE_LABELS and not self.queue:
             key, value = POOL_NODE_LABELS[self.pool]
             selector[key] = value
         if self.gpu_count:
@@ -327,12 +364,21 @@ class Placement:
             selector["cloud.google.com/gke-nodepool"] = self.node_pool
         return selector
 
+    def kueue_labels(self) -> dict[str, str]:
+        """The labels that submit a job to Kueue (none without a queue)."""
+        labels = {QUEUE_LABEL: self.queue} if self.queue else {}
+        if self.priority_class:
+            labels[PRIORITY_CLASS_LABEL] = self.priority_class
+        return labels
+
     def with_(self, **changes) -> Placement:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)
 
     def tolerations(self) -> list[dict]:
         """The pod spec's ``tolerations`` (the toleration the KFP ``apply_placement`` sets too)."""
+        if self.queue:
+            return []  # the admitting ResourceFlavor's tolerations are added by Kueue
         taints = [self.effective_taint]
         if self.compute_class:
             # The class's nodes carry its taint (GKE's auto-created pools set it; a

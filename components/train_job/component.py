@@ -43,6 +43,9 @@ def train_job(
     compute_class: str = "",
     grace_seconds: int = 30,
     finish_by: str = "",
+    queue: str = "",
+    priority_class: str = "",
+    admission_timeout: int = 21600,
 ):
     """Trains on a gang of pods (a JobSet, jobset.x-k8s.io) and follows it to the end.
 
@@ -104,6 +107,13 @@ def train_job(
         finish_by: A deadline ("6h" from the first launcher, or a time with its zone):
             the move to on-demand is made when spot would no longer finish by it, from
             what the run measured (docs/deadline.md). Empty: none.
+        queue: A Kueue LocalQueue in the run's namespace to submit the gang to: it
+            starts when Kueue admits all of it, the queue's ResourceFlavors choose
+            spot or on-demand, and Kueue's preemptions are free restarts (docs/gke.md,
+            "On a cluster with Kueue"). Empty: not queued.
+        priority_class: A Kueue WorkloadPriorityClass for the queued gang.
+        admission_timeout: Seconds the queued gang may wait for admission before the
+            run ends with 172 (retryable).
     """
     from spottrain.runtime.train_job.component import run_component
     from spottrain.runtime.train_settings import TrainSettings
@@ -147,4 +157,7 @@ def train_job(
         grace_seconds=grace_seconds,
         extra_args=extra_args,
         finish_by=finish_by,
+        queue=queue,
+        priority_class=priority_class,
+        admission_timeout=admission_timeout,
     )

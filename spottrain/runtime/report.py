@@ -25,6 +25,7 @@ COLORS = {
     "on-demand": "#ef6c00",
     "standard": "#ef6c00",
     "compute-class": "#546e7a",
+    "queued": "#546e7a",
 }
 UNKNOWN = "#9e9e9e"
 # The restart before an attempt: from the previous one's end until this one trained

@@ -20,6 +20,7 @@ from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube, launcher, names, preflight, status
 from spottrain.runtime.train_job.attempts import gang_attempts
+from spottrain.runtime.train_job.decide import ADMISSION_DEADLINE
 from spottrain.runtime.train_job.kube import KubeError
 from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer import checkpointing
@@ -101,7 +102,8 @@ def worker_sets(
 
     Named from the KFP run id and task name only (``names.jobset_name``), so a retry of
     the launcher's pod finds them. A ComputeClass gets no second gang: the class
-    itself moves the pods to on-demand nodes (and back).
+    itself moves the pods to on-demand nodes (and back), and so does a Kueue queue
+    (its ClusterQueue's flavors, in order, at each admission).
     """
     common = dict(
         namespace=namespace, image=image, args=tuple(args), workers=workers,
@@ -112,7 +114,12 @@ def worker_sets(
             name=names.jobset_name(run_id, task_name), placement=placement, attempt=1, **common
         )
     ]
-    if on_demand and placement.pool != "on-demand" and not placement.compute_class:
+    if (
+        on_demand
+        and placement.pool != "on-demand"
+        and not placement.compute_class
+        and not (placement.queue)
+    ):
         out.append(
             js.WorkerSet(
                 name=names.jobset_name(run_id, task_name, on_demand=True),
@@ -148,6 +155,9 @@ def launch(
     poll_seconds: float = 10.0,
     launcher_options: dict | None = None,
     finish_by: str = "",
+    queue: str = "",
+    priority_class: str = "",
+    admission_timeout: int = int(ADMISSION_DEADLINE),
 ) -> launcher.Outcome:
     """Builds the JobSets from the component inputs and runs the launcher to the end.
 
@@ -159,8 +169,10 @@ def launch(
                         task_name=task_name)  # fmt: skip
     if workers < 1:
         raise _fatal(f"workers={workers}: must be >= 1")
-    if unschedulable_timeout < 0:
-        raise _fatal(f"unschedulable_timeout={unschedulable_timeout}: must be >= 0 seconds")
+    for name, value in (("unschedulable_timeout", unschedulable_timeout),
+                        ("admission_timeout", admission_timeout)):  # fmt: skip
+        if value < 0:
+            raise _fatal(f"{name}={value}: must be >= 0 seconds")
     # What the pods would refuse (their flags, the gang's size): before anything exists.
     flags = preflight.check(
         data_dir=data_dir, checkpoint_dir=checkpoint_dir, settings=settings, run_id=run_id,
@@ -170,6 +182,7 @@ def launch(
         placement = Placement(
             pool=pool, gpu_type=gpu_type, gpu_count=gpus, memory_limit=memory_limit,
             retries=retries, compute_class=compute_class, grace_seconds=grace_seconds,
+            queue=queue, priority_class=priority_class,
         )  # fmt: skip
         run_seconds = seconds(deadline)
     except (PlacementError, ValueError) as err:
@@ -189,7 +202,8 @@ def launch(
 
     options = dict(
         poll_seconds=poll_seconds, capacity_deadline=unschedulable_timeout,
-        deadline=run_seconds, own_pod_disrupted=own_pod_disrupted,
+        admission_deadline=admission_timeout, deadline=run_seconds,
+        own_pod_disrupted=own_pod_disrupted,
         say=lambda line: log.info("%s", line), chief_log=print,
         **for_the_deadline(finish_by, checkpoint_dir, settings, sets),
     )  # fmt: skip
@@ -230,7 +244,7 @@ def for_the_deadline(
     if len(sets) < 2:
         if finish_by:
             log.warning(
-                "finish_by=%r: no on-demand gang to move to (a ComputeClass chooses the "
+                "finish_by=%r: no on-demand gang to move to (a ComputeClass or a queue chooses the "
                 "capacity): the deadline is recorded, not acted on",
                 finish_by,
             )
@@ -280,6 +294,9 @@ def run_component(
     classification=None,
     k: kube.Kube | None = None,
     finish_by: str = "",
+    queue: str = "",
+    priority_class: str = "",
+    admission_timeout: int = int(ADMISSION_DEADLINE),
 ) -> None:
     """The ``train_job`` component body.
 
@@ -319,6 +336,9 @@ def run_component(
             extra_args=extra_args,
             default_image=IMAGE,
             finish_by=finish_by,
+            queue=queue,
+            priority_class=priority_class,
+            admission_timeout=admission_timeout,
         )
     except (in_pod.TrainFailed, KubeError) as err:
         log.error("%s", err)

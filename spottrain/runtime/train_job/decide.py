@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from spottrain import exits
+from spottrain.runtime.train_job.queue import DEACTIVATED, Queued
 
 # A pod Pending/Unschedulable this long is said in one line (the issue: within a minute).
 SAY_UNSCHEDULABLE_AFTER = 30.0
@@ -34,6 +35,11 @@ START_FAILURE_SECONDS = 180.0
 # A pod still terminating this long after its grace period ended: its kubelet would
 # have killed it by then, so its node does not answer.
 UNANSWERED_AFTER = 60.0
+# How long a queued gang may wait for Kueue's admission: a shared cluster's queue can
+# hold a run for hours; past this, the run ends retryable (172), as for capacity.
+ADMISSION_DEADLINE = 6 * 3600.0
+# Kueue made no Workload for a queued JobSet this long: it does not manage it.
+NO_WORKLOAD_AFTER = 60.0
 
 WAIT, CREATE, REPORT, FALL_BACK, FINISH_MOVE, RESUME, DELETE_AND_EXIT, EXIT, FORCE_DELETE = (
     "wait",
@@ -53,6 +59,14 @@ SAID_DELETING, SAID_START_FAILURE, SAID_UNSCHEDULABLE, SAID_RESTARTS = (
     "unschedulable",
     "restarts",
 )
+# Said once per wait for Kueue's admission (forgotten when admitted).
+SAID_QUEUED, SAID_EVICTED, SAID_NO_WORKLOAD, SAID_ADMITTED = (
+    "queued",
+    "evicted",
+    "no_workload",
+    "admitted",
+)
+QUEUE_SAID = frozenset({SAID_QUEUED, SAID_EVICTED, SAID_NO_WORKLOAD})
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,8 @@ class Seen:
         for_deadline: Why the run must leave this gang for the next to finish by its
             deadline (:func:`spottrain.ladder.decide.decide`'s reason for a move, from
             the ledger's measurements; ``""``: no such move is due).
+        queue: The Kueue LocalQueue the JobSet is submitted to (``""``: not queued).
+        queued: What Kueue says of it (:func:`.queue.queued`; None: not queued).
     """
 
     state: str
@@ -112,6 +128,8 @@ class Seen:
     own_pod_disrupted: bool = False
     held_by: str = ""
     for_deadline: str = ""
+    queue: str = ""
+    queued: Queued | None = None
 
 
 @dataclass(frozen=True)
@@ -124,12 +142,14 @@ class Settings:
         start_deadline: Seconds a pod may be unable to start before the run ends.
         unanswered_after: Seconds past its grace a pod may still be terminating before
             its node is taken as not answering.
+        admission_deadline: Seconds a queued gang may wait for Kueue's admission.
     """
 
     capacity_deadline: float = 3600.0
     deadline: float | None = None
     start_deadline: float = START_FAILURE_SECONDS
     unanswered_after: float = UNANSWERED_AFTER
+    admission_deadline: float = ADMISSION_DEADLINE
 
 
 @dataclass(frozen=True)
@@ -165,6 +185,9 @@ class Memory:
         """This memory once ``action``, decided on ``seen``, is done."""
         if action.kind == REPORT and action.said == SAID_RESTARTS:
             return replace(self, restarts_said=seen.restarts)
+        if action.kind == REPORT and action.said == SAID_ADMITTED:
+            # Admitted: a later eviction and wait are said again.
+            return replace(self, said=self.said - QUEUE_SAID)
         if action.kind == REPORT:
             return replace(self, said=self.said | {action.said})
         if action.kind == FALL_BACK:
@@ -263,8 +286,8 @@ def _deleting(o: Seen, memory: Memory, settings: Settings) -> Action | None:
 def _start(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     if o.state == "missing":
         return Action(CREATE)
-    if memory.moved and o.suspended:
-        return Action(RESUME)
+    if memory.moved and o.suspended and not o.queue:
+        return Action(RESUME)  # a queued JobSet is Kueue's to resume
     return None
 
 
@@ -345,6 +368,64 @@ def _capacity(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     return None
 
 
+def _queued(o: Seen, memory: Memory, settings: Settings) -> Action | None:
+    q = o.queued
+    if q is None or o.state != "running":
+        return None
+    if q.ended:
+        # Kueue finished the Workload itself (FailedToStart: its flavor's node labels
+        # conflict with the pods'): the JobSet would never be resumed.
+        return Action(
+            DELETE_AND_EXIT,
+            f"Kueue ended the gang's Workload in queue {o.queue} ({q.ended}): deleting the JobSet",
+            exits.FATAL_CONFIG,
+        )
+    if q.admitted:
+        if memory.said & QUEUE_SAID:
+            on = f" on {q.flavors}" if q.flavors else ""
+            return Action(REPORT, f"admitted by queue {o.queue}{on}", said=SAID_ADMITTED)
+        return None
+    if q.evicted.startswith(DEACTIVATED):
+        return Action(
+            DELETE_AND_EXIT,
+            f"Kueue deactivated the gang ({q.evicted}) and will not admit it again: "
+            "deleting the JobSet for the retry",
+            exits.UNAVAILABLE,
+        )
+    if q.waiting_seconds >= settings.admission_deadline:
+        says = f" ({q.says})" if q.says else ""
+        return Action(
+            DELETE_AND_EXIT,
+            f"not admitted by queue {o.queue} in {q.waiting_seconds:.0f} s, the admission "
+            f"deadline ({settings.admission_deadline:.0f} s){says}: deleting the JobSet",
+            exits.UNAVAILABLE,
+        )
+    if q.no_workload and q.waiting_seconds >= NO_WORKLOAD_AFTER:
+        if SAID_NO_WORKLOAD in memory.said:
+            return Action(WAIT)
+        return Action(
+            REPORT,
+            f"Kueue has made no Workload for the JobSet in {q.waiting_seconds:.0f} s: it "
+            f"stays suspended; is Kueue's JobSet integration on, and namespace "
+            f"managed? (queue {o.queue})",
+            said=SAID_NO_WORKLOAD,
+        )
+    if q.evicted and SAID_EVICTED not in memory.said:
+        return Action(
+            REPORT,
+            f"evicted by Kueue ({q.evicted}): the pods save on the notice, a free restart; "
+            f"waiting for readmission in queue {o.queue}",
+            said=SAID_EVICTED,
+        )
+    if SAID_QUEUED not in memory.said and SAID_EVICTED not in memory.said:
+        pending = f": {q.pending} workload(s) waiting in it" if q.pending else ""
+        says = f"; Kueue: {q.says}" if q.says else ""
+        return Action(
+            REPORT, f"waiting for admission in queue {o.queue}{pending}{says}", said=SAID_QUEUED
+        )
+    return Action(WAIT)
+
+
 def _for_the_deadline(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     if o.for_deadline and memory.moves_left > 0 and o.state == "running":
         # The gang still trains on spot (or waits for it); the move saves it on the notice.
@@ -366,7 +447,7 @@ def _progress(o: Seen, memory: Memory, settings: Settings) -> Action | None:
 # In order: the first rule that returns an action wins.
 RULES: tuple[Rule, ...] = (
     _not_ours, _unanswered, _sigterm, _moving, _deleting, _start, _ended, _cannot_start,
-    _deadline, _for_the_deadline, _capacity, _progress,
+    _deadline, _queued, _for_the_deadline, _capacity, _progress,
 )  # fmt: skip
 
 

@@ -242,11 +242,23 @@ def jobset(ws: WorkerSet) -> dict:
         "podFailurePolicy": pod_failure_policy(),
         "template": {"metadata": {"labels": labels}, "spec": pod_spec(ws)},
     }
+    spec: dict = {}
+    if ws.placement.queue:
+        # Queued: created suspended (Kueue's webhook would too, defaults.go:58-60), so
+        # no pod starts before Kueue admits the whole gang; Kueue resumes it.
+        spec["suspend"] = True
     return {
         "apiVersion": API_VERSION,
         "kind": "JobSet",
-        "metadata": {"name": ws.name, "namespace": ws.namespace, "labels": labels},
+        "metadata": {
+            "name": ws.name,
+            "namespace": ws.namespace,
+            # Kueue's labels on the JobSet only: on a pod, a cluster whose Kueue also
+            # manages plain pods would queue each pod on its own.
+            "labels": {**labels, **ws.placement.kueue_labels()},
+        },
         "spec": {
+            **spec,
             "network": {
                 "enableDNSHostnames": True,
                 "subdomain": ws.name,

@@ -59,6 +59,13 @@ class NoJobSetApi(KubeError):
         super().__init__(exits.FATAL_CONFIG, message)
 
 
+class NoQueue(KubeError):
+    """The cluster has no Kueue, or no LocalQueue of the name asked (fatal)."""
+
+    def __init__(self, message: str):
+        super().__init__(exits.FATAL_CONFIG, message)
+
+
 def no_answer(err: BaseException, verb: str, what: str) -> KubeError:
     """One line for a request that got no HTTP answer (retryable)."""
     reason = getattr(err, "reason", None) or err
@@ -236,6 +243,50 @@ class Kube:
             "delete", f"JobSet {name}", self.custom.delete_namespaced_custom_object, GROUP,
             VERSION, self.namespace, PLURAL, name, body=body, missing_ok=True,
         )  # fmt: skip
+
+    def check_queue(self, name: str) -> None:
+        """Raises :class:`NoQueue` (64): no Kueue, or no LocalQueue ``name``."""
+        from spottrain.runtime.train_job.queue import API_GROUP, API_VERSION
+
+        try:
+            self._call(
+                "discover", f"the {API_GROUP}/{API_VERSION} API",
+                self.custom.get_api_resources, API_GROUP, API_VERSION,
+            )  # fmt: skip
+        except KubeError as err:
+            if getattr(err.__cause__, "status", None) == 404:
+                raise NoQueue(
+                    f"queue {name!r}: this cluster has no Kueue ({API_GROUP}/{API_VERSION} "
+                    "not served): install Kueue, or run without a queue",
+                ) from None
+            raise
+        if self.read_local_queue(name) is None:
+            raise NoQueue(
+                f"queue {name!r}: no LocalQueue of that name in namespace {self.namespace} "
+                "(`kubectl get localqueues`)",
+            )
+
+    def read_local_queue(self, name: str) -> dict | None:
+        """Kueue's LocalQueue ``name``, or ``None``."""
+        from spottrain.runtime.train_job.queue import API_GROUP, API_VERSION
+
+        return self._call(
+            "get", f"LocalQueue {name}", self.custom.get_namespaced_custom_object, API_GROUP,
+            API_VERSION, self.namespace, "localqueues", name, missing_ok=True,
+        )  # fmt: skip
+
+    def read_workload(self, job_uid: str) -> dict | None:
+        """Kueue's Workload of the JobSet whose uid is ``job_uid`` (the newest), or ``None``."""
+        from spottrain.runtime.train_job.queue import API_GROUP, API_VERSION, JOB_UID_LABEL
+
+        found = self._call(
+            "list", f"Workloads of {job_uid}", self.custom.list_namespaced_custom_object,
+            API_GROUP, API_VERSION, self.namespace, "workloads",
+            label_selector=f"{JOB_UID_LABEL}={job_uid}",
+        )  # fmt: skip
+        items = list(found.get("items") or [])
+        newest = max(items, key=lambda w: w["metadata"].get("creationTimestamp", ""), default=None)
+        return newest
 
     def list_pods(self, selector: dict[str, str]) -> list[dict]:
         """The pods carrying every label of ``selector``."""

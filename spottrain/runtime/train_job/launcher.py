@@ -97,6 +97,8 @@ class JobSetLauncher:
             pull) before the JobSet is deleted, exit 64.
         unanswered_after: Seconds past its grace a pod may still be terminating before
             it is deleted forcibly (its node does not answer).
+        admission_deadline: Seconds a gang queued in Kueue may wait for admission
+            before the JobSet is deleted, exit 172.
         clock: Epoch seconds (the API's timestamps are compared with it).
         own_pod_disrupted: Called on SIGTERM; ``True`` keeps the JobSet (the
             launcher's own pod is going; its retry re-attaches).
@@ -121,6 +123,7 @@ class JobSetLauncher:
         deadline: float | None = None,
         start_deadline: float = d.START_FAILURE_SECONDS,
         unanswered_after: float = d.UNANSWERED_AFTER,
+        admission_deadline: float = d.ADMISSION_DEADLINE,
         clock: Callable[[], float] = time.time,
         own_pod_disrupted: Callable[[], bool] = lambda: False,
         say: Callable[[str], None] = print,
@@ -143,6 +146,7 @@ class JobSetLauncher:
         self.settings = d.Settings(
             capacity_deadline=capacity_deadline, deadline=deadline,
             start_deadline=start_deadline, unanswered_after=unanswered_after,
+            admission_deadline=admission_deadline,
         )  # fmt: skip
         self.memory = d.Memory(moves_left=len(self.sets) - 1)
         self.attempts: dict[str, PodAttempt] = {}
@@ -150,6 +154,9 @@ class JobSetLauncher:
         self._nodes: dict[str, dict | None] = {}
         self._starts: dict[str, float] = {}
         self.logs = ChiefLog(kube, chief_log)
+        # Why Kueue took the gang back, while it waits for readmission: a pod that ends
+        # meanwhile was stopped by Kueue, which leaves no condition on it.
+        self._evicted = ""
 
     @property
     def ws(self) -> js.WorkerSet:
@@ -163,6 +170,8 @@ class JobSetLauncher:
             KubeError: an API error that retrying cannot fix (or no JobSet API).
         """
         self.kube.check_api()
+        if self.ws.placement.queue:
+            self.kube.check_queue(self.ws.placement.queue)
         self.current = self._reattach_point()
         # Re-attached to a gang a move made: the move is finished from the looks on.
         self.memory = d.Memory(moves_left=len(self.sets) - 1 - self.current, moved=self.current > 0)
@@ -178,12 +187,14 @@ class JobSetLauncher:
             if jobset is not None and self.run_started is None:
                 self.run_started = run_started(jobset)
             sigterm = self.stop.is_set()
+            workload, local_queue = self._look_at_queue(jobset)
             seen = observe(
                 jobset, pods, now=now, ours=ours(self.ws), settings=self.settings,
                 starts=self._starts, sigterm=sigterm,
                 own_pod_disrupted=sigterm and self.own_pod_disrupted(), holder=self.holder,
-                earlier=earlier,
+                earlier=earlier, workload=workload, local_queue=local_queue,
             )  # fmt: skip
+            self._evicted = seen.queued.evicted if seen.queued else ""
             if self.for_deadline and self.memory.moves_left > 0 and not self.memory.moved:
                 seen = replace(seen, for_deadline=self.for_deadline(self.sets, self.current))
             if first and seen.state not in ("missing", "foreign"):
@@ -249,6 +260,14 @@ class JobSetLauncher:
             if found is not None and is_ours(found, ours(ws)):
                 earlier[ws.name] = (found, self.kube.list_pods({JOBSET_NAME_LABEL: ws.name}))
         return jobset, pods, earlier
+
+    def _look_at_queue(self, jobset: dict | None) -> tuple[dict | None, dict | None]:
+        """A queued gang's Workload and LocalQueue (Kueue's view of it), else nothing."""
+        queue = self.ws.placement.queue
+        if not queue or jobset is None:
+            return None, None
+        uid = (jobset.get("metadata") or {}).get("uid", "")
+        return self.kube.read_workload(uid), self.kube.read_local_queue(queue)
 
     def _claim(self, jobset: dict | None) -> dict | None:
         """Names this launcher on a JobSet of ours it re-attaches to (the newest wins)."""
@@ -321,9 +340,12 @@ class JobSetLauncher:
             if key in self.attempts or not status.is_done(pod):
                 continue
             node = self._node((pod.get("spec") or {}).get("nodeName") or "")
-            self.attempts[key] = attempts.from_pod(
+            ended = attempts.from_pod(
                 pod, f"{self.ws.name}/{generation(pod)}", status.node_kind(node), node
             )
+            if self._evicted and not ended.disruption:
+                ended.disruption = f"Kueue {self._evicted.split(':')[0]}"
+            self.attempts[key] = ended
 
     def _node(self, name: str) -> dict | None:
         """The Node (its labels: capacity kind, machine, zone, GPU), once per name."""

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from spottrain import exits
-from spottrain.runtime.train_job import status
+from spottrain.placement import QUEUE_LABEL
+from spottrain.runtime.train_job import queue, status
 from spottrain.runtime.train_job.decide import UNANSWERED_AFTER, Seen, Settings
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"  # jobset_types.go:24
@@ -159,6 +160,8 @@ def observe(
     own_pod_disrupted: bool = False,
     holder: str = "",
     earlier: Mapping[str, tuple[Mapping, Sequence[Mapping]]] | None = None,
+    workload: Mapping | None = None,
+    local_queue: Mapping | None = None,
 ) -> Seen:
     """The launcher's one look, for :func:`decide.decide`.
 
@@ -166,6 +169,7 @@ def observe(
     ``holder``: this launcher's name, to tell a JobSet another launcher claimed.
     ``earlier``: a move's earlier gangs still there, name → (their JobSet, its pods).
     ``settings``: the launcher's (``unanswered_after``); default: :class:`Settings`'s.
+    ``workload``, ``local_queue``: Kueue's Workload of a queued JobSet and its LocalQueue.
     """
     settings = settings or Settings()
     base = Seen(state="missing", sigterm=sigterm, own_pod_disrupted=own_pod_disrupted)
@@ -214,6 +218,8 @@ def observe(
         return replace(base, state="completed")
     if status.condition(dict(jobset), "Failed"):
         return replace(base, state="failed", exit_code=failed_exit_code(pods))
+    if name := (meta.get("labels") or {}).get(QUEUE_LABEL, ""):
+        base = replace(base, queue=name, queued=queue.queued(jobset, workload, local_queue, now))
     waits = [now - since for p in pods if (since := unschedulable_since(p)) is not None]
     base = replace(
         base, state="running", unschedulable_seconds=max(0.0, max(waits)) if waits else None

@@ -7,7 +7,9 @@ pods list (its gang), get (its own pod: image, service account, disruption), del
 (a pod stuck terminating past its grace on a node that does not answer); pods/log
 get (following the chief's log is a get); and, cluster-wide because nodes are not
 namespaced, nodes get (the labels that tell spot from on-demand; without it the ledger
-says "unknown"). Deleting a JobSet needs no Job or pod verbs: the garbage collector
+says "unknown"). For a gang queued in Kueue: its Workload list (found by the JobSet's
+uid label) and its LocalQueue get (Kueue's status of it). Deleting a JobSet needs no
+Job or pod verbs: the garbage collector
 deletes its children. Discovery (is the JobSet API served?) is every authenticated
 user's (the ``system:discovery`` ClusterRole).
 
@@ -29,6 +31,8 @@ RULES = [
     },
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["get"]},
 ]
 CLUSTER_RULES = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
 

@@ -140,6 +140,8 @@ def test_the_rbac_the_identities_part_describes_is_what_make_gke_rbac_grants():
         "jobsets": {"create", "get", "patch", "delete"},
         "pods": {"get", "list", "delete"},
         "pods/log": {"get"},
+        "workloads": {"list"},
+        "localqueues": {"get"},
         "nodes": {"get"},
     }
     granted = {r: set(rule["verbs"]) for rule in rbac.RULES + rbac.CLUSTER_RULES
@@ -148,6 +150,7 @@ def test_the_rbac_the_identities_part_describes_is_what_make_gke_rbac_grants():
     assert "jobsets: create/get/patch/delete" in identities
     assert "pods: get/list/delete, the last" in identities and "make gke-jobset" in identities
     assert "for `nodes get`" in identities
+    assert "Kueue's workloads: list and localqueues:\nget" in identities
 
 
 def test_versions_it_names_are_the_minimums_setup_py_installs():

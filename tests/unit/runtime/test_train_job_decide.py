@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from decide_rows import row
 
 from spottrain.runtime.train_job import decide as d
 
 SPOT = "cloud.google.com/gke-spot=true"
 CLASS = "compute class spottrain-a100"
 PULL = 'pod p-0: ErrImagePull (failed to pull image "x": not found)'
-
-
-def row(state: str, **kw) -> tuple[d.Seen, d.Memory, d.Settings]:
-    """One look, the launcher's memory and its settings, from one flat set of names:
-    ``<line>_said=True`` is a line said, ``can_fall_back=True`` a move left."""
-    settings = {k: kw.pop(k) for k in list(kw) if k in d.Settings.__dataclass_fields__}
-    restarts_said = kw.pop("restarts_said", 0)
-    said = frozenset(k[: -len("_said")] for k in list(kw) if k.endswith("_said") and kw.pop(k))
-    memory = d.Memory(
-        said=said,
-        restarts_said=restarts_said,
-        moves_left=int(kw.pop("can_fall_back", False)),
-        moved=kw.pop("moved", False),
-    )
-    return d.Seen(state, **kw), memory, d.Settings(**settings)
 
 
 TABLE = [

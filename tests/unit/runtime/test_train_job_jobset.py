@@ -13,7 +13,7 @@ import pytest
 from jobset_manifests import child, child_job, validate
 
 from spottrain import exits
-from spottrain.placement import Placement, pod_grace_seconds
+from spottrain.placement import Placement, PlacementError, pod_grace_seconds
 from spottrain.runtime.train_job import component, names
 from spottrain.runtime.train_job import jobset as js
 from spottrain.trainer import distribution, gang_env
@@ -88,6 +88,37 @@ def test_grace_and_compute_class_come_from_the_placement():
     assert spec["terminationGracePeriodSeconds"] == 105  # 120 s notice less 15 s critical pods
     assert spec["nodeSelector"] == {"cloud.google.com/compute-class": "spottrain-a100"}
     assert spec["tolerations"][0]["value"] == "spottrain-a100"
+
+
+def test_a_queued_gang_is_submitted_to_kueue_suspended_and_selects_only_its_gpu():
+    placement = Placement(pool="spot", gpu_type="nvidia-tesla-a100", queue="team-a",
+                          priority_class="low")  # fmt: skip
+    m = js.jobset(worker_set(placement=placement))
+    assert m["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert m["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "low"
+    assert m["spec"]["suspend"] is True
+    pod = child(m)["template"]
+    # Kueue's labels on the JobSet only; the flavor adds capacity labels and tolerations.
+    assert not any(k.startswith("kueue.x-k8s.io/") for k in pod["metadata"]["labels"])
+    assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}
+    assert "tolerations" not in pod["spec"]
+    plain = js.jobset(worker_set())
+    assert "suspend" not in plain["spec"]
+    assert not any(k.startswith("kueue.x-k8s.io/") for k in plain["metadata"]["labels"])
+
+
+@pytest.mark.parametrize(
+    "fields, word",
+    [
+        ({"queue": "Team_A"}, "queue 'Team_A'"),
+        ({"queue": "q", "pool": "on-demand"}, "ResourceFlavors choose the nodes"),
+        ({"queue": "q", "compute_class": "spottrain-a100"}, "no compute_class"),
+        ({"priority_class": "high"}, "without a queue"),
+    ],
+)
+def test_a_queue_placement_that_cannot_work_is_one_line(fields, word):
+    with pytest.raises(PlacementError, match=re.escape(word)):
+        Placement(**{"pool": "spot", **fields})
 
 
 def test_labels_name_the_run_and_attempt():

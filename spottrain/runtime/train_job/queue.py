@@ -1,0 +1,124 @@
+"""What Kueue says of a queued gang, from its Workload and LocalQueue (pure; no I/O).
+
+Kueue (sigs.k8s.io/kueue v0.17.0, ``kueue.x-k8s.io/v1beta2``) keeps one Workload per
+queued JobSet, labelled with the JobSet's uid (``kueue.x-k8s.io/job-uid``,
+pkg/controller/constants/constants.go:34; set at
+pkg/controller/jobframework/reconciler.go:1388-1391).
+It admits the whole gang by resuming the JobSet, and evicts it by suspending it
+again (reconciler.go:579-619): JobSet suspends its child Jobs, whose pods are deleted
+and hear SIGTERM, the notice our trainer saves on. The Workload's conditions say
+which (apis/kueue/v1beta2/workload_types.go:928-1094): ``Admitted``; ``QuotaReserved``
+False, reason ``Pending``, whose message says why it waits; ``Evicted`` with
+its reason (``Preempted``, ``PodsReadyTimeout``, ``AdmissionCheck``, ...) and
+``Preempted`` with the preemptor's (``InClusterQueue``, ``InCohortReclamation``, ...),
+both set False again when it next reserves quota (pkg/workload/workload.go:863-867);
+``Finished`` (``FailedToStart``: Kueue could not merge its flavor into the pods).
+A Workload carries no position in its queue (only the visibility API, an aggregated
+API, does); the LocalQueue's ``status.pendingWorkloads`` counts the queue's waiting
+workloads, this one among them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from spottrain.runtime.train_job import status
+
+API_GROUP, API_VERSION = "kueue.x-k8s.io", "v1beta2"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+# A Kueue-deactivated Workload is never admitted again (workload.go:1605-1607).
+DEACTIVATED = "Deactivated"
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A queued gang as Kueue has it now.
+
+    Attributes:
+        admitted: The Workload's ``Admitted`` condition is True.
+        waiting_seconds: Since it last began to wait for admission (its quota
+            released, or its creation; the JobSet's with no Workload yet).
+        pending: The LocalQueue's waiting workloads (None: unknown).
+        says: Why Kueue does not admit it (``QuotaReserved``'s message).
+        evicted: Why Kueue took the gang back, while it waits again (``""``: it did not).
+        flavors: The ResourceFlavors it was admitted on, ``"gpu=spot"``-like.
+        ended: Kueue finished the Workload before the JobSet ended (the reason and message).
+        no_workload: Kueue has made no Workload for the JobSet (yet).
+    """
+
+    admitted: bool = False
+    waiting_seconds: float = 0.0
+    pending: int | None = None
+    says: str = ""
+    evicted: str = ""
+    flavors: str = ""
+    ended: str = ""
+    no_workload: bool = False
+
+
+def _condition(obj: Mapping, kind: str) -> Mapping | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return cond
+    return None
+
+
+def _true(obj: Mapping, kind: str) -> Mapping | None:
+    cond = _condition(obj, kind)
+    return cond if cond is not None and cond.get("status") == "True" else None
+
+
+def flavors_of(workload: Mapping) -> str:
+    """``resource=flavor`` of every pod set's admission, e.g. ``nvidia.com/gpu=spot``."""
+    admission = (workload.get("status") or {}).get("admission") or {}
+    pairs = {
+        f"{resource}={flavor}"
+        for assignment in admission.get("podSetAssignments") or []
+        for resource, flavor in (assignment.get("flavors") or {}).items()
+    }
+    return ", ".join(sorted(pairs))
+
+
+def eviction(workload: Mapping) -> str:
+    """``"<Evicted reason> (<Preempted reason>): <message>"`` of an evicted Workload."""
+    evicted = _true(workload, "Evicted")
+    if evicted is None:
+        return ""
+    reason = evicted.get("reason") or "Evicted"
+    preempted = _true(workload, "Preempted")
+    if preempted is not None and preempted.get("reason"):
+        reason += f" ({preempted['reason']})"
+    message = " ".join(str(evicted.get("message") or "").split())
+    return f"{reason}: {message}" if message else reason
+
+
+def queued(
+    jobset: Mapping, workload: Mapping | None, local_queue: Mapping | None, now: float
+) -> Queued:
+    """The gang of ``jobset`` as Kueue has it (``workload``: None when there is none yet)."""
+    pending = ((local_queue or {}).get("status") or {}).get("pendingWorkloads")
+    pending = int(pending) if pending is not None else None
+    if workload is None:
+        created = status.epoch((jobset.get("metadata") or {}).get("creationTimestamp")) or now
+        return Queued(waiting_seconds=max(0.0, now - created), pending=pending, no_workload=True)
+    finished = _true(workload, "Finished")
+    ended = ""
+    if finished is not None:
+        ended = f"{finished.get('reason', 'Finished')}: {finished.get('message', '')}".strip(": ")
+    if _true(workload, "Admitted") is not None:
+        return Queued(admitted=True, pending=pending, flavors=flavors_of(workload), ended=ended)
+    reserved = _condition(workload, "QuotaReserved")
+    since = status.epoch((reserved or {}).get("lastTransitionTime")) or status.epoch(
+        (workload.get("metadata") or {}).get("creationTimestamp")
+    )
+    says = ""
+    if reserved is not None and reserved.get("status") == "False":
+        says = " ".join(str(reserved.get("message") or "").split())
+    return Queued(
+        waiting_seconds=max(0.0, now - (since or now)),
+        pending=pending,
+        says=says,
+        evicted=eviction(workload),
+        ended=ended,
+    )
