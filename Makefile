@@ -275,6 +275,9 @@ gke-nodepool: venv ## Print the gcloud command for the GPU node pool: CLUSTER= Z
 gke-computeclass: venv ## Print a ComputeClass (reservation, spot, then on-demand; active migration on) [NAME= GPU_TYPE= GPUS= RESERVATION= RESERVATION_PROJECT= SPOT_GRACE=30|120 FLEX_START=1 EXECUTE=1 applies it]
 	$(PY) -m spottrain.pipelines computeclass $(if $(NAME),--name "$(NAME)") $(if $(GPU_TYPE),--gpu-type "$(GPU_TYPE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(RESERVATION),--reservation "$(RESERVATION)") $(if $(RESERVATION_PROJECT),--reservation-project "$(RESERVATION_PROJECT)") $(if $(SPOT_GRACE),--spot-grace "$(SPOT_GRACE)") $(if $(FLEX_START),--flex-start) $(if $(EXECUTE),--execute)
 
+gke-kueue: venv ## Print Kueue's ResourceFlavors, ClusterQueue and LocalQueue for the JobSet gangs (v1beta2) [NAMESPACE= QUEUE= GPU_TYPE= GPUS= WORKERS= GPU_QUOTA= LADDER= EXECUTE=1 applies them]
+	$(PY) -m spottrain.pipelines kueue $(if $(NAMESPACE),--namespace "$(NAMESPACE)") $(if $(QUEUE),--local-queue "$(QUEUE)") $(if $(GPU_TYPE),--gpu-type "$(GPU_TYPE)") $(if $(GPUS),--gpus "$(GPUS)") $(if $(WORKERS),--workers "$(WORKERS)") $(if $(GPU_QUOTA),--gpu-quota "$(GPU_QUOTA)") $(if $(LADDER),--ladder '$(LADDER)') $(if $(EXECUTE),--execute)
+
 kfp-retry-policy: venv ## Print the patch that lets Argo retry preempted KFP tasks, not fatal exits (KFP ships OnError) [POLICY=preemption|Always|OnFailure BUDGET=10 ARGO_NAMESPACE=kubeflow EXECUTE=1 runs kubectl]
 	$(PY) -m spottrain.pipelines retry-policy $(if $(POLICY),--policy "$(POLICY)") $(if $(BUDGET),--preemption-budget "$(BUDGET)") $(if $(ARGO_NAMESPACE),--argo-namespace "$(ARGO_NAMESPACE)") $(if $(EXECUTE),--execute)
 
@@ -324,7 +327,7 @@ release: ## Build the wheel and YAML (release-files) and build and push their im
 	$(MAKE) --no-print-directory release-files REGISTRY="$(REGISTRY)"
 	$(MAKE) --no-print-directory image IMAGE="$(RELEASE_IMAGE)"
 
-.PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool gke-computeclass gke-jobset gke-rbac kfp-retry-policy image image-task release-files release
+.PHONY: compile upload run-gke run-preemptible run-vertex gke-nodepool gke-computeclass gke-kueue gke-jobset gke-rbac kfp-retry-policy image image-task release-files release
 
 bench: venv ## Our step loop vs model.fit at the same knobs (steps per call, XLA), same pipeline, 3 models (~40 min)
 	$(PY) bench/step_loop.py

@@ -1,4 +1,4 @@
-"""Cluster set-up commands: ``nodepool``, ``computeclass``, ``rbac``, ``retry-policy``, ``jobset``.
+"""Cluster set-up: ``nodepool``, ``computeclass``, ``kueue``, ``rbac``, ``retry-policy``, JobSet.
 
 Each prints what it would do (a gcloud or kubectl command, or manifests) and runs it
 with ``--execute``; ``python -m spottrain.pipelines`` registers them here.
@@ -48,14 +48,15 @@ def _check_cluster(execute: bool) -> None:
         raise _guard_error(f"--execute needs a cluster: {err}") from None
 
 
-def _print_or_apply(text: str, execute: bool) -> int:
+def _print_or_apply(text: str, execute: bool, server_side: bool = False) -> int:
     """Prints manifests; with ``execute`` also applies them with ``kubectl apply -f -``."""
     _check_cluster(execute)
     print(text, end="")
     if not execute:
         return 0
+    cmd = ["kubectl", "apply", *(["--server-side"] if server_side else []), "-f", "-"]
     try:
-        return subprocess.run(["kubectl", "apply", "-f", "-"], input=text, text=True).returncode
+        return subprocess.run(cmd, input=text, text=True).returncode
     except FileNotFoundError:
         raise _guard_error("--execute needs kubectl on PATH") from None
 
@@ -190,6 +191,25 @@ def cmd_computeclass(args: argparse.Namespace) -> int:
     return _print_or_apply(computeclass.render(cls), args.execute)
 
 
+def cmd_kueue(args: argparse.Namespace) -> int:
+    """Prints (or applies with kubectl) the Kueue queue for the JobSet engine's gangs."""
+    from spottrain.ladder import LadderError, Rung, parse
+    from spottrain.pipelines import kueue
+    from spottrain.placement import PlacementError
+
+    check_namespace("--namespace", args.namespace)
+    defaults = Rung("spot", "", args.gpu_type, args.gpus, args.workers)
+    try:
+        ladder = parse(args.ladder, defaults)
+        objects = kueue.from_ladder(
+            ladder, namespace=args.namespace, local_queue=args.local_queue,
+            cluster_queue=args.cluster_queue, gpu_quota=args.gpu_quota,
+        )  # fmt: skip
+    except (LadderError, PlacementError) as err:
+        raise _guard_error(str(err)) from None
+    return _print_or_apply(kueue.render(objects), args.execute, server_side=True)
+
+
 def add_parsers(sub) -> None:
     """Adds the set-up subcommands to ``python -m spottrain.pipelines``'s parser."""
     rp = sub.add_parser(
@@ -266,3 +286,19 @@ def add_parsers(sub) -> None:
     )
     c.add_argument("--execute", action="store_true", help="kubectl apply instead of printing")
     c.set_defaults(func=cmd_computeclass)
+
+    k = sub.add_parser("kueue", help="print (or --execute) a Kueue queue for the JobSet gangs")
+    k.add_argument("--namespace", default="kubeflow", help="the pipelines' namespace")
+    k.add_argument("--local-queue", default="spottrain", help="what a run's queue names")
+    k.add_argument("--cluster-queue", default="spottrain", help="the ClusterQueue's name")
+    k.add_argument("--gpu-type", default="nvidia-tesla-t4", help="GKE accelerator name")
+    k.add_argument("--gpus", type=int, default=1, help="GPUs per worker")
+    k.add_argument("--workers", type=int, default=2, help="workers of a gang")
+    k.add_argument("--gpu-quota", type=int, default=8, help="GPUs each flavor may hold")
+    k.add_argument(
+        "--ladder",
+        default='[{"capacity": "spot"}, {"capacity": "on-demand"}]',
+        help="the flavors in order, a ladder's JSON (spot, flex-start, on-demand)",
+    )
+    k.add_argument("--execute", action="store_true", help="kubectl apply instead of printing")
+    k.set_defaults(func=cmd_kueue)
