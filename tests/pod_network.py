@@ -31,6 +31,7 @@ name, as a new pod of the same index does.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -178,3 +179,18 @@ def signal_pid1(chain: Chain, sig: signal.Signals) -> float:
     """Sends ``sig`` to the pod's PID 1 (as the kubelet does to the container); returns when."""
     os.kill(chain.pid1, sig)
     return time.monotonic()
+
+
+def pod_env(pod) -> dict[str, str]:
+    """The container's env as the kubelet resolves it (values and fieldRefs)."""
+    (ctr,) = pod.spec.containers
+    env = {}
+    for e in ctr.env or []:
+        if e.value_from is None:
+            env[e.name] = e.value or ""
+            continue
+        path = e.value_from.field_ref.field_path
+        m = re.fullmatch(r"metadata\.(annotations|labels)\['(.+)'\]", path)
+        assert m or path == "metadata.name", path
+        env[e.name] = getattr(pod.metadata, m[1])[m[2]] if m else pod.metadata.name
+    return env

@@ -44,6 +44,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -305,6 +306,9 @@ class Kubelet:
         self.core = cp.core()
         self.nodes = nodes
         self.frozen: set[str] = set()  # pod uids whose kubelet does not answer
+        # pod uid -> what runs its container, asked for the exit code when the pod is
+        # deleted (a real trainer's chain: SIGTERM, then its code); default 143.
+        self.on_delete: dict[str, Callable[[], int]] = {}
         self.events: list[tuple[float, str, str]] = []  # (time, pod, what)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="fake-kubelet", daemon=True)
@@ -443,7 +447,7 @@ class Kubelet:
         """A deleted pod: SIGTERM (the trainer saves, exits 143), then the final delete."""
         if pod.status.phase not in ("Succeeded", "Failed"):
             if pod.status.container_statuses:
-                self.exit(pod, 143)
+                self.exit(pod, self.on_delete.pop(pod.metadata.uid, lambda: 143)())
             else:
                 self._patch(pod, {"phase": "Failed"})
         # status_manager.go:1064-1071: once terminal, Delete, grace 0, UID precondition.

@@ -385,6 +385,16 @@ def _queued(o: Seen, memory: Memory, settings: Settings) -> Action | None:
             on = f" on {q.flavors}" if q.flavors else ""
             return Action(REPORT, f"admitted by queue {o.queue}{on}", said=SAID_ADMITTED)
         return None
+    if q.never_fits:
+        # Every flavor's quota, borrowing included, is smaller than the gang: waiting
+        # cannot help until an admin changes the ClusterQueue.
+        return Action(
+            DELETE_AND_EXIT,
+            f"queue {o.queue} can never admit the whole gang as its quota stands (Kueue: "
+            f"{q.says}): deleting the JobSet; raise its ClusterQueue's quota or train on "
+            "fewer workers",
+            exits.FATAL_CONFIG,
+        )
     if q.evicted.startswith(DEACTIVATED):
         return Action(
             DELETE_AND_EXIT,

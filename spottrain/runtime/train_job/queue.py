@@ -29,6 +29,9 @@ API_GROUP, API_VERSION = "kueue.x-k8s.io", "v1beta2"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 # A Kueue-deactivated Workload is never admitted again (workload.go:1605-1607).
 DEACTIVATED = "Deactivated"
+# What Kueue says of a request larger than all the quota the ClusterQueue could ever
+# use, borrowing included (pkg/scheduler/flavorassigner/flavorassigner.go:1036-1041).
+NEVER_FITS = "> maximum capacity ("
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Queued:
         flavors: The ResourceFlavors it was admitted on, ``"gpu=spot"``-like.
         ended: Kueue finished the Workload before the JobSet ended (the reason and message).
         no_workload: Kueue has made no Workload for the JobSet (yet).
+        never_fits: Kueue says the gang needs more than the queue's whole quota.
     """
 
     admitted: bool = False
@@ -55,6 +59,7 @@ class Queued:
     flavors: str = ""
     ended: str = ""
     no_workload: bool = False
+    never_fits: bool = False
 
 
 def _condition(obj: Mapping, kind: str) -> Mapping | None:
@@ -121,4 +126,5 @@ def queued(
         says=says,
         evicted=eviction(workload),
         ended=ended,
+        never_fits=NEVER_FITS in says,
     )

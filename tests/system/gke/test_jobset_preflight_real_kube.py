@@ -64,6 +64,20 @@ def test_a_cluster_without_jobset_is_refused_in_one_line(
     assert cli.main(in_pod) == 69
 
 
+def test_a_queue_on_a_cluster_without_kueue_is_refused_at_submit_in_one_line(
+    jobset_kube, monkeypatch, pushed_compiled_dir, capsys
+):
+    cp = jobset_kube
+    monkeypatch.setenv("KUBECONFIG", cp.kubeconfig)
+    cp.namespace_with_launcher_account("pf-queue", account=jobset_check.PROFILE_ACCOUNT)
+    line = jobset_check.problem("pf-queue", queue="team-a")
+    assert "queue 'team-a': this cluster has no Kueue" in line and "\n" not in line, line
+    assert jobset_check.problem("pf-queue") == ""  # no queue asked: nothing of Kueue's
+    assert cli.main([*run_gke(pushed_compiled_dir, "pf-queue"), "queue=team-a"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "has no Kueue" in err, err
+
+
 def test_a_cluster_that_cannot_be_asked_is_silent(tmp_path, monkeypatch):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(

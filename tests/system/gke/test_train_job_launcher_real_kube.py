@@ -8,7 +8,6 @@ process of its own (tests/jobset_launch_proc.py) where it is SIGKILLed or SIGTER
 
 from __future__ import annotations
 
-import re
 import signal
 import threading
 import time
@@ -25,7 +24,7 @@ from platform_chains import (
     stop_chains,
     wait_for_step,
 )
-from pod_network import PodNetwork, can_make_pod_networks, signal_pid1
+from pod_network import PodNetwork, can_make_pod_networks, pod_env, signal_pid1
 from real_jobset import (
     A100,
     GROUP,
@@ -179,6 +178,20 @@ def test_a_compute_class_with_no_capacity_is_said_within_a_minute_and_bounded(jo
     wait_in(cp, ns, "the JobSet deleted", lambda: gone(cp, ns, name), timeout=120)
 
 
+def test_a_queue_on_a_cluster_without_kueue_is_one_line_64_before_any_jobset(jobset_kube):
+    cp, ns, name = jobset_kube, "tl-no-kueue", "st-no-kueue"
+    namespace(cp, ns)
+    lines: list[str] = []
+    ws = worker_set(ns, name, pool="spot", queue="team-a")
+    with pytest.raises(KubeError) as err:
+        in_thread(cp, ws, lines).result(timeout=60)
+    assert err.value.code == 64 and "\n" not in str(err.value), err.value
+    assert "queue 'team-a': this cluster has no Kueue (kueue.x-k8s.io/v1beta2 not served)" in (
+        str(err.value)
+    )
+    assert not child_jobs(cp, ns, name)
+
+
 def test_a_jobset_that_is_not_ours_is_refused_and_never_touched(jobset_kube):
     cp, ns, name = jobset_kube, "tl-foreign", "st-foreign"
     namespace(cp, ns)
@@ -205,21 +218,6 @@ def test_a_cluster_without_the_jobset_crd_is_one_line_and_exit_64(real_kube):
     assert "no JobSet API" in str(err.value) and "make gke-jobset" in str(err.value)
     assert "\n" not in str(err.value)
     assert not cp.batch().list_namespaced_job(ns).items
-
-
-def pod_env(pod) -> dict[str, str]:
-    """The container's env as the kubelet resolves it (values and fieldRefs)."""
-    (ctr,) = pod.spec.containers
-    env = {}
-    for e in ctr.env or []:
-        if e.value_from is None:
-            env[e.name] = e.value or ""
-            continue
-        path = e.value_from.field_ref.field_path
-        m = re.fullmatch(r"metadata\.(annotations|labels)\['(.+)'\]", path)
-        assert m or path == "metadata.name", path
-        env[e.name] = getattr(pod.metadata, m[1])[m[2]] if m else pod.metadata.name
-    return env
 
 
 @pytest.mark.skipif(can_make_pod_networks() is not None, reason=str(can_make_pod_networks()))

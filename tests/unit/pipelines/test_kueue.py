@@ -116,3 +116,14 @@ def test_a_ladder_a_queue_cannot_express_is_one_line(text, word):
 def test_a_bad_name_or_quota_is_one_line(kw, word):
     with pytest.raises(PlacementError, match=word):
         kueue.from_ladder(ladder("spot"), **{"namespace": "kubeflow", **kw})
+
+
+def test_the_manifests_docs_gke_shows_are_what_make_gke_kueue_prints():
+    import yaml
+
+    page = (CRDS.parents[3] / "docs" / "gke.md").read_text()
+    section = page.split("### On a cluster with Kueue", 1)[1]
+    shown = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    printed = kueue.from_ladder(parse('[{"capacity": "spot"}, {"capacity": "on-demand"}]', T4),
+                                namespace="kubeflow")  # fmt: skip
+    assert list(yaml.safe_load_all(shown)) == printed

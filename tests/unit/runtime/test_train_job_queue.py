@@ -57,6 +57,13 @@ READ = [
     (None, None, 30, q.Queued(waiting_seconds=30, no_workload=True)),
     (workload(PENDING), LQ, 90,
      q.Queued(waiting_seconds=90, pending=3, says=PENDING["message"])),
+    (workload(cond("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set "
+                   "workers: insufficient quota for nvidia.com/gpu in flavor spot, previously "
+                   "considered podsets requests (0) + current podset request (2) > maximum "
+                   "capacity (1)")), None, 0,
+     q.Queued(says="couldn't assign flavors to pod set workers: insufficient quota for "
+              "nvidia.com/gpu in flavor spot, previously considered podsets requests (0) + "
+              "current podset request (2) > maximum capacity (1)", never_fits=True)),
     (ADMITTED, LQ, 90, q.Queued(admitted=True, pending=3, flavors="cpu=spot, nvidia.com/gpu=spot")),
     (EVICTED, None, 5, q.Queued(
         waiting_seconds=5, says="Preempted to accommodate a workload",
@@ -125,6 +132,11 @@ TABLE = [
     (queued_row(waiting(waiting_seconds=30, no_workload=True)), d.REPORT, None, "waiting for"),
     (queued_row(waiting(waiting_seconds=61, no_workload=True)), d.REPORT, None,
      "no Workload for the JobSet"),
+    # A gang larger than the queue's whole quota: one line, fatal, nothing started.
+    (queued_row(waiting(waiting_seconds=1, says="insufficient quota for nvidia.com/gpu in "
+                        "flavor spot, previously considered podsets requests (0) + current "
+                        "podset request (2) > maximum capacity (1)", never_fits=True)),
+     d.DELETE_AND_EXIT, exits.FATAL_CONFIG, "can never admit the whole gang"),
     # What comes first still does.
     (queued_row(waiting(waiting_seconds=5), sigterm=True), d.DELETE_AND_EXIT, 143, "SIGTERM"),
     (row("completed", queue="team-a", queued=waiting(admitted=True)), d.EXIT, 0, "Completed"),
