@@ -34,18 +34,12 @@ import base64
 import contextlib
 import copy
 import json
-import signal
-import socket
-import ssl
-import subprocess
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from ports import free_port as _free_port
-from ports import start_on_free_ports
+from controller_manager import ControllerManager
 from real_kube import (
     ACCELERATOR_LABEL,
     KUBE_CP,
@@ -56,12 +50,10 @@ from real_kube import (
     Kubelet,
     wait_for,
 )
-from webhook_certs import write_certs
 
 from spottrain.placement import Placement
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import launcher
-from spottrain.testing.ports import listening_ports
 
 JOBSET_MANAGER = REPO / ".tools" / "bin" / "jobset-manager"
 JOBSET_CONFIG = REPO / ".tools" / "jobset-config"  # upstream's config/components
@@ -70,7 +62,6 @@ NO_JOBSET = (
     " (`make jobset`: a Go toolchain and the Go module proxy)"
 )
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
-READY_SECONDS = 180
 
 
 def webhook_configurations(port: int, ca_pem: bytes, src: Path = JOBSET_CONFIG) -> list[dict]:
@@ -121,34 +112,17 @@ def install_crd(cp: ControlPlane, src: Path = JOBSET_CONFIG) -> float:
     return time.monotonic() - started
 
 
-class JobSetManager:
+class JobSetManager(ControllerManager):
     """One running jobset-manager against ``cp``, webhooks registered; ``stop()`` ends it."""
 
+    name = "jobset-manager"
+
     def __init__(self, cp: ControlPlane, workdir: Path, src: Path = JOBSET_CONFIG):
-        from kubernetes import client as k8s
-
-        self.cp, self.workdir = cp, workdir
+        self.src = src
         self.refused_before_ready: list[str] = []  # webhook calls refused after /readyz
-        ca_pem = write_certs(workdir / "webhook-certs")
-        started = time.monotonic()
-        # Its ports go in a config file: picked, released, bound by it. One taken
-        # meanwhile ("address already in use") costs a start on fresh ones.
-        start_on_free_ports(self._start, "jobset-manager")
-        self.ready_seconds = time.monotonic() - started
-        try:
-            admission = k8s.AdmissionregistrationV1Api(cp.admin)
-            for doc in webhook_configurations(self.webhook_port, ca_pem, src):
-                if doc["kind"] == "MutatingWebhookConfiguration":
-                    admission.create_mutating_webhook_configuration(doc)
-                else:
-                    admission.create_validating_webhook_configuration(doc)
-            self._wait_admitting()
-        except BaseException:
-            self.stop()
-            raise
+        super().__init__(cp, workdir)
 
-    def _start(self) -> None:
-        self.webhook_port, self.probe_port = _free_port(), _free_port()
+    def command(self) -> list[str]:
         config = self.workdir / "jobset-config.yaml"
         config.write_text(
             json.dumps(
@@ -160,58 +134,23 @@ class JobSetManager:
                     "webhook": {
                         "host": "127.0.0.1",
                         "port": self.webhook_port,
-                        "certDir": str(self.workdir / "webhook-certs"),
+                        "certDir": str(self.certs),
                     },
                     "health": {"healthProbeBindAddress": f"127.0.0.1:{self.probe_port}"},
                     "metrics": {"bindAddress": "0"},  # off: not needed, and one port less
                 }
             )
         )
-        self.log_path = self.workdir / "jobset-manager.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [str(JOBSET_MANAGER), f"--config={config}", f"--kubeconfig={self.cp.kubeconfig}"],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        # main.go:273-283: /readyz answers once the certs are loaded and the webhook
+        # server listens.
+        return [str(JOBSET_MANAGER), f"--config={config}", f"--kubeconfig={self.cp.kubeconfig}"]
 
-    def _wait_ready(self) -> None:
-        """main.go:273-283: /readyz answers once the certs are loaded and the webhook
-        server listens."""
+    def webhook_configurations(self, ca_pem: bytes) -> list[dict]:
+        return webhook_configurations(self.webhook_port, ca_pem, self.src)
 
-        def ready():
-            if self.proc.poll() is not None:
-                tail = self.log_path.read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"jobset-manager exited {self.proc.returncode}:\n{tail}")
-            try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{self.probe_port}/readyz", timeout=2
-                ) as r:
-                    if r.status != 200:
-                        return False
-            except OSError:
-                return False
-            # Another process on a port of ours may have answered: ours then exits.
-            owned = listening_ports(self.proc.pid)
-            return owned is None or {self.probe_port, self.webhook_port} <= owned
-
-        wait_for("jobset-manager /readyz", ready, timeout=READY_SECONDS, every=0.5)
-        # The webhook server itself answers TLS with our cert on 127.0.0.1.
-        ctx = ssl.create_default_context(cafile=str(self.workdir / "webhook-certs" / "ca.crt"))
-        with socket.create_connection(("127.0.0.1", self.webhook_port), timeout=5) as raw:
-            with ctx.wrap_socket(raw, server_hostname="127.0.0.1"):
-                pass
-
-    def _wait_admitting(self) -> None:
-        """The apiserver loads webhook configurations through an informer: wait until a
-        dry-run JobSet comes back defaulted by the mutating webhook
+    def admits(self) -> bool:
+        """A dry-run JobSet comes back defaulted by the mutating webhook
         (``pkg/webhooks/jobset_webhook.go:134-136``)."""
-        from kubernetes import client as k8s
         from kubernetes.client.exceptions import ApiException
 
         probe = {
@@ -220,39 +159,19 @@ class JobSetManager:
             "metadata": {"name": "webhook-probe", "namespace": "default"},
             "spec": {"replicatedJobs": []},
         }
-        api = k8s.CustomObjectsApi(self.cp.admin)
-
-        def defaulted():
-            try:
-                got = api.create_namespaced_custom_object(
-                    GROUP, VERSION, "default", PLURAL, probe, dry_run="All"
-                )
-            except ApiException as err:
-                # main.go:218 registers the webhook paths in a goroutine that /readyz
-                # (main.go:273-283) does not wait for: until then the webhook server
-                # answers 404 and the apiserver refuses the request (failurePolicy Fail).
-                if err.status == 500 and "failed calling webhook" in (err.body or ""):
-                    self.refused_before_ready.append(err.body)
-                    return False
-                raise
-            return (got["spec"].get("network") or {}).get("enableDNSHostnames") is True
-
-        started = time.monotonic()
-        wait_for("the JobSet webhooks admitting", defaulted, timeout=60, every=0.2)
-        self.admitting_seconds = time.monotonic() - started
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
+        try:
+            got = custom(self.cp).create_namespaced_custom_object(
+                GROUP, VERSION, "default", PLURAL, probe, dry_run="All"
+            )
+        except ApiException as err:
+            # main.go:218 registers the webhook paths in a goroutine that /readyz
+            # (main.go:273-283) does not wait for: until then the webhook server
+            # answers 404 and the apiserver refuses the request (failurePolicy Fail).
+            if err.status == 500 and "failed calling webhook" in (err.body or ""):
+                self.refused_before_ready.append(err.body)
+                return False
+            raise
+        return (got["spec"].get("network") or {}).get("enableDNSHostnames") is True
 
 
 # The marks of every test on JobSet's controller: slow, and skipped without the tools.

@@ -28,16 +28,12 @@ import contextlib
 import copy
 import json
 import shutil
-import signal
-import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
-from ports import free_port as _free_port
-from ports import start_on_free_ports
+from controller_manager import ControllerManager
 from real_jobset import JOBSET_CONFIG, JOBSET_MANAGER, NO_JOBSET, JobSetManager, install_crd
 from real_kube import (
     ACCELERATOR_LABEL,
@@ -49,7 +45,6 @@ from real_kube import (
     Kubelet,
     wait_for,
 )
-from webhook_certs import write_certs
 
 KUEUE_MANAGER = REPO / ".tools" / "bin" / "kueue-manager"
 KUEUE_CONFIG = REPO / ".tools" / "kueue-config"
@@ -58,7 +53,6 @@ NO_KUEUE = (
     " (`make kueue`: a Go toolchain and the Go module proxy)"
 )
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
-READY_SECONDS = 180
 # Kueue's own objects and JobSet's: config/components/webhook/manifests.yaml.
 WEBHOOKS = {
     f"{p}{kind}.kb.io"
@@ -112,32 +106,16 @@ def install_crds(cp: ControlPlane, src: Path = KUEUE_CONFIG) -> float:
     return time.monotonic() - started
 
 
-class KueueManager:
+class KueueManager(ControllerManager):
     """One running kueue-manager against ``cp``, webhooks registered; ``stop()`` ends it."""
 
+    name = "kueue-manager"
+
     def __init__(self, cp: ControlPlane, workdir: Path, src: Path = KUEUE_CONFIG):
-        from kubernetes import client as k8s
+        self.src = src
+        super().__init__(cp, workdir)
 
-        self.cp, self.workdir = cp, workdir
-        self.certs = workdir / "kueue-certs"
-        ca_pem = write_certs(self.certs)
-        started = time.monotonic()
-        start_on_free_ports(self._start, "kueue-manager")
-        self.ready_seconds = time.monotonic() - started
-        try:
-            admission = k8s.AdmissionregistrationV1Api(cp.admin)
-            for doc in webhook_configurations(self.webhook_port, ca_pem, src):
-                if doc["kind"] == "MutatingWebhookConfiguration":
-                    admission.create_mutating_webhook_configuration(doc)
-                else:
-                    admission.create_validating_webhook_configuration(doc)
-            self._wait_admitting()
-        except BaseException:
-            self.stop()
-            raise
-
-    def _start(self) -> None:
-        self.webhook_port, self.probe_port = _free_port(), _free_port()
+    def command(self) -> list[str]:
         config = self.workdir / "kueue-config.yaml"
         config.write_text(json.dumps({
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -162,72 +140,31 @@ class KueueManager:
             f"mount -t overlay overlay -o lowerdir=/etc,upperdir={overlay}/upper,"
             f'workdir={overlay}/work /etc && exec "$0" "$@"'
         )
-        self.log_path = self.workdir / "kueue-manager.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount,
-             str(KUEUE_MANAGER), f"--config={config}", f"--kubeconfig={self.cp.kubeconfig}"],
-            stdout=self._log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        # /readyz answers once the webhook server listens (main.go:541-549).
+        return [
+            "unshare", "--mount", "--propagation", "private", "sh", "-c", mount,
+            str(KUEUE_MANAGER), f"--config={config}", f"--kubeconfig={self.cp.kubeconfig}",
+        ]  # fmt: skip
 
-    def _wait_ready(self) -> None:
-        """/readyz answers once the webhook server listens (main.go:541-549)."""
+    def webhook_configurations(self, ca_pem: bytes) -> list[dict]:
+        return webhook_configurations(self.webhook_port, ca_pem, self.src)
 
-        def ready():
-            if self.proc.poll() is not None:
-                tail = self.log_path.read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"kueue-manager exited {self.proc.returncode}:\n{tail}")
-            try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{self.probe_port}/readyz", timeout=2
-                ) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-
-        wait_for("kueue-manager /readyz", ready, timeout=READY_SECONDS, every=0.5)
-
-    def _wait_admitting(self) -> None:
-        """Until a dry-run ResourceFlavor comes back with the finalizer Kueue's mutating
-        webhook adds (the apiserver loads webhook configurations through an informer)."""
+    def admits(self) -> bool:
+        """A dry-run ResourceFlavor comes back with the finalizer Kueue's mutating
+        webhook adds."""
         from kubernetes.client.exceptions import ApiException
 
         probe = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
                  "metadata": {"name": "webhook-probe"}, "spec": {}}  # fmt: skip
-        api = custom(self.cp)
-
-        def defaulted():
-            try:
-                got = api.create_cluster_custom_object(
-                    GROUP, VERSION, "resourceflavors", probe, dry_run="All"
-                )
-            except ApiException as err:
-                if err.status == 500 and "failed calling webhook" in (err.body or ""):
-                    return False
-                raise
-            return bool(got["metadata"].get("finalizers"))
-
-        started = time.monotonic()
-        wait_for("Kueue's webhooks admitting", defaulted, timeout=60, every=0.2)
-        self.admitting_seconds = time.monotonic() - started
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
+        try:
+            got = custom(self.cp).create_cluster_custom_object(
+                GROUP, VERSION, "resourceflavors", probe, dry_run="All"
+            )
+        except ApiException as err:
+            if err.status == 500 and "failed calling webhook" in (err.body or ""):
+                return False
+            raise
+        return bool(got["metadata"].get("finalizers"))
 
 
 MARKS = [

@@ -67,6 +67,7 @@ def test_kube_cp_holds_its_api_port_before_it_names_it(tmp_path):
 def test_jobset_manager_starts_again_on_fresh_ports_when_one_is_taken(tmp_path, monkeypatch):
     """Its ports go in a config file, picked and released first: the first webhook port
     it is given is taken (listening) by another server; it must still come up."""
+    import controller_manager
     import real_jobset
 
     if not (real_jobset.JOBSET_MANAGER.exists() and real_jobset.JOBSET_CONFIG.is_dir()):
@@ -74,8 +75,8 @@ def test_jobset_manager_starts_again_on_fresh_ports_when_one_is_taken(tmp_path, 
     pytest.importorskip("kubernetes")
     taken = socket.create_server(("127.0.0.1", 0))
     picks = [taken.getsockname()[1]]
-    pick = real_jobset._free_port
-    monkeypatch.setattr(real_jobset, "_free_port", lambda: picks.pop(0) if picks else pick())
+    pick = controller_manager.free_port
+    monkeypatch.setattr(controller_manager, "free_port", lambda: picks.pop(0) if picks else pick())
     cp = ControlPlane(tmp_path)
     manager = None
     try:
