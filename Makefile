@@ -36,10 +36,10 @@ test-fast: venv ## The unit tier only (tests/unit): in-process, no tool builds; 
 # same 0.19.0 as Ubuntu's), unpacked into .tools/ without installing it; on a machine
 # without apt the PID-1 tests skip, naming the reason.
 TOOLS := .tools
-TOOL_BINS := $(addprefix $(TOOLS)/bin/,tini argo-merge argo-retry.test chromium kube-cp argoexec jobset-manager)
+TOOL_BINS := $(addprefix $(TOOLS)/bin/,tini argo-merge argo-retry.test chromium kube-cp argoexec jobset-manager kueue-manager)
 # Two at a time: a cold Go build spends minutes fetching modules, when the other can
 # compile (kube-cp peaks at 2.6 GB, so not more).
-tools: ## Fetch or build the tools the tests run into .tools/ (tini, argo-merge, argo-retry, chromium, kube-cp, argoexec, jobset-manager)
+tools: ## Fetch or build the tools the tests run into .tools/ (tini, argo-merge, argo-retry, chromium, kube-cp, argoexec, jobset-manager, kueue-manager)
 	@$(MAKE) --no-print-directory -j2 $(TOOL_BINS)
 
 $(TOOLS)/bin/tini:
@@ -149,11 +149,16 @@ kfp-compile: ## Build KFP 2.17.0's compiler + Argo's validation into .tools/: KF
 # Built beside the target, then renamed over it: .tools may be shared with a
 # checkout whose tests run the old binary meanwhile. A candidate binary elsewhere
 # runs the tests with SPOTTRAIN_KUBE_CP=<path> (tests/real_kube.py).
+# The version the API server reports, stamped as Kubernetes' own release build does
+# (hack/lib/version.sh): unstamped, /version says v0.0.0-master+$$Format:%H$$, which
+# Kueue's manager refuses to parse and exits on (cmd/kueue/main.go:339-343).
+KUBE_CP_VERSION := -X k8s.io/component-base/version.gitVersion=v1.34.3 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34 -X k8s.io/component-base/version.gitTreeState=clean
 kube-cp: $(TOOLS)/bin/kube-cp ## Build the one-process Kubernetes control plane the real-kube tests run
 $(TOOLS)/bin/kube-cp: $(filter-out %_test.go,$(wildcard tools/kube-cp/*.go)) tools/kube-cp/go.mod tools/kube-cp/go.sum
 	@mkdir -p $(TOOLS)/bin
 	@if command -v go >/dev/null; then \
-	  cd tools/kube-cp && go build -trimpath -o $(abspath $@).$$$$.tmp . \
+	  cd tools/kube-cp && go build -trimpath -o $(abspath $@).$$$$.tmp \
+	    -ldflags "$(KUBE_CP_VERSION)" . \
 	  && mv -f $(abspath $@).$$$$.tmp $(abspath $@) \
 	  && echo "tools: built kube-cp (Kubernetes v1.34.3, etcd v3.6.4)" \
 	  || echo "tools: could not build kube-cp; the real-kube tests will skip" >&2; \

@@ -52,6 +52,31 @@ def from_pod(pod: dict, gang: str, node_kind: str, node: dict | None = None) -> 
     )
 
 
+def stopped(pod: dict, gang: str, node_kind: str, node: dict | None, ended: float,
+            why: str) -> PodAttempt:  # fmt: skip
+    """A running ``pod`` of ``gang`` that was gone at ``ended``, stopped for ``why``.
+
+    Kueue's eviction suspends the Job, whose controller deletes the pods: their kubelet
+    ends and removes them within a look, so the launcher may never see them ended.
+    """
+    began = None
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == names.CONTAINER:
+            began = status.epoch(((cs.get("state") or {}).get("running") or {}).get("startedAt"))
+    return PodAttempt(
+        job=gang,
+        pod=pod["metadata"]["name"],
+        index=status.pod_index(pod),
+        node=(pod.get("spec") or {}).get("nodeName") or "",
+        node_kind=node_kind,
+        disruption=why,
+        exit_code=None,
+        started=began,
+        finished=ended,
+        usage=usage_of.from_node(node, pod, names.CONTAINER),
+    )
+
+
 def gang_attempts(attempts: Sequence[PodAttempt]) -> list[dict]:
     """One entry per chief pod, with its peers' ends (for ``ledger.annotate``)."""
     out = []

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from spottrain.runtime.train_job import attempts, status
+from spottrain.runtime.train_job import attempts, queue, status
 from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube as k8s
@@ -157,6 +157,7 @@ class JobSetLauncher:
         # Why Kueue took the gang back, while it waits for readmission: a pod that ends
         # meanwhile was stopped by Kueue, which leaves no condition on it.
         self._evicted = ""
+        self._running: dict[str, dict] = {}  # pods last seen running, by uid
 
     @property
     def ws(self) -> js.WorkerSet:
@@ -180,6 +181,10 @@ class JobSetLauncher:
             jobset, pods, earlier = self._look()
             if first:
                 jobset = self._claim(jobset)
+            workload, local_queue = self._look_at_queue(jobset)
+            if workload is not None:
+                # Before the pods are noted: those ending now were stopped by Kueue.
+                self._evicted = queue.eviction(workload)
             self._note(pods)
             self.logs.update(pods)
             now = self.clock()
@@ -187,14 +192,12 @@ class JobSetLauncher:
             if jobset is not None and self.run_started is None:
                 self.run_started = run_started(jobset)
             sigterm = self.stop.is_set()
-            workload, local_queue = self._look_at_queue(jobset)
             seen = observe(
                 jobset, pods, now=now, ours=ours(self.ws), settings=self.settings,
                 starts=self._starts, sigterm=sigterm,
                 own_pod_disrupted=sigterm and self.own_pod_disrupted(), holder=self.holder,
                 earlier=earlier, workload=workload, local_queue=local_queue,
             )  # fmt: skip
-            self._evicted = seen.queued.evicted if seen.queued else ""
             if self.for_deadline and self.memory.moves_left > 0 and not self.memory.moved:
                 seen = replace(seen, for_deadline=self.for_deadline(self.sets, self.current))
             if first and seen.state not in ("missing", "foreign"):
@@ -333,19 +336,37 @@ class JobSetLauncher:
         )
 
     def _note(self, pods: list[dict]) -> None:
-        """Records each pod that ended, once, with its node's kind (for the ledger)."""
+        """Records each pod that ended, once, with its node's kind (for the ledger).
+
+        While Kueue has the gang evicted, a running pod gone since the last look was
+        stopped by the eviction (:func:`attempts.stopped`).
+        """
+        why = f"Kueue {self._evicted.split(':')[0]}" if self._evicted else ""
+        seen = set()
         for pod in pods:
             meta = pod.get("metadata") or {}
             key = meta.get("uid") or meta.get("name")
-            if key in self.attempts or not status.is_done(pod):
+            seen.add(key)
+            if key in self.attempts:
                 continue
+            if not status.is_done(pod):
+                self._running[key] = pod
+                continue
+            self._running.pop(key, None)
             node = self._node((pod.get("spec") or {}).get("nodeName") or "")
             ended = attempts.from_pod(
                 pod, f"{self.ws.name}/{generation(pod)}", status.node_kind(node), node
             )
-            if self._evicted and not ended.disruption:
-                ended.disruption = f"Kueue {self._evicted.split(':')[0]}"
+            ended.disruption = ended.disruption or why
             self.attempts[key] = ended
+        for key in [k for k in self._running if k not in seen]:
+            pod = self._running.pop(key)
+            if why and key not in self.attempts:
+                node = self._node((pod.get("spec") or {}).get("nodeName") or "")
+                gang = f"{self.ws.name}/{generation(pod)}"
+                self.attempts[key] = attempts.stopped(
+                    pod, gang, status.node_kind(node), node, self.clock(), why
+                )
 
     def _node(self, name: str) -> dict | None:
         """The Node (its labels: capacity kind, machine, zone, GPU), once per name."""

@@ -297,5 +297,5 @@ def test_real_trainers_preempted_by_kueue_save_on_the_notice_and_end_at_the_exac
     first_rec, second_rec = ledger_records(ckpt)
     assert first_rec["outcome"] == "preempted" and first_rec["steps_lost"] == 0, first_rec
     assert second_rec["start_step"] == first_rec["saved_step"] > 0, (first_rec, second_rec)
-    assert second_rec["last_step"] == 600 and second_rec["outcome"] == "ok", second_rec
+    assert second_rec["last_step"] == 600 and second_rec["outcome"] == "success", second_rec
     print(f"\nKueue's eviction: saved step {first_rec['saved_step']} on the notice; final 600")
