@@ -34,7 +34,14 @@ from pathlib import Path
 import pytest
 import yaml
 from controller_manager import ControllerManager
-from real_jobset import JOBSET_CONFIG, JOBSET_MANAGER, NO_JOBSET, JobSetManager, install_crd
+from real_jobset import (
+    JOBSET_CONFIG,
+    JOBSET_MANAGER,
+    NO_JOBSET,
+    JobSetManager,
+    custom,
+    install_crd,
+)
 from real_kube import (
     ACCELERATOR_LABEL,
     KUBE_CP,
@@ -211,12 +218,6 @@ def kueue_kube_fixture(tmp_path_factory):
     pytest.importorskip("kubernetes")
     with running_kueue_kube(tmp_path_factory.mktemp("kueue-kube")) as cp:
         yield cp
-
-
-def custom(cp):
-    from kubernetes import client as k8s
-
-    return k8s.CustomObjectsApi(cp.admin)
 
 
 def apply(cp, objects: list[dict]) -> None:
