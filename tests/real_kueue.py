@@ -143,9 +143,14 @@ class KueueManager(ControllerManager):
             (overlay / d).mkdir(parents=True, exist_ok=True)
         for name in ("tls.crt", "tls.key"):
             shutil.copy(self.certs / name, overlay / "upper/kueue/metrics/certs" / name)
+        # Where an overlay cannot be mounted (its upper dir on an overlayfs), a copy of
+        # /etc with the certs, bind-mounted over it (3 MB here).
+        copy = f"{overlay}/copy"
         mount = (
-            f"mount -t overlay overlay -o lowerdir=/etc,upperdir={overlay}/upper,"
-            f'workdir={overlay}/work /etc && exec "$0" "$@"'
+            f"{{ mount -t overlay overlay -o lowerdir=/etc,upperdir={overlay}/upper,"
+            f"workdir={overlay}/work /etc 2>/dev/null || {{ rm -rf {copy} && cp -a /etc {copy}"
+            f" && cp -a {overlay}/upper/kueue {copy}/ && mount --bind {copy} /etc; }}; }}"
+            ' && exec "$0" "$@"'
         )
         # /readyz answers once the webhook server listens (main.go:541-549).
         return [
