@@ -38,6 +38,8 @@ UNANSWERED_AFTER = 60.0
 # How long a queued gang may wait for Kueue's admission: a shared cluster's queue can
 # hold a run for hours; past this, the run ends retryable (172), as for capacity.
 ADMISSION_DEADLINE = 6 * 3600.0
+# How long the waiting line waits for Kueue's reason before it is said without one.
+QUEUE_REASON_WAIT = 10.0
 # Kueue made no Workload for a queued JobSet this long: it does not manage it.
 NO_WORKLOAD_AFTER = 60.0
 
@@ -427,7 +429,10 @@ def _queued(o: Seen, memory: Memory, settings: Settings) -> Action | None:
             f"waiting for readmission in queue {o.queue}",
             said=SAID_EVICTED,
         )
-    if SAID_QUEUED not in memory.said and SAID_EVICTED not in memory.said:
+    # Said once Kueue gives its reason (it writes QuotaReserved's message a moment
+    # after the Workload appears), or after QUEUE_REASON_WAIT without one.
+    reason_or_late = q.says or q.waiting_seconds >= QUEUE_REASON_WAIT
+    if reason_or_late and not memory.said & {SAID_QUEUED, SAID_EVICTED}:
         pending = f": {q.pending} workload(s) waiting in it" if q.pending else ""
         says = f"; Kueue: {q.says}" if q.says else ""
         return Action(

@@ -107,6 +107,10 @@ TABLE = [
     (queued_row(waiting(waiting_seconds=5, pending=3, says="insufficient quota")), d.REPORT, None,
      "waiting for admission in queue team-a: 3 workload(s) waiting in it; Kueue: insufficient"),
     (queued_row(waiting(waiting_seconds=5), queued_said=True), d.WAIT, None, ""),
+    # Kueue's reason comes a moment after the Workload: the line waits for it, a while.
+    (queued_row(waiting(waiting_seconds=5, pending=1)), d.WAIT, None, ""),
+    (queued_row(waiting(waiting_seconds=d.QUEUE_REASON_WAIT, pending=1)), d.REPORT, None,
+     "waiting for admission in queue team-a: 1 workload(s) waiting in it"),
     # A suspended, queued JobSet is never read as lost capacity nor resumed by us.
     (queued_row(waiting(waiting_seconds=4000), capacity_deadline=60, queued_said=True), d.WAIT,
      None, ""),
@@ -130,6 +134,7 @@ TABLE = [
      exits.FATAL_CONFIG, "FailedToStart"),
     # No Workload: Kueue does not manage the JobSet; said after a minute.
     (queued_row(waiting(waiting_seconds=30, no_workload=True)), d.REPORT, None, "waiting for"),
+    (queued_row(waiting(waiting_seconds=3, no_workload=True)), d.WAIT, None, ""),
     (queued_row(waiting(waiting_seconds=61, no_workload=True)), d.REPORT, None,
      "no Workload for the JobSet"),
     # A gang larger than the queue's whole quota: one line, fatal, nothing started.
