@@ -174,4 +174,5 @@ def test_make_gke_rbac_prints_only_the_verbs_the_launcher_uses():
     assert jobsets["apiGroups"] == ["jobset.x-k8s.io"]
     assert jobsets["verbs"] == ["create", "get", "patch", "delete"]  # patch: jobsets only
     resources = {r for rule in kinds["Role"]["rules"] for r in rule["resources"]}
-    assert resources == {"jobsets", "pods", "pods/log"}  # no Jobs or Services of our own
+    # No Jobs or Services of our own; Kueue's objects only read (a queued gang).
+    assert resources == {"jobsets", "pods", "pods/log", "workloads", "localqueues"}
