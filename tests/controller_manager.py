@@ -27,6 +27,19 @@ from spottrain.testing.ports import listening_ports
 READY_SECONDS = 180
 
 
+def to_loopback(hooks: list[dict], port: int, ca_pem: bytes) -> None:
+    """Points upstream's webhooks (each naming a Service path) at 127.0.0.1:``port``,
+    trusted through ``ca_pem``: kube-cp has no Service routing (tests/real_jobset.py)."""
+    import base64
+
+    for hook in hooks:
+        path = hook["clientConfig"]["service"]["path"]
+        hook["clientConfig"] = {
+            "url": f"https://127.0.0.1:{port}{path}",
+            "caBundle": base64.b64encode(ca_pem).decode(),
+        }
+
+
 class ControllerManager:
     """One running manager against ``cp``, webhooks registered; ``stop()`` ends it."""
 

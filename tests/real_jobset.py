@@ -30,7 +30,6 @@ observed with the webhook configurations left out: no child Job, "Observed a pan
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import copy
 import json
@@ -39,7 +38,7 @@ import time
 from pathlib import Path
 
 import pytest
-from controller_manager import ControllerManager
+from controller_manager import ControllerManager, to_loopback
 from real_kube import (
     ACCELERATOR_LABEL,
     KUBE_CP,
@@ -82,12 +81,7 @@ def webhook_configurations(port: int, ca_pem: bytes, src: Path = JOBSET_CONFIG) 
             assert op["op"] == "replace" and op["path"].startswith("/webhooks/"), op
             doc["webhooks"][int(op["path"].rsplit("/", 1)[1])] = op["value"]
         doc["metadata"] = {"name": f"jobset-{doc['metadata']['name']}"}
-        for hook in doc["webhooks"]:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {
-                "url": f"https://127.0.0.1:{port}{path}",
-                "caBundle": base64.b64encode(ca_pem).decode(),
-            }
+        to_loopback(doc["webhooks"], port, ca_pem)
         out.append(doc)
     return out
 

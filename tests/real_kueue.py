@@ -23,7 +23,6 @@ runs in a mount namespace whose ``/etc`` is an overlay holding that dir: the hos
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import copy
 import json
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from controller_manager import ControllerManager
+from controller_manager import ControllerManager, to_loopback
 from real_jobset import (
     JOBSET_CONFIG,
     JOBSET_MANAGER,
@@ -77,12 +76,7 @@ def webhook_configurations(port: int, ca_pem: bytes, src: Path = KUEUE_CONFIG) -
         doc = copy.deepcopy(doc)
         doc["metadata"] = {"name": f"kueue-{doc['metadata']['name']}"}
         doc["webhooks"] = [h for h in doc["webhooks"] if h["name"] in WEBHOOKS]
-        for hook in doc["webhooks"]:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {
-                "url": f"https://127.0.0.1:{port}{path}",
-                "caBundle": base64.b64encode(ca_pem).decode(),
-            }
+        to_loopback(doc["webhooks"], port, ca_pem)
         out.append(doc)
     return out
 
