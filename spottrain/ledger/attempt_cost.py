@@ -12,7 +12,8 @@ machine with its GPUs), each attempt gets:
 * ``saved``: what the work that was kept would have cost on demand, minus
   ``spent``. Kept is every machine-second but those ``lost`` counts (a step trained
   again, a restart): an on-demand run would not have paid for them, so pricing
-  them on demand too would credit spot with its own preemptions.
+  them on demand too would credit spot with its own preemptions. Like ``lost``, the
+  restart is the interrupted attempt's, though the next attempt ran it.
 
 A price the source does not know leaves the figures out (never 0) and says why in
 ``price_unknown``. The trainer's ``--price-per-hour`` and ``--on-demand-price-per-hour``
@@ -118,9 +119,10 @@ def price_records(records: Sequence[Record], price: Price | None) -> list[Record
     quotes: dict = {}
     out = [{k: v for k, v in r.items() if k not in PRICED_FIELDS} for r in records]
     rates = [_rates(r, price, quotes) for r in out]
-    # Per attempt, the seconds ``lost`` counts (its redone steps, the restart it was):
-    # not kept work, so not in ``saved``.
-    wasted = [0.0] * len(out)
+    # Per attempt, the seconds ``lost`` counts (its redone steps; the restart it caused,
+    # as (next attempt, seconds)): not kept work, so not in ``saved``.
+    redone = [0.0] * len(out)
+    caused: list[tuple[int, float] | None] = [None] * len(out)
     for i, (rec, (paid, od, currency, source, reason)) in enumerate(zip(out, rates, strict=True)):
         if source:
             rec["price_source"] = source
@@ -146,16 +148,33 @@ def price_records(records: Sequence[Record], price: Price | None) -> list[Record
             else:
                 fields, redo, restart = lost
                 rec.update(fields)
-                wasted[i] += redo
+                redone[i] = redo
                 if j is not None:
-                    wasted[j] += restart
+                    caused[i] = (j, restart)
     # Saved from the unrounded seconds and prices: the figures are rounded once, here.
-    for rec, waste, (paid, od, *_) in zip(out, wasted, rates, strict=True):
-        if paid is not None and od is not None:
-            machine_s = _machine_seconds(rec)
-            kept = max(0.0, machine_s - waste * int(rec.get("workers") or 1))
-            rec["saved"] = round((kept * od - machine_s * paid) / 3600, 6)
+    for i, rec in enumerate(out):
+        if (value := _kept_value(out, i, redone[i], caused[i], rates)) is not None:
+            rec["saved"] = round((value - _machine_seconds(rec) * rates[i][0]) / 3600, 6)
     return out
+
+
+def _kept_value(out: list[Record], i: int, redo: float, caused: tuple | None, rates: list):
+    """What attempt ``i``'s kept work would have cost on demand, in price x seconds.
+
+    The restart a preemption caused runs on the next attempt but is charged here, where
+    ``lost`` is: the next attempt (an on-demand one saves 0) is not shown a loss it did
+    not cause, and the run's sum is the same. ``None`` when a price is unknown.
+    """
+    paid, od = rates[i][:2]
+    if paid is None or od is None:
+        return None
+    value = max(0.0, _machine_seconds(out[i]) - redo * int(out[i].get("workers") or 1)) * od
+    if caused:
+        j, restart = caused
+        if (next_od := rates[j][1]) is None:
+            return None
+        value -= restart * int(out[j].get("workers") or 1) * next_od
+    return value
 
 
 def _next(records: list[Record], i: int) -> int | None:

@@ -52,10 +52,13 @@ def test_spot_attempts_spend_the_spot_price_and_lose_redo_plus_restart():
 
 def test_saved_prices_on_demand_only_the_work_that_was_kept():
     """An on-demand run would not have redone #1's 20 steps nor paid #2's 15 s restart:
-    those machine-seconds (lost, part of spent) are not priced on demand."""
+    those machine-seconds (lost, part of spent) are not priced on demand. The restart
+    ran on #2 but is #1's loss, so #1's saved carries it, as #1's lost does."""
     one, two = attempt_cost.price_records(preempted_then_done(), fixed(0.36, 1.2))
-    assert one["saved"] == pytest.approx((220 - 20 * 2) / 3600 * 1.2 - one["spent"], abs=1e-6)
-    assert two["saved"] == pytest.approx((230 - 15 * 2) / 3600 * 1.2 - two["spent"], abs=1e-6)
+    assert one["saved"] == pytest.approx(
+        (220 - 20 * 2 - 15 * 2) / 3600 * 1.2 - one["spent"], abs=1e-6
+    )
+    assert two["saved"] == pytest.approx(230 / 3600 * 1.2 - two["spent"], abs=1e-6)
     totals = attempt_cost.run_totals([one, two])
     kept = 450 - (20 + 15) * 2  # every machine-second but the lost ones
     assert totals["saved"] == pytest.approx(kept / 3600 * 1.2 - totals["spent"], abs=1e-6)
@@ -74,7 +77,13 @@ def test_an_attempt_that_ended_before_it_trained_is_all_restart():
     third = {**recs[1], "attempt": 3, "started": 150.0, "resumed_at": 165.0, "ended": 265.0}
     one, two, three = attempt_cost.price_records([recs[0], second, third], fixed(0.36, 1.2))
     assert one["lost_restart_seconds"] == 10.0 and two["lost_restart_seconds"] == 15.0
-    assert two["saved"] == pytest.approx(-two["spent"], abs=1e-6)  # nothing of it kept
+    # #2's 10 s x 2 are #1's restart, charged to #1; #2 is charged #3's 15 s x 2.
+    assert one["saved"] == pytest.approx((220 - 40 - 20) / 3600 * 1.2 - one["spent"], abs=1e-6)
+    assert two["saved"] == pytest.approx((20 - 30) / 3600 * 1.2 - two["spent"], abs=1e-6)
+    assert three["saved"] == pytest.approx(230 / 3600 * 1.2 - three["spent"], abs=1e-6)
+    totals = attempt_cost.run_totals([one, two, three])
+    kept = 220 + 20 + 230 - 40 - 20 - 30  # every machine-second but the lost ones
+    assert totals["saved"] == pytest.approx(kept / 3600 * 1.2 - totals["spent"], abs=1e-6)
 
 
 @pytest.mark.parametrize("kind", ["on-demand", "standard", "reservation", "flex-start"])
@@ -82,8 +91,24 @@ def test_full_price_kinds_spend_the_on_demand_price_and_save_minus_what_they_los
     one, two = attempt_cost.price_records(preempted_then_done(kind), fixed(0.36, 1.2))
     assert one["spent"] == pytest.approx(220 / 3600 * 1.2, abs=1e-6)
     assert two["price_per_hour"] == 1.2
+    # Per attempt: #1 saved minus what it lost; #2, which lost nothing, saved 0.
+    assert one["saved"] == pytest.approx(-one["lost"], abs=1e-6) and two["saved"] == 0.0
     totals = attempt_cost.run_totals([one, two])
     assert totals["saved"] == pytest.approx(-totals["lost"], abs=1e-6)
+
+
+def test_an_on_demand_attempt_after_a_preemption_is_shown_no_loss_of_its_own():
+    """Spot preempted, then on-demand: the on-demand attempt saved 0 (it paid the on-demand
+    price for work an on-demand run would have done); the restart it ran is the spot
+    attempt's loss. The run's saved is what it was with the restart on #2."""
+    one, two = attempt_cost.price_records(preempted_then_done("spot", "on-demand"),
+                                          fixed(0.36, 1.2))  # fmt: skip
+    assert two["saved"] == 0.0 and "lost" not in two
+    assert one["saved"] == pytest.approx((220 - 40 - 30) / 3600 * 1.2 - 220 / 3600 * 0.36,
+                                         abs=1e-6)  # fmt: skip
+    totals = attempt_cost.run_totals([one, two])
+    kept = 220 + 230 - 40 - 30
+    assert totals["saved"] == pytest.approx(kept / 3600 * 1.2 - totals["spent"], abs=1e-6)
 
 
 def test_the_nodes_kind_wins_over_the_compiled_one():
@@ -115,10 +140,10 @@ def test_the_price_flags_win_and_spent_and_saved_agree_with_them(tmp_path):
     "given, kinds, spent, lost, saved, unknown",
     [
         # Both flags: spot pays 0.36, the standard attempt 1.2. #1 lost 20 s x 2 redone
-        # at 0.36 and #2's 15 s x 2 restart at 1.2; saved: 180 kept machine-s at 1.2 -
-        # 0.022, and #2's 200 kept at 1.2 - 0.076667.
+        # at 0.36 and #2's 15 s x 2 restart at 1.2; saved: #1's 180 kept machine-s less
+        # the 30 of its restart at 1.2 - 0.022, and #2's 230 at 1.2 - 0.076667 = 0.
         ({"price_per_hour": 0.36, "on_demand_price_per_hour": 1.2}, ("spot", "standard"),
-         (0.022, 0.076667), (0.014, None), (0.038, -0.01), ""),
+         (0.022, 0.076667), (0.014, None), (0.028, 0.0), ""),
         # Only the paid price: spent and lost known; saved unknown, and it says why.
         ({"price_per_hour": 0.36}, ("spot", "spot"), (0.022, 0.023), (0.007, None),
          (None, None), "no --on-demand-price-per-hour"),
@@ -250,6 +275,6 @@ def test_saved_is_rounded_once_from_the_unrounded_seconds():
          "workers": 100, "start_step": 10, "last_step": 20, "saved_step": 20, "steps_lost": 0,
          "outcome": "success", "capacity": "spot", **T4},
     ]  # fmt: skip
-    _, two = attempt_cost.price_records(recs, fixed(1.0, 10.0))
-    kept = (188.0 - 100.004) * 100
-    assert two["saved"] == pytest.approx(kept / 3600 * 10.0 - 188.0 * 100 / 3600 * 1.0, abs=5e-7)
+    one, _ = attempt_cost.price_records(recs, fixed(1.0, 10.0))
+    kept = (11.0 - 100.004) * 100  # #2's restart is #1's
+    assert one["saved"] == pytest.approx(kept / 3600 * 10.0 - 11.0 * 100 / 3600 * 1.0, abs=5e-7)
