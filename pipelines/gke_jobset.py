@@ -98,7 +98,8 @@ def build(
             finish_by: A deadline ('6h' or a time with its zone): moves to on-demand
                 when spot would no longer finish by it (docs/deadline.md). Empty: none.
             queue: A Kueue LocalQueue to submit the gang to; its ResourceFlavors then
-                choose spot or on-demand (docs/gke.md). Empty: not queued.
+                choose spot or on-demand (docs/gke.md). Empty: not queued. A queued
+                run skips the profile step (its GPU pod would bypass the queue).
             priority_class: A Kueue WorkloadPriorityClass for the queued gang.
         """
         data, seed = copy_inputs(
@@ -134,13 +135,18 @@ def build(
             trained.set_display_name(f"train ({train_placement.pool}, JobSet)"),
         )
         trained.set_caching_options(False)
-        add_profile(
-            trained,
-            functools.partial(apply_placement, train_placement),
-            data=data.outputs["copied"],
-            settings=settings,
-            expect_gpus=expect_gpus,
-        )
+        # A queued run has no profile step: its KFP pod cannot carry a queue name given
+        # at run time (kfp-kubernetes 2.17.3 add_pod_label takes a compile-time constant,
+        # kfp/kubernetes/pod_metadata.py:39-41), and a GPU pod outside the queue takes
+        # GPUs Kueue counts as free for the queue's admitted workloads.
+        with dsl.If(queue == "", name="profile unless queued"):
+            add_profile(
+                trained,
+                functools.partial(apply_placement, train_placement),
+                data=data.outputs["copied"],
+                settings=settings,
+                expect_gpus=expect_gpus,
+            )
         return Outputs(model=trained.outputs["model"], metrics=trained.outputs["metrics"])
 
     return dsl.pipeline(

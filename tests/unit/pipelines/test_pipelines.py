@@ -488,3 +488,26 @@ def test_drift_check_ignores_only_the_sdk_version_stamp(tmp_path, fresh):
     # Anything else is.
     path.write_text(text.replace("spottrain-vertex", "spottrain-vertex-edited", 1))
     assert comp.drift(rendered=rendered) == [path]
+
+
+def test_a_queued_jobset_run_skips_the_profile_step_whose_pod_would_bypass_the_queue():
+    """The profile is a KFP pod on the training's GPU pool: it runs only when ``queue``
+    is empty (a run-time label for Kueue cannot be set on a KFP pod)."""
+    from spottrain.pipelines import gke_jobset
+
+    _, spec, platform = compiled(gke_jobset.build(placement.Placement(pool="spot")))
+    root = spec.root.dag.tasks
+    assert "profile" not in root and "train-job" in root
+    (gate,) = [
+        t for t in root.values() if "profile" in spec.components[t.component_ref.name].dag.tasks
+    ]
+    assert (
+        gate.trigger_policy.condition == "inputs.parameter_values['pipelinechannel--queue'] == ''"
+    )
+    assert gate.task_info.name == "profile unless queued"
+    assert set(gate.dependent_tasks) >= {"train-job"}
+    # Still on the training's pool when it runs.
+    assert (
+        k8s_executor(platform, "exec-profile").node_selector.labels["cloud.google.com/gke-spot"]
+        == "true"
+    )
