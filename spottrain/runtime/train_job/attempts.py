@@ -8,7 +8,7 @@ generation, or a Job) under its chief, for ``spottrain.ledger.annotate``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spottrain.ledger import usage as usage_of
@@ -59,21 +59,12 @@ def stopped(pod: dict, gang: str, node_kind: str, node: dict | None, ended: floa
     Kueue's eviction suspends the Job, whose controller deletes the pods: their kubelet
     ends and removes them within a look, so the launcher may never see them ended.
     """
-    began = None
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        if cs.get("name") == names.CONTAINER:
-            began = status.epoch(((cs.get("state") or {}).get("running") or {}).get("startedAt"))
-    return PodAttempt(
-        job=gang,
-        pod=pod["metadata"]["name"],
-        index=status.pod_index(pod),
-        node=(pod.get("spec") or {}).get("nodeName") or "",
-        node_kind=node_kind,
+    running = status.container_state(pod, "running") or {}
+    return replace(
+        from_pod(pod, gang, node_kind, node),
         disruption=why,
-        exit_code=None,
-        started=began,
+        started=status.epoch(running.get("startedAt")),
         finished=ended,
-        usage=usage_of.from_node(node, pod, names.CONTAINER),
     )
 
 

@@ -353,20 +353,18 @@ class JobSetLauncher:
                 self._running[key] = pod
                 continue
             self._running.pop(key, None)
-            node = self._node((pod.get("spec") or {}).get("nodeName") or "")
-            ended = attempts.from_pod(
-                pod, f"{self.ws.name}/{generation(pod)}", status.node_kind(node), node
-            )
+            ended = attempts.from_pod(pod, *self._where(pod))
             ended.disruption = ended.disruption or why
             self.attempts[key] = ended
         for key in [k for k in self._running if k not in seen]:
             pod = self._running.pop(key)
             if why and key not in self.attempts:
-                node = self._node((pod.get("spec") or {}).get("nodeName") or "")
-                gang = f"{self.ws.name}/{generation(pod)}"
-                self.attempts[key] = attempts.stopped(
-                    pod, gang, status.node_kind(node), node, self.clock(), why
-                )
+                self.attempts[key] = attempts.stopped(pod, *self._where(pod), self.clock(), why)
+
+    def _where(self, pod: dict) -> tuple[str, str, dict | None]:
+        """A pod's gang run (``<jobset>/<generation>``), its node's kind and its Node."""
+        node = self._node((pod.get("spec") or {}).get("nodeName") or "")
+        return f"{self.ws.name}/{generation(pod)}", status.node_kind(node), node
 
     def _node(self, name: str) -> dict | None:
         """The Node (its labels: capacity kind, machine, zone, GPU), once per name."""

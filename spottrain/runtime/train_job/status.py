@@ -40,12 +40,17 @@ def pod_index(pod: dict) -> int | None:
     return int(raw) if raw is not None and str(raw).isdigit() else None
 
 
-def terminated(pod: dict, container: str = names.CONTAINER) -> dict | None:
-    """The trainer container's ``state.terminated`` (exit code, start, finish), if it ended."""
+def container_state(pod: dict, state: str, container: str = names.CONTAINER) -> dict | None:
+    """The trainer container's ``state.<state>`` (``running``, ``terminated``), if in it."""
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         if status.get("name") == container:
-            return (status.get("state") or {}).get("terminated")
+            return (status.get("state") or {}).get(state)
     return None
+
+
+def terminated(pod: dict, container: str = names.CONTAINER) -> dict | None:
+    """The trainer container's ``state.terminated`` (exit code, start, finish), if it ended."""
+    return container_state(pod, "terminated", container)
 
 
 def exit_code(pod: dict, container: str = names.CONTAINER) -> int | None:
