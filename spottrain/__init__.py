@@ -1,13 +1,13 @@
 """spottrain: fault-tolerant TensorFlow training on spot GPUs with Kubeflow Pipelines.
 
-A task author writes ``from spottrain import KerasTask`` (or ``Task``, ``TrainInput``,
+A task author writes ``from spottrain import KerasTask`` (with ``FitArgs``, or ``Task``, ``TrainInput``,
 ``ConfigError``): :mod:`spottrain.trainer.task_api`, imported on first use, so that
 ``import spottrain`` (every component does) stays light.
 """
 
 from spottrain.version import IMAGE, __version__
 
-_TASK_API = ("ConfigError", "KerasTask", "Task", "TrainInput")
+_TASK_API = ("ConfigError", "FitArgs", "KerasTask", "Task", "TrainInput")
 
 __all__ = ["IMAGE", "__version__", *_TASK_API]
 

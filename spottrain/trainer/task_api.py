@@ -31,7 +31,9 @@ from typing import Any
 
 from spottrain.exits import ConfigError
 
-__all__ = ["ConfigError", "KerasTask", "Task", "TrainInput"]
+from spottrain.trainer.fit_args import FitArgs
+
+__all__ = ["ConfigError", "FitArgs", "KerasTask", "Task", "TrainInput"]
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,13 @@ class KerasTask(Task):
     def model(self):
         """A compiled ``keras.Model``, as you would pass it to ``fit``."""
         raise NotImplementedError
+
+    def fit(self) -> FitArgs:
+        """What you pass ``model.fit``, moved unchanged: ``return FitArgs(x, y, epochs=3, ...)``.
+
+        The default is ``FitArgs(self.examples())``: a task that only gives its data.
+        """
+        return FitArgs(self.examples())
 
     def examples(self):
         """One epoch of the data, in a fixed order: what you would pass ``fit``.
