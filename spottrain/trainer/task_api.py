@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from spottrain.exits import ConfigError
-
 from spottrain.trainer.fit_args import FitArgs
 
 __all__ = ["ConfigError", "FitArgs", "KerasTask", "Task", "TrainInput"]
