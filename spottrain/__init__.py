@@ -1,7 +1,8 @@
 """spottrain: fault-tolerant TensorFlow training on spot GPUs with Kubeflow Pipelines.
 
-A task author writes ``from spottrain import KerasTask`` (with ``FitArgs``, or ``Task``, ``TrainInput``,
-``ConfigError``): :mod:`spottrain.trainer.task_api`, imported on first use, so that
+A task author writes ``from spottrain import KerasTask`` (with ``FitArgs``; or ``Task``,
+``TrainInput``, ``ConfigError``): :mod:`spottrain.trainer.task_api`, imported on first
+use, so that
 ``import spottrain`` (every component does) stays light.
 """
 
