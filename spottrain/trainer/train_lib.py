@@ -29,6 +29,7 @@ from spottrain.trainer import (
     distribution,
     export,
     fit_step,
+    loss_scale,
     metadata_notice,
     nan_inputs,
     notice_phase,
@@ -160,6 +161,8 @@ class Trainer:
                 self.optimizer, self.optimizers = task_calls.build_optimizers(
                     self.task, self.model, cfg
                 )
+            # Loss scaling: every replica skips an overflowing step together (issue 54).
+            loss_scale.agree_across_replicas(self.optimizers.values())
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         # The step's optimizer where checkpoints have always kept it (the engine's, or a
         # compiled one), and any others by name (a task's own, a GAN model's two).
