@@ -1,4 +1,4 @@
-"""``mixed_float16`` on a gang (issue 54): no hang, and a resume ends where an uninterrupted run does.
+"""``mixed_float16`` on a gang (issue 54): no hang; a resume ends as an uninterrupted run.
 
 The task (tests/mixed_precision_task.py) makes the first worker's float16 gradients
 overflow at steps 5 and 120 while the others' stay finite. Before the fix every
