@@ -16,7 +16,7 @@ from spottrain import exits, fileio
 from spottrain import ledger as ledger_lib
 from spottrain.exits import ConfigError, TrainerExit
 from spottrain.storage import is_local, url_problem
-from spottrain.trainer import checkpointing, config, distribution, task_api, task_loader
+from spottrain.trainer import checkpointing, config, distribution, fit_end, task_api, task_loader
 from spottrain.trainer.train_lib import Trainer
 
 log = logging.getLogger("trainer")
@@ -235,6 +235,7 @@ def run(argv: list[str], environ: dict | None = None, stop=None) -> int:
         trainer = Trainer(cfg, cluster, task, ledger, stop=stop, lease=lease)
         trainer.build()
         final_step = trainer.train()
+        fit_end.finalize(task, trainer.model)  # after the final save: fit's EMA weights
         metrics = trainer.evaluate()
         summary = trainer.export(final_step, metrics)
         log.info("done: %s", json.dumps({k: v for k, v in summary.items() if k != "class_names"}))

@@ -42,6 +42,15 @@ def prepare(model, element_spec, cfg):
             "clip as model.fit does, with clipnorm or global_clipnorm on the optimizer "
             "the model is compiled with"
         )
+    if getattr(model, "run_eagerly", False):
+        # fit then calls train_step without tf.function (keras/src/backend/tensorflow/
+        # trainer.py, make_train_function): a debugging mode, one process. The engine's
+        # step is a tf.function around strategy.run (its vote, its loops), never eager.
+        raise ConfigError(
+            "compile(run_eagerly=True): the engine runs the model's train_step as a "
+            "tf.function, as model.fit does by default; debug it eagerly with model.fit, "
+            "then compile without run_eagerly to train here"
+        )
     if cfg.optimizer:
         from spottrain.trainer import optimizer as optimizer_lib
 

@@ -49,7 +49,7 @@ class StepFunctions:
     xla: bool
 
 
-def use_xla(cfg, strategy, model) -> bool:
+def use_xla(cfg, strategy, model, fit: bool = False) -> bool:
     """``--jit-compile``: on, off, or model.fit's ``auto`` rule.
 
     Keras 3's rule (``keras/src/trainers/trainer.py``, ``_resolve_auto_jit_compile``
@@ -57,11 +57,18 @@ def use_xla(cfg, strategy, model) -> bool:
     ``tf.distribute`` strategy, off with op determinism, else on when every layer
     supports it. Our one-device runs use the default strategy, which fit does not
     count as a strategy either.
+
+    With ``fit`` (a ``KerasTask``), ``auto`` is what fit would do: ``model.jit_compile``,
+    which ``compile(jit_compile=...)`` set (``Trainer.compile``: an explicit bool as
+    given, unless ``model_supports_jit`` says no; ``"auto"`` resolved by the rule above
+    when compiled, in the strategy's scope on a gang). ``on`` and ``off`` override it.
     """
     import tensorflow as tf
 
     if cfg.jit_compile != "auto":
         return cfg.jit_compile == "on"
+    if fit:
+        return bool(getattr(model, "jit_compile", False))
     accelerators = [d for d in tf.config.list_physical_devices() if d.device_type != "CPU"]
     return bool(
         accelerators
@@ -127,14 +134,16 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
     fit = task.fit_step()
     own = fit or task.has_own_step()
     fn = fit_update if fit else own_update if own else update
-    xla = use_xla(cfg, strategy, model)
+    xla = use_xla(cfg, strategy, model, fit=bool(fit))
     if xla and replicas == 1:
         # All of it, as fit compiles its whole step (the optimizer's update too).
         fn = tf.function(fn, jit_compile=True)
     elif xla and own:
+        said = "--jit-compile on" if cfg.jit_compile == "on" else "compile(jit_compile=True)"
         log.warning(
-            "--jit-compile on: a model's or task's own train_step is compiled only on one device "
+            "%s: a model's or task's own train_step is compiled only on one device "
             "(here %d replicas); it runs without XLA",
+            said,
             replicas,
         )
         xla = False
