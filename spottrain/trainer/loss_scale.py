@@ -10,7 +10,10 @@ inner optimizer, and that apply holds the gradients' all-reduce
 ``_all_reduce_sum_gradients``). Under ``mixed_float16`` a worker whose share of the
 batch overflows float16 takes the other branch: it never joins that all-reduce, and
 the others wait in it for ever (issue 54: a 2-worker gang stopped at step 17, every
-worker idle inside the step call).
+worker idle inside the step call). The watchdog was not at fault there: it ends a
+hang ``--hang-timeout`` seconds (default 600) after the last finished step, and that
+run was killed 600 s after it *started*; with ``--hang-timeout 30`` it fired here after
+30 s with both stacks in the step call (exit 171).
 
 Fix: each ``LossScaleOptimizer`` the engine trains with checks the local gradients as
 Keras does and then all-reduces one scalar, the number of replicas that saw a
