@@ -58,10 +58,30 @@ def _quick_checks(cfg: config.TrainConfig, cluster: distribution.Cluster, *, sto
 def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> task_api.Task:
     """Fast checks, in order of cost, then the task is loaded and prepared; raises ConfigError."""
     _quick_checks(cfg, cluster, storage=True)
+    return _validate_task(cfg, cluster)
+
+
+def _validate_task(cfg: config.TrainConfig, cluster: distribution.Cluster) -> task_api.Task:
     task = load_and_prepare(cfg)
     task_part = task_loader.call_task(f"--task {cfg.task}: compatibility()", task.compatibility)
     checkpointing.check_run_config(cfg, cluster, task_part)
     return task
+
+
+def start_trainer(cfg, cluster, ledger, stop=None, lease=None) -> Trainer:
+    """Fast checks, then TensorFlow's settings and the strategy, then the task; raises.
+
+    The task's module is imported only once TensorFlow is configured and the gang
+    formed (:mod:`spottrain.trainer.process_setup`): a module that creates TensorFlow
+    objects at import (a vocabulary's ``StringLookup``) then trains, with and without
+    ``--threads``, on any number of workers. A task that fails to load fails the same
+    way on every worker, after the gang formed (``--check`` finds it before, on CPU).
+    """
+    _quick_checks(cfg, cluster, storage=True)
+    trainer = Trainer(cfg, cluster, None, ledger, stop=stop, lease=lease)
+    trainer.start()
+    trainer.task = _validate_task(cfg, cluster)
+    return trainer
 
 
 def load_and_prepare(cfg: config.TrainConfig) -> task_api.Task:
@@ -231,8 +251,7 @@ def run(argv: list[str], environ: dict | None = None, stop=None) -> int:
             # Before anything is written into the checkpoint dir (ledger, run config,
             # FATAL.json). The supervisor's check() refused bad flags already.
             lease = checkpointing.acquire_lease(cfg, cluster)
-        task = validate_all(cfg, cluster)
-        trainer = Trainer(cfg, cluster, task, ledger, stop=stop, lease=lease)
+        trainer = start_trainer(cfg, cluster, ledger, stop=stop, lease=lease)
         trainer.build()
         final_step = trainer.train()
         metrics = trainer.evaluate()
