@@ -71,13 +71,16 @@ def _validate_task(cfg: config.TrainConfig, cluster: distribution.Cluster) -> ta
 def start_trainer(cfg, cluster, ledger, stop=None, lease=None) -> Trainer:
     """Fast checks, then TensorFlow's settings and the strategy, then the task; raises.
 
-    The task's module is imported only once TensorFlow is configured and the gang
-    formed (:mod:`spottrain.trainer.process_setup`): a module that creates TensorFlow
-    objects at import (a vocabulary's ``StringLookup``) then trains, with and without
-    ``--threads``, on any number of workers. A task that fails to load fails the same
-    way on every worker, after the gang formed (``--check`` finds it before, on CPU).
+    The task is built and prepared only once TensorFlow is configured and the gang
+    formed (:mod:`spottrain.trainer.process_setup`), and so is its module imported
+    when it creates TensorFlow objects at import (a vocabulary's ``StringLookup``):
+    such a module then trains, with and without ``--threads``, on any number of
+    workers. Any other module is imported first (``task_loader.preload``), so that one
+    that does not import or lacks its class fails at once, peers or not.
     """
     _quick_checks(cfg, cluster, storage=True)
+    if not task_loader.preload(cfg.task, cfg.task_args):
+        log.info("--task %s creates TensorFlow objects at import: imported after set-up", cfg.task)
     trainer = Trainer(cfg, cluster, None, ledger, stop=stop, lease=lease)
     trainer.start()
     trainer.task = _validate_task(cfg, cluster)

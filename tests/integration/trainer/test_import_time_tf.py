@@ -6,13 +6,18 @@ it is imported. Before the engine configured TensorFlow and created its strategy
 of that import (spottrain/trainer/process_setup.py), every worker exited 1 on every
 retry: "Intra op parallelism cannot be modified after initialization" with
 ``--threads``, "Collective ops must be configured at program startup" on 2 workers,
-while ``--check`` said ok.
+while ``--check`` said ok. A module without TensorFlow at import is still imported
+before the gang forms (test_task_api.py's
+test_a_task_that_does_not_import_leaves_fatal_json_under_the_launcher).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
-from trainer_helpers import run_module, summary, task_args
+from trainer_helpers import REPO, env, run_module, summary, task_args
 
 from spottrain.trainer import launch
 
@@ -43,3 +48,23 @@ def test_check_says_ok_and_the_run_agrees(tmp_path):
     proc, _ = run_module("spottrain.trainer.task", ["--check", *args])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "check ok: task tests.import_time_tf:Colours" in proc.stdout
+
+
+PRELOAD = """
+import sys
+from spottrain.trainer import task_loader
+from tensorflow.python.eager import context
+print(task_loader.preload("examples.regression:Regression", "{}"))
+print(task_loader.preload("tests.import_time_tf:Colours", "{}"))
+print("tests.import_time_tf" in sys.modules, context.context()._initialized)
+"""
+
+
+def test_only_a_module_that_starts_tensorflow_waits_for_the_set_up():
+    """Any other module is imported (and a broken one refused) before the gang forms;
+    this one is stopped at its first TensorFlow object, with TensorFlow not started."""
+    proc = subprocess.run(
+        [sys.executable, "-c", PRELOAD], cwd=REPO, env=env(), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["True", "False", "False", "False"], proc.stdout
