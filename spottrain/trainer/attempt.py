@@ -16,7 +16,14 @@ from spottrain import exits, fileio
 from spottrain import ledger as ledger_lib
 from spottrain.exits import ConfigError, TrainerExit
 from spottrain.storage import is_local, url_problem
-from spottrain.trainer import checkpointing, config, distribution, task_api, task_loader
+from spottrain.trainer import (
+    checkpointing,
+    config,
+    distribution,
+    process_setup,
+    task_api,
+    task_loader,
+)
 from spottrain.trainer.train_lib import Trainer
 
 log = logging.getLogger("trainer")
@@ -79,6 +86,7 @@ def start_trainer(cfg, cluster, ledger, stop=None, lease=None) -> Trainer:
     that does not import or lacks its class fails at once, peers or not.
     """
     _quick_checks(cfg, cluster, storage=True)
+    process_setup.seed(cfg)  # a module-level np.random draw: the same in every process
     if not task_loader.preload(cfg.task, cfg.task_args):
         log.info("--task %s creates TensorFlow objects at import: imported after set-up", cfg.task)
     trainer = Trainer(cfg, cluster, None, ledger, stop=stop, lease=lease)

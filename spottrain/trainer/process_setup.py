@@ -15,10 +15,12 @@ refused (TF 2.21 ``tensorflow/python/eager/context.py``):
   only warns, "may cause error when accessing previously created tensors" (TF's
   b/129298253): objects made before it live on ``/job:localhost``, not this worker.
 
-So the trainer applies :func:`configure`, creates its strategy (the gang forms) and
-seeds, and only then imports the task (:mod:`spottrain.trainer.attempt`). ``--check``
-applies :func:`configure` and :func:`seed` before the import too, so that it runs the
-task's module as a run does.
+So the trainer (:func:`spottrain.trainer.attempt.start_trainer`) seeds, imports the
+task's module only as far as its first TensorFlow object
+(:func:`spottrain.trainer.task_loader.preload`), applies :func:`configure`, creates
+its strategy (the gang forms), and then imports such a module whole and builds the
+task. ``--check`` applies :func:`configure` and :func:`seed` before the import too, so
+that it runs the task's module as a run does.
 """
 
 from __future__ import annotations
