@@ -169,7 +169,7 @@ def profile(
     import tensorflow as tf
 
     from spottrain import ledger as ledger_lib
-    from spottrain.trainer import attempt, train_lib
+    from spottrain.trainer import attempt
 
     cfg, cluster = attempt.prepare(list(trainer_argv), environ)
     scratch = tempfile.mkdtemp(prefix=f"spottrain-profile-{cluster.name}-")
@@ -180,12 +180,12 @@ def profile(
         cfg.tensorboard_dir = ""
         cfg.train_steps, cfg.epochs = skip_steps + profile_steps, 0.0
         cfg.save_every_steps, cfg.save_every_seconds = 10**9, 0.0
-        task = attempt.validate_all(cfg, cluster)
+        # TensorFlow configured and the strategy made before the task's module runs.
+        trainer = attempt.start_trainer(
+            cfg, cluster, ledger_lib.Ledger(cfg.checkpoint_dir, enabled=False)
+        )
         if cloud_profiler:
             start_cloud_profiler()
-        trainer = train_lib.Trainer(
-            cfg, cluster, task, ledger_lib.Ledger(cfg.checkpoint_dir, enabled=False)
-        )
         trainer.build()
         accelerators = [
             d.name.replace("/physical_device:", "")

@@ -16,7 +16,15 @@ from spottrain import exits, fileio
 from spottrain import ledger as ledger_lib
 from spottrain.exits import ConfigError, TrainerExit
 from spottrain.storage import is_local, url_problem
-from spottrain.trainer import checkpointing, config, distribution, fit_end, task_api, task_loader
+from spottrain.trainer import (
+    checkpointing,
+    config,
+    distribution,
+    fit_end,
+    process_setup,
+    task_api,
+    task_loader,
+)
 from spottrain.trainer.train_lib import Trainer
 
 log = logging.getLogger("trainer")
@@ -58,10 +66,34 @@ def _quick_checks(cfg: config.TrainConfig, cluster: distribution.Cluster, *, sto
 def validate_all(cfg: config.TrainConfig, cluster: distribution.Cluster) -> task_api.Task:
     """Fast checks, in order of cost, then the task is loaded and prepared; raises ConfigError."""
     _quick_checks(cfg, cluster, storage=True)
+    return _validate_task(cfg, cluster)
+
+
+def _validate_task(cfg: config.TrainConfig, cluster: distribution.Cluster) -> task_api.Task:
     task = load_and_prepare(cfg)
     task_part = task_loader.call_task(f"--task {cfg.task}: compatibility()", task.compatibility)
     checkpointing.check_run_config(cfg, cluster, task_part)
     return task
+
+
+def start_trainer(cfg, cluster, ledger, stop=None, lease=None) -> Trainer:
+    """Fast checks, then TensorFlow's settings and the strategy, then the task; raises.
+
+    The task is built and prepared only once TensorFlow is configured and the gang
+    formed (:mod:`spottrain.trainer.process_setup`), and so is its module imported
+    when it creates TensorFlow objects at import (a vocabulary's ``StringLookup``):
+    such a module then trains, with and without ``--threads``, on any number of
+    workers. Any other module is imported first (``task_loader.preload``), so that one
+    that does not import or lacks its class fails at once, peers or not.
+    """
+    _quick_checks(cfg, cluster, storage=True)
+    process_setup.seed(cfg)  # a module-level np.random draw: the same in every process
+    if not task_loader.preload(cfg.task, cfg.task_args):
+        log.info("--task %s creates TensorFlow objects at import: imported after set-up", cfg.task)
+    trainer = Trainer(cfg, cluster, None, ledger, stop=stop, lease=lease)
+    trainer.start()
+    trainer.task = _validate_task(cfg, cluster)
+    return trainer
 
 
 def load_and_prepare(cfg: config.TrainConfig) -> task_api.Task:
@@ -231,11 +263,10 @@ def run(argv: list[str], environ: dict | None = None, stop=None) -> int:
             # Before anything is written into the checkpoint dir (ledger, run config,
             # FATAL.json). The supervisor's check() refused bad flags already.
             lease = checkpointing.acquire_lease(cfg, cluster)
-        task = validate_all(cfg, cluster)
-        trainer = Trainer(cfg, cluster, task, ledger, stop=stop, lease=lease)
+        trainer = start_trainer(cfg, cluster, ledger, stop=stop, lease=lease)
         trainer.build()
         final_step = trainer.train()
-        fit_end.finalize(task, trainer.model)  # after the final save: fit's EMA weights
+        fit_end.finalize(trainer.task, trainer.model)  # after the final save: fit's EMA weights
         metrics = trainer.evaluate()
         summary = trainer.export(final_step, metrics)
         log.info("done: %s", json.dumps({k: v for k, v in summary.items() if k != "class_names"}))

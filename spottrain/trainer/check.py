@@ -5,9 +5,9 @@ it loads the task with the run's flags, runs its ``prepare()``, builds its model
 optimizers and runs the run's own compiled step (the engine's, or the task's own
 ``train_step``) once on the batch of step 1 from its input pipeline (one replica, one
 worker; :mod:`spottrain.trainer.task_calls` checks each call as a run does), and
-probes whether a resume would reproduce the
-batches (:mod:`spottrain.trainer.resume_probe`; a failed probe fails the check only
-with ``--deterministic``). Nothing is trained and nothing is written:
+probes whether a resume would be bit-identical: its batches, and the random state
+of its traced step (:mod:`spottrain.trainer.resume_probe`; a failed probe fails the
+check only with ``--deterministic``). Nothing is trained and nothing is written:
 no checkpoint, ledger record, run config or ``FATAL.json`` (so the output dirs
 may be left out). It prints one line and
 exits 0, or names the problem in one line and exits 64.
@@ -41,6 +41,11 @@ def _check(cfg: config.TrainConfig) -> str:
     from spottrain.trainer import attempt
 
     config.validate(cfg, outputs=False)
+    from spottrain.trainer import process_setup
+
+    # As a run does before it imports the task's module (its TensorFlow objects at import).
+    process_setup.configure(cfg)
+    process_setup.seed(cfg)
     task = attempt.load_and_prepare(cfg)
     import keras
     import numpy as np
@@ -71,7 +76,8 @@ def _check(cfg: config.TrainConfig) -> str:
     )
     zero = tf.constant(0.0)
     try:
-        loss = float(np.asarray(fns.make_train_next(iter(dataset))(zero, zero))[0])
+        step_fn = fns.make_train_next(iter(dataset))
+        loss = float(np.asarray(step_fn(zero, zero))[0])
     except (StopIteration, tf.errors.OutOfRangeError):
         raise ConfigError("the task's train_dataset() is empty at step 1") from None
     except TrainerExit:
@@ -95,11 +101,11 @@ def _check(cfg: config.TrainConfig) -> str:
 
     problem = task_loader.call_task(
         "the task's train_dataset()", resume_probe.probe, task, context, batch, cfg.seed, total
-    )
+    ) or resume_probe.step_problem(step_fn.graph)
     if problem and cfg.deterministic:
         raise ConfigError(f"--deterministic: {problem}")
     resumes = (
-        "resumes reproduce the batches (steps read from step 0 and from a resume agree)"
+        f"resumes are bit-identical as far as checked: {resume_probe.checked(total)}"
         if not problem
         else f"resumes are exact in steps but not bit-identical: {problem}"
     )

@@ -40,11 +40,21 @@ def probe(task, context: Any, global_batch: int, seed: int, total_steps: int) ->
     count = min(PROBE_STEPS, total_steps - step)
     local = max(1, context.num_replicas_in_sync // context.num_input_pipelines)
 
+    state = _GlobalRandomState()
+
     def elements(start: int, skip_steps: int) -> list:
+        # Each pipeline from the same global random state: a resumed process builds
+        # its pipeline after the same draws as an uninterrupted one (both seeded by
+        # --seed first, spottrain.trainer.process_setup.seed), so an unseeded
+        # np.random.shuffle in examples() reads the same order in both.
+        state.restore()
         ds = task.train_dataset(TrainInput(context, global_batch, seed, start, total_steps))
         return list(ds.skip(skip_steps * local).take(count * local).as_numpy_iterator())
 
-    from_zero, from_step = elements(0, step), elements(step, 0)
+    try:
+        from_zero, from_step = elements(0, step), elements(step, 0)
+    finally:
+        state.restore()  # the probe leaves the run's random state as it found it
     for k in range(count):
         a, b = from_zero[k * local : (k + 1) * local], from_step[k * local : (k + 1) * local]
         if len(a) != local or len(b) != local:
@@ -63,7 +73,100 @@ def probe(task, context: Any, global_batch: int, seed: int, total_steps: int) ->
     return None
 
 
+class _GlobalRandomState:
+    """The process's global generators as they are now, to put back (see ``probe``).
+
+    Python's ``random``, NumPy's global ``np.random`` and TensorFlow's source of op
+    seeds for ops without one (``Context._internal_operation_seed`` draws from
+    ``Context._rng``, set by ``tf.random.set_seed``: an unseeded ``shuffle`` in a
+    pipeline takes its seed from it; ``tensorflow/python/eager/context.py``).
+    """
+
+    def __init__(self):
+        import random
+
+        import numpy as np
+        from tensorflow.python.eager import context
+
+        self._python, self._numpy = random.getstate(), np.random.get_state()
+        rng = getattr(context.context(), "_rng", None)
+        self._tf = (rng, rng.getstate()) if rng is not None else None
+
+    def restore(self) -> None:
+        import random
+
+        import numpy as np
+
+        random.setstate(self._python)
+        np.random.set_state(self._numpy)
+        if self._tf is not None:
+            self._tf[0].setstate(self._tf[1])
+
+
 def _floats(x) -> bool:
     import numpy as np
 
     return np.issubdtype(np.asarray(x).dtype, np.floating)
+
+
+# TensorFlow's stateful random ops: each kernel keeps its generator's position to
+# itself (a GuardedPhiloxRandom, tensorflow/core/kernels/random_op.cc and
+# random_shuffle_op.cc), which no checkpoint holds, so a resumed process draws from
+# the start again (or, unseeded, from anywhere): tf.random.normal/uniform/
+# truncated_normal/shuffle/gamma/poisson/categorical without a stateless_ twin.
+# Keras 3's keras.random ops are stateless ones fed from a SeedGenerator's variable
+# (keras/src/backend/tensorflow/random.py, tf_draw_seed), which the engine saves.
+STATEFUL_RANDOM_OPS = frozenset(
+    {
+        "RandomUniform",
+        "RandomUniformInt",
+        "RandomStandardNormal",
+        "TruncatedNormal",
+        "ParameterizedTruncatedNormal",
+        "RandomShuffle",
+        "RandomGamma",
+        "RandomPoisson",
+        "RandomPoissonV2",
+        "Multinomial",
+        "RandomCrop",
+    }
+)
+
+
+def stateful_random_ops(graph) -> list[tuple[str, str]]:
+    """``(op type, node name)`` of the stateful random ops in a traced step's graph.
+
+    Searches the graph and every function in its library (a model's or train_step's
+    nested tf.functions, while-loop and cond bodies are functions there).
+    """
+    graph_def = graph.as_graph_def()
+    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
+    return sorted({(n.op, n.name) for n in nodes if n.op in STATEFUL_RANDOM_OPS})
+
+
+def step_problem(graph) -> str | None:
+    """``None`` when the traced step draws from no stateful random op, else what it draws."""
+    found = stateful_random_ops(graph)
+    if not found:
+        return None
+    kinds = sorted({op for op, _ in found})
+    return (
+        f"the step draws from stateful random ops ({', '.join(kinds)}, e.g. {found[0][1]!r}), "
+        "whose position no checkpoint keeps, so a resumed run draws other numbers: use "
+        "keras.random.* with a keras.random.SeedGenerator of the model's (saved with it) "
+        "or tf.random.stateless_*"
+    )
+
+
+def checked(total_steps: int) -> str:
+    """What :func:`probe` and :func:`step_problem` checked, for ``--check``'s line."""
+    step = min(PROBE_STEP, total_steps - 1)
+    count = min(PROBE_STEPS, total_steps - step)
+    if step < 1:
+        return "the step draws from no stateful random op (a run too short to probe batches)"
+    return (
+        f"the batches of steps {step + 1}-{step + count} read from step 0 and from a resume "
+        f"at step {step} agree (each pipeline built from the same global random state, as "
+        "in a fresh process), and the traced step holds no stateful random op (tf.random.*"
+        " without stateless_)"
+    )

@@ -168,6 +168,21 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
         # input wait and the step apart.
         return run_step(batch, stop_local, save_local)
 
+    def resumable(concrete):
+        """``concrete``, unless ``--deterministic`` and a resume would not repeat its draws.
+
+        Refused before the step's first run: its stateful random ops
+        (:func:`spottrain.trainer.resume_probe.step_problem`), one line as in ``--check``.
+        """
+        if cfg.deterministic:
+            from spottrain.exits import ConfigError
+            from spottrain.trainer import resume_probe
+
+            problem = resume_probe.step_problem(concrete.graph)
+            if problem:
+                raise ConfigError(f"--deterministic: {problem}")
+        return concrete
+
     def make_train_next(iterator):
         """The step that fetches its own batch from ``iterator`` (captured, not an argument).
 
@@ -187,7 +202,7 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
         # polymorphic function's per-call dispatch (its cache lookup over the
         # captures) would cost another ~0.2 ms a step.
         scalar = tf.TensorSpec([], tf.float32)
-        return step.get_concrete_function(scalar, scalar)
+        return resumable(step.get_concrete_function(scalar, scalar))
 
     def make_train_loop(iterator):
         """Up to ``n`` steps in one call, each fetching its batch from ``iterator``.
@@ -217,6 +232,6 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
             return tf.concat([tf.stack([tf.cast(done, tf.float32), first]), out], 0)
 
         scalar = tf.TensorSpec([], tf.float32)
-        return loop.get_concrete_function(tf.TensorSpec([], tf.int32), scalar, scalar)
+        return resumable(loop.get_concrete_function(tf.TensorSpec([], tf.int32), scalar, scalar))
 
     return StepFunctions(train_step, make_train_next, make_train_loop, xla)

@@ -5,6 +5,7 @@ Kept apart from :mod:`spottrain.trainer.task_api`, which is what task authors re
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 from typing import Any
@@ -95,11 +96,40 @@ def _user_line(error: BaseException) -> str:
     return f" ({frame.filename}, line {frame.lineno})" if frame else ""
 
 
-def load_task(spec: str, args_json: str, cfg) -> Task:
-    """Imports ``module:Class`` and builds it; one ``ConfigError`` line for each way it fails."""
-    module_name, class_name, args = check_spec(spec, args_json)
+class StartsTensorFlow(BaseException):
+    """The task's module started TensorFlow while :func:`preload` imported it.
+
+    A ``BaseException``: the module's own ``except Exception`` must not swallow it.
+    """
+
+
+@contextlib.contextmanager
+def _tensorflow_not_started():
+    """Raises :class:`StartsTensorFlow` where code would start TensorFlow's eager context.
+
+    Every path that creates the context goes through ``Context.ensure_initialized``
+    (TF 2.21 ``tensorflow/python/eager/context.py``: the only caller of
+    ``TFE_NewContext``); a tensor, a variable or a layer's weights call it first.
+    """
+    from tensorflow.python.eager import context
+
+    original = context.Context.ensure_initialized
+
+    def guarded(self):
+        if not self._initialized:
+            raise StartsTensorFlow
+        return original(self)
+
+    context.Context.ensure_initialized = guarded
     try:
-        module = importlib.import_module(module_name)
+        yield
+    finally:
+        context.Context.ensure_initialized = original
+
+
+def _import(spec: str, module_name: str):
+    try:
+        return importlib.import_module(module_name)
     except Exception as e:  # noqa: BLE001 - the user's module raised while importing
         where = _user_line(e)
         if isinstance(e, ImportError):
@@ -108,6 +138,9 @@ def load_task(spec: str, args_json: str, cfg) -> Task:
             text = e.msg if isinstance(e, SyntaxError) else e  # its str() repeats the line
             what = f"importing {module_name!r} raised {type(e).__name__}: {text}"
         raise ConfigError(f"--task {spec!r}: {what}{where}") from None
+
+
+def _task_class(spec: str, module, module_name: str, class_name: str) -> type:
     cls = getattr(module, class_name, None)
     if cls is None:
         raise ConfigError(f"--task {spec!r}: {module_name!r} has no {class_name!r}")
@@ -123,6 +156,40 @@ def load_task(spec: str, args_json: str, cfg) -> Task:
     missing = [name for name in required if getattr(cls, name) is getattr(base, name)]
     if missing:
         raise ConfigError(f"--task {spec!r} does not implement {', '.join(missing)}")
+    return cls
+
+
+def preload(spec: str, args_json: str) -> bool:
+    """Imports the task's module and checks its class, before TensorFlow is configured.
+
+    So a module that does not import, or lacks its class, fails at once, before the
+    gang forms (a peer that never comes cannot hold it up). A module that starts
+    TensorFlow while it is imported (a module-level ``StringLookup``) is stopped there
+    and taken out of ``sys.modules`` (importlib removes a module whose code raised):
+    it is imported again, whole, by :func:`load_task` once TensorFlow is configured
+    (:mod:`spottrain.trainer.process_setup`); its top-level code up to its first
+    TensorFlow object then runs twice.
+
+    Returns:
+        Whether the module is imported (``False``: it starts TensorFlow).
+
+    Raises:
+        ConfigError: the one line :func:`load_task` would raise.
+    """
+    module_name, class_name, _ = check_spec(spec, args_json)
+    try:
+        with _tensorflow_not_started():
+            module = _import(spec, module_name)
+    except StartsTensorFlow:
+        return False
+    _task_class(spec, module, module_name, class_name)
+    return True
+
+
+def load_task(spec: str, args_json: str, cfg) -> Task:
+    """Imports ``module:Class`` and builds it; one ``ConfigError`` line for each way it fails."""
+    module_name, class_name, args = check_spec(spec, args_json)
+    cls = _task_class(spec, _import(spec, module_name), module_name, class_name)
     try:
         return cls(args, cfg)
     except ConfigError:

@@ -97,12 +97,16 @@ class Trainer:
         self.step_times: collections.deque = collections.deque(maxlen=10_000)
         # Seconds and steps of the calls after the first: the ledger's seconds_per_step.
         self.steady = [0.0, 0]
+        self.started_runtime = False  # start() ran: TensorFlow configured, strategy made
 
     # -- set-up -------------------------------------------------------------
-    def build(self) -> None:
-        """Creates the strategy, data pipelines, model, optimizer and restores state."""
-        import keras
-        import tensorflow as tf
+    def start(self) -> None:
+        """Opens the attempt's record, configures TensorFlow and creates the strategy.
+
+        Before the task's module is imported (:mod:`spottrain.trainer.process_setup`):
+        its module-level TensorFlow objects then start a context already configured.
+        """
+        from spottrain.trainer import process_setup
 
         cfg = self.cfg
         self.heartbeat.dump_path(
@@ -114,13 +118,7 @@ class Trainer:
         self.resumes_from = found[0][0] if found else 0  # until restored (start_step)
         self.ledger.begin(self.resumes_from)
         self.phases.opened()  # a notice heard before now ends the attempt here
-        if cfg.threads:
-            tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
-            tf.config.threading.set_inter_op_parallelism_threads(cfg.threads)
-        if cfg.deterministic:
-            # GPU kernels (cuDNN, atomics in reductions) may otherwise sum in any order;
-            # an op without a deterministic kernel then fails instead of drifting.
-            tf.config.experimental.enable_op_determinism()
+        process_setup.configure(cfg)
         replicas = _expected_replicas(self.cluster)
         self.global_batch = config.global_batch(cfg, replicas)  # fails before MWMS starts
         self.phases.starting(
@@ -130,9 +128,21 @@ class Trainer:
         # After the strategy, whose own SIGTERM handler this replaces: the trainer
         # process blocked the notice until now (spottrain.trainer.task).
         self.stop.install()
-        self.phases.starting("while the model was built")
+        self.phases.starting("while the task was loaded")
         # GCE's metadata notice can come before the SIGTERM (it says whether it watches).
         metadata_notice.watch(self.stop.set)
+        process_setup.seed(cfg)  # before the task's module draws at import
+        self.started_runtime = True
+
+    def build(self) -> None:
+        """Creates the data pipelines, model and optimizer and restores state (after start)."""
+        import keras
+        import tensorflow as tf
+
+        if not self.started_runtime:
+            self.start()
+        cfg = self.cfg
+        self.phases.starting("while the model was built")
         self.replicas = self.strategy.num_replicas_in_sync
         self.global_batch = config.global_batch(cfg, self.replicas)
         if cfg.train_steps:
