@@ -88,11 +88,21 @@ def start_trainer(cfg, cluster, ledger, stop=None, lease=None) -> Trainer:
     """
     _quick_checks(cfg, cluster, storage=True)
     process_setup.seed(cfg)  # a module-level np.random draw: the same in every process
+    task = None
     if not task_loader.preload(cfg.task, cfg.task_args):
         log.info("--task %s creates TensorFlow objects at import: imported after set-up", cfg.task)
-    trainer = Trainer(cfg, cluster, None, ledger, stop=stop, lease=lease)
+    else:
+        # Prepared before the gang forms (a bad value costs no GPU time and no strategy)
+        # unless prepare() itself starts TensorFlow: then again after the set-up.
+        try:
+            with task_loader.tensorflow_not_started():
+                task = _validate_task(cfg, cluster)
+        except task_loader.StartsTensorFlow:
+            log.info("--task %s: prepare() starts TensorFlow: prepared after set-up", cfg.task)
+    trainer = Trainer(cfg, cluster, task, ledger, stop=stop, lease=lease)
     trainer.start()
-    trainer.task = _validate_task(cfg, cluster)
+    if trainer.task is None:
+        trainer.task = _validate_task(cfg, cluster)
     return trainer
 
 

@@ -104,7 +104,7 @@ class StartsTensorFlow(BaseException):
 
 
 @contextlib.contextmanager
-def _tensorflow_not_started():
+def tensorflow_not_started():
     """Raises :class:`StartsTensorFlow` where code would start TensorFlow's eager context.
 
     Every path that creates the context goes through ``Context.ensure_initialized``
@@ -178,7 +178,7 @@ def preload(spec: str, args_json: str) -> bool:
     """
     module_name, class_name, _ = check_spec(spec, args_json)
     try:
-        with _tensorflow_not_started():
+        with tensorflow_not_started():
             module = _import(spec, module_name)
     except StartsTensorFlow:
         return False
