@@ -28,6 +28,7 @@ from spottrain.trainer import (
     config,
     distribution,
     export,
+    fit_loop,
     fit_step,
     metadata_notice,
     nan_inputs,
@@ -161,11 +162,13 @@ class Trainer:
                     self.task, self.model, cfg
                 )
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        self.fit_loop = fit_loop.make(self.task, self.model)  # a KerasTask's epochs, callbacks
         # The step's optimizer where checkpoints have always kept it (the engine's, or a
         # compiled one), and any others by name (a task's own, a GAN model's two).
         others = {k: v for k, v in self.optimizers.items() if v is not self.optimizer}
         trackables = {"optimizer": self.optimizer} if self.optimizer is not None else {}
         trackables.update({"optimizers": others} if others else {})
+        trackables.update({"fit_loop": self.fit_loop.variable} if self.fit_loop else {})
         ckpt = tf.train.Checkpoint(
             model=self.model,
             step=self.step_var,
@@ -206,6 +209,11 @@ class Trainer:
             )
         )  # fmt: skip
         self.xla = self.steps.xla
+        if self.fit_loop:
+            self.fit_loop.configure(
+                cfg, self.cluster, self.strategy, self.global_batch, self.total_steps,
+                self.steps.metric_names,
+            )  # fmt: skip
         self.writer = (
             tf.summary.create_file_writer(cfg.tensorboard_dir)
             if self.cluster.is_chief and cfg.tensorboard_dir
@@ -240,6 +248,8 @@ class Trainer:
         if wait:
             self.heartbeat.saving()
         self.step_var.assign(step)
+        if self.fit_loop:
+            self.fit_loop.saving()
         self.history.saved(step, loss, self.cfg.keep_checkpoints)
         # At once, not within the ledger's interval: a kill during the save would
         # otherwise leave a record seconds of steps behind the step being saved.
@@ -322,8 +332,13 @@ class Trainer:
             flush=True,
         )
         self.heartbeat.start(self.start_step)
-        if self.start_step == self.total_steps:
-            log.info("checkpoint already at the final step %d", self.total_steps)
+        fit = self.fit_loop
+        if fit:
+            fit.begin(self.start_step, self.writer)
+        if self.start_step == self.total_steps or (fit and fit.stopped):
+            log.info("checkpoint already at the final step %d", self.start_step)
+            if fit:
+                fit.end()
             self.heartbeat.done()
             self.phases.enter(notice_phase.FINISHING)
             return self.start_step
@@ -346,12 +361,14 @@ class Trainer:
             self.steps, iterator, on_step,
             cfg=cfg, total_steps=self.total_steps, stop=self.stop,
             multi_worker=self.cluster.multi_worker, agree=self._agreed_mean,
-            blame=self.blame, step_error=self.step_error,
+            blame=self.blame, step_error=self.step_error, epoch_steps=fit.spe if fit else 0,
         )  # fmt: skip
         loop = calls.LoopState(step=self.start_step, last_log_step=self.start_step)
         self.first_step_seconds = None
         while loop.step < self.total_steps:
             self._check_lease(loop.step)
+            if fit:
+                fit.before_call(loop.step)
             call = caller.run(loop)
             if self.phases.phase == notice_phase.STARTING:
                 self.phases.enter(notice_phase.TRAINING)  # a step is done: a notice saves
@@ -359,7 +376,12 @@ class Trainer:
             self._record(call, loop, on_step)
             self._guard_nan(loop.step, call.loss)
             self._log(call, loop)
+            if fit and fit.after_call(call, loop.step):  # a callback stopped the run
+                self._save(loop.step, call.loss, "stopped early", wait=True)
+                break
             self._act_on_votes(call, loop, caller.ahead)
+        if fit:
+            fit.end()
         self.heartbeat.done()  # evaluation and export are bounded and not steps
         self.phases.enter(notice_phase.FINISHING)  # the final save is complete
         return loop.step
@@ -419,10 +441,15 @@ class Trainer:
         now = time.monotonic()
         rate = (step - loop.last_log_step) / max(now - loop.last_log, 1e-9)
         loop.last_log, loop.last_log_step = now, step
-        print(f"step {step}/{self.total_steps} loss={call.loss:.4f} {rate:.1f} steps/s", flush=True)
+        logs = self.fit_loop.step_logs(call) if self.fit_loop else {}
+        shown = "".join(f" {k}={v:.4f}" for k, v in logs.items())
+        line = f"step {step}/{self.total_steps} loss={call.loss:.4f}{shown} {rate:.1f} steps/s"
+        print(line, flush=True)
         if self.writer:
             with self.writer.as_default(step=step):
                 tf.summary.scalar("loss", call.loss)
+                for key, value in logs.items():
+                    tf.summary.scalar(key, value)
                 tf.summary.scalar("steps_per_second", rate)
 
     def _act_on_votes(self, call: calls.Call, loop: calls.LoopState, ahead: bool) -> None:
@@ -510,8 +537,15 @@ class Trainer:
 
     # -- the end --------------------------------------------------------------
     def evaluate(self) -> dict:
-        """The task's validation metrics (each worker computes them on the whole split)."""
-        return self.task.evaluate(self.model, max(64, self.global_batch))
+        """The task's validation metrics (each worker computes them on the whole split).
+
+        With fit's validation (``FitArgs.validation_data``), its last logs. A failing
+        ``evaluate()`` (``model.evaluate`` under MultiWorkerMirroredStrategy fails in
+        Keras 3) is one line; the model is exported all the same.
+        """
+        from spottrain.trainer import fit_evaluate
+
+        return fit_evaluate.metrics(self.task, self.model, self.global_batch, self.fit_loop)
 
     def export(self, final_step: int, metrics: dict) -> dict:
         """Saves the model and a JSON summary to the model dir (chief; workers to temp)."""
@@ -538,6 +572,7 @@ class Trainer:
             "num_workers": self.cluster.num_workers,
             "replicas": self.replicas,
             **self.task.summary(),
+            **(self.fit_loop.summary() if self.fit_loop else {}),
             "seconds": round(time.monotonic() - self.started, 2),
             "exported": written["written"],
             **({"not_exported": written["not_written"]} if written["not_written"] else {}),

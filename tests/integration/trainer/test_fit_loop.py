@@ -1,0 +1,88 @@
+"""fit's loop around the step on a 2-worker gang: epochs, metrics, validation, callbacks.
+
+A preempted and resumed run makes the decisions of an uninterrupted one (the learning
+rate ReduceLROnPlateau sets each epoch, the epoch EarlyStopping stops at) and ends
+with its weights; the epoch lines show accuracy and the validation's metrics.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import keras
+import numpy as np
+import pytest
+from trainer_helpers import ledger, summary
+
+from spottrain import exits
+from spottrain.trainer import launch
+
+CALLBACKS = ["plateau", "stop", "record"]
+
+
+def _args(out, **task_args):
+    settings = {"callbacks": CALLBACKS, "record": str(out / "record"), **task_args}
+    return [
+        "--task", "tests.fit_loop_task:FitUser", "--task-args", json.dumps(settings),
+        "--train-steps", "300", "--batch-size-per-replica", "16", "--save-every-steps", "1000",
+        "--log-every-steps", "15", "--threads", "1", "--deterministic",
+        "--checkpoint-dir", str(out / "checkpoints"), "--model-dir", str(out / "model"),
+        "--tensorboard-dir", str(out / "tb"),
+    ]  # fmt: skip
+
+
+def _run(out, **kw):
+    stream = io.StringIO()
+    result = launch.ProcessLauncher(2, _args(out), stream=stream, **kw).run()
+    return result, stream.getvalue()
+
+
+def _weights(out):
+    return keras.models.load_model(out / "model" / "model.keras", compile=False).get_weights()
+
+
+def _records(out, worker):
+    return [json.loads(line) for line in (out / f"record.{worker}").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_a_resumed_run_decides_as_an_uninterrupted_one(tmp_path):
+    clean = tmp_path / "clean"
+    result, text = _run(clean)
+    assert result.code == 0, text[-3000:]
+    s = summary(clean)
+    assert s["stopped_early"] and s["final_step"] == 15 * s["stopped_epoch"] < 300, s
+    # The epoch lines: fit's logs, the validation's and the learning rate, on every worker.
+    epochs = re.findall(r"\[(\w+-\d)\] epoch (\d+)/20 (.*)", text)
+    assert len(epochs) == 2 * s["stopped_epoch"], text[-3000:]
+    for _, _, line in epochs:
+        assert re.fullmatch(
+            r"loss=\S+ accuracy=\S+ val_loss=\S+ val_accuracy=\S+ learning_rate=\S+", line
+        ), line
+    assert len(set(s["history"]["learning_rate"])) > 1, s  # ReduceLROnPlateau acted
+    assert "accuracy=" in re.search(r"\] step 15/300 .*", text).group(0)
+
+    hit = tmp_path / "hit"
+    first, text = _run(hit, preempt_at_step=40, signal_name="TERM", seed=0)
+    assert set(first.worker_codes.values()) == {exits.PREEMPTED}, text[-3000:]
+    assert ledger(hit)[0]["saved_step"] % 15, "the notice came at an epoch's end"
+    second, text = _run(hit)
+    assert second.code == 0, text[-3000:]
+    resumed = summary(hit)
+    for key in ("history", "final_step", "stopped_epoch"):
+        assert resumed[key] == s[key], key
+    # The user's callback saw the same logs and learning rates, and kept its own count.
+    for worker in ("chief-0", "worker-0"):
+        assert _records(hit, worker) == _records(clean, worker)
+    for a, b in zip(_weights(hit), _weights(clean), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+    # Stopped early is finished: a retry trains no step and exports the same model.
+    again, text = _run(hit)
+    assert again.code == 0, text[-3000:]
+    assert ledger(hit)[-1]["start_step"] == s["final_step"]
+    assert not re.search(r"\] step \d+/300", text), text[-3000:]
+    for a, b in zip(_weights(hit), _weights(clean), strict=True):
+        np.testing.assert_array_equal(a, b)
