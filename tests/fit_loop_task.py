@@ -87,6 +87,8 @@ class FitUser(KerasTask):
                 callbacks.append(keras.callbacks.CSVLogger(self.args["csv"]))
             elif name == "record":
                 callbacks.append(Recorder(f"{self.args['record']}.{_worker()}"))
+            elif name == "tensorboard":  # writes into --tensorboard-dir instead
+                callbacks.append(keras.callbacks.TensorBoard(self.args["elsewhere"]))
             elif name == "checkpoint":
                 callbacks.append(keras.callbacks.ModelCheckpoint("/tmp/m.keras"))
         validation = _data(self.args.get("val", 150), 1) if self.args.get("val", 150) else None

@@ -36,10 +36,44 @@ log = logging.getLogger("trainer")
 
 
 def make(task, model):
-    """The loop around ``task``'s step, or None (a task with a step of its own)."""
-    if not task.fit_step():
-        return None
-    return FitLoop(task, model)
+    """The loop around ``task``'s step (a task with a step of its own: :class:`NoLoop`)."""
+    return FitLoop(task, model) if task.fit_step() else NoLoop()
+
+
+class NoLoop:
+    """A task's own step: no epochs, callbacks or validation of fit's; the engine's loop."""
+
+    spe, stopped = 0, None
+
+    def trackables(self) -> dict:  # noqa: D102 - see FitLoop
+        return {}
+
+    def configure(self, trainer) -> None:  # noqa: D102 - see FitLoop
+        pass
+
+    def begin(self, start_step: int, writer) -> None:  # noqa: D102 - see FitLoop
+        pass
+
+    def before_call(self, step: int) -> None:  # noqa: D102 - see FitLoop
+        pass
+
+    def after_call(self, call, step: int) -> bool:  # noqa: D102 - see FitLoop
+        return False
+
+    def step_logs(self, call) -> dict:  # noqa: D102 - see FitLoop
+        return {}
+
+    def saving(self) -> None:  # noqa: D102 - see FitLoop
+        pass
+
+    def end(self) -> None:  # noqa: D102 - see FitLoop
+        pass
+
+    def summary(self) -> dict:  # noqa: D102 - see FitLoop
+        return {}
+
+    def metrics(self) -> dict:  # noqa: D102 - see FitLoop
+        return {}
 
 
 class FitLoop:
@@ -60,9 +94,15 @@ class FitLoop:
         self.writer = None
         self.epoch_begun = -1
 
-    def configure(self, cfg, cluster, strategy, global_batch: int, total_steps: int, names):
-        """After the step functions exist: the plan, validation and callbacks (the strategy's)."""
-        self.cfg, self.names = cfg, names
+    def trackables(self) -> dict:
+        """What the engine's ``tf.train.Checkpoint`` keeps of it."""
+        return {"fit_loop": self.variable}
+
+    def configure(self, trainer) -> None:
+        """After the trainer's step functions exist: the plan, validation and callbacks."""
+        cfg, cluster, strategy = trainer.cfg, trainer.cluster, trainer.strategy
+        self.names = trainer.steps.metric_names  # filled when the step is traced
+        total_steps, global_batch = trainer.total_steps, trainer.global_batch
         self.plan = fit_plan.plan(self.task, self.fit, global_batch, total_steps, cfg.epochs)
         self.spe = self.plan.steps_per_epoch
         data = self.plan.validation_data
@@ -194,6 +234,28 @@ class FitLoop:
     def metrics(self) -> dict[str, float]:
         """The last validation's logs (the run's KFP metrics when the task has none)."""
         return {k: v[-1] for k, v in self.history.items() if k.startswith("val_") and v}
+
+
+def check(task, model, strategy, cfg) -> str:
+    """``--check``: fit's callbacks and validation as a run would take them, one phrase."""
+    if not task.fit_step():
+        return ""
+    fit = call_task(f"{type(task).__name__}.fit()", task.fit)
+    callbacks = fit_callbacks.build(
+        fit.callbacks, model, is_chief=True, tensorboard_dir=cfg.tensorboard_dir,
+        resumed=False, params={},
+    )  # fmt: skip
+    names = [type(cb).__name__ for cb in callbacks.callbacks if type(cb).__name__ != "History"]
+    said = f"; callbacks {', '.join(names)}" if names else ""
+    if fit.validation_data is not None:
+        fit_validation.should_run(0, fit.validation_freq)
+        size = fit.validation_batch_size or fit.batch_size or cfg.batch_size_per_replica
+        validation = fit_validation.Validation(
+            model, strategy, fit.validation_data, size, fit.validation_steps
+        )
+        logs = validation.run()
+        said += "; validation " + " ".join(f"{k}={v:.4g}" for k, v in logs.items())
+    return said
 
 
 def _learning_rate(model) -> float | None:

@@ -168,7 +168,7 @@ class Trainer:
         others = {k: v for k, v in self.optimizers.items() if v is not self.optimizer}
         trackables = {"optimizer": self.optimizer} if self.optimizer is not None else {}
         trackables.update({"optimizers": others} if others else {})
-        trackables.update({"fit_loop": self.fit_loop.variable} if self.fit_loop else {})
+        trackables.update(self.fit_loop.trackables())
         ckpt = tf.train.Checkpoint(
             model=self.model,
             step=self.step_var,
@@ -209,11 +209,7 @@ class Trainer:
             )
         )  # fmt: skip
         self.xla = self.steps.xla
-        if self.fit_loop:
-            self.fit_loop.configure(
-                cfg, self.cluster, self.strategy, self.global_batch, self.total_steps,
-                self.steps.metric_names,
-            )  # fmt: skip
+        self.fit_loop.configure(self)  # its plan, validation and callbacks
         self.writer = (
             tf.summary.create_file_writer(cfg.tensorboard_dir)
             if self.cluster.is_chief and cfg.tensorboard_dir
@@ -248,8 +244,7 @@ class Trainer:
         if wait:
             self.heartbeat.saving()
         self.step_var.assign(step)
-        if self.fit_loop:
-            self.fit_loop.saving()
+        self.fit_loop.saving()
         self.history.saved(step, loss, self.cfg.keep_checkpoints)
         # At once, not within the ledger's interval: a kill during the save would
         # otherwise leave a record seconds of steps behind the step being saved.
@@ -333,12 +328,10 @@ class Trainer:
         )
         self.heartbeat.start(self.start_step)
         fit = self.fit_loop
-        if fit:
-            fit.begin(self.start_step, self.writer)
-        if self.start_step == self.total_steps or (fit and fit.stopped):
+        fit.begin(self.start_step, self.writer)
+        if self.start_step == self.total_steps or fit.stopped:
             log.info("checkpoint already at the final step %d", self.start_step)
-            if fit:
-                fit.end()
+            fit.end()
             self.heartbeat.done()
             self.phases.enter(notice_phase.FINISHING)
             return self.start_step
@@ -361,14 +354,13 @@ class Trainer:
             self.steps, iterator, on_step,
             cfg=cfg, total_steps=self.total_steps, stop=self.stop,
             multi_worker=self.cluster.multi_worker, agree=self._agreed_mean,
-            blame=self.blame, step_error=self.step_error, epoch_steps=fit.spe if fit else 0,
+            blame=self.blame, step_error=self.step_error, epoch_steps=fit.spe,
         )  # fmt: skip
         loop = calls.LoopState(step=self.start_step, last_log_step=self.start_step)
         self.first_step_seconds = None
         while loop.step < self.total_steps:
             self._check_lease(loop.step)
-            if fit:
-                fit.before_call(loop.step)
+            fit.before_call(loop.step)
             call = caller.run(loop)
             if self.phases.phase == notice_phase.STARTING:
                 self.phases.enter(notice_phase.TRAINING)  # a step is done: a notice saves
@@ -376,12 +368,11 @@ class Trainer:
             self._record(call, loop, on_step)
             self._guard_nan(loop.step, call.loss)
             self._log(call, loop)
-            if fit and fit.after_call(call, loop.step):  # a callback stopped the run
+            if fit.after_call(call, loop.step):  # a callback stopped the run
                 self._save(loop.step, call.loss, "stopped early", wait=True)
                 break
             self._act_on_votes(call, loop, caller.ahead)
-        if fit:
-            fit.end()
+        fit.end()
         self.heartbeat.done()  # evaluation and export are bounded and not steps
         self.phases.enter(notice_phase.FINISHING)  # the final save is complete
         return loop.step
@@ -441,7 +432,7 @@ class Trainer:
         now = time.monotonic()
         rate = (step - loop.last_log_step) / max(now - loop.last_log, 1e-9)
         loop.last_log, loop.last_log_step = now, step
-        logs = self.fit_loop.step_logs(call) if self.fit_loop else {}
+        logs = self.fit_loop.step_logs(call)
         shown = "".join(f" {k}={v:.4f}" for k, v in logs.items())
         line = f"step {step}/{self.total_steps} loss={call.loss:.4f}{shown} {rate:.1f} steps/s"
         print(line, flush=True)
@@ -537,12 +528,7 @@ class Trainer:
 
     # -- the end --------------------------------------------------------------
     def evaluate(self) -> dict:
-        """The task's validation metrics (each worker computes them on the whole split).
-
-        With fit's validation (``FitArgs.validation_data``), its last logs. A failing
-        ``evaluate()`` (``model.evaluate`` under MultiWorkerMirroredStrategy fails in
-        Keras 3) is one line; the model is exported all the same.
-        """
+        """The last validation logs of fit's and the task's ``evaluate()`` (failing: one line)."""
         from spottrain.trainer import fit_evaluate
 
         return fit_evaluate.metrics(self.task, self.model, self.global_batch, self.fit_loop)
@@ -572,7 +558,7 @@ class Trainer:
             "num_workers": self.cluster.num_workers,
             "replicas": self.replicas,
             **self.task.summary(),
-            **(self.fit_loop.summary() if self.fit_loop else {}),
+            **self.fit_loop.summary(),
             "seconds": round(time.monotonic() - self.started, 2),
             "exported": written["written"],
             **({"not_exported": written["not_written"]} if written["not_written"] else {}),

@@ -17,25 +17,26 @@ import pytest
 from trainer_helpers import ledger, summary
 
 from spottrain import exits
+from spottrain.runtime import report
 from spottrain.trainer import launch
 
 CALLBACKS = ["plateau", "stop", "record"]
 
 
-def _args(out, **task_args):
+def _args(out, steps=300, **task_args):
     settings = {"callbacks": CALLBACKS, "record": str(out / "record"), **task_args}
     return [
         "--task", "tests.fit_loop_task:FitUser", "--task-args", json.dumps(settings),
-        "--train-steps", "300", "--batch-size-per-replica", "16", "--save-every-steps", "1000",
+        "--train-steps", str(steps), "--batch-size-per-replica", "16", "--save-every-steps", "1000",
         "--log-every-steps", "15", "--threads", "1", "--deterministic",
         "--checkpoint-dir", str(out / "checkpoints"), "--model-dir", str(out / "model"),
         "--tensorboard-dir", str(out / "tb"),
     ]  # fmt: skip
 
 
-def _run(out, **kw):
+def _run(out, args=None, **kw):
     stream = io.StringIO()
-    result = launch.ProcessLauncher(2, _args(out), stream=stream, **kw).run()
+    result = launch.ProcessLauncher(2, args or _args(out), stream=stream, **kw).run()
     return result, stream.getvalue()
 
 
@@ -86,3 +87,30 @@ def test_a_resumed_run_decides_as_an_uninterrupted_one(tmp_path):
     assert not re.search(r"\] step \d+/300", text), text[-3000:]
     for a, b in zip(_weights(hit), _weights(clean), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow
+def test_files_callbacks_write_on_the_chief_and_a_failing_evaluate_loses_no_export(tmp_path):
+    """LearningRateScheduler on every worker; CSVLogger and TensorBoard on the chief only
+    (TensorBoard into --tensorboard-dir); validation_freq 2; the task's evaluate() calling
+    model.evaluate under MultiWorkerMirroredStrategy is one line and the model is exported."""
+    elsewhere = tmp_path / "elsewhere"
+    csv = tmp_path / "log.csv"
+    args = _args(
+        tmp_path, steps=60, callbacks=["schedule", "csv", "tensorboard"], csv=str(csv),
+        elsewhere=str(elsewhere), freq=2, evaluate=True,
+    )  # fmt: skip
+    result, text = _run(tmp_path, args)
+    assert result.code == 0, text[-3000:]
+    s = summary(tmp_path)
+    assert s["exported"] and s["final_step"] == 60, s
+    rates = s["history"]["learning_rate"]
+    assert rates == pytest.approx([0.05 * 0.9 ** (e + 1) for e in range(4)]), rates
+    assert len(s["history"]["val_loss"]) == 2 and s["val_loss"] == s["history"]["val_loss"][-1]
+    rows = csv.read_text().splitlines()
+    assert len(rows) == 1 + 4 and rows[0].startswith("epoch,accuracy,loss,val_accuracy"), rows
+    assert not elsewhere.exists() and list((tmp_path / "tb" / "train").glob("events.*"))
+    scalars = report.read_scalars(str(tmp_path / "tb"))
+    assert {"accuracy", "epoch/accuracy", "val_accuracy", "epoch_loss"} <= set(scalars), scalars
+    said = [ln for ln in text.splitlines() if "the task's evaluate() raised" in ln]
+    assert said and "the model is exported without its metrics" in said[0], text[-3000:]
