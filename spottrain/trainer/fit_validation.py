@@ -10,7 +10,7 @@ validation examples, ``N // R`` of them, in batches of ``validation_batch_size /
 and updates the compiled metrics on it alone: Keras metric variables are
 ``synchronization="on_read", aggregation="sum"`` (``keras/src/metrics/metric.py``,
 ``Metric.add_variable``), so inside ``strategy.run`` each replica updates its own copy
-and no collective runs per batch (replicas may then run different batch counts).
+and no collective runs per batch.
 At the end one all-reduce sums every metric variable over the replicas, which is how
 metric states merge (a mean's total and count, a confusion matrix's counts): the
 result is the metric over all the examples, as one ``evaluate`` would give. The

@@ -108,9 +108,13 @@ def test_files_callbacks_write_on_the_chief_and_a_failing_evaluate_loses_no_expo
     assert rates == pytest.approx([0.05 * 0.9 ** (e + 1) for e in range(4)]), rates
     assert len(s["history"]["val_loss"]) == 2 and s["val_loss"] == s["history"]["val_loss"][-1]
     rows = csv.read_text().splitlines()
-    assert len(rows) == 1 + 4 and rows[0].startswith("epoch,accuracy,loss,val_accuracy"), rows
+    # fit's header: LearningRateScheduler logs the rate, CSVLogger adds val_ to every key.
+    header = "epoch,accuracy,learning_rate,loss,val_accuracy,val_learning_rate,val_loss"
+    assert rows[0] == header and len(rows) == 1 + 4, rows  # the chief's rows alone
     assert not elsewhere.exists() and list((tmp_path / "tb" / "train").glob("events.*"))
     scalars = report.read_scalars(str(tmp_path / "tb"))
-    assert {"accuracy", "epoch/accuracy", "val_accuracy", "epoch_loss"} <= set(scalars), scalars
+    # The attempts page's curves: the engine's scalars and the callback's, by folder.
+    ours = {"accuracy", "epoch/accuracy", "val_accuracy"}
+    assert ours | {"train/epoch_loss", "validation/epoch_loss"} <= set(scalars), scalars
     said = [ln for ln in text.splitlines() if "the task's evaluate() raised" in ln]
     assert said and "the model is exported without its metrics" in said[0], text[-3000:]
