@@ -14,7 +14,7 @@ import re
 import keras
 import numpy as np
 import pytest
-from trainer_helpers import ledger, summary
+from trainer_helpers import ledger, run_module, summary
 
 from spottrain import exits
 from spottrain.runtime import report
@@ -118,3 +118,34 @@ def test_files_callbacks_write_on_the_chief_and_a_failing_evaluate_loses_no_expo
     assert ours | {"train/epoch_loss", "validation/epoch_loss"} <= set(scalars), scalars
     said = [ln for ln in text.splitlines() if "the task's evaluate() raised" in ln]
     assert said and "the model is exported without its metrics" in said[0], text[-3000:]
+
+
+@pytest.mark.slow
+def test_epoch_logs_and_decisions_are_fits(tmp_path):
+    """One worker against model.fit on the same batches (the task's pipeline), seed and
+    callbacks: every epoch's loss, accuracy, val_loss, val_accuracy and learning rate to
+    4 digits, and the epoch EarlyStopping stops at."""
+    import tensorflow as tf
+
+    from spottrain.trainer.task_api import TrainInput
+    from tests.fit_loop_task import FitUser
+
+    settings = {"callbacks": ["plateau", "stop"]}
+    args = _args(tmp_path, **settings)
+    args[args.index("--batch-size-per-replica") + 1] = "32"  # one worker: the same 32
+    proc, _ = run_module("spottrain.trainer.task", [*args, "--seed", "42"], timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ours = summary(tmp_path)
+
+    task = FitUser(settings, None)
+    keras.utils.set_random_seed(42)  # as the engine, before the model is built
+    ds = task.train_dataset(TrainInput(tf.distribute.InputContext(1, 0, 1), 32, 42, 0, 300))
+    model = task.build_model()
+    fit = task.fit()
+    history = model.fit(
+        ds, epochs=20, steps_per_epoch=15, validation_data=fit.validation_data,
+        callbacks=fit.callbacks, verbose=0,
+    ).history  # fmt: skip
+    assert len(history["loss"]) == ours["stopped_epoch"], (history, ours)
+    for key in ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate"):
+        assert ours["history"][key] == pytest.approx(history[key], abs=5e-5), key
