@@ -28,6 +28,7 @@ from spottrain.trainer import (
     config,
     distribution,
     export,
+    fit_evaluate,
     fit_loop,
     fit_step,
     metadata_notice,
@@ -432,7 +433,7 @@ class Trainer:
         now = time.monotonic()
         rate = (step - loop.last_log_step) / max(now - loop.last_log, 1e-9)
         loop.last_log, loop.last_log_step = now, step
-        logs = self.fit_loop.step_logs(call)
+        logs = self.fit_loop.step_logs(call)  # fit's logs besides the loss: accuracy, ...
         shown = "".join(f" {k}={v:.4f}" for k, v in logs.items())
         line = f"step {step}/{self.total_steps} loss={call.loss:.4f}{shown} {rate:.1f} steps/s"
         print(line, flush=True)
@@ -529,8 +530,6 @@ class Trainer:
     # -- the end --------------------------------------------------------------
     def evaluate(self) -> dict:
         """The last validation logs of fit's and the task's ``evaluate()`` (failing: one line)."""
-        from spottrain.trainer import fit_evaluate
-
         return fit_evaluate.metrics(self.task, self.model, self.global_batch, self.fit_loop)
 
     def export(self, final_step: int, metrics: dict) -> dict:
