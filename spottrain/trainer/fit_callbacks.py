@@ -74,6 +74,20 @@ def build(callbacks, model, *, is_chief: bool, tensorboard_dir: str, resumed: bo
     )
 
 
+def failure(callbacks, hook: str, error: Exception) -> ConfigError:
+    """One line for a callback that raised in ``hook``: which one, from its traceback."""
+    mine = {id(cb): cb for cb in callbacks.callbacks}
+    which, tb = None, error.__traceback__
+    while tb is not None:  # the innermost frame whose self is one of the callbacks
+        owner = tb.tb_frame.f_locals.get("self")
+        which = type(owner).__name__ if id(owner) in mine else which
+        tb = tb.tb_next
+    first = (str(error).strip().splitlines() or [""])[0][:200]
+    return ConfigError(
+        f"FitArgs.callbacks: {which or 'a callback'}.{hook} raised {type(error).__name__}: {first}"
+    )
+
+
 def _set_dirs(cb) -> None:
     """TensorBoard's train/validation dirs follow its log_dir (set in its __init__)."""
     import os

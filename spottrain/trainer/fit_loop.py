@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 
+from spottrain.exits import TrainerExit
 from spottrain.trainer import fit_callbacks, fit_validation
 from spottrain.trainer import fit_plan_standin as fit_plan
 from spottrain.trainer.task_loader import call_task
@@ -136,7 +137,7 @@ class FitLoop:
         """``on_train_begin``, then the checkpoint's state over what it reset."""
         self.writer = writer
         self.model.stop_training = False
-        self.callbacks.on_train_begin()
+        self._hook("on_train_begin")
         self.begun = fit_callbacks.state(self.callbacks)  # a save keeps what changes
         saved = self.variable.numpy().decode()
         if saved:
@@ -154,8 +155,8 @@ class FitLoop:
         if epoch != self.epoch_begun:
             self.epoch_begun = epoch
             self.sums, self.counted = [], 0
-            self.callbacks.on_epoch_begin(epoch)
-        self.callbacks.on_train_batch_begin(step % self.spe)
+            self._hook("on_epoch_begin", epoch)
+        self._hook("on_train_batch_begin", step % self.spe)
 
     def step_logs(self, call) -> dict[str, float]:
         """The last step's logs besides the loss, by name (for the step line)."""
@@ -168,7 +169,7 @@ class FitLoop:
         self.sums = [a + b for a, b in zip(self.sums, call.sums, strict=True)]
         self.counted += call.done
         running = self._means()
-        self.callbacks.on_train_batch_end((step - 1) % self.spe, running)
+        self._hook("on_train_batch_end", (step - 1) % self.spe, running)
         ends_epoch = step % self.spe == 0 or step == self.plan.total_steps
         if ends_epoch:
             self._end_epoch(step, running)
@@ -193,7 +194,7 @@ class FitLoop:
         ):
             logs.update(self.validation.run())
         lr = _learning_rate(self.model)  # the epoch's, before a callback changes it
-        self.callbacks.on_epoch_end(epoch, logs)
+        self._hook("on_epoch_end", epoch, logs)
         for key, value in logs.items():
             self.history.setdefault(key, []).append(value)
         if lr is not None:
@@ -207,6 +208,15 @@ class FitLoop:
                     tag = key if key.startswith("val_") else f"epoch/{key}"
                     tf.summary.scalar(tag, value)
         self.sums, self.counted = [], 0
+
+    def _hook(self, name: str, *args) -> None:
+        """Calls ``name`` on every callback; what one raises is one line naming it (64)."""
+        try:
+            getattr(self.callbacks, name)(*args)
+        except TrainerExit:
+            raise
+        except Exception as e:  # noqa: BLE001 - a user's callback: one line, not a traceback
+            raise fit_callbacks.failure(self.callbacks, name, e) from e
 
     def saving(self) -> None:
         """Before every save: the state a resume needs, into the checkpointed variable."""
@@ -222,7 +232,7 @@ class FitLoop:
     def end(self) -> None:
         """``on_train_end`` with the last epoch's logs (EarlyStopping's best weights)."""
         last = {k: v[-1] for k, v in self.history.items() if v}
-        self.callbacks.on_train_end(last)
+        self._hook("on_train_end", last)
 
     def summary(self) -> dict:
         """For training_summary.json: the epochs' logs (fit's History) and an early stop."""

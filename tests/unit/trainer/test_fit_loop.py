@@ -149,3 +149,20 @@ def test_callbacks_state_survives_a_restart_so_they_decide_the_same():
         np.testing.assert_array_equal(x, y)
     p, q = one.callbacks[0], two.callbacks[0]
     assert (p.wait, p.best, p.cooldown_counter) == (q.wait, q.best, q.cooldown_counter)
+
+
+def test_a_callback_that_raises_is_one_line_naming_it():
+    class Broken(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise KeyError("val_auc")
+
+    callbacks = fit_callbacks.build(
+        [keras.callbacks.History(), Broken()], _model(), is_chief=True, tensorboard_dir="",
+        resumed=False, params={},
+    )  # fmt: skip
+    callbacks.on_train_begin()
+    try:
+        callbacks.on_epoch_end(0, {"loss": 1.0})
+    except KeyError as e:
+        line = str(fit_callbacks.failure(callbacks, "on_epoch_end", e))
+    assert line == "FitArgs.callbacks: Broken.on_epoch_end raised KeyError: 'val_auc'"
