@@ -121,10 +121,12 @@ def test_files_callbacks_write_on_the_chief_and_a_failing_evaluate_loses_no_expo
 
 
 @pytest.mark.slow
-def test_epoch_logs_and_decisions_are_fits(tmp_path):
+@pytest.mark.parametrize("per_call", ["1", "4"])
+def test_epoch_logs_and_decisions_are_fits(tmp_path, per_call):
     """One worker against model.fit on the same batches (the task's pipeline), seed and
     callbacks: every epoch's loss, accuracy, val_loss, val_accuracy and learning rate to
-    4 digits, and the epoch EarlyStopping stops at."""
+    4 digits, and the epoch EarlyStopping stops at; one step a call (the next run ahead)
+    or 4 (15-step epochs: calls of 4, 4, 4, 3)."""
     import tensorflow as tf
 
     from spottrain.trainer.task_api import TrainInput
@@ -133,7 +135,8 @@ def test_epoch_logs_and_decisions_are_fits(tmp_path):
     settings = {"callbacks": ["plateau", "stop"]}
     args = _args(tmp_path, **settings)
     args[args.index("--batch-size-per-replica") + 1] = "32"  # one worker: the same 32
-    proc, _ = run_module("spottrain.trainer.task", [*args, "--seed", "42"], timeout=900)
+    args += ["--seed", "42", "--steps-per-loop", per_call]
+    proc, _ = run_module("spottrain.trainer.task", args, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ours = summary(tmp_path)
 
