@@ -327,7 +327,10 @@ def curve_svg(
 def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
     """Every scalar of the run's TensorBoard event files, by tag, in step order.
 
-    A resumed run writes the steps it repeats again: the last value of a step wins.
+    A resumed run writes the steps it repeats again: the last value of a step wins. A
+    sub-folder's tags are named after it (a Keras TensorBoard callback's ``train/`` and
+    ``validation/`` both write ``epoch_loss``); a summary that is not one number (the
+    model's config the callback writes as text) is not a scalar.
     """
     import tensorflow as tf
 
@@ -337,15 +340,19 @@ def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
     for path in sorted(tf.io.gfile.glob(f"{logdir.rstrip('/')}/**/events.out.tfevents.*")) + sorted(
         tf.io.gfile.glob(f"{logdir.rstrip('/')}/events.out.tfevents.*")
     ):
+        folder = path[len(logdir.rstrip("/")) + 1 :].rpartition("/")[0]
         try:
             for event in tf.compat.v1.train.summary_iterator(path):
                 for value in event.summary.value:
-                    number = (
-                        float(tf.make_ndarray(value.tensor))
-                        if value.HasField("tensor")
-                        else value.simple_value
-                    )
-                    found.setdefault(value.tag, {})[int(event.step)] = number
+                    if value.HasField("tensor"):
+                        array = tf.make_ndarray(value.tensor)
+                        if array.size != 1 or array.dtype.kind not in "fiub":
+                            continue
+                        number = float(array.reshape(()))
+                    else:
+                        number = value.simple_value
+                    tag = f"{folder}/{value.tag}" if folder else value.tag
+                    found.setdefault(tag, {})[int(event.step)] = number
         except tf.errors.DataLossError:
             continue  # a file cut by a preemption: its complete events are read
     return {tag: sorted(steps.items()) for tag, steps in found.items()}

@@ -88,7 +88,7 @@ class StepAhead:
         return self._ahead is not None
 
     def step(self, flags, then=None) -> list[float]:
-        """This step's ``[loss, stop, save]``.
+        """This step's ``[loss, stop, save, *metrics]``.
 
         The step run ahead, else one run now with ``flags``; with ``then`` (the next
         step's flags), the next step is dispatched before this one is read.
@@ -119,6 +119,10 @@ class Call:
     save_votes: float
     input_s: float  # waiting for the batch, where it is fetched outside the step
     seconds: float  # the whole call
+    # A fit step's logs besides the loss (StepFunctions.metric_names), the last step's
+    # means over replicas; and the sums over the call's steps of [loss, *metrics].
+    metrics: list[float] = field(default_factory=list)
+    sums: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -143,9 +147,13 @@ class Caller:
 
     def __init__(
         self, steps, iterator, on_step=None, *, cfg: config.TrainConfig, total_steps: int,
-        stop, multi_worker: bool, agree, blame, step_error,
+        stop, multi_worker: bool, agree, blame, step_error, epoch_steps: int = 0,
     ):  # fmt: skip
         """Calls ``steps`` (steps.StepFunctions), the engine's parts named.
+
+        ``epoch_steps``: steps per epoch (0: no epochs); no call runs past an epoch's end
+        and the step that ends one is not run ahead, so that what the epoch's end does
+        (validation, callbacks that set the learning rate) comes before the next step.
 
         ``stop``: the notice's flag; ``agree``: the mean of a number over the workers;
         ``blame``: which part of the task a failure came from; ``step_error``: a failed
@@ -157,6 +165,7 @@ class Caller:
         self.cfg, self.total_steps = cfg, total_steps
         self.stop, self.multi_worker = stop, multi_worker
         self.blame, self.step_error = blame, step_error
+        self.epoch_steps = epoch_steps
         self.sizes = LoopSizes(cfg, not self.profiled, agree)
         self._flag = {False: tf.constant(0.0), True: tf.constant(1.0)}  # the vote's inputs
         # Traced at the first call, inside its error handling.
@@ -178,6 +187,8 @@ class Caller:
         )
         # A call never runs past a step-count save or the end.
         next_save = (step // cfg.save_every_steps + 1) * cfg.save_every_steps
+        if self.epoch_steps:  # nor past an epoch's end (the same steps whatever the restarts)
+            next_save = min(next_save, (step // self.epoch_steps + 1) * self.epoch_steps)
         n = min(self.sizes.now, next_save - step, self.total_steps - step)
         flags = (self._flag[self.stop.is_set()], self._flag[timed_save])
         try:
@@ -191,13 +202,15 @@ class Caller:
                     with self.blame("train_dataset"):
                         batch = next(self.iterator)
                     t1 = time.perf_counter()
-                    loss, stop, save = _read(self.steps.train_step(batch, *flags))
-                    done, first = 1, loss
+                    loss, stop, save, *metrics = _read(self.steps.train_step(batch, *flags))
+                    done, first, sums = 1, loss, [loss, *metrics]
                 elif self.sizes.looped:
                     if self._loop is None:
                         self._loop = self.steps.make_train_loop(self.iterator)
-                    out = self._loop(tf.constant(n, tf.int32), *flags)
-                    done, first, loss, stop, save = _read(out)
+                    out = _read(self._loop(tf.constant(n, tf.int32), *flags))
+                    k = (len(out) - 6) // 2  # [done, first, loss, stop, save, *k, *(1 + k)]
+                    done, first, loss, stop, save = out[:5]
+                    metrics, sums = out[5 : 5 + k], out[5 + k :]
                     done, t1 = int(done), t0
                 else:
                     if self._next is None:
@@ -208,8 +221,9 @@ class Caller:
                     last = step + 1 == next_save or step + 1 >= self.total_steps
                     alone_stopping = not self.multi_worker and self.stop.is_set()
                     then = None if loop.held or last or alone_stopping else flags
-                    loss, stop, save = self._next.step(flags, then)
+                    loss, stop, save, *metrics = self._next.step(flags, then)
                     done, first, t1 = 1, loss, t0  # the input wait is inside the step
+                    sums = [loss, *metrics]
         except Exception as e:
             failure = self.step_error(e, step, n)
             if failure is None:
@@ -217,7 +231,7 @@ class Caller:
             raise failure from e
         seconds = time.perf_counter() - t0
         self.sizes.measured(done, seconds)
-        return Call(done, first, loss, stop, save, t1 - t0, seconds)
+        return Call(done, first, loss, stop, save, t1 - t0, seconds, metrics, sums)
 
 
 def _read(out) -> list[float]:

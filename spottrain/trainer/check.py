@@ -97,7 +97,9 @@ def _check(cfg: config.TrainConfig) -> str:
     else:
         step = f" and {len(optimizers)} optimizers" if task.has_own_step() else ""
     exported = _export_line(model)
-    from spottrain.trainer import resume_probe
+    from spottrain.trainer import fit_loop, resume_probe
+
+    step += fit_loop.check(task, model, strategy, cfg)
 
     problem = task_loader.call_task(
         "the task's train_dataset()", resume_probe.probe, task, context, batch, cfg.seed, total

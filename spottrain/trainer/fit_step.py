@@ -106,6 +106,36 @@ def step_loss(logs, replicas: int):
     return total / replicas
 
 
+def step_metrics(logs, replicas: int) -> tuple[list[str], list]:
+    """The logs fit shows besides the loss (compiled metrics: ``accuracy``, ...), as shares.
+
+    Each is this replica's value on its own batch divided by the replicas, so that the
+    engine's sum over replicas is their mean (with equal batches, the global batch's
+    value for a mean metric such as accuracy). Keras metric variables are
+    ``synchronization="on_read"`` (``keras/src/metrics/metric.py``, ``Metric.add_variable``):
+    read inside ``strategy.run`` they are this replica's. Only float (or int) scalars are
+    carried; the loss entries are the loss's (:func:`step_loss`).
+    """
+    import tensorflow as tf
+
+    if not isinstance(logs, dict):
+        return [], []
+    keys = [LOSS_KEY] if LOSS_KEY in logs else [k for k in logs if str(k).endswith("loss")]
+    names, values = [], []
+    for key, value in logs.items():
+        if key in keys or not isinstance(key, str):
+            continue
+        try:
+            value = tf.convert_to_tensor(value)
+        except (TypeError, ValueError):
+            continue
+        if value.shape.rank != 0 or not (value.dtype.is_floating or value.dtype.is_integer):
+            continue
+        names.append(key)
+        values.append(tf.cast(value, tf.float32) / replicas)
+    return names, values
+
+
 def _names(values: dict) -> str:
     return "{" + ", ".join(repr(k) for k in values) + "}" if values else "nothing"
 

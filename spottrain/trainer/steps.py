@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger("trainer")
@@ -47,6 +47,9 @@ class StepFunctions:
     make_train_next: Callable
     make_train_loop: Callable
     xla: bool
+    # A fit step's logs besides the loss ("accuracy", ...), in the order the vote carries
+    # their means over replicas after ``[loss, stop, save]``; filled when the step is traced.
+    metric_names: list = field(default_factory=list)
 
 
 def use_xla(cfg, strategy, model, fit: bool = False) -> bool:
@@ -102,11 +105,16 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
                 task.train_step(model, parts.optimizers, features, labels, gb)
             )
 
+    metric_names: list = []  # the fit step's logs besides the loss, named at trace time
+
     def fit_update(data):
         # Keras's own train_step, or the model's override, as model.fit calls it.
         fit_step.reset_metrics(model)
         with blame("fit_step"):
-            return fit_step.step_loss(model.train_step(data), replicas)
+            logs = model.train_step(data)
+            names, values = fit_step.step_metrics(logs, replicas)
+            metric_names[:] = names
+            return fit_step.step_loss(logs, replicas), values
 
     def forward_backward(features, labels):
         with tf.GradientTape() as tape:
@@ -153,9 +161,10 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
         forward_backward = tf.function(forward_backward, jit_compile=True)
 
     def replica_step(batch, stop_local, save_local):
-        loss = fn(batch) if fit else fn(*batch)  # fit's step takes the element as it is
+        # fit's step takes the element as it is, and returns its logs' shares too.
+        loss, values = fn(batch) if fit else (fn(*batch), [])
         return tf.distribute.get_replica_context().all_reduce(
-            tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local])
+            tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local, *values])
         )
 
     def run_step(batch, stop_local, save_local):
@@ -208,8 +217,10 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
         """Up to ``n`` steps in one call, each fetching its batch from ``iterator``.
 
         Returns ``[steps run, the first step's loss, the last step's loss, stop votes,
-        save votes]``. The loop ends early after the step whose all-reduced vote says
-        stop or save, or whose loss is not finite: the same step on every worker.
+        save votes, its metrics...]`` and then the sums over the steps run of ``[loss,
+        metrics...]`` (an epoch's means count every step). The loop ends early after the
+        step whose all-reduced vote says stop or save, or whose loss is not finite: the
+        same step on every worker.
         """
 
         @tf.function
@@ -219,19 +230,23 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
             out = run_step(batch, stop_local, save_local)
             first = out[0]
 
-            def more(done, out):
+            def summed(out):  # [loss, metrics...] of a step
+                return tf.concat([out[:1], out[3:]], 0)
+
+            def more(done, out, total):
                 go_on = (out[1] == 0.0) & (out[2] == 0.0) & tf.math.is_finite(out[0])
                 return (done < n) & go_on
 
-            def body(done, out):
+            def body(done, out, total):
                 with blame("train_dataset"):
                     batch = next(iterator)
-                return done + 1, run_step(batch, stop_local, save_local)
+                out = run_step(batch, stop_local, save_local)
+                return done + 1, out, total + summed(out)
 
-            done, out = tf.while_loop(more, body, (tf.constant(1), out))
-            return tf.concat([tf.stack([tf.cast(done, tf.float32), first]), out], 0)
+            done, out, total = tf.while_loop(more, body, (tf.constant(1), out, summed(out)))
+            return tf.concat([tf.stack([tf.cast(done, tf.float32), first]), out, total], 0)
 
         scalar = tf.TensorSpec([], tf.float32)
         return resumable(loop.get_concrete_function(tf.TensorSpec([], tf.int32), scalar, scalar))
 
-    return StepFunctions(train_step, make_train_next, make_train_loop, xla)
+    return StepFunctions(train_step, make_train_next, make_train_loop, xla, metric_names)

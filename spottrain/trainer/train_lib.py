@@ -28,6 +28,8 @@ from spottrain.trainer import (
     config,
     distribution,
     export,
+    fit_evaluate,
+    fit_loop,
     fit_step,
     loss_scale,
     metadata_notice,
@@ -174,11 +176,13 @@ class Trainer:
             # Loss scaling: every replica skips an overflowing step together (issue 54).
             loss_scale.agree_across_replicas(self.optimizers.values())
             self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        self.fit_loop = fit_loop.make(self.task, self.model)  # a KerasTask's epochs, callbacks
         # The step's optimizer where checkpoints have always kept it (the engine's, or a
         # compiled one), and any others by name (a task's own, a GAN model's two).
         others = {k: v for k, v in self.optimizers.items() if v is not self.optimizer}
         trackables = {"optimizer": self.optimizer} if self.optimizer is not None else {}
         trackables.update({"optimizers": others} if others else {})
+        trackables.update(self.fit_loop.trackables())
         ckpt = tf.train.Checkpoint(
             model=self.model,
             step=self.step_var,
@@ -219,6 +223,7 @@ class Trainer:
             )
         )  # fmt: skip
         self.xla = self.steps.xla
+        self.fit_loop.configure(self)  # its plan, validation and callbacks
         self.writer = (
             tf.summary.create_file_writer(cfg.tensorboard_dir)
             if self.cluster.is_chief and cfg.tensorboard_dir
@@ -253,6 +258,7 @@ class Trainer:
         if wait:
             self.heartbeat.saving()
         self.step_var.assign(step)
+        self.fit_loop.saving()
         self.history.saved(step, loss, self.cfg.keep_checkpoints)
         # At once, not within the ledger's interval: a kill during the save would
         # otherwise leave a record seconds of steps behind the step being saved.
@@ -335,8 +341,11 @@ class Trainer:
             flush=True,
         )
         self.heartbeat.start(self.start_step)
-        if self.start_step == self.total_steps:
-            log.info("checkpoint already at the final step %d", self.total_steps)
+        fit = self.fit_loop
+        fit.begin(self.start_step, self.writer)
+        if self.start_step == self.total_steps or fit.stopped:
+            log.info("checkpoint already at the final step %d", self.start_step)
+            fit.end()
             self.heartbeat.done()
             self.phases.enter(notice_phase.FINISHING)
             return self.start_step
@@ -359,12 +368,13 @@ class Trainer:
             self.steps, iterator, on_step,
             cfg=cfg, total_steps=self.total_steps, stop=self.stop,
             multi_worker=self.cluster.multi_worker, agree=self._agreed_mean,
-            blame=self.blame, step_error=self.step_error,
+            blame=self.blame, step_error=self.step_error, epoch_steps=fit.spe,
         )  # fmt: skip
         loop = calls.LoopState(step=self.start_step, last_log_step=self.start_step)
         self.first_step_seconds = None
         while loop.step < self.total_steps:
             self._check_lease(loop.step)
+            fit.before_call(loop.step)
             call = caller.run(loop)
             if self.phases.phase == notice_phase.STARTING:
                 self.phases.enter(notice_phase.TRAINING)  # a step is done: a notice saves
@@ -372,7 +382,11 @@ class Trainer:
             self._record(call, loop, on_step)
             self._guard_nan(loop.step, call.loss)
             self._log(call, loop)
+            if fit.after_call(call, loop.step):  # a callback stopped the run
+                self._save(loop.step, call.loss, "stopped early", wait=True)
+                break
             self._act_on_votes(call, loop, caller.ahead)
+        fit.end()
         self.heartbeat.done()  # evaluation and export are bounded and not steps
         self.phases.enter(notice_phase.FINISHING)  # the final save is complete
         return loop.step
@@ -432,10 +446,15 @@ class Trainer:
         now = time.monotonic()
         rate = (step - loop.last_log_step) / max(now - loop.last_log, 1e-9)
         loop.last_log, loop.last_log_step = now, step
-        print(f"step {step}/{self.total_steps} loss={call.loss:.4f} {rate:.1f} steps/s", flush=True)
+        logs = self.fit_loop.step_logs(call)  # fit's logs besides the loss: accuracy, ...
+        shown = "".join(f" {k}={v:.4f}" for k, v in logs.items())
+        line = f"step {step}/{self.total_steps} loss={call.loss:.4f}{shown} {rate:.1f} steps/s"
+        print(line, flush=True)
         if self.writer:
             with self.writer.as_default(step=step):
                 tf.summary.scalar("loss", call.loss)
+                for key, value in logs.items():
+                    tf.summary.scalar(key, value)
                 tf.summary.scalar("steps_per_second", rate)
 
     def _act_on_votes(self, call: calls.Call, loop: calls.LoopState, ahead: bool) -> None:
@@ -523,8 +542,8 @@ class Trainer:
 
     # -- the end --------------------------------------------------------------
     def evaluate(self) -> dict:
-        """The task's validation metrics (each worker computes them on the whole split)."""
-        return self.task.evaluate(self.model, max(64, self.global_batch))
+        """The last validation logs of fit's and the task's ``evaluate()`` (failing: one line)."""
+        return fit_evaluate.metrics(self.task, self.model, self.global_batch, self.fit_loop)
 
     def export(self, final_step: int, metrics: dict) -> dict:
         """Saves the model and a JSON summary to the model dir (chief; workers to temp)."""
@@ -551,6 +570,7 @@ class Trainer:
             "num_workers": self.cluster.num_workers,
             "replicas": self.replicas,
             **self.task.summary(),
+            **self.fit_loop.summary(),
             "seconds": round(time.monotonic() - self.started, 2),
             "exported": written["written"],
             **({"not_exported": written["not_written"]} if written["not_written"] else {}),

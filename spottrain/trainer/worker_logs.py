@@ -37,7 +37,8 @@ TAIL_LINES = 15
 def is_event(line: str, chief: bool) -> bool:
     """Whether a worker's log line is shown on the console (``chief``: it is the chief's)."""
     text = line.rstrip("\n")
-    if text.startswith(("step ", "start_step=")):  # the step loop's own prints
+    # The step loop's own prints (fit's loop: an epoch's line, an early stop).
+    if text.startswith(("step ", "start_step=", "epoch ", "stopped early ")):
         return chief
     if text.startswith("HANG"):  # watchdog's report
         return True

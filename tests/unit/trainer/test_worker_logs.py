@@ -17,6 +17,9 @@ T = "2026-11-28 13:39:17,427"
         ("step 10/40 loss=1.7615 1.1 steps/s", True, True),
         ("step 10/40 loss=1.7615 1.1 steps/s", False, False),  # the chief's is enough
         ("start_step=0 total_steps=40 global_batch=32", True, True),
+        ("epoch 3/20 loss=0.6376 accuracy=0.7229 val_loss=0.5556", True, True),
+        ("epoch 3/20 loss=0.6376 accuracy=0.7229 val_loss=0.5556", False, False),
+        ("stopped early by a callback at step 60, epoch 4", True, True),
         ("start_step=0 total_steps=40 global_batch=32", False, False),
         (f"{T} INFO trainer: first step done 15.9 s after start", True, True),
         (f"{T} INFO trainer: first step done 15.9 s after start", False, False),
