@@ -250,27 +250,7 @@ class KerasTask(Task):
         return fit_input.examples_dataset(self.examples(), self.batched, owner, not said)
 
     def train_dataset(self, spec: TrainInput):
-        """Seeded shuffle per epoch, global batches, from ``start_step``, this worker's part."""
-        import tensorflow as tf
+        """This worker's batches of what :meth:`fit` gives (:mod:`spottrain.trainer.fit_plan`)."""
+        from spottrain.trainer import fit_plan
 
-        part = spec.worker_slice
-
-        def this_workers(*element):
-            # Every tensor of the element: (x, y), (x, y, w), several inputs, dicts.
-            element = element[0] if len(element) == 1 else element
-            return tf.nest.map_structure(lambda t: t[part.start : part.stop], element)
-
-        ds = (
-            self.single_examples()
-            .shuffle(self.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
-            .repeat()
-            .batch(spec.global_batch, drop_remainder=True)
-            .skip(spec.start_step)
-            .take(spec.total_steps - spec.start_step)
-            .map(this_workers)
-            .rebatch(spec.per_replica_batch, drop_remainder=True)
-            .prefetch(tf.data.AUTOTUNE)  # the next batches are made while a step runs
-        )
-        options = tf.data.Options()
-        options.deterministic = True
-        return ds.with_options(options)
+        return fit_plan.train_dataset(self, spec)
