@@ -121,6 +121,10 @@ def load_task(spec: str, args_json: str, cfg) -> Task:
         required = ("build_model", "train_dataset", "loss")
     base = KerasTask if issubclass(cls, KerasTask) else Task
     missing = [name for name in required if getattr(cls, name) is getattr(base, name)]
+    if "examples" in missing and cls.fit is not KerasTask.fit:  # fit() gives the data
+        missing.remove("examples")
+    elif "examples" in missing:
+        missing[missing.index("examples")] = "examples (or fit)"
     if missing:
         raise ConfigError(f"--task {spec!r} does not implement {', '.join(missing)}")
     try:
