@@ -243,18 +243,13 @@ def train_dataset(task, spec):
         gen = _fresh_generator(task)  # here, so that a generator given twice is one line
         return fit_sources.generator_dataset(lambda: gen, src, window)
     # A dataset: made anew for every pipeline (a seeded shuffle in the user's dataset keeps
-    # its iteration count in the dataset object; see KerasTask.single_examples).
+    # its iteration count in the dataset object, so a pipeline sharing it with another
+    # would read another order than a resumed process does).
     fresh = fit_args(task).x
     owner, said = f"{type(task).__name__}.fit()", task.__dict__.get("_said", False)
     task._said = True
-    examples = fit_input_examples(fresh, task.batched, owner, not said)
+    examples = fit_sources.fit_input.examples_dataset(fresh, task.batched, owner, not said)
     return fit_sources.dataset_dataset(examples, src, window, task.shuffle_buffer)
-
-
-def fit_input_examples(value, batched, owner, say):
-    from spottrain.trainer import fit_input
-
-    return fit_input.examples_dataset(value, batched, owner, say)
 
 
 def _fresh_generator(task):

@@ -57,6 +57,7 @@ class Source:
     batches: int | None = None
     held_out: Any = None
     spec: Any = None  # a PyDataset's or generator's batch spec (leading dim None)
+    tensors: Any = None  # the arrays as tensors, made once a process (every pipeline's)
 
 
 def is_generator(x) -> bool:
@@ -270,7 +271,9 @@ def arrays_dataset(src: Source, w: Window):
 
     spec, spe, n = w.spec, w.steps_per_epoch, src.examples
     part, global_batch = spec.worker_slice, spec.global_batch
-    tensors = tf.nest.map_structure(tf.convert_to_tensor, src.data)
+    if src.tensors is None:
+        src.tensors = tf.nest.map_structure(tf.convert_to_tensor, src.data)
+    tensors = src.tensors
     mine = tf.range(part.start, part.stop, dtype=tf.int64)
     seed = tf.constant(spec.seed, tf.int64)
 

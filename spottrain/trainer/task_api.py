@@ -188,12 +188,15 @@ class KerasTask(Task):
     all train as under fit. ``--optimizer`` replaces the compiled optimizer with the
     engine's (``--learning-rate``, ``--warmup-steps``).
 
-    The engine shuffles the examples with the run's seed every epoch, batches them
-    at the run's global batch, starts at the resumed step by skipping the batches
-    before it (reading through them: fine for data that streams quickly, else write
-    ``train_dataset`` yourself) and gives each worker its part. Resumes are
-    bit-identical when :meth:`examples` yields the same examples in the same order
-    every time.
+    To port a ``model.fit(...)`` call with its arguments, return them from
+    :meth:`fit` instead (``FitArgs(x, y, batch_size=..., epochs=..., ...)``): the engine
+    reads batch size, epochs, steps per epoch, class weights, the validation split and
+    PyDatasets and generators from it (:mod:`spottrain.trainer.fit_plan`).
+
+    The engine shuffles the examples with the run's seed every epoch, batches them at
+    the run's global batch and gives each worker its part; a resume at step *s* starts
+    there (arrays and PyDatasets by index; a dataset or generator read through to it).
+    Resumes are bit-identical when the data is the same, in the same order, every time.
     """
 
     #: Examples held in the shuffle buffer (the whole epoch when it is smaller).
@@ -235,19 +238,6 @@ class KerasTask(Task):
                 "(model.compile(...), as model.fit needs)"
             )
         return model
-
-    def single_examples(self):
-        """:meth:`examples` as a dataset of single examples.
-
-        Made anew for every pipeline: a seeded ``shuffle`` in the user's dataset keeps
-        its iteration count in the dataset object, so a pipeline sharing it with
-        another would read another order than a resumed process does.
-        """
-        from spottrain.trainer import fit_input
-
-        owner, said = f"{type(self).__name__}.examples()", getattr(self, "_said", False)
-        self._said = True
-        return fit_input.examples_dataset(self.examples(), self.batched, owner, not said)
 
     def train_dataset(self, spec: TrainInput):
         """This worker's batches of what :meth:`fit` gives (:mod:`spottrain.trainer.fit_plan`)."""
