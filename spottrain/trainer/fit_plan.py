@@ -93,12 +93,20 @@ def fit_args(task) -> FitArgs:
     return args
 
 
+def _owner(task) -> str:
+    """How a line names the data's origin: ``T.fit()``, or ``T.examples()`` (fit's default)."""
+    from spottrain.trainer.task_api import KerasTask
+
+    method = "fit" if type(task).fit is not KerasTask.fit else "examples"
+    return f"{type(task).__name__}.{method}()"
+
+
 def _source(task) -> tuple[FitArgs, fit_sources.Source]:
     """The task's fit arguments and data, classified once a task object (cached on it)."""
     cached = task.__dict__.get("_fit_source")
     if cached is None:
         args = fit_args(task)
-        owner = f"{type(task).__name__}.fit()"
+        owner = _owner(task)
         cached = (args, fit_sources.classify(args, owner, task.batched))
         if fit_sources.is_generator(args.x) and not inspect.isgeneratorfunction(args.x):
             task.__dict__.setdefault("_fit_generators", []).append(args.x)  # read from now
@@ -170,7 +178,7 @@ def resolve(task, cfg, replicas: int, *, need_length: bool = True) -> FitPlan:
             whose length is unknown then gets 100 steps instead of the run's error.
     """
     args, src = _source(task)
-    owner = f"{type(task).__name__}.fit()"
+    owner = _owner(task)
     initial = args.initial_epoch
     if isinstance(initial, bool) or not isinstance(initial, int) or initial < 0:
         raise ConfigError(f"{owner}: initial_epoch={initial!r} must be a whole number >= 0")
@@ -231,7 +239,7 @@ def train_dataset(task, spec):
     if plan is not None and plan.global_batch == spec.global_batch:
         spe, first = plan.steps_per_epoch, plan.first_position
     else:
-        owner = f"{type(task).__name__}.fit()"
+        owner = _owner(task)
         spe = _steps_per_epoch(args, src, spec.global_batch, owner)
         first = args.initial_epoch * (spe or 0)
     window = fit_sources.Window(spec, spe, first, bool(args.shuffle), args.class_weight)
@@ -246,7 +254,7 @@ def train_dataset(task, spec):
     # its iteration count in the dataset object, so a pipeline sharing it with another
     # would read another order than a resumed process does).
     fresh = fit_args(task).x
-    owner, said = f"{type(task).__name__}.fit()", task.__dict__.get("_said", False)
+    owner, said = _owner(task), task.__dict__.get("_said", False)
     task._said = True
     examples = fit_sources.fit_input.examples_dataset(fresh, task.batched, owner, not said)
     return fit_sources.dataset_dataset(examples, src, window, task.shuffle_buffer)

@@ -152,7 +152,9 @@ def _length(data, owner: str) -> int:
             )
         lengths.add(int(shape[0]))
     if len(lengths) != 1:
-        raise ConfigError(f"{owner}: arrays of unequal lengths {sorted(lengths)} (model.fit too)")
+        raise ConfigError(
+            f"{owner} must give what model.fit takes: arrays of one length, not {sorted(lengths)}"
+        )
     return lengths.pop()
 
 

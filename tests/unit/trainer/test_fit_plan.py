@@ -303,7 +303,7 @@ def test_one_generator_object_given_twice_is_one_line():
 @pytest.mark.parametrize(
     ("kw", "said"),
     [
-        ({"x": _arrays()[0], "y": _arrays()[1][:50]}, "arrays of unequal lengths [50, 100]"),
+        ({"x": _arrays()[0], "y": _arrays()[1][:50]}, "arrays of one length, not [50, 100]"),
         ({"x": None}, "gives x=None"),
         ({"x": Batches(), "y": np.zeros(8)}, "y= with x a PyDataset"),
         ({"x": _arrays()[0], "steps_per_epoch": 20}, "steps_per_epoch=20 is more than the 12"),
