@@ -175,19 +175,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--global-batch-size",
         type=int,
         default=d.global_batch_size,
-        help="Alternative to --batch-size-per-replica; must divide by replicas.",
+        help="Alternative to --batch-size-per-replica; must divide by replicas. Wins over a "
+        "KerasTask's fit() batch_size.",
     )
     opt.add_argument(
         "--train-steps",
         type=int,
         default=d.train_steps,
-        help="Total optimizer steps of the whole run (across restarts).",
+        help="Total optimizer steps of the whole run (across restarts). Without it or "
+        "--epochs, a KerasTask's fit() epochs say how long.",
     )
     opt.add_argument(
         "--epochs",
         type=float,
         default=d.epochs,
-        help="Alternative to --train-steps, converted with the dataset size.",
+        help="Alternative to --train-steps, converted with the dataset size (a KerasTask's: "
+        "its steps_per_epoch, or examples // global batch); replaces fit()'s epochs.",
     )
     opt.add_argument(
         "--optimizer",
