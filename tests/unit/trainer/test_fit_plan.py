@@ -316,3 +316,11 @@ def test_what_fit_would_refuse_is_one_line_naming_the_value(kw, said):
     with pytest.raises(ConfigError) as e:
         fit_plan.resolve(Fit.with_(**kw), _cfg(), 2)
     assert said in str(e.value) and "\n" not in str(e.value)
+
+
+def test_sample_weight_and_dicts_come_as_fit_packs_them():
+    x, y = _arrays()
+    batches = _read(Fit.with_(x={"a": x}, y=y, sample_weight=y + 100.0, shuffle=False))
+    features, labels, weights = batches[0]
+    np.testing.assert_array_equal(features["a"], x[:8])
+    np.testing.assert_array_equal(weights, labels + 100.0)
