@@ -51,12 +51,22 @@ def _check(cfg: config.TrainConfig) -> str:
     import numpy as np
     import tensorflow as tf
 
-    from spottrain.trainer import fit_step, steps, task_calls
+    from spottrain.trainer import fit_plan, fit_step, steps, task_calls
 
     batch = cfg.batch_size_per_replica
+    length = ""
+    if task.fit_step():
+        # The run's own plan on one replica: the length and batch errors the run would stop
+        # with (--epochs on data of no length, a batch_size the replicas cannot split).
+        plan = fit_plan.resolve(task, cfg, 1, need_length=bool(cfg.train_steps or cfg.epochs))
+        batch, planned = plan.global_batch, plan.total_steps
+        if cfg.train_steps or cfg.epochs or plan.steps_per_epoch:
+            length = f"{planned} steps ({plan.steps_per_epoch or '?'} an epoch); "
+    else:
+        planned = fit_plan.run_length(task, cfg, 1)[1] if cfg.train_steps or cfg.epochs else 0
     # The run's horizon, at least long enough that the probe is not a short pipeline's
     # (the pre-flight checks with --train-steps 1; --check needs no --train-steps).
-    total = max(cfg.train_steps, 100)
+    total = max(planned, 100)
     if cfg.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_float16")
     keras.utils.set_random_seed(cfg.seed)
@@ -113,7 +123,7 @@ def _check(cfg: config.TrainConfig) -> str:
     )
     return (
         f"task {cfg.task or task_loader.DEFAULT_TASK} builds a model of {params:,} parameters"
-        f"{step}; "
+        f"{step}; {length}"
         f"a batch of {batch} fits it; mean loss {loss:.4g}; {resumes}; its export {exported}"
     )
 

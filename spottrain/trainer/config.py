@@ -175,19 +175,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--global-batch-size",
         type=int,
         default=d.global_batch_size,
-        help="Alternative to --batch-size-per-replica; must divide by replicas.",
+        help="Alternative to --batch-size-per-replica; must divide by replicas. Wins over a "
+        "KerasTask's fit() batch_size.",
     )
     opt.add_argument(
         "--train-steps",
         type=int,
         default=d.train_steps,
-        help="Total optimizer steps of the whole run (across restarts).",
+        help="Total optimizer steps of the whole run (across restarts). Without it or "
+        "--epochs, a KerasTask's fit() epochs say how long.",
     )
     opt.add_argument(
         "--epochs",
         type=float,
         default=d.epochs,
-        help="Alternative to --train-steps, converted with the dataset size.",
+        help="Alternative to --train-steps, converted with the dataset size (a KerasTask's: "
+        "its steps_per_epoch, or examples // global batch); replaces fit()'s epochs.",
     )
     opt.add_argument(
         "--optimizer",
@@ -354,8 +357,8 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
 
     Args:
         cfg: The parsed flags.
-        outputs: Require the checkpoint and model dirs and a length (``--check``
-            writes nothing and trains one step, so it checks them only when given).
+        outputs: Require the checkpoint and model dirs (``--check`` writes nothing
+            and trains one step, so it checks them only when given).
     """
     # No TensorFlow: the task's module is not imported here.
     from spottrain.trainer import task_loader
@@ -374,11 +377,20 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
     _require(
         cfg.global_batch_size >= 0, f"--global-batch-size {cfg.global_batch_size} must be positive"
     )
+    # Neither is fine for a task of the user's: a KerasTask's fit() may say its epochs
+    # (fit_plan.run_length decides at build, where the task is loaded; a plain Task without
+    # either stops there). The built-in image task is a plain Task: refused here, at once.
     _require(
-        (cfg.train_steps > 0) != (cfg.epochs > 0)
-        or not (outputs or cfg.train_steps or cfg.epochs),  # --check needs no length
-        f"give exactly one of --train-steps ({cfg.train_steps}) or --epochs ({cfg.epochs}), "
-        "positive",
+        not (cfg.train_steps > 0 and cfg.epochs > 0),
+        f"give at most one of --train-steps ({cfg.train_steps}) or --epochs ({cfg.epochs:g})",
+    )
+    _require(
+        cfg.train_steps > 0
+        or cfg.epochs > 0
+        or not outputs
+        or f"{module}:{cls}" != task_loader.DEFAULT_TASK,
+        f"give --train-steps ({cfg.train_steps}) or --epochs ({cfg.epochs:g}), positive: "
+        "the built-in image task has no fit() to say how long to train",
     )
     _require(
         0 <= cfg.train_steps <= MAX_STEPS,

@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 
 from spottrain.exits import TrainerExit
 from spottrain.trainer import fit_callbacks, fit_validation
-from spottrain.trainer import fit_plan_standin as fit_plan
-from spottrain.trainer.task_loader import call_task
 
 log = logging.getLogger("trainer")
 
@@ -84,7 +83,6 @@ class FitLoop:
         import tensorflow as tf
 
         self.task, self.model = task, model
-        self.fit = call_task(f"{type(task).__name__}.fit()", task.fit)
         # Checkpointed with the model (see the module's docstring).
         self.variable = tf.Variable("", dtype=tf.string, trainable=False, name="fit_loop")
         self.sums: list[float] = []  # this epoch's sums of [loss, *metrics] over its steps
@@ -103,17 +101,19 @@ class FitLoop:
         """After the trainer's step functions exist: the plan, validation and callbacks."""
         cfg, cluster, strategy = trainer.cfg, trainer.cluster, trainer.strategy
         self.names = trainer.steps.metric_names  # filled when the step is traced
-        total_steps, global_batch = trainer.total_steps, trainer.global_batch
-        self.plan = fit_plan.plan(self.task, self.fit, global_batch, total_steps, cfg.epochs)
-        self.spe = self.plan.steps_per_epoch
-        data = self.plan.validation_data
+        # The input side's resolution of fit()'s arguments (spottrain/trainer/fit_plan.py).
+        self.plan = plan = trainer.plan
+        # A stream of unknown length run by --train-steps: the whole run is one epoch.
+        self.spe = plan.steps_per_epoch or trainer.total_steps
+        self.epochs = math.ceil(plan.epochs) if plan.steps_per_epoch else plan.initial_epoch + 1
+        data = plan.validation_data
         self.validation = (
             fit_validation.Validation(
                 self.model,
                 strategy,
                 data,
-                self.plan.validation_batch_size,
-                self.plan.validation_steps,
+                plan.validation_batch_size or trainer.global_batch,
+                plan.validation_steps,
             )  # fmt: skip
             if data is not None
             else None
@@ -123,7 +123,7 @@ class FitLoop:
         self.callbacks = fit_callbacks.build(
             self.plan.callbacks, self.model,
             is_chief=cluster.is_chief, tensorboard_dir=cfg.tensorboard_dir,
-            resumed=bool(self.variable.numpy()), params={"epochs": self.plan.epochs,
+            resumed=bool(self.variable.numpy()), params={"epochs": self.epochs,
                                                          "steps": self.spe},
         )  # fmt: skip
 
@@ -201,7 +201,7 @@ class FitLoop:
             self.history.setdefault("learning_rate", []).append(lr)
         text = " ".join(f"{k}={v:.4f}" for k, v in logs.items())
         lr_text = f" learning_rate={lr:.6g}" if lr is not None else ""
-        print(f"epoch {epoch + 1}/{self.plan.epochs} {text}{lr_text}", flush=True)
+        print(f"epoch {epoch + 1}/{self.epochs} {text}{lr_text}", flush=True)
         if self.writer:
             with self.writer.as_default(step=step):
                 for key, value in logs.items():
@@ -236,7 +236,7 @@ class FitLoop:
 
     def summary(self) -> dict:
         """For training_summary.json: the epochs' logs (fit's History) and an early stop."""
-        out = {"epochs": self.plan.epochs, "steps_per_epoch": self.spe, "history": self.history}
+        out = {"epochs": self.epochs, "steps_per_epoch": self.spe, "history": self.history}
         if self.stopped:
             out.update(stopped_early=True, stopped_epoch=self.stopped["epoch"] + 1)
         return out
@@ -250,18 +250,20 @@ def check(task, model, strategy, cfg) -> str:
     """``--check``: fit's callbacks and validation as a run would take them, one phrase."""
     if not task.fit_step():
         return ""
-    fit = call_task(f"{type(task).__name__}.fit()", task.fit)
+    from spottrain.trainer import fit_plan
+
+    plan = fit_plan.resolve(task, cfg, strategy.num_replicas_in_sync, need_length=False)
     callbacks = fit_callbacks.build(
-        fit.callbacks, model, is_chief=True, tensorboard_dir=cfg.tensorboard_dir,
+        plan.callbacks, model, is_chief=True, tensorboard_dir=cfg.tensorboard_dir,
         resumed=False, params={},
     )  # fmt: skip
     names = [type(cb).__name__ for cb in callbacks.callbacks if type(cb).__name__ != "History"]
     said = f"; callbacks {', '.join(names)}" if names else ""
-    if fit.validation_data is not None:
-        fit_validation.should_run(0, fit.validation_freq)
-        size = fit.validation_batch_size or fit.batch_size or cfg.batch_size_per_replica
+    if plan.validation_data is not None:  # given, or validation_split's held-out part
+        fit_validation.should_run(0, plan.validation_freq)
+        size = plan.validation_batch_size or plan.global_batch
         validation = fit_validation.Validation(
-            model, strategy, fit.validation_data, size, fit.validation_steps
+            model, strategy, plan.validation_data, size, plan.validation_steps
         )
         logs = validation.run()
         said += "; validation " + " ".join(f"{k}={v:.4g}" for k, v in logs.items())

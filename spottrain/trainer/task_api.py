@@ -188,12 +188,15 @@ class KerasTask(Task):
     all train as under fit. ``--optimizer`` replaces the compiled optimizer with the
     engine's (``--learning-rate``, ``--warmup-steps``).
 
-    The engine shuffles the examples with the run's seed every epoch, batches them
-    at the run's global batch, starts at the resumed step by skipping the batches
-    before it (reading through them: fine for data that streams quickly, else write
-    ``train_dataset`` yourself) and gives each worker its part. Resumes are
-    bit-identical when :meth:`examples` yields the same examples in the same order
-    every time.
+    To port a ``model.fit(...)`` call with its arguments, return them from
+    :meth:`fit` instead (``FitArgs(x, y, batch_size=..., epochs=..., ...)``): the engine
+    reads batch size, epochs, steps per epoch, class weights, the validation split and
+    PyDatasets and generators from it (:mod:`spottrain.trainer.fit_plan`).
+
+    The engine shuffles the examples with the run's seed every epoch, batches them at
+    the run's global batch and gives each worker its part; a resume at step *s* starts
+    there (arrays and PyDatasets by index; a dataset or generator read through to it).
+    Resumes are bit-identical when the data is the same, in the same order, every time.
     """
 
     #: Examples held in the shuffle buffer (the whole epoch when it is smaller).
@@ -236,41 +239,8 @@ class KerasTask(Task):
             )
         return model
 
-    def single_examples(self):
-        """:meth:`examples` as a dataset of single examples.
-
-        Made anew for every pipeline: a seeded ``shuffle`` in the user's dataset keeps
-        its iteration count in the dataset object, so a pipeline sharing it with
-        another would read another order than a resumed process does.
-        """
-        from spottrain.trainer import fit_input
-
-        owner, said = f"{type(self).__name__}.examples()", getattr(self, "_said", False)
-        self._said = True
-        return fit_input.examples_dataset(self.examples(), self.batched, owner, not said)
-
     def train_dataset(self, spec: TrainInput):
-        """Seeded shuffle per epoch, global batches, from ``start_step``, this worker's part."""
-        import tensorflow as tf
+        """This worker's batches of what :meth:`fit` gives (:mod:`spottrain.trainer.fit_plan`)."""
+        from spottrain.trainer import fit_plan
 
-        part = spec.worker_slice
-
-        def this_workers(*element):
-            # Every tensor of the element: (x, y), (x, y, w), several inputs, dicts.
-            element = element[0] if len(element) == 1 else element
-            return tf.nest.map_structure(lambda t: t[part.start : part.stop], element)
-
-        ds = (
-            self.single_examples()
-            .shuffle(self.shuffle_buffer, seed=spec.seed, reshuffle_each_iteration=True)
-            .repeat()
-            .batch(spec.global_batch, drop_remainder=True)
-            .skip(spec.start_step)
-            .take(spec.total_steps - spec.start_step)
-            .map(this_workers)
-            .rebatch(spec.per_replica_batch, drop_remainder=True)
-            .prefetch(tf.data.AUTOTUNE)  # the next batches are made while a step runs
-        )
-        options = tf.data.Options()
-        options.deterministic = True
-        return ds.with_options(options)
+        return fit_plan.train_dataset(self, spec)

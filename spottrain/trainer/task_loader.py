@@ -154,6 +154,10 @@ def _task_class(spec: str, module, module_name: str, class_name: str) -> type:
         required = ("build_model", "train_dataset", "loss")
     base = KerasTask if issubclass(cls, KerasTask) else Task
     missing = [name for name in required if getattr(cls, name) is getattr(base, name)]
+    if "examples" in missing and cls.fit is not KerasTask.fit:  # fit() gives the data
+        missing.remove("examples")
+    elif "examples" in missing:
+        missing[missing.index("examples")] = "examples (or fit)"
     if missing:
         raise ConfigError(f"--task {spec!r} does not implement {', '.join(missing)}")
     return cls

@@ -30,6 +30,7 @@ from spottrain.trainer import (
     export,
     fit_evaluate,
     fit_loop,
+    fit_plan,
     fit_step,
     loss_scale,
     metadata_notice,
@@ -146,14 +147,10 @@ class Trainer:
         cfg = self.cfg
         self.phases.starting("while the model was built")
         self.replicas = self.strategy.num_replicas_in_sync
-        self.global_batch = config.global_batch(cfg, self.replicas)
-        if cfg.train_steps:
-            self.total_steps = cfg.train_steps
-        else:
-            examples = self.task.num_train_examples()
-            if not examples:
-                raise ConfigError("--epochs needs a task that knows its number of examples")
-            self.total_steps = config.steps_for_epochs(cfg.epochs, examples, self.global_batch)
+        # A KerasTask's fit() (its batch, epochs, steps_per_epoch), else the flags.
+        self.global_batch, self.total_steps, self.plan = fit_plan.run_length(
+            self.task, cfg, self.replicas
+        )
         if cfg.mixed_precision:
             keras.mixed_precision.set_global_policy("mixed_float16")
         # Same initial weights and dropout masks on every run with this seed; the

@@ -343,9 +343,8 @@ MISTAKES = [
      "(features, labels), got list"),
     ("FeaturesOnly", "the task's train_dataset() must return a tf.data.Dataset of "
      "(features, labels); its elements are single tensors (float32, shape [16, 8])"),
-    ("KerasUnequalArrays", "KerasUnequalArrays.examples() must return what model.fit takes "
-     "(arrays x, (x, y) or (x, y, sample_weight), dicts or lists of arrays, or a "
-     "tf.data.Dataset); got tuple: "),
+    ("KerasUnequalArrays", "KerasUnequalArrays.examples() must give what model.fit takes: "
+     "arrays of one length, not "),
     ("KerasStepNoLoss", "the model's train_step() must return its loss as model.fit logs it: "
      "a dict with a 'loss' (or '..._loss') entry, got {'acc'}"),
     ("broken_import:Broken", "--task 'broken_import:Broken': importing 'broken_import' raised "

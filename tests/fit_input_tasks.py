@@ -1,0 +1,87 @@
+"""KerasTasks that give model.fit's inputs through fit(): arrays, a PyDataset, a generator.
+
+Used by tests/integration/trainer/test_fit_inputs.py (2 workers, SIGTERM, retry).
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+
+from spottrain import FitArgs, KerasTask
+
+
+def _model():
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)]
+    )
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer="adam", loss=loss, metrics=["accuracy"])
+    return model
+
+
+def _points(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 3, n)
+    centres = np.array([[0, 3, 1, 0], [3, -2, 0, 1], [-3, -2, 1, 1]], dtype="float32")
+    return (centres[labels] + rng.normal(size=(n, 4))).astype("float32"), labels
+
+
+class Arrays(KerasTask):
+    """Arrays with fit's batch_size, class_weight and validation_split: --epochs says how long."""
+
+    def model(self):
+        return _model()
+
+    def fit(self):
+        x, y = _points(250)  # 200 to train after the split: 12 steps of 16, 8 dropped
+        return FitArgs(
+            x, y, batch_size=16, validation_split=0.2, class_weight={0: 1.0, 1: 2.0, 2: 0.5}
+        )
+
+
+class Batches(keras.utils.PyDataset):
+    """Batch i: 16 points, made from i alone (index-based, as PyDataset is)."""
+
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return _points(16, seed=100 + i)
+
+
+class PyData(KerasTask):
+    """A PyDataset and fit's epochs: no length flag at all."""
+
+    def model(self):
+        return _model()
+
+    def fit(self):
+        return FitArgs(Batches(), epochs=4)
+
+
+class Generator(KerasTask):
+    """A generator (made anew by each fit() call) with steps_per_epoch and epochs."""
+
+    def model(self):
+        return _model()
+
+    def fit(self):
+        def batches():
+            for i in range(10_000):
+                yield _points(16, seed=1000 + i)
+
+        return FitArgs(batches(), steps_per_epoch=10, epochs=3)
+
+
+class Stream(KerasTask):
+    """A dataset of unknown length, and no steps_per_epoch: --epochs cannot say how long."""
+
+    def model(self):
+        return _model()
+
+    def fit(self):
+        import tensorflow as tf
+
+        x, y = _points(64)
+        return FitArgs(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(16))
