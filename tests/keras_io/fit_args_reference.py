@@ -7,7 +7,7 @@ The other side of the epoch-level comparison in
 script gives them, except the training data, which is the batches the engine gives
 one worker (``task.train_dataset``) with ``steps_per_epoch`` set, so that both sides
 see the same batches. ``validation_split`` is cut as fit cuts it
-(``keras/src/trainers/data_adapters/data_adapter_utils.py``,
+(``keras/src/trainers/data_adapters/array_slicing.py``,
 ``train_validation_split``: the last fraction, before any shuffle). Writes each
 epoch's logs as JSON.
 """
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import keras
     import tensorflow as tf
-    from keras.src.trainers.data_adapters.data_adapter_utils import train_validation_split
+    from keras.src.trainers.data_adapters.array_slicing import train_validation_split
 
     from spottrain.trainer.task_api import TrainInput
 
