@@ -23,7 +23,10 @@ FIT_EXAMPLES = {
     "anomaly_autoencoder": "anomaly_autoencoder:Task",
     "imbalanced_classification": "imbalanced_classification:Trained",
     "mlp_mixer": "mlp_mixer:Task",
+    "pydataset_guide": "pydataset_guide:Task",
 }
+# Ports whose fit() data the engine's examples() cannot take today (a PyDataset).
+NOT_TODAY = {"pydataset_guide"}
 
 
 def task(name: str) -> str:
@@ -72,4 +75,4 @@ def exported_weights(model_dir: Path) -> dict:
 
 
 # The fit ports' model and data as the engine trains them today, beside EXAMPLES.
-TODAY = [today(name) for name in FIT_EXAMPLES]
+TODAY = [today(name) for name in FIT_EXAMPLES if name not in NOT_TODAY]

@@ -41,6 +41,10 @@ PORTS = {
         {"loss", "fn", "fp", "tn", "tp", "precision", "recall", "val_loss", "val_recall"},
     ),
     "mlp_mixer": (50, 128, 576, {"loss", "acc", "top5-acc", "val_loss", "val_acc"}),
+    "pydataset_guide": (
+        1, 32, 1280,  # the PyDataset's own batches (fit ignores batch_size=64 for it)
+        {"loss", "sparse_categorical_accuracy", "val_loss", "val_sparse_categorical_accuracy"},
+    ),
 }  # fmt: skip
 
 
@@ -60,7 +64,8 @@ def test_a_port_as_written_resumes_at_its_epochs_with_validation(tmp_path, name)
     assert proc.stdout.strip().splitlines()[-1].startswith("check ok:"), proc.stdout[-2000:]
 
     args = port_args(name, tmp_path / "hit", "--deterministic")
-    preempt_at = 2 * min(steps_per_epoch(name)) + 1  # inside the third epoch
+    spe = min(steps_per_epoch(name))
+    preempt_at = min(2 * spe + 1, epochs * spe // 2)  # inside the third epoch, or halfway
     first = gang(tmp_path / "hit", args, "--preempt-at-step", str(preempt_at), "--seed", "0")
     rec = ledger(tmp_path / "hit")[0]
     assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, (rec, first[-2000:])
@@ -81,7 +86,7 @@ def test_a_port_as_written_resumes_at_its_epochs_with_validation(tmp_path, name)
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
     logs = epoch_logs(first + second)
-    last = math.ceil(hit["final_step"] / min(steps_per_epoch(name)))
+    last = math.ceil(hit["final_step"] / (hit["train_steps"] // epochs))  # EarlyStopping's
     assert set(range(1, last + 1)) <= logs.keys(), (sorted(logs), last)
     for epoch, values in logs.items():
         assert logged <= values.keys(), (epoch, sorted(values))
@@ -89,14 +94,17 @@ def test_a_port_as_written_resumes_at_its_epochs_with_validation(tmp_path, name)
 
 @NEEDS_FIT
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["mnist_convnet", "imbalanced_classification", "mlp_mixer"])
+@pytest.mark.parametrize(
+    "name", ["mnist_convnet", "imbalanced_classification", "mlp_mixer", "pydataset_guide"]
+)
 def test_each_epochs_logs_agree_with_model_fit(tmp_path, name):
     """One worker: each epoch's logs (loss, metrics, validation, the learning rate the
     callbacks set) equal fit's with the same arguments on the same batches."""
-    spe = min(steps_per_epoch(name))
     args = port_args(name, tmp_path, "--seed", "7", "--log-every-steps", "1")
     proc, _ = run_module("spottrain.trainer.task", args, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    spe = summary(tmp_path)["train_steps"] // PORTS[name][0]  # the engine's, for fit's side
+    assert spe in steps_per_epoch(name), spe
     ours = epoch_logs(proc.stdout + proc.stderr)
     out = tmp_path / "fit.json"
     ref = ["--task", fit_port(name), "--steps-per-epoch", str(spe), "--seed", "7"]
