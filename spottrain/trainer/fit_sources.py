@@ -94,10 +94,13 @@ def classify(args, owner: str, batched: bool | None) -> Source:
                 f"x is a {kind}: give validation_data"
             )
         if args.batch_size is not None and kind != DATASET:
-            raise ConfigError(
-                f"{owner}: batch_size={args.batch_size} with x a {kind}: its batches are the "
-                "global batches (as model.fit takes them); drop batch_size"
-            )
+            # model.fit takes it and ignores it (keras/src/trainers/data_adapters/__init__.py,
+            # get_data_adapter: a PyDataset's or generator's adapter gets no batch_size).
+            log.info(
+                "%s: batch_size=%s is not used with x a %s: its batches are the global "
+                "batches, as under model.fit",
+                owner, args.batch_size, kind,
+            )  # fmt: skip
         if kind == GENERATOR and args.class_weight is not None:
             raise ConfigError(
                 f"{owner}: class_weight with a generator is not supported (nor by model.fit): "

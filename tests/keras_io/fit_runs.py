@@ -7,16 +7,10 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from trainer_helpers import run_module
 
 from keras_io.harness import fit_port
 
-NEEDS_FIT = pytest.mark.xfail(
-    strict=False,
-    reason="the engine does not read KerasTask.fit() yet (epochs, batch_size, "
-    "validation_data/validation_split, callbacks, class_weight: issue 54)",
-)
 EPOCH_LINE = re.compile(r"\bepoch (\d+)/(\d+)\b(.*)$", re.M)
 KEY_VALUE = re.compile(r"([A-Za-z_][\w-]*)=([-+\w.]+)")
 

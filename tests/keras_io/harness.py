@@ -25,8 +25,6 @@ FIT_EXAMPLES = {
     "mlp_mixer": "mlp_mixer:Task",
     "pydataset_guide": "pydataset_guide:Task",
 }
-# Ports whose fit() data the engine's examples() cannot take today (a PyDataset).
-NOT_TODAY = {"pydataset_guide"}
 
 
 def task(name: str) -> str:
@@ -37,11 +35,6 @@ def task(name: str) -> str:
 def fit_port(name: str) -> str:
     """A fit port as written (the engine reads its ``fit()``)."""
     return f"tests.keras_io.{FIT_EXAMPLES[name]}"
-
-
-def today(name: str) -> str:
-    """A fit port's model and ``fit()``'s x, y as ``examples()`` (tests/keras_io/today.py)."""
-    return f"tests.keras_io.today:{name}"
 
 
 def engine_args(name: str, out: Path, steps: int, batch: int, *extra: str) -> list[str]:
@@ -72,7 +65,3 @@ def exported_weights(model_dir: Path) -> dict:
             )
         )
     return found
-
-
-# The fit ports' model and data as the engine trains them today, beside EXAMPLES.
-TODAY = [today(name) for name in FIT_EXAMPLES if name not in NOT_TODAY]

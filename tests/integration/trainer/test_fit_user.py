@@ -2,10 +2,8 @@
 
 The script is plain Keras (a compiled functional model, a string loss, ``accuracy``,
 NumPy arrays of scikit-learn's digits, a LearningRateScheduler, ``validation_data``,
-``model.fit``) and runs under plain ``python``. Its port trains on two workers with
-one preemption: today its model and arrays through ``examples()``
-(``tests.keras_io.today:fit_user``); once the engine reads ``fit()`` (issue 54), as
-written, with each epoch's accuracy and validation on its line.
+``model.fit``) and runs under plain ``python``. Its port trains, as written, on two
+workers with one preemption, each epoch's accuracy and validation on its line.
 """
 
 from __future__ import annotations
@@ -16,8 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from keras_io.fit_runs import NEEDS_FIT, epoch_logs, gang, port_args
-from keras_io.harness import engine_args, exported_weights, today
+from keras_io.fit_runs import epoch_logs, gang, port_args
 from trainer_helpers import env, ledger, summary
 
 SCRIPT = Path(__file__).resolve().parents[2] / "fit_user" / "script.py"
@@ -36,29 +33,6 @@ def test_the_script_trains_under_plain_python(tmp_path):
     assert (tmp_path / "digits.keras").exists()
 
 
-@pytest.mark.slow
-def test_its_model_and_arrays_train_today_on_two_workers_with_a_preemption(tmp_path):
-    """The port's model and fit()'s arrays (examples()): SIGTERM at step 25, the retry
-    ends at exactly step 60 with the weights of an uninterrupted run."""
-    args = engine_args(today("fit_user"), tmp_path / "hit", 60, BATCH // 2, "--deterministic")
-    first = gang(tmp_path / "hit", args, "--preempt-at-step", "25", "--seed", "0")
-    rec = ledger(tmp_path / "hit")[0]
-    assert rec["outcome"] == "preempted" and rec["steps_lost"] == 0, (rec, first[-2000:])
-    assert 0 < rec["saved_step"] < 60, rec
-    second = gang(tmp_path / "hit", args)
-    assert ledger(tmp_path / "hit")[1]["start_step"] == rec["saved_step"], second[-2000:]
-    s = summary(tmp_path / "hit")
-    assert s["final_step"] == s["train_steps"] == 60 and s["num_workers"] == 2, s
-    assert s["exported"] == ["model.keras", "saved_model/"], s
-    clean = engine_args(today("fit_user"), tmp_path / "clean", 60, BATCH // 2, "--deterministic")
-    gang(tmp_path / "clean", clean)
-    hit, ref = exported_weights(tmp_path / "hit/model"), exported_weights(tmp_path / "clean/model")
-    assert hit.keys() == ref.keys() and hit
-    for key in hit:
-        assert (hit[key] == ref[key]).all(), key
-
-
-@NEEDS_FIT
 @pytest.mark.slow
 def test_the_port_as_written_shows_accuracy_and_validation_each_epoch(tmp_path):
     """Its fit() on two workers, one SIGTERM in the third epoch: 6 epochs of fit's

@@ -12,7 +12,7 @@ import json
 import re
 
 import pytest
-from keras_io.harness import EXAMPLES, TODAY, engine_args, task
+from keras_io.harness import EXAMPLES, engine_args, task
 from trainer_helpers import run_module
 
 STEPS, BATCH = 20, 16
@@ -40,7 +40,7 @@ def _agree(log: str, fits: list[float]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", EXAMPLES + TODAY)
+@pytest.mark.parametrize("name", EXAMPLES)
 def test_each_steps_loss_agrees_with_model_fit(tmp_path, name):
     args = engine_args(name, tmp_path, STEPS, BATCH, "--log-every-steps", "1", "--seed", "7")
     proc, _ = run_module("spottrain.trainer.task", args)

@@ -9,11 +9,6 @@ of an uninterrupted run, bit for bit (so the callbacks' state resumed: EarlyStop
 validation and compiled metrics; on one worker each epoch's logs equal Keras's own
 ``model.fit`` given the same arguments and the engine's batches, to 4 digits.
 
-Until the engine reads ``fit()`` (its epochs, batch_size, validation, callbacks and
-class_weight are other parts of issue 54) these are xfail; the same models and data
-train today through ``examples()`` (``tests.keras_io.today``) in test_keras_io_fit.py
-and test_keras_io_resume.py.
-
 What the epoch line looks like is not settled: ``EPOCH_LINE`` takes any line with
 ``epoch E/N`` and ``key=value`` pairs.
 """
@@ -25,7 +20,7 @@ import math
 
 import numpy as np
 import pytest
-from keras_io.fit_runs import NEEDS_FIT, epoch_logs, gang, port_args
+from keras_io.fit_runs import epoch_logs, gang, port_args
 from keras_io.harness import FIT_EXAMPLES, exported_weights, fit_port
 from trainer_helpers import error_lines, ledger, run_module, summary
 
@@ -54,7 +49,6 @@ def steps_per_epoch(name: str) -> set[int]:
     return {n // batch, math.ceil(n / batch)}
 
 
-@NEEDS_FIT
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(FIT_EXAMPLES))
 def test_a_port_as_written_resumes_at_its_epochs_with_validation(tmp_path, name):
@@ -92,7 +86,6 @@ def test_a_port_as_written_resumes_at_its_epochs_with_validation(tmp_path, name)
         assert logged <= values.keys(), (epoch, sorted(values))
 
 
-@NEEDS_FIT
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["mnist_convnet", "imbalanced_classification", "mlp_mixer", "pydataset_guide"]
@@ -121,7 +114,6 @@ def test_each_epochs_logs_agree_with_model_fit(tmp_path, name):
             )  # fmt: skip
 
 
-@NEEDS_FIT
 def test_a_model_checkpoint_is_refused_in_one_line_naming_the_engines_saves(tmp_path):
     """The imbalanced-classification example as written passes fit a ModelCheckpoint:
     the engine saves itself (--save-every-steps, on a preemption notice), so it says so

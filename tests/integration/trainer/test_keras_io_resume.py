@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from keras_io.harness import EXAMPLES, TODAY, engine_args, exported_weights, task
+from keras_io.harness import EXAMPLES, engine_args, exported_weights, task
 from trainer_helpers import ledger, run_module, summary
 
 from spottrain import exits
@@ -26,7 +26,7 @@ DEFAULT_EXPORT = ["model.keras", "saved_model/"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", EXAMPLES + TODAY)
+@pytest.mark.parametrize("name", EXAMPLES)
 def test_an_example_checks_resumes_bit_identical_and_exports(tmp_path, name):
     """--check, then a 2-worker SIGTERM and resume against an uninterrupted run."""
     check = ["--check", "--task", task(name), "--batch-size-per-replica", str(BATCH)]

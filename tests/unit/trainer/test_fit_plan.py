@@ -258,15 +258,20 @@ def test_a_pydataset_is_read_by_index_each_epoch_a_seeded_permutation():
     assert resumed == firsts[23:] and ds.read == resumed  # only the batches from step 23 on
 
 
-def test_a_pydatasets_short_last_batch_is_dropped_and_batch_size_refused():
+def test_a_pydatasets_short_last_batch_is_dropped_and_batch_size_ignored_as_by_fit(caplog):
     class Short(Batches):
         def __getitem__(self, i):
             x, y = super().__getitem__(i)
             return (x[:3], y[:3]) if i == self.count - 1 else (x, y)
 
     assert fit_plan.resolve(Fit.with_(x=Short()), _cfg(), 2).steps_per_epoch == 9
-    with pytest.raises(ConfigError, match="batch_size=8 with x a PyDataset"):
-        fit_plan.resolve(Fit.with_(x=Batches(), batch_size=8), _cfg(), 2)
+    # model.fit takes batch_size with a PyDataset and does not use it: so do we, saying so.
+    caplog.set_level("INFO")
+    plan = fit_plan.resolve(Fit.with_(x=Batches(), batch_size=8), _cfg(), 2)
+    assert plan.global_batch == fit_plan.resolve(Fit.with_(x=Batches()), _cfg(), 2).global_batch
+    assert any(
+        "batch_size=8 is not used with x a PyDataset" in r.getMessage() for r in caplog.records
+    )
     with pytest.raises(ConfigError, match="--global-batch-size 16: the task's PyDataset gives"):
         fit_plan.resolve(Fit.with_(x=Batches()), _cfg(global_batch_size=16), 2)
 
