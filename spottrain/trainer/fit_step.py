@@ -14,7 +14,11 @@ resume stay the engine's.
 
 from __future__ import annotations
 
+import logging
+
 from spottrain.exits import ConfigError
+
+log = logging.getLogger("trainer")
 
 # How fit names the loss in what train_step returns (Keras' own step: its loss tracker).
 LOSS_KEY = "loss"
@@ -51,6 +55,15 @@ def prepare(model, element_spec, cfg):
             "tf.function, as model.fit does by default; debug it eagerly with model.fit, "
             "then compile without run_eagerly to train here"
         )
+    per_execution = getattr(model, "steps_per_execution", 1) or 1
+    if per_execution > 1 and cfg.steps_per_loop != per_execution:
+        # The steps per call are the engine's flag (its loop ends a call at a vote, an
+        # epoch's end or a NaN); said, not silently dropped.
+        log.info(
+            "compile(steps_per_execution=%d) is not read: the engine runs --steps-per-loop "
+            "%s steps a call (give --steps-per-loop %d for fit's)",
+            per_execution, cfg.steps_per_loop or "auto", per_execution,
+        )  # fmt: skip
     if cfg.optimizer:
         from spottrain.trainer import optimizer as optimizer_lib
 

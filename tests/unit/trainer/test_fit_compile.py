@@ -109,3 +109,19 @@ def test_every_loss_scale_optimizer_is_patched_once_and_others_are_left_alone():
     # One replica: the local verdict, as Keras's.
     assert bool(lso.check_finite([keras.ops.ones(3)]))
     assert not bool(lso.check_finite([keras.ops.convert_to_tensor([1.0, np.inf])]))
+
+
+def test_steps_per_execution_is_said_not_silently_dropped(caplog):
+    import tensorflow as tf
+
+    spec = (tf.TensorSpec([8, 4]), tf.TensorSpec([8]))
+    caplog.set_level("INFO")
+    fit_step.prepare(compiled(steps_per_execution=4), spec, config.TrainConfig())
+    lines = [r.getMessage() for r in caplog.records if "steps_per_execution" in r.getMessage()]
+    assert lines == [
+        "compile(steps_per_execution=4) is not read: the engine runs --steps-per-loop 1 "
+        "steps a call (give --steps-per-loop 4 for fit's)"
+    ]
+    caplog.clear()
+    fit_step.prepare(compiled(steps_per_execution=4), spec, config.TrainConfig(steps_per_loop=4))
+    assert not [r for r in caplog.records if "steps_per_execution" in r.getMessage()]
