@@ -139,12 +139,13 @@ def _plain(value, depth: int = 0) -> bool:
 def _encode(value):
     import numpy as np
 
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray | np.generic):
+        # A NumPy scalar stays one (its dtype too): EarlyStopping's best_weights holds
+        # the 0-d weights model.get_weights() gives, and set_weights needs their shape.
         buf = io.BytesIO()
-        np.save(buf, value, allow_pickle=False)
-        return {"__ndarray__": base64.b64encode(buf.getvalue()).decode()}
-    if isinstance(value, np.generic):
-        return value.item()
+        np.save(buf, np.asarray(value), allow_pickle=False)
+        key = "__ndarray__" if isinstance(value, np.ndarray) else "__generic__"
+        return {key: base64.b64encode(buf.getvalue()).decode()}
     if isinstance(value, tuple):
         return {"__tuple__": [_encode(v) for v in value]}
     if isinstance(value, list):
@@ -159,6 +160,9 @@ def _decode(value):
 
     if isinstance(value, dict) and "__ndarray__" in value:
         return np.load(io.BytesIO(base64.b64decode(value["__ndarray__"])), allow_pickle=False)
+    if isinstance(value, dict) and "__generic__" in value:
+        blob = io.BytesIO(base64.b64decode(value["__generic__"]))
+        return np.load(blob, allow_pickle=False)[()]
     if isinstance(value, dict) and "__tuple__" in value:
         return tuple(_decode(v) for v in value["__tuple__"])
     if isinstance(value, list):

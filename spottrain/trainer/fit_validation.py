@@ -50,7 +50,9 @@ class Validation:
 
         self.model, self.strategy = model, strategy
         self.replicas = strategy.num_replicas_in_sync
-        self.examples = fit_input.examples_dataset(data, None, "FitArgs.validation_data", False)
+        self.examples = fit_input.examples_dataset(
+            _pydataset_arrays(data), None, "FitArgs.validation_data", False
+        )
         n = int(self.examples.cardinality())
         if n == tf.data.INFINITE_CARDINALITY:
             raise ConfigError(
@@ -128,3 +130,22 @@ class Validation:
 def _scalar(value) -> bool:
     shape = getattr(value, "shape", ())
     return len(shape) == 0
+
+
+def _pydataset_arrays(data):
+    """A ``keras.utils.PyDataset`` (fit takes one as ``validation_data``) as its arrays.
+
+    Its batches read once, in order, and joined: every replica must see its own equal
+    share of the examples, which index arithmetic over batches of the PyDataset's own
+    size cannot cut. Anything else is returned as it is.
+    """
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    if not isinstance(data, keras.utils.PyDataset):
+        return data
+    batches = [data[i] for i in range(len(data))]
+    if not batches:
+        raise ConfigError("FitArgs.validation_data is a PyDataset of no batches")
+    return tf.nest.map_structure(lambda *parts: np.concatenate(parts), *batches)

@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     import tensorflow as tf
     from keras.src.trainers.data_adapters.array_slicing import train_validation_split
 
+    from spottrain.trainer import fit_plan
     from spottrain.trainer.task_api import TrainInput
 
     module, _, name = a.task.partition(":")
@@ -44,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
         validation = tuple(v for v in validation if v is not None)
     steps = args.epochs * a.steps_per_epoch
     context = tf.distribute.InputContext(1, 0, 1)
-    ds = task.train_dataset(TrainInput(context, args.batch_size or 32, a.seed, 0, steps))
+    batch = fit_plan.resolve(task, None, 1).global_batch  # a PyDataset's: its own batches
+    ds = task.train_dataset(TrainInput(context, batch, a.seed, 0, steps))
     model = task.build_model()
     epochs = []
 
@@ -60,7 +62,9 @@ def main(argv: list[str] | None = None) -> None:
         validation_steps=args.validation_steps,
         validation_batch_size=args.validation_batch_size,
         validation_freq=args.validation_freq,
-        class_weight=args.class_weight,
+        # None: the engine's batches carry class_weight's sample weights already
+        # (spottrain/trainer/fit_sources.py), as fit's own data adapter adds them.
+        class_weight=None,
         initial_epoch=args.initial_epoch,
         callbacks=[*(args.callbacks or []), Logs()],
         verbose=0,

@@ -166,3 +166,24 @@ def test_a_callback_that_raises_is_one_line_naming_it():
     except KeyError as e:
         line = str(fit_callbacks.failure(callbacks, "on_epoch_end", e))
     assert line == "FitArgs.callbacks: Broken.on_epoch_end raised KeyError: 'val_auc'"
+
+
+def test_numpy_scalars_in_a_callbacks_state_come_back_as_numpy_scalars():
+    """model.get_weights() gives 0-d weights as NumPy scalars; EarlyStopping's
+    best_weights keeps them and set_weights needs their shape (a restored int has none:
+    'int' object has no attribute 'shape' at on_train_end, after a resume)."""
+    import json
+
+    import keras
+
+    class Holder(keras.callbacks.Callback):
+        pass
+
+    one, two = Holder(), Holder()
+    one.kept = [np.int64(3), np.float32(0.5), np.zeros((2, 2), "float32")]
+    cbs = keras.callbacks.CallbackList([one], model=_model())
+    saved = json.loads(json.dumps(fit_callbacks.state(cbs)))
+    fit_callbacks.restore(keras.callbacks.CallbackList([two], model=_model()), saved)
+    assert [type(v) for v in two.kept] == [np.int64, np.float32, np.ndarray]
+    assert [np.shape(v) for v in two.kept] == [(), (), (2, 2)]
+    assert two.kept[0] == 3 and two.kept[1] == np.float32(0.5)
