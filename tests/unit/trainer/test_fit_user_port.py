@@ -53,3 +53,11 @@ def test_the_port_adds_eight_lines_and_removes_two():
     assert _changes(*strip) == (8, 2)
     assert _changes(script, port) == (25, 19)  # what a plain diff shows, indentation included
     assert (len(script), len(port)) == (33, 39)
+
+
+def test_the_docs_show_the_port_as_it_is():
+    """docs/task-api.md's "Port a model.fit script" block is tests/fit_user/task.py."""
+    page = (FIT_USER.parents[1] / "docs" / "task-api.md").read_text()
+    section = page[page.index("## Port a `model.fit` script") :]
+    block = section[section.index("```python\n") + len("```python\n") :]
+    assert block[: block.index("```")] == (FIT_USER / "task.py").read_text()
