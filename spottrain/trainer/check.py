@@ -51,19 +51,19 @@ def _check(cfg: config.TrainConfig) -> str:
     import numpy as np
     import tensorflow as tf
 
-    from spottrain.trainer import fit_plan, fit_step, steps, task_calls
+    from spottrain.trainer import fit_step, run_length, steps, task_calls
 
     batch = cfg.batch_size_per_replica
     length = ""
     if task.fit_step():
         # The run's own plan on one replica: the length and batch errors the run would stop
         # with (--epochs on data of no length, a batch_size the replicas cannot split).
-        plan = fit_plan.resolve(task, cfg, 1, need_length=bool(cfg.train_steps or cfg.epochs))
+        plan = run_length.plan(task, cfg, 1, need_length=bool(cfg.train_steps or cfg.epochs))
         batch, planned = plan.global_batch, plan.total_steps
         if cfg.train_steps or cfg.epochs or plan.steps_per_epoch:
             length = f"{planned} steps ({plan.steps_per_epoch or '?'} an epoch); "
     else:
-        planned = fit_plan.run_length(task, cfg, 1)[1] if cfg.train_steps or cfg.epochs else 0
+        planned = run_length.of(task, cfg, 1)[1] if cfg.train_steps or cfg.epochs else 0
     # The run's horizon, at least long enough that the probe is not a short pipeline's
     # (the pre-flight checks with --train-steps 1; --check needs no --train-steps).
     total = max(planned, 100)

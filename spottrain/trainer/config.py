@@ -378,7 +378,7 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
         cfg.global_batch_size >= 0, f"--global-batch-size {cfg.global_batch_size} must be positive"
     )
     # Neither is fine for a task of the user's: a KerasTask's fit() may say its epochs
-    # (fit_plan.run_length decides at build, where the task is loaded; a plain Task without
+    # (run_length.of decides at build, where the task is loaded; a plain Task without
     # either stops there). The built-in image task is a plain Task: refused here, at once.
     _require(
         not (cfg.train_steps > 0 and cfg.epochs > 0),

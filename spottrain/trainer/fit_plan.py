@@ -18,7 +18,7 @@ Precedence (docs/task-api.md):
   ``I .. epochs - 1``, so its steps ``0 .. total`` read data positions from ``I x spe``;
   the epoch of engine step ``s`` (1-based, the step that just ran) is :meth:`FitPlan.epoch_of`.
 
-A plain ``Task`` keeps the flags' path (:func:`run_length`).
+A plain ``Task`` keeps the flags' path (:mod:`spottrain.trainer.run_length`).
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spottrain.exits import ConfigError
-from spottrain.trainer import config, fit_sources
+from spottrain.trainer import fit_sources
 from spottrain.trainer.fit_args import FitArgs
 
 log = logging.getLogger("trainer")
 
-__all__ = ["FitPlan", "resolve", "run_length", "train_dataset"]
+__all__ = ["FitPlan", "resolve", "train_dataset"]
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class FitPlan:
 
 def fit_args(task) -> FitArgs:
     """The task's ``fit()``, checked to be a ``FitArgs``."""
-    from spottrain.trainer.task_loader import call_task
+    from spottrain.trainer.user_code import call_task
 
     args = call_task(f"{type(task).__name__}.fit()", task.fit)
     if not isinstance(args, FitArgs):
@@ -95,9 +95,9 @@ def fit_args(task) -> FitArgs:
 
 def _owner(task) -> str:
     """How a line names the data's origin: ``T.fit()``, or ``T.examples()`` (fit's default)."""
-    from spottrain.trainer.task_api import KerasTask
-
-    method = "fit" if type(task).fit is not KerasTask.fit else "examples"
+    # KerasTask's own fit() is FitArgs(self.examples()): named by its qualified name, not
+    # by importing the Task API, which imports this module.
+    method = "examples" if type(task).fit.__qualname__ == "KerasTask.fit" else "fit"
     return f"{type(task).__name__}.{method}()"
 
 
@@ -202,8 +202,6 @@ def resolve(task, cfg, replicas: int, *, need_length: bool = True) -> FitPlan:
             said = f"--epochs {flag_epochs:g}" if flag_epochs else f"epochs={epochs!r}"
             raise ConfigError(f"{said} must be more than {owner}'s initial_epoch={initial}")
         total = max(1, math.ceil((epochs - initial) * spe))
-    if total > config.MAX_STEPS:
-        raise ConfigError(f"{owner}: {total} steps are more than {config.MAX_STEPS}")
     validation = args.validation_data
     if validation is None and src.held_out is not None:
         validation = src.held_out
@@ -274,32 +272,3 @@ def _fresh_generator(task):
         )
     used.append(x)
     return x
-
-
-def run_length(task, cfg, replicas: int) -> tuple[int, int, FitPlan | None]:
-    """``(global_batch, total_steps, plan)`` of a run: a ``KerasTask``'s plan, else the flags'."""
-    if task.fit_step():
-        plan = resolve(task, cfg, replicas)
-        log.info(
-            "fit plan: %s, %s examples, global batch %d, %s steps an epoch, epochs %d..%g: "
-            "%d steps",
-            plan.kind, plan.examples if plan.examples is not None else "unknown",
-            plan.global_batch, plan.steps_per_epoch or "unknown", plan.initial_epoch,
-            plan.epochs, plan.total_steps,
-        )  # fmt: skip
-        return plan.global_batch, plan.total_steps, plan
-    global_batch = config.global_batch(cfg, replicas)
-    if cfg.train_steps:
-        return global_batch, cfg.train_steps, None
-    if not cfg.epochs:
-        raise ConfigError(
-            f"give --train-steps ({cfg.train_steps}) or --epochs ({cfg.epochs:g}), positive: "
-            f"{type(task).__name__} is a Task, not a KerasTask, with no fit() to say how long"
-        )
-    examples = task.num_train_examples()
-    if not examples:
-        raise ConfigError(
-            f"--epochs {cfg.epochs:g} needs a task that knows its number of examples "
-            f"({type(task).__name__}.num_train_examples())"
-        )
-    return global_batch, config.steps_for_epochs(cfg.epochs, examples, global_batch), None

@@ -10,9 +10,9 @@ import importlib
 import json
 from typing import Any
 
-from spottrain import fileio
-from spottrain.exits import ConfigError, TrainerExit
+from spottrain.exits import ConfigError
 from spottrain.trainer.task_api import KerasTask, Task
+from spottrain.trainer.user_code import call_task  # noqa: F401 - where the engine finds it
 
 DEFAULT_TASK = "spottrain.tasks.image.task:ImageClassificationTask"
 # The default task's settings also as trainer flags (--image-dir, --backbone...): a
@@ -25,27 +25,6 @@ DEFAULT_TASK_FLAGS = "spottrain.tasks.image.flags"
 def default_task_flags():
     """The default task's flags module (``DEFAULT_TASK_FLAGS``): the config's hook."""
     return importlib.import_module(DEFAULT_TASK_FLAGS)
-
-
-def call_task(what: str, method, *args):
-    """Calls a task's ``method``; what the task's own code raises becomes one fatal line.
-
-    The engine's own exits and storage failures (retryable: ``fileio.storage_failure``,
-    e.g. pretrained weights unreachable) pass through unchanged.
-
-    Args:
-        what: How the line names the call, e.g. "the task's build_model()".
-        method: The bound method.
-        *args: Its arguments.
-    """
-    try:
-        return method(*args)
-    except (ConfigError, TrainerExit):
-        raise
-    except Exception as e:  # noqa: BLE001 - a user's task: one line, not a traceback
-        if fileio.storage_failure(e) is not None:
-            raise
-        raise ConfigError(f"{what} raised {type(e).__name__}: {e}") from e
 
 
 def check_spec(spec: str, args_json: str) -> tuple[str, str, dict[str, Any]]:

@@ -30,13 +30,13 @@ from spottrain.trainer import (
     export,
     fit_evaluate,
     fit_loop,
-    fit_plan,
     fit_step,
     loss_scale,
     metadata_notice,
     nan_inputs,
     notice_phase,
     preemption,
+    run_length,
     save_health,
     steps,
     task_calls,
@@ -148,7 +148,7 @@ class Trainer:
         self.phases.starting("while the model was built")
         self.replicas = self.strategy.num_replicas_in_sync
         # A KerasTask's fit() (its batch, epochs, steps_per_epoch), else the flags.
-        self.global_batch, self.total_steps, self.plan = fit_plan.run_length(
+        self.global_batch, self.total_steps, self.plan = run_length.of(
             self.task, cfg, self.replicas
         )
         if cfg.mixed_precision:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from spottrain.exits import ConfigError
-from spottrain.trainer import config, fit_plan
+from spottrain.trainer import config, fit_plan, run_length
 from spottrain.trainer.fit_args import FitArgs
 from spottrain.trainer.task_api import KerasTask, Task, TrainInput
 
@@ -101,7 +101,7 @@ def test_arrays_with_epochs_flag_train_where_the_engine_refused_them():
         def examples(self):
             return _arrays()
 
-    global_batch, total, plan = fit_plan.run_length(Arrays({}, None), _cfg(epochs=6.0), 2)
+    global_batch, total, plan = run_length.of(Arrays({}, None), _cfg(epochs=6.0), 2)
     assert (global_batch, total, plan.examples) == (8, 72, N)
 
 
@@ -126,10 +126,10 @@ def test_a_plain_task_keeps_the_flags_path():
         def num_train_examples(self):
             return 100
 
-    assert fit_plan.run_length(Plain({}, None), _cfg(train_steps=5), 2) == (8, 5, None)
-    assert fit_plan.run_length(Plain({}, None), _cfg(epochs=2.0), 2) == (8, 25, None)
+    assert run_length.of(Plain({}, None), _cfg(train_steps=5), 2) == (8, 5, None)
+    assert run_length.of(Plain({}, None), _cfg(epochs=2.0), 2) == (8, 25, None)
     with pytest.raises(ConfigError, match=r"give --train-steps \(0\) or --epochs \(0\)"):
-        fit_plan.run_length(Plain({}, None), _cfg(), 2)
+        run_length.of(Plain({}, None), _cfg(), 2)
 
 
 def test_the_flags_may_leave_the_length_to_fit_but_not_give_both():
