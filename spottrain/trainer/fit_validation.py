@@ -123,8 +123,11 @@ class Validation:
         self._reset()
         for _ in range(self.batches):
             self._step(self.strategy.experimental_distribute_values_from_function(batch_of))
-        logs = self._merged()
-        return {f"val_{k}": float(v) for k, v in logs.items() if _scalar(v)}
+        logs = {f"val_{k}": float(v) for k, v in self._merged().items() if _scalar(v)}
+        # The compiled metrics are training's too: the next step must not start from the
+        # validation's states (its own reset may have been traced before they existed).
+        self._reset()
+        return logs
 
 
 def _scalar(value) -> bool:

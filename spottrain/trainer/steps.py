@@ -114,7 +114,14 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
             logs = model.train_step(data)
             names, values = fit_step.step_metrics(logs, replicas)
             metric_names[:] = names
-            return fit_step.step_loss(logs, replicas), values
+            loss = fit_step.step_loss(logs, replicas)
+        # Again after the step: compiled metrics that Keras builds in the step's first
+        # trace (a model _symbolic_build could not build before) have no variables when
+        # the reset above is traced, so it resets nothing and their values would run on
+        # over the steps. Traced after the reads above, it runs after them (automatic
+        # control dependencies keep a function's stateful ops in program order).
+        fit_step.reset_metrics(model)
+        return loss, values
 
     def forward_backward(features, labels):
         with tf.GradientTape() as tape:

@@ -46,7 +46,6 @@ PORTS = {
 # Per port, the training metrics whose epoch value is not yet fit's (see the test).
 NOT_YET_FITS = {
     "imbalanced_classification": {"fn", "fp", "tn", "tp", "precision", "recall"},
-    "mlp_mixer": {"acc", "top5-acc"},
 }
 
 
@@ -122,8 +121,7 @@ def test_each_epochs_logs_agree_with_model_fit(tmp_path, name):
     # Training metrics that are not means of the batches (counts, precision, recall)
     # are shown as the mean over steps of the replicas' values, not from the epoch's
     # whole state as fit computes them (docs/task-api.md, fit's loop): known, not yet.
-    # The MLP-Mixer's acc/top5-acc differ too while its loss and val_ logs agree: not
-    # yet explained. Loss, learning rate and every val_ log must agree for every port.
+    # Loss, learning rate, every val_ log and every mean metric must agree.
     known = NOT_YET_FITS.get(name, set())
     assert not [o for o in off if o[1] not in known], off
     if off:
