@@ -67,7 +67,7 @@ class LoopSizes:
 class StepAhead:
     """One step a call, the host a step behind the device.
 
-    Step j+1 is dispatched before step j's ``[loss, stop, save]`` is read, so that a
+    Step j+1 is dispatched before step j's ``[loss, stop, save, bad]`` is read, so that a
     GPU has the next step queued while the host reads (fit does not wait on each step
     either). A stop or save vote is then acted on one step later.
 
@@ -88,7 +88,7 @@ class StepAhead:
         return self._ahead is not None
 
     def step(self, flags, then=None) -> list[float]:
-        """This step's ``[loss, stop, save, *metrics]``.
+        """This step's ``[loss, stop, save, bad, *metrics]``.
 
         The step run ahead, else one run now with ``flags``; with ``then`` (the next
         step's flags), the next step is dispatched before this one is read.
@@ -123,6 +123,7 @@ class Call:
     # means over replicas; and the sums over the call's steps of [loss, *metrics].
     metrics: list[float] = field(default_factory=list)
     sums: list[float] = field(default_factory=list)
+    bad_grads: int = 0  # replicas whose gradients in the call's last step were not finite
 
 
 @dataclass
@@ -202,15 +203,15 @@ class Caller:
                     with self.blame("train_dataset"):
                         batch = next(self.iterator)
                     t1 = time.perf_counter()
-                    loss, stop, save, *metrics = _read(self.steps.train_step(batch, *flags))
+                    loss, stop, save, bad, *metrics = _read(self.steps.train_step(batch, *flags))
                     done, first, sums = 1, loss, [loss, *metrics]
                 elif self.sizes.looped:
                     if self._loop is None:
                         self._loop = self.steps.make_train_loop(self.iterator)
                     out = _read(self._loop(tf.constant(n, tf.int32), *flags))
-                    k = (len(out) - 6) // 2  # [done, first, loss, stop, save, *k, *(1 + k)]
-                    done, first, loss, stop, save = out[:5]
-                    metrics, sums = out[5 : 5 + k], out[5 + k :]
+                    k = (len(out) - 7) // 2  # [done, first, loss, stop, save, bad, *k, *(1 + k)]
+                    done, first, loss, stop, save, bad = out[:6]
+                    metrics, sums = out[6 : 6 + k], out[6 + k :]
                     done, t1 = int(done), t0
                 else:
                     if self._next is None:
@@ -221,7 +222,7 @@ class Caller:
                     last = step + 1 == next_save or step + 1 >= self.total_steps
                     alone_stopping = not self.multi_worker and self.stop.is_set()
                     then = None if loop.held or last or alone_stopping else flags
-                    loss, stop, save, *metrics = self._next.step(flags, then)
+                    loss, stop, save, bad, *metrics = self._next.step(flags, then)
                     done, first, t1 = 1, loss, t0  # the input wait is inside the step
                     sums = [loss, *metrics]
         except Exception as e:
@@ -231,7 +232,7 @@ class Caller:
             raise failure from e
         seconds = time.perf_counter() - t0
         self.sizes.measured(done, seconds)
-        return Call(done, first, loss, stop, save, t1 - t0, seconds, metrics, sums)
+        return Call(done, first, loss, stop, save, t1 - t0, seconds, metrics, sums, int(bad))
 
 
 def _read(out) -> list[float]:

@@ -87,7 +87,8 @@ def _check(cfg: config.TrainConfig) -> str:
     zero = tf.constant(0.0)
     try:
         step_fn = fns.make_train_next(iter(dataset))
-        loss = float(np.asarray(step_fn(zero, zero))[0])
+        out = np.asarray(step_fn(zero, zero))
+        loss, bad = float(out[0]), float(out[3])
     except (StopIteration, tf.errors.OutOfRangeError):
         raise ConfigError("the task's train_dataset() is empty at step 1") from None
     except TrainerExit:
@@ -100,6 +101,8 @@ def _check(cfg: config.TrainConfig) -> str:
         raise failure from e
     if not np.isfinite(loss):
         raise ConfigError(f"the task's loss is {loss} on the first batch (step 1)")
+    if bad:
+        raise ConfigError(f"the gradients are not finite on the first batch (step 1; loss {loss})")
     # count_params() needs the model itself built; a subclassed one may never be (no call).
     params = sum(int(np.prod(v.shape)) for v in model.weights)
     if task.fit_step():

@@ -11,6 +11,7 @@ floating-point tensors are checked. Nothing is added to the step itself.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from spottrain.trainer import advice
@@ -22,6 +23,14 @@ log = logging.getLogger(__name__)
 _PARTS = ("features", "labels", "sample weights")
 # Columns named per tensor, at most.
 _COLUMNS = 5
+
+
+def what(loss: float, bad_grads: int) -> str:
+    """What was not finite: the loss, or the gradients of a finite loss (on N replicas)."""
+    if not math.isfinite(loss):
+        return f"loss is {loss}"
+    on = f" on {bad_grads} replica{'s' * (bad_grads != 1)}" if bad_grads else ""
+    return f"gradients are not finite{on} (loss {loss:.4f}, the weights would go NaN)"
 
 
 def remedy(trainer, step: int) -> str:

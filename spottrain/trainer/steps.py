@@ -1,11 +1,15 @@
 """The engine's compiled step: the task's forward and backward pass plus the vote.
 
-Every step all-reduces ``[loss, stop, save]`` with the gradients' collectives, so
-every worker learns in the same step that one of them got a preemption notice (or
-that the time-based save is due) and all save that step together. A loop of
-several steps per call (``--steps-per-loop``) ends at the first step whose vote
-says stop or save, or whose loss is not finite: the vote is the same number on
-every worker, so every worker ends the loop at the same step.
+Every step all-reduces ``[loss, stop, save, bad]`` with the gradients' collectives,
+so every worker learns in the same step that one of them got a preemption notice (or
+that the time-based save is due) and all save that step together. ``bad`` counts the
+replicas whose gradients were not finite though the loss may be: a NaN input that a
+fused ReLU turns to 0 (oneDNN's MatMul+BiasAdd+Relu on CPU did, TF 2.21) leaves the
+loss finite while its gradient makes the weights NaN, and every later loss stays
+finite too. A loop of several steps per call (``--steps-per-loop``) ends at the first
+step whose vote says stop or save, or whose loss or gradients are not finite: the
+vote is the same number on every worker, so every worker ends the loop at the same
+step.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ class StepParts:
 
 @dataclass(frozen=True)
 class StepFunctions:
-    """The compiled step, three ways, each returning the all-reduced ``[loss, stop, save]``.
+    """The compiled step, three ways, each returning the all-reduced ``[loss, stop, save, bad]``.
 
     ``train_step(batch, stop, save)`` runs one step on a batch the caller fetched;
     ``make_train_next(iterator)`` returns a step that fetches its own batch;
@@ -48,7 +52,7 @@ class StepFunctions:
     make_train_loop: Callable
     xla: bool
     # A fit step's logs besides the loss ("accuracy", ...), in the order the vote carries
-    # their means over replicas after ``[loss, stop, save]``; filled when the step is traced.
+    # their means over replicas after ``[loss, stop, save, bad]``; filled when traced.
     metric_names: list = field(default_factory=list)
 
 
@@ -101,9 +105,10 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
 
     def own_update(features, labels):
         with blame("train_step"):
-            return task_calls.step_loss(
+            loss = task_calls.step_loss(
                 task.train_step(model, parts.optimizers, features, labels, gb)
             )
+        return loss, tf.constant(0.0)  # its gradients are the task's: the loss is the guard
 
     metric_names: list = []  # the fit step's logs besides the loss, named at trace time
 
@@ -121,7 +126,7 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
         # over the steps. Traced after the reads above, it runs after them (automatic
         # control dependencies keep a function's stateful ops in program order).
         fit_step.reset_metrics(model)
-        return loss, values
+        return loss, values  # Keras applies the gradients inside: the loss is the guard
 
     def forward_backward(features, labels):
         with tf.GradientTape() as tape:
@@ -135,6 +140,12 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
 
     def update(features, labels):
         loss, grads = forward_backward(features, labels)
+        # Under loss scaling a non-finite gradient is the scale's to handle (the update is
+        # skipped and the scale lowered), not a failure.
+        bad = tf.constant(0.0)
+        if not cfg.mixed_precision:
+            finite = [tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None]
+            bad = 1.0 - tf.cast(tf.reduce_all(tf.stack(finite)), tf.float32)
         if reduce_first:
             ctx = tf.distribute.get_replica_context()
             grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
@@ -144,7 +155,7 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
                 grads = [g * scale for g in grads]
             grads = [g / replicas for g in grads]
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss
+        return loss, bad
 
     fit = task.fit_step()
     own = fit or task.has_own_step()
@@ -169,9 +180,12 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
 
     def replica_step(batch, stop_local, save_local):
         # fit's step takes the element as it is, and returns its logs' shares too.
-        loss, values = fn(batch) if fit else (fn(*batch), [])
+        if fit:
+            (loss, values), bad = fn(batch), tf.constant(0.0)
+        else:
+            (loss, bad), values = fn(*batch), []
         return tf.distribute.get_replica_context().all_reduce(
-            tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local, *values])
+            tf.distribute.ReduceOp.SUM, tf.stack([loss, stop_local, save_local, bad, *values])
         )
 
     def run_step(batch, stop_local, save_local):
@@ -224,10 +238,10 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
         """Up to ``n`` steps in one call, each fetching its batch from ``iterator``.
 
         Returns ``[steps run, the first step's loss, the last step's loss, stop votes,
-        save votes, its metrics...]`` and then the sums over the steps run of ``[loss,
+        save votes, bad, its metrics...]`` and then the sums over the steps run of ``[loss,
         metrics...]`` (an epoch's means count every step). The loop ends early after the
-        step whose all-reduced vote says stop or save, or whose loss is not finite: the
-        same step on every worker.
+        step whose all-reduced vote says stop or save, or whose loss or gradients are not
+        finite: the same step on every worker.
         """
 
         @tf.function
@@ -238,10 +252,11 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
             first = out[0]
 
             def summed(out):  # [loss, metrics...] of a step
-                return tf.concat([out[:1], out[3:]], 0)
+                return tf.concat([out[:1], out[4:]], 0)
 
             def more(done, out, total):
-                go_on = (out[1] == 0.0) & (out[2] == 0.0) & tf.math.is_finite(out[0])
+                go_on = (out[1] == 0.0) & (out[2] == 0.0) & (out[3] == 0.0)
+                go_on = go_on & tf.math.is_finite(out[0])
                 return (done < n) & go_on
 
             def body(done, out, total):

@@ -377,7 +377,7 @@ class Trainer:
                 self.phases.enter(notice_phase.TRAINING)  # a step is done: a notice saves
             # After-step actions, in order: each may end the attempt.
             self._record(call, loop, on_step)
-            self._guard_nan(loop.step, call.loss)
+            self._guard_nan(loop.step, call.loss, call.bad_grads)
             self._log(call, loop)
             if fit.after_call(call, loop.step):  # a callback stopped the run
                 self._save(loop.step, call.loss, "stopped early", wait=True)
@@ -417,9 +417,9 @@ class Trainer:
             self.first_step_seconds = time.monotonic() - self.started
             log.info("first step done %.1f s after start", self.first_step_seconds)
 
-    def _guard_nan(self, step: int, loss: float) -> None:
-        """A loss that is not finite ends the attempt (65), with no save."""
-        if math.isfinite(loss):
+    def _guard_nan(self, step: int, loss: float, bad_grads: int = 0) -> None:
+        """A loss or gradients that are not finite end the attempt (65), with no save."""
+        if math.isfinite(loss) and not bad_grads:
             return
         # The newest checkpoint stays the last good one. A background save of an
         # earlier step may still be writing: let it finish so the ledger names it.
@@ -429,7 +429,7 @@ class Trainer:
         healthy, diverged = self.history.diverged(step, present)
         raise TrainerExit(
             exits.FATAL_NAN,
-            f"loss is {loss} at step {step}; {nan_inputs.remedy(self, step)}; "
+            f"{nan_inputs.what(loss, bad_grads)} at step {step}; {nan_inputs.remedy(self, step)}; "
             + save_health.nan_resume_line(healthy, diverged),
         )
 

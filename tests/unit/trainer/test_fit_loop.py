@@ -35,7 +35,8 @@ class _Loop:
     def __call__(self, n, stop, save):
         n = int(n)
         self.asked.append(n)
-        return np.array([n, 1.0, 1.0, 0.0, 0.0, 0.5, float(n), 0.5 * n])
+        # [done, first, loss, stop, save, bad, accuracy, sum of loss, sum of accuracy]
+        return np.array([n, 1.0, 1.0, 0.0, 0.0, 0.0, 0.5, float(n), 0.5 * n])
 
 
 def test_no_call_of_several_steps_crosses_an_epoch_end():
