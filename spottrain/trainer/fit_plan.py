@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spottrain.exits import ConfigError
-from spottrain.trainer import fit_sources
+from spottrain.trainer import fit_dataset, fit_sources
 from spottrain.trainer.fit_args import FitArgs
 
 log = logging.getLogger("trainer")
@@ -255,7 +255,7 @@ def train_dataset(task, spec):
     owner, said = _owner(task), task.__dict__.get("_said", False)
     task._said = True
     examples = fit_sources.fit_input.examples_dataset(fresh, task.batched, owner, not said)
-    return fit_sources.dataset_dataset(examples, src, window, task.shuffle_buffer)
+    return fit_dataset.dataset_dataset(examples, src, window, task.shuffle_buffer)
 
 
 def _fresh_generator(task):

@@ -11,8 +11,8 @@ plan's ``first`` (``initial_epoch x steps_per_epoch``); epoch ``e`` is positions
   position ``p`` is a gather of this worker's indices: a resume at step ``s`` reads
   nothing before it, and each worker reads only its share.
 - **a tf.data dataset**: single examples (as :mod:`spottrain.trainer.fit_input` makes
-  them), shuffled with the run's seed (a buffer of the task's ``shuffle_buffer``),
-  batched per pass (the remainder dropped), repeated, skipped to the resumed step.
+  them), each epoch a pass shuffled by ``(seed, epoch)`` (a buffer of the task's
+  ``shuffle_buffer``), batched (the remainder dropped): :mod:`spottrain.trainer.fit_dataset`.
 - **a keras.utils.PyDataset** (batch ``i`` is ``ds[i]``, ``len(ds)`` an epoch): epoch
   ``e`` reads the batches in a seeded permutation of their indices (fit shuffles a
   PyDataset's batch order each epoch: ``py_dataset_adapter.py``,
@@ -291,33 +291,7 @@ def arrays_dataset(src: Source, w: Window):
 
     start, stop = w.first + spec.start_step, w.first + spec.total_steps
     ds = tf.data.Dataset.range(start, stop).map(batch_of)
-    return _finish(ds, spec)
-
-
-def dataset_dataset(examples, src: Source, w: Window, buffer: int):
-    """A tf.data dataset of single examples: seeded shuffle, batches per pass, skip."""
-    import tensorflow as tf
-
-    spec, part = w.spec, w.spec.worker_slice
-    ds = examples
-    if w.shuffle:
-        ds = ds.shuffle(buffer, seed=spec.seed, reshuffle_each_iteration=True)
-    ds = ds.batch(spec.global_batch, drop_remainder=True)
-    if w.steps_per_epoch:
-        ds = ds.take(w.steps_per_epoch)  # an epoch is steps_per_epoch batches of a pass
-    ds = ds.repeat()
-    if w.class_weight is not None:
-        from keras.src.trainers.data_adapters import tf_dataset_adapter
-
-        ds = ds.map(tf_dataset_adapter.make_class_weight_map_fn(w.class_weight))
-
-    def this_workers(*element):
-        # Every tensor of the element: (x, y), (x, y, w), several inputs, dicts.
-        element = element[0] if len(element) == 1 else element
-        return tf.nest.map_structure(lambda t: t[part.start : part.stop], element)
-
-    ds = ds.skip(w.first + spec.start_step).take(spec.total_steps - spec.start_step)
-    return _finish(ds.map(this_workers), spec)
+    return finish(ds, spec)
 
 
 def pydataset_dataset(src: Source, w: Window):
@@ -341,7 +315,7 @@ def pydataset_dataset(src: Source, w: Window):
             batch = _weighted(_standard(ds[index]), w.class_weight, "PyDataset")
             yield _cut(batch, part, spec.global_batch, index)
 
-    return _finish(tf.data.Dataset.from_generator(batches, output_signature=signature), spec)
+    return finish(tf.data.Dataset.from_generator(batches, output_signature=signature), spec)
 
 
 def epoch_order(seed: int, epoch: int, count: int, shuffle: bool):
@@ -371,7 +345,7 @@ def generator_dataset(fresh, src: Source, w: Window):
                 return  # the engine says which step it ended before
             yield _cut(batch, part, spec.global_batch, "the generator's")
 
-    return _finish(tf.data.Dataset.from_generator(batches, output_signature=signature), spec)
+    return finish(tf.data.Dataset.from_generator(batches, output_signature=signature), spec)
 
 
 def _cut(batch, part, global_batch: int, which):
@@ -393,7 +367,8 @@ def _worker_spec(batch_spec, spec):
     return tf.nest.map_structure(lambda s: tf.TensorSpec([rows, *s.shape[1:]], s.dtype), batch_spec)
 
 
-def _finish(ds, spec):
+def finish(ds, spec):
+    """Per-replica batches, prefetched, in a deterministic order (every pipeline's end)."""
     import tensorflow as tf
 
     ds = ds.rebatch(spec.per_replica_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,130 @@
+"""A ``tf.data`` dataset as ``model.fit`` data: epochs that a resume reaches in one epoch at most.
+
+A dataset cannot seek: the batch at data position ``p`` is only found by reading the
+batches before it. Read from the start (as the engine did), a resume at step 100,000
+reads 100,000 batches before its first step, on every restart. So epoch ``e`` is its
+own pass of the task's dataset, shuffled with a seed of ``(seed, e)``
+(``Dataset.range(e0, ...).flat_map``): the batches of epoch ``e`` do not depend on the
+passes before it, and a resume starts at its epoch and reads at most the epoch's
+batches before its step (Keras's ``BackupAndRestore`` is bounded by one epoch too).
+
+That holds only when every pass of the task's dataset yields the same elements. One
+that reshuffles each pass (``shuffle(reshuffle_each_iteration=True)``, the default, or
+``list_files(shuffle=True)``), draws from stateful random ops in a ``map``
+(``tf.image.random_*``, ``tf.random.uniform``), or updates variables there (a Keras
+preprocessing layer's seed generator) yields what depends on how many passes came
+before; it is read from the start as before, and a line says why and what it costs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from spottrain.trainer import resume_probe
+
+log = logging.getLogger("trainer")
+
+# Ops a pass of a dataset draws from or writes to, so that another pass (or the same
+# pass in a new process) differs: each kernel keeps its position to itself.
+_PASS_STATE = resume_probe.STATEFUL_RANDOM_OPS | {
+    "RandomDataset",
+    "RandomDatasetV2",
+    "AssignVariableOp",
+    "AssignAddVariableOp",
+    "AssignSubVariableOp",
+}
+_SHUFFLES = {"ShuffleDataset", "ShuffleDatasetV2", "ShuffleDatasetV3", "ShuffleAndRepeatDataset",
+             "ShuffleAndRepeatDatasetV2"}  # fmt: skip
+
+
+def replay_problem(dataset) -> str | None:
+    """``None`` when every pass of ``dataset`` yields the same elements, else why not."""
+    import tensorflow as tf
+
+    try:
+        serialized = tf.raw_ops.DatasetToGraphV2(input_dataset=dataset._variant_tensor)
+        graph_def = tf.compat.v1.GraphDef.FromString(serialized.numpy())
+    except Exception as e:  # noqa: BLE001 - unknown: read from the start, and say so
+        return f"its graph cannot be read ({type(e).__name__})"
+    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
+    reshuffles = sorted(
+        {
+            n.op
+            for n in nodes
+            if n.op in _SHUFFLES
+            and ("reshuffle_each_iteration" not in n.attr or n.attr["reshuffle_each_iteration"].b)
+        }
+    )
+    if reshuffles:
+        return (
+            f"it reshuffles each pass ({reshuffles[0]}, reshuffle_each_iteration=True): "
+            "give the engine the shuffle (FitArgs(shuffle=True) shuffles each epoch by "
+            "(seed, epoch)) or pass reshuffle_each_iteration=False"
+        )
+    drawn = sorted({n.op for n in nodes if n.op in _PASS_STATE})
+    if drawn:
+        return (
+            f"it draws from state a pass changes ({', '.join(drawn)}): use "
+            "tf.random.stateless_* / tf.image.stateless_random_* seeded by the element"
+        )
+    return None
+
+
+def dataset_dataset(examples, src, w, buffer: int):
+    """A tf.data dataset of single examples: ``w``'s positions, this worker's part.
+
+    ``src`` is the :class:`~spottrain.trainer.fit_sources.Source`, ``w`` the
+    :class:`~spottrain.trainer.fit_sources.Window`, ``buffer`` the task's shuffle buffer.
+    """
+    import tensorflow as tf
+
+    from spottrain.trainer import fit_sources
+
+    spec, part, spe = w.spec, w.spec.worker_slice, w.steps_per_epoch
+    start, stop = w.first + spec.start_step, w.first + spec.total_steps
+    problem = replay_problem(examples) if spe else "its epoch length is not known"
+    if problem is None:
+        first_epoch = start // spe
+        seed = tf.constant(spec.seed, tf.int64)
+
+        def epoch(e):
+            ds = examples
+            if w.shuffle:  # epoch e's order from (seed, e), whatever came before
+                ds = ds.shuffle(buffer, seed=seed * 1_000_003 + e, reshuffle_each_iteration=False)
+            return ds.batch(spec.global_batch, drop_remainder=True).take(spe)
+
+        epochs = tf.data.Dataset.range(first_epoch, math.ceil(stop / spe) + 1)
+        ds = epochs.flat_map(epoch).skip(start - first_epoch * spe)
+        if spec.start_step:
+            log.info(
+                "input: a resume at step %d reads %d batches of epoch %d before it (a "
+                "dataset cannot seek: at most one epoch, %d batches)",
+                spec.start_step, start - first_epoch * spe, first_epoch + 1, spe,
+            )  # fmt: skip
+    else:
+        ds = examples
+        if w.shuffle:
+            ds = ds.shuffle(buffer, seed=spec.seed, reshuffle_each_iteration=True)
+        ds = ds.batch(spec.global_batch, drop_remainder=True)
+        if spe:
+            ds = ds.take(spe)  # an epoch is steps_per_epoch batches of a pass
+        ds = ds.repeat().skip(start)
+        if spec.start_step:
+            log.warning(
+                "input: a resume at step %d reads all %d batches before it from the start "
+                "of the task's dataset, because %s",
+                spec.start_step, start, problem,
+            )  # fmt: skip
+    if w.class_weight is not None:
+        from keras.src.trainers.data_adapters import tf_dataset_adapter
+
+        ds = ds.map(tf_dataset_adapter.make_class_weight_map_fn(w.class_weight))
+
+    def this_workers(*element):
+        # Every tensor of the element: (x, y), (x, y, w), several inputs, dicts.
+        element = element[0] if len(element) == 1 else element
+        return tf.nest.map_structure(lambda t: t[part.start : part.stop], element)
+
+    ds = ds.take(spec.total_steps - spec.start_step)
+    return fit_sources.finish(ds.map(this_workers), spec)

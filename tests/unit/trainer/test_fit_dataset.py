@@ -1,0 +1,95 @@
+"""A tf.data dataset's epochs: exact resume reading at most one epoch (issue 55).
+
+The engine's dataset path (``spottrain.trainer.fit_dataset``) on datasets made here;
+what a resume reads is counted by the dataset itself (a ``py_function`` counter), not
+timed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from spottrain.trainer import fit_dataset, fit_sources
+from spottrain.trainer.task_api import TrainInput
+
+N, GLOBAL, SPE = 100, 8, 12  # 100 examples, batches of 8, 12 steps an epoch
+
+
+def _examples(read=None):
+    ds = tf.data.Dataset.range(N)
+    if read is not None:
+
+        def count(i):
+            read.append(1)
+            return i
+
+        ds = ds.map(lambda i: tf.py_function(count, [i], tf.int64))
+    return ds.map(lambda i: (tf.cast(i, tf.float32)[None], i % 3))
+
+
+def _batches(start, total, workers=1, worker=0, read=None, examples=None, shuffle=True):
+    context = tf.distribute.InputContext(workers, worker, workers)
+    spec = TrainInput(context, GLOBAL, 5, start, total)
+    w = fit_sources.Window(spec, SPE, 0, shuffle)
+    ds = fit_dataset.dataset_dataset(examples or _examples(read), fit_sources.Source("dataset"), w, 64)
+    return [x.numpy()[:, 0].astype(int).tolist() for x, _ in ds]
+
+
+def test_a_resume_reads_the_batches_an_uninterrupted_run_reads():
+    whole = _batches(0, 40)
+    for start in (1, SPE - 1, SPE, 2 * SPE + 5, 39):
+        assert _batches(start, 40) == whole[start:], start
+    # every epoch its own order, and each epoch a permutation's batches (no repeats)
+    epochs = [sum(whole[e * SPE : (e + 1) * SPE], []) for e in range(3)]
+    assert all(len(set(e)) == SPE * GLOBAL for e in epochs)
+    assert epochs[0] != epochs[1] != epochs[2]
+
+
+def test_workers_read_their_share_of_the_same_global_batches():
+    whole = _batches(2 * SPE + 3, 3 * SPE + 4)
+    halves = [_batches(2 * SPE + 3, 3 * SPE + 4, 2, w) for w in (0, 1)]
+    assert [a + b for a, b in zip(*halves, strict=True)] == whole
+
+
+def test_a_resume_at_step_100_000_reads_at_most_one_epoch():
+    read: list[int] = []
+    start = 100_000
+    assert len(_batches(start, start + 2, read=read)) == 2
+    # the epoch's batches before the step and the two read, each of 8 (a prefetch may
+    # read a few more of the epoch, never of the epochs before)
+    assert len(read) <= (start % SPE + 2) * GLOBAL + 2 * 64, len(read)
+    assert len(read) <= SPE * GLOBAL + 64
+
+
+@pytest.mark.parametrize(
+    "make, named",
+    [
+        (lambda: tf.data.Dataset.range(N).shuffle(10, seed=1), "reshuffles each pass"),
+        (lambda: tf.data.Dataset.range(N).map(lambda i: i + tf.cast(tf.random.uniform([]) > 2, tf.int64)),
+         "RandomUniform"),
+        (lambda: tf.data.Dataset.random(seed=3).take(N), "RandomDataset"),
+    ],
+)  # fmt: skip
+def test_a_dataset_whose_passes_differ_is_read_from_the_start_and_says_why(make, named, caplog):
+    problem = fit_dataset.replay_problem(make())
+    assert problem and named in problem, problem
+    examples = make().map(lambda i: (tf.cast(i % 1000, tf.float32)[None], i % 3))
+    with caplog.at_level("WARNING", logger="trainer"):
+        resumed = _batches(30, 34, examples=examples)
+    assert len(resumed) == 4
+    (line,) = [r.getMessage() for r in caplog.records if "resume at step 30" in r.getMessage()]
+    assert "reads all 30 batches before it from the start" in line and named in line, line
+
+
+def test_datasets_whose_passes_agree_are_replayable():
+    same = [
+        tf.data.Dataset.range(N),
+        tf.data.Dataset.from_tensor_slices(np.arange(N)).map(lambda i: i * 2).batch(4).unbatch(),
+        tf.data.Dataset.range(N).shuffle(10, seed=1, reshuffle_each_iteration=False),
+        tf.data.Dataset.range(N).map(
+            lambda i: tf.random.stateless_uniform([], seed=tf.stack([i, i])) + tf.cast(i, tf.float32)
+        ),
+    ]
+    assert [fit_dataset.replay_problem(ds) for ds in same] == [None] * len(same)
