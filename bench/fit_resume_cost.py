@@ -1,67 +1,167 @@
-"""What a resume costs a KerasTask's input: its first batch at step s, for growing s.
+"""What a resume and a wider gang cost a KerasTask's input (issues 54 and 55).
 
-Arrays (60,000 x 784 float32, as MNIST's) and a ``keras.utils.PyDataset`` of 1,000
-batches, worker 1 of 2, global batch 64: the time from making the pipeline at
-``start_step = s`` to its first batch. With the batch of a step computed from its index
-(spottrain/trainer/fit_sources.py) the time does not grow with ``s``; the pipeline before
-issue 54 (shuffle, repeat, batch, skip) read through every earlier batch. Run it with
-``PYTHONPATH`` at an older checkout to see that side (PyDatasets were refused there).
+Four kinds of data ``model.fit`` takes, each through the engine's pipeline for it
+(``KerasTask.train_dataset``, spottrain/trainer/fit_sources.py and fit_dataset.py),
+global batch 256, 60,000 examples of 32x32x3 uint8 (CIFAR's shape) and a light
+augmentation (a stateless flip) where the data is a dataset:
 
-Usage: ``python bench/fit_resume_cost.py [--steps 100 2000 10000 100000]``
+- ``arrays``: ``FitArgs(x, y)``: a batch is gathered by index.
+- ``dataset``: ``tf.data.Dataset.from_tensor_slices((x, y)).map(flip)``: epoch by epoch.
+- ``tfrecord``: the same examples written as TFRecord files (8 shards), parsed and flipped.
+- ``pydataset``: a ``keras.utils.PyDataset`` of 234 batches of 256.
+
+**Resume**: the time from making the pipeline at ``start_step = s`` to its first batch
+(worker 0 of 2), for s = 0, 10,000 and 100,000. Before issue 55, a dataset was read
+through every batch before ``s``; before issue 54 arrays were too. Run with
+``PYTHONPATH`` at an older checkout to see that side.
+
+**Width**: the input time per step of worker 0 of 1, 2, 4 and 8 workers (its share of
+the same global batch of 256), over 30 steps after 5 warm-up steps, beside the same
+share read alone (a pipeline of the share's size, one worker).
+
+Usage: ``python bench/fit_resume_cost.py [--steps 0 10000 100000] [--workers 1 2 4 8]
+[--kinds arrays dataset tfrecord pydataset]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from spottrain import KerasTask
+from spottrain import FitArgs, KerasTask
 from spottrain.trainer.task_api import TrainInput
+
+N, BATCH = 60_000, 256
+_rng = np.random.default_rng(0)
+X = _rng.integers(0, 255, (N, 32, 32, 3), dtype=np.uint8)
+Y = (np.arange(N) % 10).astype(np.int64)
+
+
+def _flip(x, y):
+    x = tf.cast(x, tf.float32) / 255.0
+    seed = tf.stack([tf.cast(y, tf.int64), tf.constant(7, tf.int64)])
+    return tf.image.stateless_random_flip_left_right(x, seed), y
 
 
 class Arrays(KerasTask):
-    x = np.random.default_rng(0).random((60000, 784), dtype=np.float32)
-    y = np.arange(60000) % 10
+    def fit(self):
+        return FitArgs(X, Y, batch_size=BATCH, epochs=1000)
 
-    def examples(self):
-        return self.x, self.y
+
+class Dataset(KerasTask):
+    def fit(self):
+        ds = tf.data.Dataset.from_tensor_slices((X, Y)).map(_flip)
+        return FitArgs(ds, batch_size=BATCH, epochs=1000, steps_per_epoch=N // BATCH)
+
+
+class Records(KerasTask):
+    folder = ""
+
+    def fit(self):
+        files = sorted(tf.io.gfile.glob(os.path.join(self.folder, "*.tfrecord")))
+        spec = {"x": tf.io.FixedLenFeature([], tf.string), "y": tf.io.FixedLenFeature([], tf.int64)}
+
+        def parse(record):
+            ex = tf.io.parse_single_example(record, spec)
+            x = tf.reshape(tf.io.decode_raw(ex["x"], tf.uint8), [32, 32, 3])
+            return _flip(x, ex["y"])
+
+        ds = tf.data.TFRecordDataset(files).map(parse)
+        return FitArgs(ds, batch_size=BATCH, epochs=1000, steps_per_epoch=N // BATCH)
 
 
 class Batches(keras.utils.PyDataset):
     def __len__(self):
-        return 1000
+        return N // BATCH
 
     def __getitem__(self, i):
-        return np.full((64, 4), i, "float32"), np.zeros(64)
+        at = slice(i * BATCH, (i + 1) * BATCH)
+        return X[at].astype("float32") / 255.0, Y[at]
 
 
 class PyData(KerasTask):
     def fit(self):
-        from spottrain import FitArgs
-
         return FitArgs(Batches(), epochs=1000)
+
+
+KINDS = {"arrays": Arrays, "dataset": Dataset, "tfrecord": Records, "pydataset": PyData}
+
+
+def _write_records(folder: str) -> None:
+    for shard in range(8):
+        path = os.path.join(folder, f"train-{shard}.tfrecord")
+        with tf.io.TFRecordWriter(path) as w:
+            for i in range(shard, N, 8):
+                feats = {
+                    "x": tf.train.Feature(bytes_list=tf.train.BytesList(value=[X[i].tobytes()])),
+                    "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(Y[i])])),
+                }
+                w.write(
+                    tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+                )
+
+
+def _pipeline(kind, workers, worker, start, steps, batch=BATCH):
+    task = kind({}, None)
+    spec = TrainInput(
+        tf.distribute.InputContext(workers, worker, workers), batch, 7, start, start + steps
+    )
+    return task.train_dataset(spec)
+
+
+def resume(kind, starts) -> None:
+    for start in starts:
+        began = time.monotonic()
+        next(iter(_pipeline(kind, 2, 0, start, 10)))
+        print(
+            f"{kind.__name__}: first batch at step {start}: {time.monotonic() - began:.2f} s",
+            flush=True,
+        )
+
+
+def _per_step(ds) -> float:
+    it = iter(ds)
+    for _ in range(5):
+        next(it)
+    began = time.perf_counter()
+    for _ in range(30):
+        next(it)
+    return (time.perf_counter() - began) / 30
+
+
+def width(kind, counts) -> None:
+    for workers in counts:
+        share = _per_step(_pipeline(kind, workers, 0, 500, 40))
+        if kind is PyData:  # its batches are 256 whatever is asked: nothing to read alone
+            print(f"PyData: worker 0 of {workers}: {1000 * share:.1f} ms/step", flush=True)
+            continue
+        alone = _per_step(_pipeline(kind, 1, 0, 500, 40, batch=BATCH // workers))
+        print(
+            f"{kind.__name__}: worker 0 of {workers}: {1000 * share:.1f} ms/step; its "
+            f"{BATCH // workers} examples alone {1000 * alone:.1f} ms ({share / alone:.2f}x)",
+            flush=True,
+        )
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, nargs="+", default=[100, 100, 2000, 10000, 100000])
-    steps = p.parse_args().steps
-    context = tf.distribute.InputContext(2, 1, 2)
-    for kind in (Arrays, PyData):
-        task = kind({}, None)
-        for start in steps:
-            began = time.monotonic()
-            spec = TrainInput(context, 64, 7, start, start + 10)
-            try:
-                next(iter(task.train_dataset(spec)))
-            except Exception as e:  # noqa: BLE001 - an older checkout refuses a PyDataset
-                print(f"{kind.__name__}: refused ({type(e).__name__}: {str(e)[:100]})")
-                break
-            print(f"{kind.__name__}: first batch at step {start}: {time.monotonic() - began:.2f} s")
+    p.add_argument("--steps", type=int, nargs="+", default=[0, 10_000, 100_000])
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
+    p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS))
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        if "tfrecord" in args.kinds:
+            _write_records(folder)
+            Records.folder = folder
+        for name in args.kinds:
+            resume(KINDS[name], args.steps)
+            width(KINDS[name], args.workers)
 
 
 if __name__ == "__main__":

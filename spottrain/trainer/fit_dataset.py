@@ -21,13 +21,13 @@ from __future__ import annotations
 import logging
 import math
 
-from spottrain.trainer import resume_probe
+from spottrain.trainer.stateful_ops import STATEFUL_RANDOM_OPS
 
 log = logging.getLogger("trainer")
 
 # Ops a pass of a dataset draws from or writes to, so that another pass (or the same
 # pass in a new process) differs: each kernel keeps its position to itself.
-_PASS_STATE = resume_probe.STATEFUL_RANDOM_OPS | {
+_PASS_STATE = STATEFUL_RANDOM_OPS | {
     "RandomDataset",
     "RandomDatasetV2",
     "AssignVariableOp",

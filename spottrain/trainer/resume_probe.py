@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spottrain.trainer.stateful_ops import STATEFUL_RANDOM_OPS
 from spottrain.trainer.task_api import TrainInput
 
 # Resume at step 3 (a pipeline that ignores start_step still agrees at 0) and compare
@@ -107,30 +108,6 @@ def _floats(x) -> bool:
     import numpy as np
 
     return np.issubdtype(np.asarray(x).dtype, np.floating)
-
-
-# TensorFlow's stateful random ops: each kernel keeps its generator's position to
-# itself (a GuardedPhiloxRandom, tensorflow/core/kernels/random_op.cc and
-# random_shuffle_op.cc), which no checkpoint holds, so a resumed process draws from
-# the start again (or, unseeded, from anywhere): tf.random.normal/uniform/
-# truncated_normal/shuffle/gamma/poisson/categorical without a stateless_ twin.
-# Keras 3's keras.random ops are stateless ones fed from a SeedGenerator's variable
-# (keras/src/backend/tensorflow/random.py, tf_draw_seed), which the engine saves.
-STATEFUL_RANDOM_OPS = frozenset(
-    {
-        "RandomUniform",
-        "RandomUniformInt",
-        "RandomStandardNormal",
-        "TruncatedNormal",
-        "ParameterizedTruncatedNormal",
-        "RandomShuffle",
-        "RandomGamma",
-        "RandomPoisson",
-        "RandomPoissonV2",
-        "Multinomial",
-        "RandomCrop",
-    }
-)
 
 
 def stateful_random_ops(graph) -> list[tuple[str, str]]:

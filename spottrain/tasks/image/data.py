@@ -12,6 +12,10 @@ sees exactly the batches an uninterrupted run sees. Each epoch is
   their fixed order, each window of records permuted by ``(seed, epoch)``: nothing
   but a window of records is held in memory, and a resumed run reads (without decoding)
   through at most one epoch to reach its first example.
+
+An indexed epoch starts a resume at its position in the permutation: nothing before it
+is read. Each worker takes its part of a global batch's indices (or undecoded records)
+before anything is decoded or gathered.
 """
 
 from __future__ import annotations
@@ -336,8 +340,8 @@ class Pipelines:
         epochs = tf.data.Dataset.range(first // n, math.ceil(end / n))
         per_step = (worker.stop - worker.start) if worker is not None else global_batch
 
-        def step_batches(ds):
-            ds = ds.skip(first % n).take(end - first).batch(global_batch, drop_remainder=True)
+        def step_batches(ds, skip):
+            ds = ds.skip(skip).take(end - first).batch(global_batch, drop_remainder=True)
             if worker is not None:  # the worker's examples of every global batch
                 ds = ds.map(lambda *parts: tuple(p[worker.start : worker.stop] for p in parts))
             return ds
@@ -369,7 +373,9 @@ class Pipelines:
 
             decode = _decoder(self.cfg.image_size, from_files=False)
             ds = (
-                step_batches(epochs.flat_map(epoch_stream))
+                # A stream cannot seek: its records (not decoded) up to the resumed
+                # position in its epoch are read, at most one epoch.
+                step_batches(epochs.flat_map(epoch_stream), first % n)
                 .unbatch()
                 .map(lambda x, y: (decode(x), y), num_parallel_calls=tf.data.AUTOTUNE)
                 .batch(per_step, drop_remainder=True)
@@ -380,9 +386,11 @@ class Pipelines:
                 perm = tf.random.experimental.stateless_shuffle(
                     tf.range(n, dtype=tf.int64), seed=tf.stack([tf.cast(seed, tf.int64), epoch])
                 )
-                return tf.data.Dataset.from_tensor_slices(perm)
+                # The resumed epoch from the resumed position: nothing before it is read.
+                at = tf.where(epoch == first // n, tf.constant(first % n, tf.int64), 0)
+                return tf.data.Dataset.from_tensor_slices(perm[at:])
 
-            steps = step_batches(epochs.flat_map(epoch_order))
+            steps = step_batches(epochs.flat_map(epoch_order), 0)
             if self.train_cache is not None:
                 images, labels = self.train_cache
                 ds = steps.map(

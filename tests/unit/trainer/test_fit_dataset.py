@@ -33,7 +33,8 @@ def _batches(start, total, workers=1, worker=0, read=None, examples=None, shuffl
     context = tf.distribute.InputContext(workers, worker, workers)
     spec = TrainInput(context, GLOBAL, 5, start, total)
     w = fit_sources.Window(spec, SPE, 0, shuffle)
-    ds = fit_dataset.dataset_dataset(examples or _examples(read), fit_sources.Source("dataset"), w, 64)
+    source = fit_sources.Source("dataset")
+    ds = fit_dataset.dataset_dataset(examples or _examples(read), source, w, 64)
     return [x.numpy()[:, 0].astype(int).tolist() for x, _ in ds]
 
 
@@ -63,12 +64,15 @@ def test_a_resume_at_step_100_000_reads_at_most_one_epoch():
     assert len(read) <= SPE * GLOBAL + 64
 
 
+def _drawn():
+    return tf.cast(tf.random.uniform([]) > 2, tf.int64)  # 0, from a stateful op
+
+
 @pytest.mark.parametrize(
     "make, named",
     [
         (lambda: tf.data.Dataset.range(N).shuffle(10, seed=1), "reshuffles each pass"),
-        (lambda: tf.data.Dataset.range(N).map(lambda i: i + tf.cast(tf.random.uniform([]) > 2, tf.int64)),
-         "RandomUniform"),
+        (lambda: tf.data.Dataset.range(N).map(lambda i: i + _drawn()), "RandomUniform"),
         (lambda: tf.data.Dataset.random(seed=3).take(N), "RandomDataset"),
     ],
 )  # fmt: skip
@@ -89,7 +93,7 @@ def test_datasets_whose_passes_agree_are_replayable():
         tf.data.Dataset.from_tensor_slices(np.arange(N)).map(lambda i: i * 2).batch(4).unbatch(),
         tf.data.Dataset.range(N).shuffle(10, seed=1, reshuffle_each_iteration=False),
         tf.data.Dataset.range(N).map(
-            lambda i: tf.random.stateless_uniform([], seed=tf.stack([i, i])) + tf.cast(i, tf.float32)
+            lambda i: tf.random.stateless_uniform([], seed=tf.stack([i, i])) + 1.0
         ),
     ]
     assert [fit_dataset.replay_problem(ds) for ds in same] == [None] * len(same)
