@@ -19,8 +19,12 @@ through every batch before ``s``; before issue 54 arrays were too. Run with
 the same global batch of 256), over 30 steps after 5 warm-up steps, beside the same
 share read alone (a pipeline of the share's size, one worker).
 
+**Quality** (``--quality``): the dataset path's order (windows of 256 permuted by
+``(seed, epoch)``, then the task's 10,000 buffer with the run's seed) beside
+``Dataset.shuffle(10000)``, on 60,000 examples sorted by class.
+
 Usage: ``python bench/fit_resume_cost.py [--steps 0 10000 100000] [--workers 1 2 4 8]
-[--kinds arrays dataset tfrecord pydataset]``
+[--kinds arrays dataset tfrecord pydataset] [--quality]``
 """
 
 from __future__ import annotations
@@ -149,12 +153,42 @@ def width(kind, counts) -> None:
         )
 
 
+def quality() -> None:
+    """The dataset path's order vs ``Dataset.shuffle`` alone, on examples sorted by class."""
+    from spottrain.trainer import fit_dataset
+
+    labels = np.repeat(np.arange(10), N // 10)  # sorted, as a folder listing is
+    ds = tf.data.Dataset.from_tensor_slices((np.arange(N), labels))
+
+    def stats(d) -> str:
+        batches = list(d.batch(BATCH).as_numpy_iterator())
+        pos, lab = (np.concatenate(a) for a in zip(*batches, strict=True))
+        moved = np.abs(pos - np.arange(len(pos)))
+        classes = np.mean([len(set(lab[i : i + BATCH])) for i in range(0, len(lab), BATCH)])
+        return f"mean displacement {moved.mean():.0f}, classes in a batch {classes:.2f}"
+
+    def engine(epoch):
+        seed = tf.constant([7, epoch], tf.int64)
+        d = fit_dataset.permuted_windows(ds, fit_dataset._WINDOW, seed)
+        return d.shuffle(10_000, seed=7, reshuffle_each_iteration=False)
+
+    print("Dataset.shuffle(10000):", stats(ds.shuffle(10_000, seed=7)))
+    alone = fit_dataset.permuted_windows(ds, 10_000, tf.constant([7, 0], tf.int64))
+    print("permuted windows of 10000 alone:", stats(alone))
+    first, second = ([p for p, _ in engine(e).as_numpy_iterator()] for e in (0, 1))
+    agree = np.mean(np.array(first) == np.array(second))
+    print(f"the engine's epoch: {stats(engine(0))}; epochs 0 and 1 agree at {agree:.3f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, nargs="+", default=[0, 10_000, 100_000])
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS))
+    p.add_argument("--quality", action="store_true", help="the dataset path's shuffle only")
     args = p.parse_args()
+    if args.quality:
+        return quality()
     with tempfile.TemporaryDirectory() as folder:
         if "tfrecord" in args.kinds:
             _write_records(folder)
