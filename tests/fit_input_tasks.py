@@ -1,4 +1,4 @@
-"""KerasTasks that give model.fit's inputs through fit(): arrays, a PyDataset, a generator.
+"""KerasTasks giving model.fit's inputs through fit(): arrays, a PyDataset, a generator, a dataset.
 
 Used by tests/integration/trainer/test_fit_inputs.py (2 workers, SIGTERM, retry).
 """
@@ -72,6 +72,24 @@ class Generator(KerasTask):
                 yield _points(16, seed=1000 + i)
 
         return FitArgs(batches(), steps_per_epoch=10, epochs=3)
+
+
+class Data(KerasTask):
+    """A tf.data dataset of single examples with a stateless jitter: each epoch its own pass."""
+
+    def model(self):
+        return _model()
+
+    def fit(self):
+        import tensorflow as tf
+
+        def jitter(i, xy):
+            x, y = xy
+            noise = tf.random.stateless_normal([4], seed=tf.stack([i, tf.constant(3, tf.int64)]))
+            return x + 0.1 * noise, y
+
+        ds = tf.data.Dataset.from_tensor_slices(_points(200)).enumerate().map(jitter)
+        return FitArgs(ds, batch_size=16, epochs=4)  # 12 steps an epoch, 8 dropped
 
 
 class Stream(KerasTask):
