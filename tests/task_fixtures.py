@@ -243,7 +243,7 @@ class KerasStepNoLoss(KerasTask):
 
 
 class NanFeatures(_regression()):
-    """From step 4 on, feature 3 of the first ``nan_rows`` examples is NaN (a bad column).
+    """From step 4 (``from_step`` + 1) on, feature 3 of the first ``nan_rows`` examples is NaN.
 
     ``nan_rows`` (task arg, default 5) counts from the start of the global batch; with
     ``tail: true`` they are its last rows instead (another worker's share on 2 workers).
@@ -252,12 +252,13 @@ class NanFeatures(_regression()):
     def prepare(self):
         self.nan_rows = int(self.args.pop("nan_rows", 5))
         self.tail = bool(self.args.pop("tail", False))
+        self.from_step = int(self.args.pop("from_step", 3))  # 0-based: step 4
         super().prepare()
 
     def train_dataset(self, spec):
         import tensorflow as tf
 
-        rows, tail, features = self.nan_rows, self.tail, self.features
+        rows, tail, features, spoiled = self.nan_rows, self.tail, self.features, self.from_step
         ds = super().train_dataset(spec)
         part, batch = spec.worker_slice, spec.global_batch
         first = batch - rows if tail else 0
@@ -265,7 +266,7 @@ class NanFeatures(_regression()):
         def spoil(step, xy):
             x, y = xy
             global_rows = tf.range(part.start, part.stop)
-            bad = (global_rows >= first) & (global_rows < first + rows) & (step >= 3)
+            bad = (global_rows >= first) & (global_rows < first + rows) & (step >= spoiled)
             column = tf.one_hot(3, features, on_value=True, off_value=False)
             mask = bad[:, None] & column[None, :]
             return tf.where(mask, tf.constant(float("nan")), x), y

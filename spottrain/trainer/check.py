@@ -102,7 +102,9 @@ def _check(cfg: config.TrainConfig) -> str:
     if not np.isfinite(loss):
         raise ConfigError(f"the task's loss is {loss} on the first batch (step 1)")
     if bad:
-        raise ConfigError(f"the gradients are not finite on the first batch (step 1; loss {loss})")
+        raise ConfigError(
+            f"the gradients are not finite on the first batch (step 1; loss {loss:.4f})"
+        )
     # count_params() needs the model itself built; a subclassed one may never be (no call).
     params = sum(int(np.prod(v.shape)) for v in model.weights)
     if task.fit_step():

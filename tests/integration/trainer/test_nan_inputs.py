@@ -57,3 +57,13 @@ def test_a_peer_s_nan_rows_are_named_by_every_worker(tmp_path):
     assert set(errors) == {"[chief-0", "[worker-0"}, out[-3000:]
     for line in errors.values():
         assert "holds non-finite inputs: features column 3: 3 NaN" in line, line
+
+
+def test_check_stops_on_nan_in_the_first_batch(tmp_path):
+    """--check trains one step: NaN in its batch is one line, 64, before any GPU time."""
+    args = _args(tmp_path, {"nan_rows": 5, "from_step": 0})
+    proc, _ = run_module("spottrain.trainer.task", ["--check", *args])
+    assert proc.returncode == exits.FATAL_CONFIG, (proc.stdout + proc.stderr)[-3000:]
+    (line,) = error_lines(proc)
+    said = ("the task's loss is nan on the first batch", "gradients are not finite on the first")
+    assert any(s in line for s in said), line
