@@ -333,6 +333,12 @@ def generator_dataset(fresh, src: Source, w: Window):
 
     spec, part = w.spec, w.spec.worker_slice
     signature = _worker_spec(src.spec, spec)
+    if w.first + spec.start_step:
+        log.warning(
+            "input: a resume at step %d reads all %d batches before it from the generator's "
+            "start (a generator cannot seek: a keras.utils.PyDataset is read by index)",
+            spec.start_step, w.first + spec.start_step,
+        )  # fmt: skip
 
     def batches():
         it = fresh()

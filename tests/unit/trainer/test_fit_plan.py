@@ -282,7 +282,7 @@ def _gen(n=40):
         yield x, x[:, 0]
 
 
-def test_a_generator_is_read_through_to_the_resumed_step():
+def test_a_generator_is_read_through_to_the_resumed_step(caplog):
     class Gen(KerasTask):
         def fit(self):
             return FitArgs(_gen(), steps_per_epoch=10, epochs=2)
@@ -292,7 +292,11 @@ def test_a_generator_is_read_through_to_the_resumed_step():
     assert (plan.global_batch, plan.total_steps) == (4, 20)
     whole = [int(b[0][0, 0]) for b in _read(task, global_batch=4, total=20)]
     assert whole == list(range(0, 80, 4))
-    assert [int(b[0][0, 0]) for b in _read(task, global_batch=4, start=13, total=20)] == whole[13:]
+    with caplog.at_level("WARNING", logger="trainer"):
+        resumed = [int(b[0][0, 0]) for b in _read(task, global_batch=4, start=13, total=20)]
+    assert resumed == whole[13:]
+    said = [r.getMessage() for r in caplog.records if "resume at step 13" in r.getMessage()]
+    assert said and "reads all 13 batches before it from the generator's start" in said[0], said
     fn = Fit.with_(x=_gen, steps_per_epoch=10)  # a generator function: called anew
     assert len(_read(fn, global_batch=4, total=10)) == len(_read(fn, global_batch=4, total=10))
 
