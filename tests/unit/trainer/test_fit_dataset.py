@@ -48,10 +48,12 @@ def test_a_resume_reads_the_batches_an_uninterrupted_run_reads():
     assert epochs[0] != epochs[1] != epochs[2]
 
 
-def test_workers_read_their_share_of_the_same_global_batches():
+@pytest.mark.parametrize("workers", [2, 4])
+def test_workers_read_their_share_of_the_same_global_batches(workers):
+    """A gang of any size resumes the same run: its shares make the same global batches."""
     whole = _batches(2 * SPE + 3, 3 * SPE + 4)
-    halves = [_batches(2 * SPE + 3, 3 * SPE + 4, 2, w) for w in (0, 1)]
-    assert [a + b for a, b in zip(*halves, strict=True)] == whole
+    shares = [_batches(2 * SPE + 3, 3 * SPE + 4, workers, w) for w in range(workers)]
+    assert [sum(parts, []) for parts in zip(*shares, strict=True)] == whole
 
 
 def test_a_resume_at_step_100_000_reads_at_most_one_epoch():
