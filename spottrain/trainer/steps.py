@@ -143,8 +143,8 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
         # Under loss scaling a non-finite gradient is the scale's to handle (the update is
         # skipped and the scale lowered), not a failure.
         bad = tf.constant(0.0)
-        if not cfg.mixed_precision:
-            finite = [tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None]
+        finite = [tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None]
+        if finite and not cfg.mixed_precision:
             bad = 1.0 - tf.cast(tf.reduce_all(tf.stack(finite)), tf.float32)
         if reduce_first:
             ctx = tf.distribute.get_replica_context()
