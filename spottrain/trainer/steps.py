@@ -143,7 +143,9 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
         # Under loss scaling a non-finite gradient is the scale's to handle (the update is
         # skipped and the scale lowered), not a failure.
         bad = tf.constant(0.0)
-        finite = [tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None]
+        # An embedding's gradient is IndexedSlices: check its rows, never densify it.
+        values = [getattr(g, "values", g) for g in grads if g is not None]
+        finite = [tf.reduce_all(tf.math.is_finite(v)) for v in values]
         if finite and not cfg.mixed_precision:
             bad = 1.0 - tf.cast(tf.reduce_all(tf.stack(finite)), tf.float32)
         if reduce_first:
