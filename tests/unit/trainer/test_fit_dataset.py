@@ -76,6 +76,9 @@ def _drawn():
         (lambda: tf.data.Dataset.range(N).shuffle(10, seed=1), "reshuffles each pass"),
         (lambda: tf.data.Dataset.range(N).map(lambda i: i + _drawn()), "RandomUniform"),
         (lambda: tf.data.Dataset.random(seed=3).take(N), "RandomDataset"),
+        # inside a function: a flat_map's inner dataset reshuffles each pass
+        (lambda: tf.data.Dataset.range(1).flat_map(lambda _: tf.data.Dataset.range(N).shuffle(9)),
+         "reshuffles each pass"),
     ],
 )  # fmt: skip
 def test_a_dataset_whose_passes_differ_is_read_from_the_start_and_says_why(make, named, caplog):
