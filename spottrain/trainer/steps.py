@@ -140,13 +140,13 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
 
     def update(features, labels):
         loss, grads = forward_backward(features, labels)
-        # Under loss scaling a non-finite gradient is the scale's to handle (the update is
-        # skipped and the scale lowered), not a failure.
         bad = tf.constant(0.0)
-        # An embedding's gradient is IndexedSlices: check its rows, never densify it.
-        values = [getattr(g, "values", g) for g in grads if g is not None]
-        finite = [tf.reduce_all(tf.math.is_finite(v)) for v in values]
-        if finite and not cfg.mixed_precision:
+        # Under loss scaling a non-finite gradient is the scale's to handle (the update is
+        # skipped and the scale lowered), not a failure. An embedding's gradient is
+        # IndexedSlices: its rows are checked, never densified.
+        values = [] if cfg.mixed_precision else [getattr(g, "values", g) for g in grads]
+        finite = [tf.reduce_all(tf.math.is_finite(v)) for v in values if v is not None]
+        if finite:
             bad = 1.0 - tf.cast(tf.reduce_all(tf.stack(finite)), tf.float32)
         if reduce_first:
             ctx = tf.distribute.get_replica_context()

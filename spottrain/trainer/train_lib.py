@@ -417,7 +417,7 @@ class Trainer:
             self.first_step_seconds = time.monotonic() - self.started
             log.info("first step done %.1f s after start", self.first_step_seconds)
 
-    def _guard_nan(self, step: int, loss: float, bad_grads: int = 0) -> None:
+    def _guard_nan(self, step: int, loss: float, bad_grads: int) -> None:
         """A loss or gradients that are not finite end the attempt (65), with no save."""
         if math.isfinite(loss) and not bad_grads:
             return
