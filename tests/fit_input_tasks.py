@@ -1,6 +1,8 @@
 """KerasTasks giving model.fit's inputs through fit(): arrays, a PyDataset, a generator, a dataset.
 
-Used by tests/integration/trainer/test_fit_inputs.py (2 workers, SIGTERM, retry).
+``Slices`` is read by index (spottrain/trainer/fit_slices.py), ``Data`` as a stream
+(spottrain/trainer/fit_dataset.py). Used by tests/integration/trainer/test_fit_inputs.py
+(2 workers, SIGTERM, retry).
 """
 
 from __future__ import annotations
@@ -90,6 +92,24 @@ class Data(KerasTask):
 
         ds = tf.data.Dataset.from_tensor_slices(_points(200)).enumerate().map(jitter)
         return FitArgs(ds, batch_size=16, epochs=4)  # 12 steps an epoch, 8 dropped
+
+
+class Slices(KerasTask):
+    """from_tensor_slices, a shuffle and a stateless jitter by example id: read by index."""
+
+    def model(self):
+        return _model()
+
+    def fit(self):
+        import tensorflow as tf
+
+        def jitter(x, y, i):
+            noise = tf.random.stateless_normal([4], seed=tf.stack([i, tf.constant(3, tf.int64)]))
+            return x + 0.1 * noise, y
+
+        x, y = _points(200)
+        ds = tf.data.Dataset.from_tensor_slices((x, y, np.arange(200))).shuffle(64).map(jitter)
+        return FitArgs(ds.batch(10), batch_size=16, epochs=4)  # 12 steps of 16, 8 dropped
 
 
 class Stream(KerasTask):

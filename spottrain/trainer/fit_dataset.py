@@ -38,13 +38,19 @@ _SHUFFLES = {"ShuffleDataset", "ShuffleDatasetV2", "ShuffleDatasetV3", "ShuffleA
              "ShuffleAndRepeatDatasetV2"}  # fmt: skip
 
 
-def replay_problem(dataset) -> str | None:
-    """``None`` when every pass of ``dataset`` yields the same elements, else why not."""
+def replay_problem(dataset, shuffle_replaced: bool = False) -> str | None:
+    """``None`` when every pass of ``dataset`` yields the same elements, else why not.
+
+    ``shuffle_replaced``: the engine replaces the dataset's shuffle (read by index,
+    :mod:`spottrain.trainer.fit_slices`), so only what its maps draw matters.
+    """
     try:
         ops = _ops(dataset)
     except Exception as e:  # noqa: BLE001 - unknown: read from the start, and say so
         return f"its graph cannot be read ({type(e).__name__})"
     reshuffles = sorted({op for op, reshuffle in ops if op in _SHUFFLES and reshuffle})
+    if shuffle_replaced:
+        reshuffles = []
     if reshuffles:
         return (
             f"it reshuffles each pass ({reshuffles[0]}, reshuffle_each_iteration=True): "
@@ -144,16 +150,25 @@ def dataset_dataset(examples, src, w, buffer: int):
     """
     import tensorflow as tf
 
-    from spottrain.trainer import fit_sources
+    from spottrain.trainer import fit_slices
 
     spec, part, spe = w.spec, w.spec.worker_slice, w.steps_per_epoch
     start, stop = w.first + spec.start_step, w.first + spec.total_steps
+    made = fit_slices.slices(examples) if spe else None
+    if made is not None and spe * spec.global_batch <= made.count:
+        if replay_problem(examples, shuffle_replaced=True) is None:
+            mine = fit_slices.slices_dataset(made, w, w.shuffle or made.shuffled)
+            return _weighted_finish(mine, w)
     problem = replay_problem(examples) if spe else "its epoch length is not known"
+    # The order is made on what the maps read (records, file names: small), and each
+    # worker maps (parses, decodes, augments) only its share of each global batch: a
+    # map acts on one element, so the elements and their order are the same.
+    records, maps, _ = fit_slices.peel(examples, through_shuffles=False)
     if problem is None:
         first_epoch = start // spe
 
         def epoch(e):
-            ds = epoch_order(examples, buffer, spec.seed, e) if w.shuffle else examples
+            ds = epoch_order(records, buffer, spec.seed, e) if w.shuffle else records
             return ds.batch(spec.global_batch, drop_remainder=True).take(spe)
 
         epochs = tf.data.Dataset.range(first_epoch, math.ceil(stop / spe) + 1)
@@ -165,7 +180,7 @@ def dataset_dataset(examples, src, w, buffer: int):
                 spec.start_step, start - first_epoch * spe, first_epoch + 1, spe,
             )  # fmt: skip
     else:
-        ds = examples
+        ds = records
         if w.shuffle:
             ds = ds.shuffle(buffer, seed=spec.seed, reshuffle_each_iteration=True)
         ds = ds.batch(spec.global_batch, drop_remainder=True)
@@ -178,15 +193,24 @@ def dataset_dataset(examples, src, w, buffer: int):
                 "of the task's dataset, because %s",
                 spec.start_step, start, problem,
             )  # fmt: skip
-    if w.class_weight is not None:
-        from keras.src.trainers.data_adapters import tf_dataset_adapter
-
-        ds = ds.map(tf_dataset_adapter.make_class_weight_map_fn(w.class_weight))
 
     def this_workers(*element):
         # Every tensor of the element: (x, y), (x, y, w), several inputs, dicts.
         element = element[0] if len(element) == 1 else element
         return tf.nest.map_structure(lambda t: t[part.start : part.stop], element)
 
-    ds = ds.take(spec.total_steps - spec.start_step)
-    return fit_sources.finish(ds.map(this_workers), spec)
+    ds = ds.take(spec.total_steps - spec.start_step).map(this_workers)
+    if maps:
+        ds = fit_slices.reapply(ds.unbatch(), maps).batch(part.stop - part.start)
+    return _weighted_finish(ds, w)
+
+
+def _weighted_finish(ds, w):
+    """This worker's batches with ``class_weight``'s sample weights, finished."""
+    from spottrain.trainer import fit_sources
+
+    if w.class_weight is not None:
+        from keras.src.trainers.data_adapters import tf_dataset_adapter
+
+        ds = ds.map(tf_dataset_adapter.make_class_weight_map_fn(w.class_weight))
+    return fit_sources.finish(ds, w.spec)

@@ -180,7 +180,11 @@ def _class_weighted(data, class_weight: dict, owner: str):
 def _known_examples(ds, batched) -> int | None:
     """Examples a pass of a dataset of single examples, when tf.data knows it."""
     if fit_input.is_batched(ds) if batched is None else batched:
-        return None  # unbatching loses the count (a short last batch)
+        from spottrain.trainer import fit_slices
+
+        # Unbatching loses the count (a short last batch), unless the examples are slices.
+        made = fit_slices.slices(ds.unbatch())
+        return made.count if made is not None else None
     n = int(ds.cardinality())
     return n if n >= 0 else None  # INFINITE (-1) or UNKNOWN (-2)
 

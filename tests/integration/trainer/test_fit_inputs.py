@@ -24,6 +24,8 @@ CASES = {
     "generator": ("Generator", [], 3 * 10, 13),
     # stopped in its third epoch: the retry reads only that epoch's batches before its step
     "dataset": ("Data", [], 4 * 12, 29),
+    # from_tensor_slices: the retry reads nothing before its step (issue 55)
+    "slices": ("Slices", [], 4 * 12, 29),
 }
 
 
@@ -82,12 +84,13 @@ def test_check_and_the_run_agree_on_epochs(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_gang_of_another_size_resumes_the_same_run(tmp_path):
+@pytest.mark.parametrize("task, flags", [("Arrays", ["--epochs", "6"]), ("Slices", [])])
+def test_a_gang_of_another_size_resumes_the_same_run(tmp_path, task, flags):
     """2 workers stopped at step 30, resumed on 4 (issue 55): the same batches (each worker
     its share of the same global batch), so the weights differ from 2 workers' uninterrupted
     run only as 4 workers' uninterrupted run does: by the all-reduce summing in another
     order (float32 rounding, not data; measured 6e-8 either way)."""
-    args = {d: _args("Arrays", tmp_path / d, ["--epochs", "6"]) for d in ("moved", "two", "four")}
+    args = {d: _args(task, tmp_path / d, flags) for d in ("moved", "two", "four")}
     first = launch.ProcessLauncher(
         2, args["moved"], preempt_at_step=30, signal_name="TERM", seed=0
     ).run()
