@@ -56,14 +56,35 @@ def test_workers_read_their_share_of_the_same_global_batches(workers):
     assert [sum(parts, []) for parts in zip(*shares, strict=True)] == whole
 
 
+def _records(read):
+    """What the maps read, counted: ``Dataset.range``'s elements, before any map."""
+
+    def count(i):
+        read.append(1)
+        return i
+
+    return tf.data.Dataset.range(N).map(lambda i: tf.py_function(count, [i], tf.int64))
+
+
 def test_a_resume_at_step_100_000_reads_at_most_one_epoch():
     read: list[int] = []
     start = 100_000
-    assert len(_batches(start, start + 2, read=read)) == 2
-    # the epoch's batches before the step and the two read, each of 8 (a prefetch may
-    # read a few more of the epoch, never of the epochs before)
+    examples = _records(read).map(lambda i: (tf.cast(i, tf.float32)[None], i % 3))
+    assert len(_batches(start, start + 2, examples=examples)) == 2
+    # the epoch's records before the step and the two batches read, each of 8 (a
+    # prefetch may read a few more of the epoch, never of the epochs before)
     assert len(read) <= (start % SPE + 2) * GLOBAL + 2 * 64, len(read)
     assert len(read) <= SPE * GLOBAL + 64
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_each_worker_maps_only_its_share_and_nothing_before_a_resume(workers):
+    """The order is made on what the maps read; each worker maps its share of the batches
+    it reads: a resume at step 100,000 skips the epoch's batches before it unmapped."""
+    start, share = 100_000, GLOBAL // workers
+    mapped: list[int] = []
+    assert len(_batches(start, start + 3, workers, 0, read=mapped)) == 3
+    assert len(mapped) == 3 * share, len(mapped)
 
 
 def _drawn():
