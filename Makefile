@@ -349,6 +349,9 @@ bench-keras-io: venv ## Public Keras examples (tests/keras_io): per-step time, t
 bench-input: venv ## A resumed KerasTask's first batch at step 0/10k/100k and worker 0's input per step at 1-8 workers: arrays, a dataset, TFRecords, a PyDataset (~10 min)
 	$(PY) bench/fit_resume_cost.py
 
+bench-restart: venv ## Process start to the first step, resumed at step 0/10k/100k: arrays, a dataset, TFRecords, a PyDataset (~5 min)
+	$(PY) bench/restart_cost.py
+
 bench-tfds-memory: venv ## Peak memory training on a streamed tfds split, 1x vs 2x its size (~1 min)
 	$(PY) bench/tfds_memory.py
 
@@ -376,4 +379,4 @@ bench-launcher-outages: venv tools ## The JobSet launcher through refused/reset/
 clean: ## Remove outputs (keeps .venv)
 	rm -rf $(OUT) .pytest_cache
 
-.PHONY: help venv tools kube-cp test lint format data run run-trainer bench bench-task bench-keras-io bench-checkpoint bench-marker bench-pid1 bench-copy bench-copy-quick bench-launcher-outages bench-ladder clean
+.PHONY: help venv tools kube-cp test lint format data run run-trainer bench bench-task bench-keras-io bench-input bench-restart bench-checkpoint bench-marker bench-pid1 bench-copy bench-copy-quick bench-launcher-outages bench-ladder clean

@@ -6,8 +6,10 @@ global batch 256, 60,000 examples of 32x32x3 uint8 (CIFAR's shape) and a light
 augmentation (a stateless flip) where the data is a dataset:
 
 - ``arrays``: ``FitArgs(x, y)``: a batch is gathered by index.
-- ``dataset``: ``tf.data.Dataset.from_tensor_slices((x, y)).map(flip)``: epoch by epoch.
-- ``tfrecord``: the same examples written as TFRecord files (8 shards), parsed and flipped.
+- ``dataset``: ``tf.data.Dataset.from_tensor_slices((x, y)).map(flip)``: read by index
+  (spottrain/trainer/fit_slices.py).
+- ``tfrecord``: the same examples written as TFRecord files (8 shards), parsed and
+  flipped: a stream, epoch by epoch (spottrain/trainer/fit_dataset.py).
 - ``pydataset``: a ``keras.utils.PyDataset`` of 234 batches of 256.
 
 **Resume**: the time from making the pipeline at ``start_step = s`` to its first batch
@@ -53,19 +55,37 @@ def _flip(x, y):
     return tf.image.stateless_random_flip_left_right(x, seed), y
 
 
-class Arrays(KerasTask):
+class _Small(KerasTask):
+    """A small CNN (bench/restart_cost.py trains these: its restart, not its quality)."""
+
+    def model(self):
+        model = keras.Sequential(
+            [
+                keras.Input((32, 32, 3)),
+                keras.layers.Rescaling(1.0),
+                keras.layers.Conv2D(8, 3, strides=2, activation="relu"),
+                keras.layers.GlobalAveragePooling2D(),
+                keras.layers.Dense(10),
+            ]
+        )
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        model.compile(optimizer="adam", loss=loss)
+        return model
+
+
+class Arrays(_Small):
     def fit(self):
         return FitArgs(X, Y, batch_size=BATCH, epochs=1000)
 
 
-class Dataset(KerasTask):
+class Dataset(_Small):
     def fit(self):
         ds = tf.data.Dataset.from_tensor_slices((X, Y)).map(_flip)
         return FitArgs(ds, batch_size=BATCH, epochs=1000, steps_per_epoch=N // BATCH)
 
 
-class Records(KerasTask):
-    folder = ""
+class Records(_Small):
+    folder = os.environ.get("BENCH_RECORDS", "")  # bench/restart_cost.py's trainer
 
     def fit(self):
         files = sorted(tf.io.gfile.glob(os.path.join(self.folder, "*.tfrecord")))
@@ -89,7 +109,7 @@ class Batches(keras.utils.PyDataset):
         return X[at].astype("float32") / 255.0, Y[at]
 
 
-class PyData(KerasTask):
+class PyData(_Small):
     def fit(self):
         return FitArgs(Batches(), epochs=1000)
 

@@ -112,6 +112,69 @@ class Slices(KerasTask):
         return FitArgs(ds.batch(10), batch_size=16, epochs=4)  # 12 steps of 16, 8 dropped
 
 
+# Where the file-backed tasks read: written or prepared by the test before it launches
+# the workers (tests/integration/trainer/test_fit_inputs.py).
+DATA_ENV = "SPOTTRAIN_TEST_FIT_DATA"
+
+
+def write_records(folder: str, shards: int = 4) -> None:
+    """``_points(200)`` as TFRecord files of serialized ``(x, y)``, example i in shard i % 4."""
+    import tensorflow as tf
+
+    x, y = _points(200)
+    for shard in range(shards):
+        with tf.io.TFRecordWriter(f"{folder}/points-{shard}.tfrecord") as w:
+            for i in range(shard, 200, shards):
+                w.write(tf.io.serialize_tensor(np.append(x[i], y[i]).astype("float32")).numpy())
+
+
+class Records(KerasTask):
+    """TFRecord files, parsed and jittered by a map: a stream whose maps run on each share."""
+
+    def model(self):
+        return _model()
+
+    def fit(self):
+        import os
+
+        import tensorflow as tf
+
+        def parse(record):
+            row = tf.io.parse_tensor(record, tf.float32)
+            row.set_shape([5])
+            return row[:4], tf.cast(row[4], tf.int64)
+
+        files = sorted(tf.io.gfile.glob(os.path.join(os.environ[DATA_ENV], "*.tfrecord")))
+        ds = tf.data.TFRecordDataset(files).map(parse)
+        return FitArgs(ds, batch_size=16, epochs=4, steps_per_epoch=12)
+
+
+class Tfds(KerasTask):
+    """A prepared tfds dataset (tests/tfds_digits: 1,600 digits), decoded by tfds' maps."""
+
+    def model(self):
+        model = keras.Sequential(
+            [keras.Input((64,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(10)]
+        )
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        model.compile(optimizer="adam", loss=loss)
+        return model
+
+    def fit(self):
+        import os
+
+        import tensorflow as tf
+        import tensorflow_datasets as tfds
+
+        from tests import tfds_digits  # noqa: F401 - registers digits_sklearn
+
+        ds = tfds.load(
+            "digits_sklearn", split="train", data_dir=os.environ[DATA_ENV], as_supervised=True
+        )
+        ds = ds.map(lambda x, y: (tf.reshape(tf.cast(x, tf.float32) / 255.0, [64]), y))
+        return FitArgs(ds, batch_size=64, epochs=2)  # 25 steps an epoch
+
+
 class Stream(KerasTask):
     """A dataset of unknown length, and no steps_per_epoch: --epochs cannot say how long."""
 

@@ -9,8 +9,10 @@ bit-identical to an uninterrupted run's. And --check says what the run will do w
 
 from __future__ import annotations
 
+import fit_input_tasks
 import numpy as np
 import pytest
+import tfds_digits
 from keras_io.harness import exported_weights
 from trainer_helpers import error_lines, ledger, run_module, summary
 
@@ -26,7 +28,24 @@ CASES = {
     "dataset": ("Data", [], 4 * 12, 29),
     # from_tensor_slices: the retry reads nothing before its step (issue 55)
     "slices": ("Slices", [], 4 * 12, 29),
+    # files and tfds: streams whose maps (parse, decode) run on each worker's share
+    "records": ("Records", [], 4 * 12, 29),
+    "tfds": ("Tfds", [], 2 * 25, 33),
 }
+
+
+@pytest.fixture(autouse=True)
+def _file_data(tmp_path, monkeypatch, request):
+    """The files the Records and Tfds tasks read, made before the workers start."""
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    task = params.get("task") or CASES.get(params.get("case"), ("",))[0]
+    folder = tmp_path / "data"
+    if task == "Records":
+        folder.mkdir()
+        fit_input_tasks.write_records(str(folder))
+    elif task == "Tfds":
+        tfds_digits.DigitsSklearn(data_dir=str(folder)).download_and_prepare()
+    monkeypatch.setenv(fit_input_tasks.DATA_ENV, str(folder))
 
 
 def _args(name: str, out, flags: list[str]) -> list[str]:
@@ -84,7 +103,10 @@ def test_check_and_the_run_agree_on_epochs(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task, flags", [("Arrays", ["--epochs", "6"]), ("Slices", [])])
+@pytest.mark.parametrize(
+    "task, flags",
+    [("Arrays", ["--epochs", "6"]), ("Slices", []), ("Records", []), ("Tfds", [])],
+)
 def test_a_gang_of_another_size_resumes_the_same_run(tmp_path, task, flags):
     """2 workers stopped at step 30, resumed on 4 (issue 55): the same batches (each worker
     its share of the same global batch), so the weights differ from 2 workers' uninterrupted
