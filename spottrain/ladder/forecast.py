@@ -22,7 +22,12 @@ from dataclasses import dataclass
 
 from spottrain.ladder import Rung, shape_of
 from spottrain.ledger import attempt_cost
-from spottrain.ledger.schema import INTERRUPTED_OUTCOMES, PREEMPTED_OUTCOMES, Record
+from spottrain.ledger.schema import (
+    INTERRUPTED_OUTCOMES,
+    PREEMPTED_OUTCOMES,
+    Record,
+    trained_again,
+)
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,7 @@ class Measured:
         its end) over the steps it trained, pooled per shape. Preemptions and
         hours: the attempts on a spot kind. Restart: the mean of the restarts the
         figures priced (``lost_restart_seconds``), else of the gaps from an interrupted
-        attempt's last sign of life to the next one's restore (``resumed_at``).
+        attempt's last sign of life to the next one's first step (``first_step_at``).
         """
         seconds: dict[str, float] = {}
         steps: dict[str, int] = {}
@@ -130,12 +135,13 @@ class Measured:
 
 
 def _gaps(records: Sequence[Record]) -> list[float]:
-    """Seconds from each interrupted attempt's end to the next attempt's restore."""
+    """Seconds from each interrupted attempt's end to the next attempt's first step."""
     gaps = []
     for before, after in zip(records, records[1:], strict=False):
         ended = before.get("ended") or before.get("updated")
-        if before.get("outcome") in INTERRUPTED_OUTCOMES and ended and after.get("resumed_at"):
-            gaps.append(max(0.0, float(after["resumed_at"]) - float(ended)))
+        again = trained_again(after)
+        if before.get("outcome") in INTERRUPTED_OUTCOMES and ended and again:
+            gaps.append(max(0.0, float(again) - float(ended)))
     return gaps
 
 

@@ -424,6 +424,19 @@ class Ledger:
                 self.current["saved_step"] = saved_step
             self._write(force=force or saved_step is not None)
 
+    def first_step(self) -> None:
+        """Notes this attempt's first step done: its restart ended there (written at once).
+
+        After the restore (``resumed_at``) come the input's fast-forward to the start
+        step and the step's first trace: the attempts page shows them as the restart's
+        last part, and ``lost`` prices them with it.
+        """
+        if not self.current:
+            return
+        with self._lock:
+            self.current["first_step_at"] = time.time()
+            self._write(force=True)
+
     def notice(self, step: int, reason: str) -> None:
         """Records a preemption notice acted on at ``step`` (written at once)."""
         if not self.current:

@@ -6,8 +6,9 @@ machine with its GPUs), each attempt gets:
 * ``spent``: its seconds x workers x the price of what it ran on;
 * ``lost`` (attempts a preemption, kill, lost peer or hang ended): the steps it
   trained again (``steps_lost`` x its own seconds per step), priced as it ran, plus
-  the restart that followed: the next attempt's seconds from its start to the
-  restored checkpoint (``resumed_at``; all of them when it ended before that),
+  the restart that followed: the next attempt's seconds from its start to its first
+  step (``first_step_at``: the restore, then the input's fast-forward to its start step
+  and the step's first trace; all of them when it ended before that),
   priced as that attempt ran. ``lost`` is part of ``spent``;
 * ``saved``: what the work that was kept would have cost on demand, minus
   ``spent``. Kept is every machine-second but those ``lost`` counts (a step trained
@@ -29,7 +30,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from spottrain.ledger.schema import INTERRUPTED_OUTCOMES, Record
+from spottrain.ledger.schema import INTERRUPTED_OUTCOMES, Record, trained_again
 from spottrain.pricing import Quote, Usage
 
 log = logging.getLogger(__name__)
@@ -204,7 +205,7 @@ def _lost(rec: Record, nxt: Record | None, paid: float, next_paid: float | None)
     restart = 0.0
     # Until it trained again; an attempt that ended before (a notice during its start)
     # was all restart.
-    resumed = (nxt or {}).get("resumed_at") or (nxt or {}).get("ended")
+    resumed = nxt is not None and (trained_again(nxt) or nxt.get("ended"))
     if nxt is not None and resumed:
         if next_paid is None:
             return None  # the restart ran on an attempt without a price

@@ -41,6 +41,7 @@ class Record(TypedDict, total=False):
     started: float
     updated: float
     resumed_at: float
+    first_step_at: float
     notice_at: float
     notice_step: int
     notice_reason: str
@@ -125,8 +126,8 @@ INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 
 # The fields the engine computes with: checked on every read (a number may be null,
 # e.g. a killed attempt's exit code, or a figure not known).
-COMPUTED = """started ended updated resumed_at notice_at seconds attempt workers start_step
-    last_step saved_step notice_step steps_lost exit_code spent saved lost price_per_hour
+COMPUTED = """started ended updated resumed_at first_step_at notice_at seconds attempt workers
+    start_step last_step saved_step notice_step steps_lost exit_code spent saved lost price_per_hour
     on_demand_price_per_hour id outcome capacity currency node_kind message
     prices_given seconds_per_step""".split()
 _NUMBER = (int, float)
@@ -137,6 +138,16 @@ def _kinds(hint: Any) -> tuple[type, ...]:
     if hint in (int, float) or typing.get_args(hint)[:1] == (int,):
         return (*_NUMBER, type(None))
     return (typing.get_origin(hint) or hint,)
+
+
+def trained_again(rec: Record) -> float | None:
+    """When an attempt trained again, ``None`` when it never got that far.
+
+    Its first step done (``first_step_at``), which is after the restore (``resumed_at``)
+    by the input's fast-forward to its start step and the step's first trace;
+    ``resumed_at`` for a record written before the field was.
+    """
+    return rec.get("first_step_at") or rec.get("resumed_at")
 
 
 FIELD_TYPES = {f: _kinds(h) for f, h in typing.get_type_hints(Record).items() if f in COMPUTED}

@@ -15,6 +15,7 @@ from typing import Any
 
 from spottrain.ladder.decide import utc_clock
 from spottrain.ledger.attempt_cost import TOTAL_FIELDS, totals_line
+from spottrain.ledger.schema import trained_again
 
 # One colour per capacity kind (the ledger's ``capacity`` or a Job pod's ``node_kind``).
 COLORS = {
@@ -29,8 +30,10 @@ COLORS = {
 }
 UNKNOWN = "#9e9e9e"
 # The restart before an attempt: from the previous one's end until this one trained
-# again (the wait between them, then its start-up, gang and restore).
+# again (the wait between them, then its start-up, gang and restore, then its input's
+# fast-forward and first step, drawn darker).
 RESTART = "#90a4ae"
+FIRST_STEP = "#546e7a"
 RESTART_DY = 20  # its line's top below its row's top (one-line labels): under their text
 # Outcomes that ended on a notice (drawn with a marker at the bar's end).
 NOTICE_OUTCOMES = ("preempted", "preempted_unsaved")
@@ -52,17 +55,19 @@ def _attrs(**values: Any) -> str:
     )
 
 
-def restarts(records: Sequence[Mapping[str, Any]]) -> list[tuple[float, float] | None]:
-    """Per record, the restart before it: (between, start-up) seconds.
+def restarts(records: Sequence[Mapping[str, Any]]) -> list[tuple[float, float, float] | None]:
+    """Per record, the restart before it: (between, start-up, first step) seconds.
 
     ``between``: since every attempt started before it had ended (no attempt running:
-    the retry's scheduling, nobody's machine). ``start-up``: from its start until it
-    trained again (``resumed_at``: TensorFlow's start, the gang, the restore; all of
-    it when it ended before), the paid part, which ``lost`` prices
-    (``attempt_cost``). None for the first record and for one that started while
-    another was still running (a refused run beside the holder).
+    the retry's scheduling, nobody's machine). ``start-up``: from its start to its
+    restored checkpoint (``resumed_at``: TensorFlow's start, the gang, the restore; all
+    of it when it ended before). ``first step``: from there to its first step done
+    (``first_step_at``: the input's fast-forward to its start step, the step's first
+    trace). The last two are paid, what ``lost`` prices (``attempt_cost``). None for
+    the first record and for one that started while another was still running (a
+    refused run beside the holder).
     """
-    out: list[tuple[float, float] | None] = [None] * len(records)
+    out: list[tuple[float, float, float] | None] = [None] * len(records)
     order = sorted(
         (i for i, r in enumerate(records) if r.get("started") is not None),
         key=lambda i: float(records[i]["started"]),
@@ -72,8 +77,9 @@ def restarts(records: Sequence[Mapping[str, Any]]) -> list[tuple[float, float] |
         r = records[i]
         start = float(r["started"])
         if last_end is not None and start >= last_end:
-            until = float(r.get("resumed_at") or r.get("ended") or start)
-            out[i] = (start - last_end, max(0.0, until - start))
+            until = float(r.get("resumed_at") or trained_again(r) or r.get("ended") or start)
+            first = float(trained_again(r) or until)
+            out[i] = (start - last_end, max(0.0, until - start), max(0.0, first - until))
         end = float(r.get("ended") or start)
         last_end = end if last_end is None else max(last_end, end)
     return out
@@ -125,6 +131,39 @@ def _place(label: tuple[str, str], x: float, w: float) -> tuple[float, str, list
     return LEFT, "start", [one]
 
 
+def _restart(gap: tuple[float, float, float], r, x: float, y: float, ty: float, scale) -> str:
+    """The restart before the bar at ``x``, its length under it.
+
+    Its parts on one line from the previous end, the first step's part darker.
+    """
+    between, start_up, first = gap
+    total, paid = between + start_up + first, start_up + first
+    gx, gw = x - between * scale, (between + start_up) * scale
+    title = (
+        f"{total:.0f} s until training resumed: {between:.0f} s between attempts, "
+        f"{start_up:.0f} s start-up and restore, {first:.0f} s from the restore to the first "
+        f"step (the input's fast-forward to step {r.get('start_step')} and the step's first "
+        f"trace); {paid:.0f} s paid, in lost"
+    )
+    seconds = _attrs(
+        seconds=f"{total:.1f}", between=f"{between:.1f}", start_up=f"{start_up:.1f}",
+        first_step=f"{first:.1f}",
+    )  # fmt: skip
+    first_rect = (
+        f'<rect class="first-step" x="{gx + gw:.1f}" y="{y}" width="{first * scale:.1f}" '
+        f'height="4" fill="{FIRST_STEP}"/>'
+        if first
+        else ""
+    )
+    mid = gx + (gw + first * scale) / 2
+    return (
+        f'<g class="restart" {seconds}><title>{title}</title><rect x="{gx:.1f}" y="{y}" '
+        f'width="{gw:.1f}" height="4" fill="{RESTART}"/>{first_rect}<text x="{mid:.1f}" '
+        f'y="{ty}" font-size="10" fill="#455a64" text-anchor="middle">'
+        f"restart {total:.0f} s ({paid:.0f} s paid)</text></g>"
+    )
+
+
 def timeline_svg(
     records: Sequence[Mapping[str, Any]],
     finish_by: float | None = None,
@@ -169,24 +208,7 @@ def timeline_svg(
             # The restart before it, on its row from the previous end into its bar until
             # it trained: a line below the labels' text (which may stand left of the
             # bar) and its length under the line.
-            between, start_up = gap
-            gx, gw = x - between * scale, (between + start_up) * scale
-            title = (
-                f"{between + start_up:.0f} s until training resumed: {between:.0f} s between "
-                f"attempts, {start_up:.0f} s start-up and restore (paid, in lost)"
-            )
-            seconds = _attrs(
-                seconds=f"{between + start_up:.1f}",
-                between=f"{between:.1f}",
-                start_up=f"{start_up:.1f}",
-            )
-            parts.append(
-                f'<g class="restart" {seconds}>'
-                f'<title>{title}</title><rect x="{gx:.1f}" y="{y + row - ROW + RESTART_DY}" '
-                f'width="{gw:.1f}" height="4" fill="{RESTART}"/><text x="{gx + gw / 2:.1f}" '
-                f'y="{y + row - 2}" font-size="10" fill="#455a64" text-anchor="middle">'
-                f"restart {between + start_up:.0f} s ({start_up:.0f} s paid)</text></g>"
-            )
+            parts.append(_restart(gap, r, x, y + row - ROW + RESTART_DY, y + row - 2, scale))
         parts.append(
             f'<g class="attempt" {data}><title>{html.escape(label)}</title>'
             f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{ROW - 12}" '

@@ -415,6 +415,7 @@ class Trainer:
         )
         if self.first_step_seconds is None:
             self.first_step_seconds = time.monotonic() - self.started
+            self.ledger.first_step()
             log.info("first step done %.1f s after start", self.first_step_seconds)
 
     def _guard_nan(self, step: int, loss: float, bad_grads: int) -> None:

@@ -59,13 +59,17 @@ def test_the_page_of_a_preempted_and_resumed_run_shows_the_ledger_and_the_loss(
     assert [b["data-capacity"] for b in drawn] == ["spot", "standard"]
     assert len(page.of("notice")) == 1  # the preempted attempt ends on a notice
     # The restart: from the first attempt's end until the second trained again (the wait
-    # between them, then its start-up and restore: the seconds its lost prices).
+    # between them, its start-up and restore, then its input's fast-forward and first
+    # step: the last two are the seconds its lost prices).
     (restart,) = page.of("restart")
     gap = records[1]["started"] - records[0]["ended"]
     start_up = records[1]["resumed_at"] - records[1]["started"]
+    first = records[1]["first_step_at"] - records[1]["resumed_at"]
     assert gap > 0 and float(restart["data-between"]) == pytest.approx(gap, abs=0.1)
     assert float(restart["data-start-up"]) == pytest.approx(start_up, abs=0.1)
-    assert float(restart["data-seconds"]) == pytest.approx(gap + start_up, abs=0.1)
+    assert first > 0 and float(restart["data-first-step"]) == pytest.approx(first, abs=0.1)
+    assert float(restart["data-seconds"]) == pytest.approx(gap + start_up + first, abs=0.1)
+    assert records[0]["lost_restart_seconds"] == pytest.approx(start_up + first, abs=0.02)
     (shown,) = page.of("totals")
     assert shown["data-attempts"] == "2" and shown["data-preemptions"] == "1"
     text = "".join(page.text)

@@ -50,6 +50,16 @@ def test_spot_attempts_spend_the_spot_price_and_lose_redo_plus_restart():
     assert totals["lost"] == pytest.approx(one["lost"], abs=1e-6) and totals["currency"] == "USD"
 
 
+def test_the_restart_lasts_until_the_next_attempt_trained_its_first_step():
+    """The input's fast-forward and the first trace after the restore are the restart's
+    (issue 55): #2's first step 4 s after its restore makes 19 s, priced into #1's lost."""
+    recs = preempted_then_done()
+    recs[1]["first_step_at"] = recs[1]["resumed_at"] + 4.0
+    one, _ = attempt_cost.price_records(recs, fixed(0.36, 1.2))
+    assert one["lost_redo_seconds"] == 20.0 and one["lost_restart_seconds"] == 19.0
+    assert one["lost"] == pytest.approx((20 + 19) * 2 * 0.36 / 3600, abs=1e-6)
+
+
 def test_saved_prices_on_demand_only_the_work_that_was_kept():
     """An on-demand run would not have redone #1's 20 steps nor paid #2's 15 s restart:
     those machine-seconds (lost, part of spent) are not priced on demand. The restart

@@ -61,25 +61,38 @@ def test_a_report_that_cannot_be_drawn_never_fails_the_training(tmp_path, monkey
 
 
 def test_a_restart_runs_from_the_previous_end_until_training_resumed_and_says_its_parts():
-    """The wait between attempts (nobody's machine) and the start-up until the restored
-    checkpoint (``resumed_at``: paid, what ``lost`` prices); a refused run beside the
-    holder has none; an attempt that ended before it trained was all start-up."""
+    """The wait between attempts (nobody's machine), the start-up until the restored
+    checkpoint (``resumed_at``) and from there to the first step (``first_step_at``: the
+    input's fast-forward, issue 55), both paid, what ``lost`` prices; a refused run
+    beside the holder has none; an attempt that ended before it trained was all
+    start-up; a record from before ``first_step_at`` ends its restart at the restore."""
     recs = [
         {"attempt": 1, "started": 100.0, "resumed_at": 105.0, "ended": 160.0,
          "outcome": "preempted"},
         {"attempt": 2, "started": 130.0, "ended": 131.0, "outcome": "refused"},  # beside #1
-        {"attempt": 3, "started": 178.5, "resumed_at": 190.0, "ended": 300.0,
-         "outcome": "preempted"},
+        {"attempt": 3, "started": 178.5, "resumed_at": 190.0, "first_step_at": 194.0,
+         "ended": 300.0, "outcome": "preempted", "start_step": 100_000},
         {"attempt": 4, "started": 300.0, "ended": 301.0, "outcome": "preempted"},
+        {"attempt": 5, "started": 310.0, "resumed_at": 312.0, "ended": 330.0,
+         "outcome": "success"},
     ]  # fmt: skip
-    assert report.restarts(recs) == [None, None, (18.5, 11.5), (0.0, 1.0)]
+    assert report.restarts(recs) == [
+        None, None, (18.5, 11.5, 4.0), (0.0, 1.0, 0.0), (9.0, 2.0, 0.0),
+    ]  # fmt: skip
     page = _parse(report.page(recs, ledger.totals(recs), {}))
     drawn = page.of("restart")
-    assert [(r["data-seconds"], r["data-between"], r["data-start-up"]) for r in drawn] == [
-        ("30.0", "18.5", "11.5"), ("1.0", "0.0", "1.0"),
+    assert [
+        (r["data-seconds"], r["data-between"], r["data-start-up"], r["data-first-step"])
+        for r in drawn
+    ] == [
+        ("34.0", "18.5", "11.5", "4.0"), ("1.0", "0.0", "1.0", "0.0"),
+        ("11.0", "9.0", "2.0", "0.0"),
     ]  # fmt: skip
     text = "".join(page.text)
-    assert "restart 30 s (12 s paid)" in text and "31 s in 2 restart(s)" in text
+    assert "restart 34 s (16 s paid)" in text and "46 s in 3 restart(s)" in text
+    assert "4 s from the restore to the first step (the input's fast-forward to step 100000" in (
+        text
+    )
 
 
 def test_the_curves_mark_the_steps_attempts_were_preempted_at():
