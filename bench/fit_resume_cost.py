@@ -1,6 +1,6 @@
 """What a resume and a wider gang cost a KerasTask's input (issues 54 and 55).
 
-Four kinds of data ``model.fit`` takes, each through the engine's pipeline for it
+Five kinds of data ``model.fit`` takes, each through the engine's pipeline for it
 (``KerasTask.train_dataset``, spottrain/trainer/fit_sources.py and fit_dataset.py),
 global batch 256, 60,000 examples of 32x32x3 uint8 (CIFAR's shape) and a light
 augmentation (a stateless flip) where the data is a dataset:
@@ -10,6 +10,10 @@ augmentation (a stateless flip) where the data is a dataset:
   (spottrain/trainer/fit_slices.py).
 - ``tfrecord``: the same examples written as TFRecord files (8 shards), parsed and
   flipped: a stream, epoch by epoch (spottrain/trainer/fit_dataset.py).
+- ``tfds``: the same examples as a tfds dataset (``CifarShapedBench``: PNG images and
+  a ``ClassLabel``), prepared into a data_dir first (about 10 s; 2 files of 97 MB),
+  ``tfds.load(..., as_supervised=True).map(flip)``: a stream; tfds decodes the PNGs,
+  and caches the split in memory (it is under tfds' 250 MiB).
 - ``pydataset``: a ``keras.utils.PyDataset`` of 234 batches of 256.
 
 **Resume**: the time from making the pipeline at ``start_step = s`` to its first batch
@@ -26,12 +30,13 @@ share read alone (a pipeline of the share's size, one worker).
 ``Dataset.shuffle(10000)``, on 60,000 examples sorted by class.
 
 Usage: ``python bench/fit_resume_cost.py [--steps 0 10000 100000] [--workers 1 2 4 8]
-[--kinds arrays dataset tfrecord pydataset] [--quality]``
+[--kinds arrays dataset tfrecord tfds pydataset] [--quality]``
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import tempfile
 import time
@@ -39,6 +44,7 @@ import time
 import keras
 import numpy as np
 import tensorflow as tf
+import tensorflow_datasets as tfds
 
 from spottrain import FitArgs, KerasTask
 from spottrain.trainer.task_api import TrainInput
@@ -100,6 +106,41 @@ class Records(_Small):
         return FitArgs(ds, batch_size=BATCH, epochs=1000, steps_per_epoch=N // BATCH)
 
 
+class CifarShapedBench(tfds.core.GeneratorBasedBuilder):
+    """``X``/``Y`` as a tfds dataset: 32x32x3 PNG images (decoded on read) and a label."""
+
+    VERSION = tfds.core.Version("1.0.0")
+
+    def _info(self):
+        # DatasetInfo itself: dataset_info_from_configs reads README/CITATIONS from the
+        # module's package folder, and run as a script this module is __main__ (a file).
+        features = {
+            "image": tfds.features.Image(shape=(32, 32, 3)),
+            "label": tfds.features.ClassLabel(num_classes=10),
+        }
+        return tfds.core.DatasetInfo(
+            builder=self,
+            features=tfds.features.FeaturesDict(features),
+            supervised_keys=("image", "label"),
+        )
+
+    def _split_generators(self, dl_manager):
+        return {"train": self._generate_examples()}
+
+    def _generate_examples(self):
+        for i in range(N):
+            yield i, {"image": X[i], "label": int(Y[i])}
+
+
+class Tfds(_Small):
+    folder = os.environ.get("BENCH_TFDS", "")  # its data_dir; bench/restart_cost.py's trainer
+
+    def fit(self):
+        name, folder = CifarShapedBench.name, self.folder
+        ds = tfds.load(name, split="train", data_dir=folder, as_supervised=True)
+        return FitArgs(ds.map(_flip), batch_size=BATCH, epochs=1000, steps_per_epoch=N // BATCH)
+
+
 class Batches(keras.utils.PyDataset):
     def __len__(self):
         return N // BATCH
@@ -114,7 +155,13 @@ class PyData(_Small):
         return FitArgs(Batches(), epochs=1000)
 
 
-KINDS = {"arrays": Arrays, "dataset": Dataset, "tfrecord": Records, "pydataset": PyData}
+KINDS = {
+    "arrays": Arrays,
+    "dataset": Dataset,
+    "tfrecord": Records,
+    "tfds": Tfds,
+    "pydataset": PyData,
+}
 
 
 def _write_records(folder: str) -> None:
@@ -129,6 +176,20 @@ def _write_records(folder: str) -> None:
                 w.write(
                     tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
                 )
+
+
+def _prepare_tfds(folder: str) -> None:
+    """``CifarShapedBench`` prepared into ``folder`` (its data_dir), PNG-encoding 60,000 images."""
+    tfds.disable_progress_bar()
+    began = time.monotonic()
+    CifarShapedBench(data_dir=folder).download_and_prepare()
+    took = time.monotonic() - began
+    files = len(_files(folder))
+    print(f"tfds: prepared {N} examples, {files} files, in {took:.1f} s", flush=True)
+
+
+def _files(folder: str) -> list[str]:
+    return glob.glob(os.path.join(folder, "**", "*.tfrecord*"), recursive=True)
 
 
 def _pipeline(kind, workers, worker, start, steps, batch=BATCH):
@@ -211,6 +272,9 @@ def main() -> None:
         if "tfrecord" in args.kinds:
             _write_records(folder)
             Records.folder = folder
+        if "tfds" in args.kinds:
+            Tfds.folder = os.path.join(folder, "tfds")
+            _prepare_tfds(Tfds.folder)
         for name in args.kinds:
             resume(KINDS[name], args.steps)
             width(KINDS[name], args.workers)

@@ -3,8 +3,8 @@
 The whole restart a preemption costs, not only the input's: the trainer
 (``python -m spottrain.trainer.task``) is spawned on one of the KerasTasks of
 ``bench/fit_resume_cost.py`` (60,000 CIFAR-shaped examples, global batch 256; arrays,
-a ``from_tensor_slices`` dataset, TFRecord files, a PyDataset), and timed from the
-spawn to its line "first step done".
+a ``from_tensor_slices`` dataset, TFRecord files, a prepared tfds dataset, a PyDataset),
+and timed from the spawn to its line "first step done".
 
 The checkpoint at step ``s`` is made cheaply: one real step is trained and saved,
 then its tensors are written again as ``ckpt-s`` with the step counter set to ``s``
@@ -25,7 +25,13 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KINDS = {"arrays": "Arrays", "dataset": "Dataset", "tfrecord": "Records", "pydataset": "PyData"}
+KINDS = {
+    "arrays": "Arrays",
+    "dataset": "Dataset",
+    "tfrecord": "Records",
+    "tfds": "Tfds",
+    "pydataset": "PyData",
+}
 
 
 def _args(kind: str, out: str, steps: int) -> list[str]:
@@ -89,6 +95,9 @@ def main() -> None:
             os.makedirs(os.path.join(tmp, "records"))
             fit_resume_cost._write_records(os.path.join(tmp, "records"))
             env["BENCH_RECORDS"] = os.path.join(tmp, "records")
+        if "tfds" in args.kinds:
+            fit_resume_cost._prepare_tfds(os.path.join(tmp, "tfds"))
+            env["BENCH_TFDS"] = os.path.join(tmp, "tfds")
         for kind in args.kinds:
             seed = os.path.join(tmp, kind, "seed")
             _first_step(kind, seed, 1, env)  # one real step, saved at the end
