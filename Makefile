@@ -346,7 +346,7 @@ bench-task: venv ## The same on a user's task (examples/keras_classifier.py: Ker
 bench-keras-io: venv ## Public Keras examples (tests/keras_io): per-step time, the engine vs their own fit, at steps_per_execution 1 and 10 (~15 min)
 	$(PY) bench/keras_io_step.py
 
-bench-input: venv ## A resumed KerasTask's first batch at step 0/10k/100k and worker 0's input per step at 1-8 workers: arrays, a dataset, TFRecords, a tfds dataset, a PyDataset (~11 min)
+bench-input: venv ## A resumed KerasTask's first batch at step 0/10k/100k and worker 0's input per step at 1-8 workers beside model.fit's own (auto-shard): arrays, a dataset, TFRecords, a tfds dataset, a PyDataset (~12 min)
 	$(PY) bench/fit_resume_cost.py
 
 bench-restart: venv ## Process start to the first step, resumed at step 0/10k/100k: arrays, a dataset, TFRecords, a tfds dataset, a PyDataset (~6 min)

@@ -23,7 +23,16 @@ through every batch before ``s``; before issue 54 arrays were too. Run with
 
 **Width**: the input time per step of worker 0 of 1, 2, 4 and 8 workers (its share of
 the same global batch of 256), over 30 steps after 5 warm-up steps, beside the same
-share read alone (a pipeline of the share's size, one worker).
+share read alone (a pipeline of the share's size, one worker), and beside **fit**: the
+same worker's input per step in the pipeline ``model.fit`` itself runs under
+``MultiWorkerMirroredStrategy`` (one replica a worker): Keras's own data adapter's
+dataset (the user's dataset batched by 256), rebatched and auto-sharded for worker 0
+by TensorFlow's own ``experimental_distribute_dataset`` code (see ``_fit_view``).
+Its line names the policy: arrays' is DATA (Keras sets it: every worker gathers the
+whole batch and keeps its part); a dataset's is AUTO, which shards the files (FILE)
+where it finds a reader, else the batches (DATA, as for a PyDataset's generator).
+With fewer files than workers (tfds: 2 files, 4 workers) fit fails on its first
+batch; the line says so and gives the figure with DATA set, as TF's error advises.
 
 **Quality** (``--quality``): the dataset path's order (windows of 256 permuted by
 ``(seed, epoch)``, then the task's 10,000 buffer with the run's seed) beside
@@ -40,6 +49,7 @@ import glob
 import os
 import tempfile
 import time
+import types
 
 import keras
 import numpy as np
@@ -225,11 +235,104 @@ def width(kind, counts) -> None:
         share = _per_step(_pipeline(kind, workers, 0, 500, 40))
         if kind is PyData:  # its batches are 256 whatever is asked: nothing to read alone
             print(f"PyData: worker 0 of {workers}: {1000 * share:.1f} ms/step", flush=True)
-            continue
-        alone = _per_step(_pipeline(kind, 1, 0, 500, 40, batch=BATCH // workers))
+        else:
+            alone = _per_step(_pipeline(kind, 1, 0, 500, 40, batch=BATCH // workers))
+            print(
+                f"{kind.__name__}: worker 0 of {workers}: {1000 * share:.1f} ms/step; its "
+                f"{BATCH // workers} examples alone {1000 * alone:.1f} ms ({share / alone:.2f}x)",
+                flush=True,
+            )
+        fit_baseline(kind, workers)
+
+
+# The baseline: what model.fit reads on worker 0 of N under MultiWorkerMirroredStrategy,
+# made by TensorFlow's and Keras's own code (paths under site-packages, TF 2.21, Keras 3.15):
+# - keras/src/backend/tensorflow/trainer.py:747-756: fit's TFEpochIterator takes
+#   data_adapter.get_tf_dataset() and calls strategy.experimental_distribute_dataset;
+#   keras/src/trainers/data_adapters/array_data_adapter.py:239-244: arrays' dataset sets
+#   AutoShardPolicy.DATA; a user's tf.data dataset keeps its own (AUTO by default).
+# - tensorflow/python/distribute/collective_all_reduce_strategy.py:745-773: MWMS makes
+#   InputContext(num_workers, its task id, num_replicas_in_sync) and passes it to
+#   input_util.get_distributed_dataset -> input_lib.DistributedDataset (input_util.py:65).
+# - tensorflow/python/distribute/input_lib.py:880-910 (_create_cloned_datasets_from_dataset,
+#   the input_context branch): with num_replicas_in_sync > 1 (:893) the dataset is first
+#   rebatched for this worker (:905; _make_rebatch_fn :924-976: dataset.rebatch(
+#   batch_sizes_for_worker(global batch, workers, replicas per worker, worker)), :949-951),
+#   then input_ops.auto_shard_dataset(dataset, num_input_pipelines, input_pipeline_id,
+#   num_replicas_in_sync) (:906-909).
+# - tensorflow/python/distribute/input_ops.py:28-59: auto_shard_dataset wraps it in
+#   _AutoShardDataset unless the policy is OFF (:48-57), whose rewrite
+#   (tensorflow/python/data/experimental/ops/distribute.py:41-55) shards the files before
+#   a reader (FILE), or the elements at the end, the rebatch made the legacy one (DATA);
+#   AUTO tries FILE, then DATA if it finds no reader (:51-53). Too few files is not a
+#   reason to fall back: FILE is chosen and fails on the first batch (FILE's documented
+#   runtime error, data/ops/options.py:94-99; so here for 2 files, tfds' or TFRecords').
+# That method is run itself (on a DistributedDataset made without __init__: the rest of
+# it is devices and iterators), one replica a worker, as on CPU.
+def _fit_view(ds, workers: int):
+    """Worker 0 of ``workers``' dataset under MWMS.experimental_distribute_dataset(ds)."""
+    from tensorflow.python.distribute import input_lib
+
+    made = object.__new__(input_lib.DistributedDataset)
+    context = tf.distribute.InputContext(workers, 0, workers)
+    one = types.SimpleNamespace(num_workers=1)  # between-graph: this worker alone (:903)
+    made._create_cloned_datasets_from_dataset(ds, context, one, None, workers)
+    return made._cloned_datasets[0]
+
+
+def _fit_data(kind):
+    """The dataset Keras's fit makes of the task's fit() data (its own data adapter)."""
+    from keras.src.trainers.data_adapters import get_data_adapter
+
+    args = kind({}, None).fit()
+    if isinstance(args.x, tf.data.Dataset):  # fit takes a dataset batched by its user
+        return get_data_adapter(args.x.batch(args.batch_size)).get_tf_dataset()
+    adapter = get_data_adapter(args.x, args.y, batch_size=args.batch_size, shuffle=args.shuffle)
+    return adapter.get_tf_dataset()
+
+
+def _sharded_by(view) -> str:
+    """FILE or DATA: where the rewrite put its ShardDataset (at the end: DATA)."""
+    policy = tf.data.experimental.ExternalStatePolicy.IGNORE  # a PyDataset's generator
+    graph = tf.compat.v1.GraphDef.FromString(
+        view._as_serialized_graph(external_state_policy=policy).numpy()
+    )
+    nodes = {n.name: n for n in graph.node}
+    node = nodes[next(n for n in graph.node if n.op == "_Retval").input[0]]
+    while node.op in ("PrefetchDataset", "OptionsDataset", "ModelDataset"):
+        node = nodes[node.input[0]]
+    if node.op == "ShardDataset":
+        return "DATA"
+    return "FILE" if any(n.op == "ShardDataset" for n in graph.node) else "none"
+
+
+def fit_baseline(kind, workers: int) -> None:
+    """Worker 0 of ``workers``' input per step in the pipeline model.fit itself would run."""
+    ds = _fit_data(kind)
+    policy = tf.data.experimental.AutoShardPolicy(
+        ds.options().experimental_distribute.auto_shard_policy
+    ).name
+    view = _fit_view(ds, workers)
+    used = _sharded_by(view)
+    how = policy if policy == used else f"{policy} -> {used}"
+    head = f"{kind.__name__} fit (auto-shard {how}): worker 0 of {workers}"
+    try:
+        print(f"{head}: {1000 * _per_step(view):.1f} ms/step", flush=True)
+    except tf.errors.InvalidArgumentError as e:
+        if "Could not apply FILE based sharding" not in e.message:
+            raise
+        # AUTO chose FILE, and fit fails on its first batch: too few files. What its
+        # error advises (DATA) is what the user must then set.
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA
+        )
+        ds = _fit_data(kind).with_options(options)  # anew: tfds' cache() holds the failed pass
+        data = _per_step(_fit_view(ds, workers))
+        files = len(_files(getattr(kind, "folder", "")))
         print(
-            f"{kind.__name__}: worker 0 of {workers}: {1000 * share:.1f} ms/step; its "
-            f"{BATCH // workers} examples alone {1000 * alone:.1f} ms ({share / alone:.2f}x)",
+            f'{head}: fails ({files} files for {workers} workers: "Could not apply FILE '
+            f'based sharding"); with DATA set, as it advises: {1000 * data:.1f} ms/step',
             flush=True,
         )
 
