@@ -338,7 +338,8 @@ def fit_baseline(kind, workers: int) -> None:
 
 
 def quality() -> None:
-    """The dataset path's order vs ``Dataset.shuffle`` alone, on examples sorted by class."""
+    """The orders a dataset is read in vs ``Dataset.shuffle`` alone, on examples sorted by
+    class: a stream's (fit_dataset.epoch_order) and by index (fit_slices.py)."""
     from spottrain.trainer import fit_dataset
 
     labels = np.repeat(np.arange(10), N // 10)  # sorted, as a folder listing is
@@ -359,7 +360,17 @@ def quality() -> None:
     print("permuted windows of 10000 alone:", stats(alone))
     first, second = ([p for p, _ in engine(e).as_numpy_iterator()] for e in (0, 1))
     agree = np.mean(np.array(first) == np.array(second))
-    print(f"the engine's epoch: {stats(engine(0))}; epochs 0 and 1 agree at {agree:.3f}")
+    print(f"a stream's epoch: {stats(engine(0))}; epochs 0 and 1 agree at {agree:.3f}")
+
+    class Sorted(KerasTask):  # the same examples read by index (fit_slices.py)
+        def fit(self):
+            return FitArgs(ds, batch_size=BATCH, epochs=2, steps_per_epoch=N // BATCH)
+
+    read = _pipeline(Sorted, 1, 0, 0, 2 * (N // BATCH)).unbatch()
+    first, second = np.split(np.array([int(p) for p, _ in read.as_numpy_iterator()]), 2)
+    agree = np.mean(first == second)
+    epoch = tf.data.Dataset.from_tensor_slices((first, labels[first]))
+    print(f"read by index: {stats(epoch)}; epochs 0 and 1 agree at {agree:.3f}")
 
 
 def main() -> None:

@@ -108,24 +108,31 @@ def test_check_and_the_run_agree_on_epochs(tmp_path):
     [("Arrays", ["--epochs", "6"]), ("Slices", []), ("Records", []), ("Tfds", [])],
 )
 def test_a_gang_of_another_size_resumes_the_same_run(tmp_path, task, flags):
-    """2 workers stopped at step 30, resumed on 4 (issue 55): the same batches (each worker
-    its share of the same global batch), so the weights differ from 2 workers' uninterrupted
-    run only as 4 workers' uninterrupted run does: by the all-reduce summing in another
-    order (float32 rounding, not data; measured 6e-8 either way)."""
-    args = {d: _args(task, tmp_path / d, flags) for d in ("moved", "two", "four")}
+    """2 workers stopped at step 30, resumed on 4 (issue 55): bit-identical to 2 workers
+    that stopped cleanly at the same step and went on on 4, so the notice and the change
+    of gang lose nothing. The same batches (each worker its share of the same global
+    batch), so the weights differ from 2 workers' uninterrupted run only as 4 workers'
+    uninterrupted run does: by the all-reduce summing in another order (float32
+    rounding, not data; measured 6e-8 either way)."""
+    dirs = ("moved", "resized", "two", "four")
+    args = {d: _args(task, tmp_path / d, flags) for d in dirs}
     first = launch.ProcessLauncher(
         2, args["moved"], preempt_at_step=30, signal_name="TERM", seed=0
     ).run()
     assert set(first.worker_codes.values()) == {exits.PREEMPTED}, first
     assert launch.ProcessLauncher(4, args["moved"]).run().code == 0
-    assert (
-        ledger(tmp_path / "moved")[1]["start_step"] == ledger(tmp_path / "moved")[0]["saved_step"]
-    )
+    saved = ledger(tmp_path / "moved")[0]["saved_step"]
+    assert ledger(tmp_path / "moved")[1]["start_step"] == saved > 0
     assert summary(tmp_path / "moved")["num_workers"] == 4
-    for gang, name in ((2, "two"), (4, "four")):
+    until = _args(task, tmp_path / "resized", ["--train-steps", str(saved)])
+    assert launch.ProcessLauncher(2, until).run().code == 0
+    for gang, name in ((4, "resized"), (2, "two"), (4, "four")):
         assert launch.ProcessLauncher(gang, args[name]).run().code == 0
-    moved, two, four = (exported_weights(tmp_path / d / "model") for d in ("moved", "two", "four"))
-    assert moved.keys() == two.keys() == four.keys() and moved
+    assert ledger(tmp_path / "resized")[1]["start_step"] == saved
+    moved, resized, two, four = (exported_weights(tmp_path / d / "model") for d in dirs)
+    assert moved.keys() == resized.keys() == two.keys() == four.keys() and moved
+    for key in moved:
+        assert np.array_equal(moved[key], resized[key]), key
     for key in two:
         rounding = np.max(np.abs(four[key] - two[key]))
         assert np.max(np.abs(moved[key] - two[key])) <= max(4 * rounding, 1e-6), key
