@@ -22,7 +22,7 @@ through every batch before ``s``; before issue 54 arrays were too. Run with
 ``PYTHONPATH`` at an older checkout to see that side.
 
 **Width**: the input time per step of worker 0 of 1, 2, 4 and 8 workers (its share of
-the same global batch of 256), over 30 steps after 5 warm-up steps, beside the same
+the same global batch of 256), over 60 steps after 5 warm-up steps, beside the same
 share read alone (a pipeline of the share's size, one worker), and beside **fit**: the
 same worker's input per step in the pipeline ``model.fit`` itself runs under
 ``MultiWorkerMirroredStrategy`` (one replica a worker): Keras's own data adapter's
@@ -220,26 +220,37 @@ def resume(kind, starts) -> None:
         )
 
 
+STEPS, REPEATS = 60, 3  # timed steps a pipeline, interleaved repeats (their median)
+
+
 def _per_step(ds) -> float:
     it = iter(ds)
     for _ in range(5):
         next(it)
     began = time.perf_counter()
-    for _ in range(30):
+    for _ in range(STEPS):
         next(it)
-    return (time.perf_counter() - began) / 30
+    return (time.perf_counter() - began) / STEPS
 
 
 def width(kind, counts) -> None:
     for workers in counts:
-        share = _per_step(_pipeline(kind, workers, 0, 500, 40))
+        shares, alones = [], []
+        for _ in range(REPEATS):  # side by side: the load at the moment weighs on both
+            shares.append(_per_step(_pipeline(kind, workers, 0, 500, STEPS + 10)))
+            if kind is not PyData:
+                alone = _pipeline(kind, 1, 0, 500, STEPS + 10, batch=BATCH // workers)
+                alones.append(_per_step(alone))
+        share = float(np.median(shares))
         if kind is PyData:  # its batches are 256 whatever is asked: nothing to read alone
             print(f"PyData: worker 0 of {workers}: {1000 * share:.1f} ms/step", flush=True)
         else:
-            alone = _per_step(_pipeline(kind, 1, 0, 500, 40, batch=BATCH // workers))
+            ratios = sorted(a / b for a, b in zip(shares, alones, strict=True))
             print(
                 f"{kind.__name__}: worker 0 of {workers}: {1000 * share:.1f} ms/step; its "
-                f"{BATCH // workers} examples alone {1000 * alone:.1f} ms ({share / alone:.2f}x)",
+                f"{BATCH // workers} examples alone {1000 * float(np.median(alones)):.1f} ms "
+                f"({ratios[len(ratios) // 2]:.2f}x, {ratios[0]:.2f}-{ratios[-1]:.2f}x in "
+                f"{REPEATS} repeats)",
                 flush=True,
             )
         fit_baseline(kind, workers)
