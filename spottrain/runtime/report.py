@@ -33,7 +33,7 @@ UNKNOWN = "#9e9e9e"
 # again (the wait between them, then its start-up, gang and restore, then its input's
 # fast-forward and first step, drawn darker).
 RESTART = "#90a4ae"
-FIRST_STEP = "#546e7a"
+FIRST_STEP = "#607d8b"
 RESTART_DY = 20  # its line's top below its row's top (one-line labels): under their text
 # Outcomes that ended on a notice (drawn with a marker at the bar's end).
 NOTICE_OUTCOMES = ("preempted", "preempted_unsaved")

@@ -84,8 +84,8 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
     spans = [(0, 600, "spot", "preempted", 0, 30), (700, 1000, "spot", "preempted", 30, 45),
              (1100, 1900, "standard", "success", 45, 100)]  # fmt: skip
     records = [
-        {"attempt": i + 1, "started": t0 + a, "resumed_at": t0 + a + 20, "ended": t0 + b,
-         "seconds": b - a,
+        {"attempt": i + 1, "started": t0 + a, "resumed_at": t0 + a + 20,
+         "first_step_at": t0 + a + 80, "ended": t0 + b, "seconds": b - a,
          "capacity": kind, "outcome": outcome, "start_step": s0, "last_step": s1,
          "saved_step": s1, "steps_lost": 0, "exit_code": 0,
          "prices_given": {"price_per_hour": 0.35, "on_demand_price_per_hour": 1.2}}
@@ -114,13 +114,17 @@ def test_the_attempts_page_draws_each_attempt_to_scale_in_its_capacity_colour(tm
     blue = sum(1 for p in im.get_flattened_data() if p == rgb("#1565c0"))
     assert blue > 100
     # Each restart is drawn on the row of the attempt after it, from the previous
-    # attempt's end until it trained again (100 s between, then 20 s start-up), labelled.
+    # attempt's end until it trained again (100 s between, then 20 s start-up), then,
+    # darker, its 60 s to the first step (the input's fast-forward), labelled.
     restarts = bands(im, report.RESTART)[-2:]
     assert [w for _, w in restarts] == pytest.approx([120 * scale, 120 * scale], abs=2)
     assert [t for t, _ in restarts] == [t + row - report.ROW + report.RESTART_DY for t in tops[1:]]
+    firsts = bands(im, report.FIRST_STEP)[-2:]
+    assert [w for _, w in firsts] == pytest.approx([60 * scale, 60 * scale], abs=2)
+    assert [t for t, _ in firsts] == [t for t, _ in restarts]
     text = rendered_text(tmp_path, html)
-    assert "3 attempt(s), 2 preemption(s), 0 step(s) lost, 240 s in 2 restart(s)" in text
-    assert text.count("restart 120 s (20 s paid)</text>") == 2
+    assert "3 attempt(s), 2 preemption(s), 0 step(s) lost, 360 s in 2 restart(s)" in text
+    assert text.count("restart 180 s (80 s paid)</text>") == 2
     assert "#2 spot: steps 30→45 saved, preempted, 0 steps lost" in text
     # One set of words: the --price-per-hour flags' prices are spent, lost and saved too.
     assert "against $" not in text and "saving" not in text
