@@ -16,13 +16,16 @@ first; it is taken by index only when it is, and nothing else:
 
 - a ``from_tensor_slices`` of dense tensors at its root;
 - element-wise ``map`` calls (sequential or parallel; their functions re-run as
-  traced, not retraced), and ``cache``, ``prefetch``, ``with_options``,
-  ``assert_cardinality``, which change no element;
+  traced, not retraced), and ``prefetch``, ``with_options``, ``assert_cardinality``,
+  which change no element, and a ``cache`` with no map below it;
 - a ``shuffle`` of single examples: the engine's permutation of each epoch replaces
   it (a uniform shuffle; a buffer only approximates one);
 - ``batch(...)`` undone by the engine's ``unbatch`` with nothing but the above
   between them (a batch-level ``map`` is not element-wise: the stream path reads it).
 
+A ``cache`` after a map is the user's choice to map each example once and keep the
+results: it is kept, and the dataset read as a stream (each worker maps every example
+once, then reads its cache), where by index the maps would run again each epoch.
 Anything else (``filter``, ``take``, ``interleave``, files, a map that draws from a
 stateful random op: :func:`spottrain.trainer.fit_dataset.replay_problem`) is read as a
 stream.
@@ -45,6 +48,7 @@ _SAME = {
     "_MemoryCacheDataset",
     "_AssertCardinalityDataset",
 }
+_CACHES = {"CacheDataset", "_CacheDataset", "_MemoryCacheDataset"}
 _MAPS = {"_MapDataset", "_ParallelMapDataset"}
 _BATCHES = {"_BatchDataset", "_ParallelBatchDataset"}
 
@@ -90,11 +94,23 @@ def peel(dataset, through_shuffles: bool):
             maps.append((ds._input_dataset.element_spec, ds._map_func))
         elif name == "_ShuffleDataset" and not unbatched and through_shuffles:
             shuffled = True
+        elif name in _CACHES and _maps_below(ds):
+            break  # the maps below it run once: peeled, they would run every epoch
         elif name not in _SAME:
             break
         inputs = ds._inputs()
         ds = inputs[0] if len(inputs) == 1 else None
     return clean
+
+
+def _maps_below(ds) -> bool:
+    """Whether an element-wise map is in ``ds``'s chain of single inputs."""
+    while ds is not None:
+        inputs = ds._inputs()
+        ds = inputs[0] if len(inputs) == 1 else None
+        if ds is not None and type(ds).__name__ in _MAPS:
+            return True
+    return False
 
 
 def slices(dataset) -> Slices | None:

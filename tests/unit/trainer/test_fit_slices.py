@@ -98,7 +98,8 @@ def _slices(i):
 @pytest.mark.parametrize(
     "make, indexed",
     [
-        (lambda: _slices(0).map(_double).cache().prefetch(1), True),
+        (lambda: _slices(0).cache().map(_double).prefetch(1), True),
+        (lambda: _slices(0).map(_double).cache().prefetch(1), False),  # mapped once, kept
         (lambda: _slices(0).shuffle(8).batch(4).unbatch(), True),
         (lambda: tf.data.Dataset.from_tensor_slices({"a": IDS, "b": IDS}), True),
         (lambda: _slices(0).batch(4).map(lambda b: b * 2).unbatch(), False),  # batch-level
@@ -112,6 +113,24 @@ def _slices(i):
 )
 def test_which_datasets_are_read_by_index(make, indexed):
     assert (fit_slices.slices(make()) is not None) is indexed
+
+
+def test_a_cache_after_a_map_is_kept_each_example_mapped_once():
+    """``map(decode).cache()``: the user maps each example once and keeps it; read as a
+    stream, not by index (whose maps would run again every epoch): over 3 epochs, each
+    of the 100 examples is mapped once."""
+    mapped = []
+
+    def count(i):
+        mapped.append(int(i))
+        return i
+
+    examples = tf.data.Dataset.from_tensor_slices(IDS)
+    examples = examples.map(lambda i: tf.numpy_function(count, [i], tf.int64, stateful=False))
+    examples = examples.cache().map(lambda i: (tf.cast(_double(i), tf.float32)[None], i % 3))
+    assert fit_slices.slices(examples) is None
+    got = _batches(0, 3 * SPE, examples=examples)
+    assert len(got) == 3 * SPE and sorted(mapped) == IDS.tolist()
 
 
 def test_a_map_that_draws_from_a_stateful_op_is_read_as_a_stream(caplog):
