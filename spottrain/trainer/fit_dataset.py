@@ -167,12 +167,31 @@ def dataset_dataset(examples, src, w, buffer: int):
     if problem is None:
         first_epoch = start // spe
 
-        def epoch(e):
-            ds = epoch_order(records, buffer, spec.seed, e) if w.shuffle else records
-            return ds.batch(spec.global_batch, drop_remainder=True).take(spe)
+        def epochs_of(records, first):
+            def epoch(e):
+                ds = epoch_order(records, buffer, spec.seed, e) if w.shuffle else records
+                return ds.batch(spec.global_batch, drop_remainder=True).take(spe)
 
-        epochs = tf.data.Dataset.range(first_epoch, math.ceil(stop / spe) + 1)
-        ds = epochs.flat_map(epoch).skip(start - first_epoch * spe)
+            return tf.data.Dataset.range(first, math.ceil(stop / spe) + 1).flat_map(epoch)
+
+        ds = epochs_of(records, first_epoch).skip(start - first_epoch * spe)
+        raw, raw_maps, _ = fit_slices.peel(examples, False, through_caches=True)
+        if raw is not records:
+            # A cache after a map (the maps below it run once a process): the process's
+            # first epoch is read without it (the records before its step skipped
+            # unmapped, the maps on this worker's share), the cache filled by the next
+            # epoch's whole pass, so a restart costs the same at any step. The same
+            # elements in the same order: a cache changes none.
+            left, steps = spe - start % spe, spec.total_steps - spec.start_step
+            resumed = epochs_of(raw, first_epoch).take(spe).skip(start % spe).take(steps)
+            later = epochs_of(records, first_epoch + 1).take(max(0, steps - left))
+            ds = _mapped(resumed, raw_maps, part).concatenate(_mapped(later, maps, part))
+            log.info(
+                "input: from step %d, %d batches of epoch %d skipped unmapped (the cache "
+                "after a map is filled from the next epoch on)",
+                spec.start_step, start % spe, first_epoch + 1,
+            )  # fmt: skip
+            return _weighted_finish(ds, w)
         if spec.start_step:
             log.info(
                 "input: a resume at step %d reads %d batches of epoch %d before it (a "
@@ -194,15 +213,25 @@ def dataset_dataset(examples, src, w, buffer: int):
                 spec.start_step, start, problem,
             )  # fmt: skip
 
+    ds = _mapped(ds.take(spec.total_steps - spec.start_step), maps, part)
+    return _weighted_finish(ds, w)
+
+
+def _mapped(ds, maps, part):
+    """This worker's ``part`` of each global batch of ``ds``, then ``maps`` on it alone."""
+    import tensorflow as tf
+
+    from spottrain.trainer import fit_slices
+
     def this_workers(*element):
         # Every tensor of the element: (x, y), (x, y, w), several inputs, dicts.
         element = element[0] if len(element) == 1 else element
         return tf.nest.map_structure(lambda t: t[part.start : part.stop], element)
 
-    ds = ds.take(spec.total_steps - spec.start_step).map(this_workers)
+    ds = ds.map(this_workers)
     if maps:
         ds = fit_slices.reapply(ds.unbatch(), maps).batch(part.stop - part.start)
-    return _weighted_finish(ds, w)
+    return ds
 
 
 def _weighted_finish(ds, w):

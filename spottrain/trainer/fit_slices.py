@@ -67,13 +67,14 @@ class Slices:
         return int(self.root._tensors[0].shape[0])
 
 
-def peel(dataset, through_shuffles: bool):
+def peel(dataset, through_shuffles: bool, through_caches: bool = False):
     """``(inner, maps, shuffled)``: ``dataset`` is ``maps`` (element-wise) applied to ``inner``.
 
     Peels from the outermost dataset what changes no element's position: maps, the
     datasets of ``_SAME``, a ``batch`` undone by the engine's ``unbatch``, and (when
     ``through_shuffles``) shuffles, whose order the engine replaces; ``shuffled`` says
-    one was peeled. ``inner`` is the first dataset that is none of these.
+    one was peeled. A cache with a map below it is peeled only ``through_caches``.
+    ``inner`` is the first dataset that is none of these.
     """
     maps, shuffled, ds = [], False, dataset
     clean = (dataset, (), False)  # the last point outside a batch the engine unbatches
@@ -94,7 +95,7 @@ def peel(dataset, through_shuffles: bool):
             maps.append((ds._input_dataset.element_spec, ds._map_func))
         elif name == "_ShuffleDataset" and not unbatched and through_shuffles:
             shuffled = True
-        elif name in _CACHES and _maps_below(ds):
+        elif name in _CACHES and not through_caches and _maps_below(ds):
             break  # the maps below it run once: peeled, they would run every epoch
         elif name not in _SAME:
             break

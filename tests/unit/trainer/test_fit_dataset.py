@@ -87,6 +87,29 @@ def test_each_worker_maps_only_its_share_and_nothing_before_a_resume(workers):
     assert len(mapped) == 3 * share, len(mapped)
 
 
+def _cached(read):
+    """``map(decode).cache()``: what is mapped below the cache counted."""
+    return _records(read).cache().map(lambda i: (tf.cast(i, tf.float32)[None], i % 3))
+
+
+def test_a_cache_after_a_map_resumes_exactly_skipping_its_epoch_unmapped():
+    """A process's first epoch is read around the cache (its records before the step
+    skipped unmapped, each worker mapping its share), the next epochs through it (each
+    record mapped once), from step 0 as from a resume."""
+    whole = _batches(0, 40)
+    for start in (1, SPE - 1, SPE, 2 * SPE + 5, 39):
+        assert _batches(start, 40, examples=_cached([])) == whole[start:], start
+    for workers in (1, 4):
+        mapped: list[int] = []
+        start, share = 100_000, GLOBAL // workers  # 4 steps into its epoch
+        assert len(_batches(start, start + 3, workers, 0, examples=_cached(mapped))) == 3
+        assert len(mapped) == 3 * share, (workers, len(mapped))
+    for start, left in ((100_000, 8), (0, SPE)):  # the rest of its epoch on its share,
+        mapped = []  # then every record once, kept in the cache
+        got = _batches(start, start + left + 3 * SPE, 4, 0, examples=_cached(mapped))
+        assert len(got) == left + 3 * SPE and len(mapped) == left * (GLOBAL // 4) + N, start
+
+
 def _drawn():
     return tf.cast(tf.random.uniform([]) > 2, tf.int64)  # 0, from a stateful op
 
