@@ -24,8 +24,8 @@ from spottrain.ladder import Rung, shape_of
 from spottrain.ledger import attempt_cost
 from spottrain.ledger.schema import (
     INTERRUPTED_OUTCOMES,
-    PREEMPTED_OUTCOMES,
     Record,
+    preempted,
     trained_again,
 )
 
@@ -83,7 +83,8 @@ class Measured:
         Seconds per step: each attempt's steady speed (``seconds_per_step``), else, for
         an attempt that is over, its training time (from its restore, ``resumed_at``, to
         its end) over the steps it trained, pooled per shape. Preemptions and
-        hours: the attempts on a spot kind. Restart: the mean of the restarts the
+        hours: the attempts on a spot kind (an attempt a ladder move
+        ended is not preempted). Restart: the mean of the restarts the
         figures priced (``lost_restart_seconds``), else of the gaps from an interrupted
         attempt's last sign of life to the next one's first step (``first_step_at``).
         """
@@ -114,7 +115,8 @@ class Measured:
                     int(rec.get("gpu_count") or 0), 1
                 )
             if attempt_cost.kind(rec) in attempt_cost.SPOT_KINDS:
-                preemptions += rec.get("outcome") in PREEMPTED_OUTCOMES
+                # A move's cancel is the run's own decision, not the platform's.
+                preemptions += preempted(rec)
                 held = rec.get("started")  # preemptible from its start, start-up included
                 if held and until and until > held:
                     spot_hours += (until - held) / 3600

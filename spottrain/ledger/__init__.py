@@ -27,7 +27,7 @@ import uuid
 
 from spottrain import diagnostics, exits, fileio, versioned
 from spottrain.ledger import attempt_cost, bill_labels, schema, usage
-from spottrain.ledger.schema import INTERRUPTED_OUTCOMES, PREEMPTED_OUTCOMES, Record
+from spottrain.ledger.schema import INTERRUPTED_OUTCOMES, Record
 
 log = logging.getLogger(__name__)
 
@@ -80,19 +80,24 @@ def merge(stored: dict | None, changed: list[Record]) -> dict:
             records.append(rec)
     for number, rec in enumerate(records, 1):
         rec["attempt"] = number
-    # The launchers' ladder and moves (schema.RUN_KEYS) stay as they are.
-    return {**schema.run_keys(stored), "attempts": records, "totals": totals(records)}
+    # The launchers' ladder and moves (schema.RUN_KEYS) stay as they are; a record a
+    # move ended says so (written before or after the move: either order marks it).
+    run = schema.run_keys(stored)
+    schema.mark_moves(records, run.get("moves", []))
+    return {**run, "attempts": records, "totals": totals(records)}
 
 
 def totals(records: list[Record]) -> dict:
     """Sums over attempts: counts, steps lost, seconds; spent, saved and lost once priced."""
     out = {
         "attempts": len(records),
-        # Attempts that got a preemption notice (saved in time or not).
-        "preemptions": sum(r.get("outcome") in PREEMPTED_OUTCOMES for r in records),
-        # Every attempt that ended before the run did without a fatal error:
-        # preemptions, kills without notice, lost peers, hangs.
-        "interruptions": sum(r.get("outcome") in INTERRUPTED_OUTCOMES for r in records),
+        # Attempts that got a preemption notice (saved in time or not), not a move's.
+        "preemptions": sum(schema.preempted(r) for r in records),
+        # Every attempt the platform or a fault ended before the run did: preemptions,
+        # kills without notice, lost peers, hangs (not the run's own moves).
+        "interruptions": sum(schema.interrupted(r) for r in records),
+        # Attempts a ladder move ended: its launcher's cancel was their notice.
+        "moved": sum(schema.moved(r) for r in records),
         "steps_lost": sum(r.get("steps_lost") or 0 for r in records),
         # Runs the dir's writer lease turned away (they never trained).
         "refused": sum(r.get("outcome") == "refused" for r in records),

@@ -45,6 +45,8 @@ class Record(TypedDict, total=False):
     notice_at: float
     notice_step: int
     notice_reason: str
+    # When the ladder move that ended it was made (its launcher's cancel was the notice).
+    moved_at: float
     ended: float
     seconds: float
     # Its steady speed: seconds per step over its calls after the first.
@@ -126,10 +128,10 @@ INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 
 # The fields the engine computes with: checked on every read (a number may be null,
 # e.g. a killed attempt's exit code, or a figure not known).
-COMPUTED = """started ended updated resumed_at first_step_at notice_at seconds attempt workers
-    start_step last_step saved_step notice_step steps_lost exit_code spent saved lost price_per_hour
-    on_demand_price_per_hour id outcome capacity currency node_kind message
-    prices_given seconds_per_step""".split()
+COMPUTED = """started ended updated resumed_at first_step_at notice_at moved_at seconds attempt
+    workers start_step last_step saved_step notice_step steps_lost exit_code spent saved lost
+    price_per_hour on_demand_price_per_hour id outcome capacity currency
+    node_kind message prices_given seconds_per_step""".split()
 _NUMBER = (int, float)
 
 
@@ -138,6 +140,69 @@ def _kinds(hint: Any) -> tuple[type, ...]:
     if hint in (int, float) or typing.get_args(hint)[:1] == (int,):
         return (*_NUMBER, type(None))
     return (typing.get_origin(hint) or hint,)
+
+
+# A move's cancel (Vertex: at once; GKE: at the launcher's next look) reaches the trainer
+# of the attempt it left as a notice within MOVE_WINDOW_S of the move, and the launcher's
+# and the trainer's clocks may differ by MOVE_SKEW_S.
+MOVE_WINDOW_S = 900.0
+MOVE_SKEW_S = 5.0
+
+
+def moved(rec: Record) -> bool:
+    """Whether a ladder move of its launcher ended the attempt (not the platform)."""
+    return rec.get("moved_at") is not None
+
+
+def preempted(rec: Record) -> bool:
+    """Whether a preemption ended the attempt: a notice that was not its own run's move."""
+    return rec.get("outcome") in PREEMPTED_OUTCOMES and not moved(rec)
+
+
+def interrupted(rec: Record) -> bool:
+    """Whether the platform or a fault ended the attempt (a move is neither)."""
+    return rec.get("outcome") in INTERRUPTED_OUTCOMES and not moved(rec)
+
+
+def mark_moves(records: list[Record], moves: list[Move]) -> None:
+    """Sets ``moved_at`` on each record a move ended, and only on those (in place).
+
+    A move is written before its launcher cancels the job (Vertex) or deletes the gang
+    (GKE) it leaves, so the trainer's notice (else its end, for one killed before it
+    wrote the notice) comes after the move's ``at``, within ``MOVE_WINDOW_S``; a
+    preemption that ended the attempt before the move (the launcher then moved on
+    seeing the job end) is earlier and stays a preemption. The record is the one that
+    was running when the move was made (the latest started before it); a record that
+    knows its JobSet (``gang``) must be of the one the move left.
+    """
+    ended_by: dict[int, float] = {}
+    for move in moves:
+        at = move.get("at")
+        if not isinstance(at, int | float) or isinstance(at, bool):
+            continue
+        running = [
+            i for i, r in enumerate(records) if r.get("started") is not None and r["started"] <= at
+        ]
+        if not running:
+            continue
+        i = max(running, key=lambda i: records[i]["started"])
+        rec = records[i]
+        end = rec.get("notice_at") or rec.get("ended")
+        gang = str(rec.get("gang") or "")
+        left = str(move.get("left") or "")
+        if gang and left and move.get("platform") == "gke" and gang.split("/")[0] != left:
+            continue
+        if (
+            rec.get("outcome") in INTERRUPTED_OUTCOMES
+            and isinstance(end, int | float)
+            and at - MOVE_SKEW_S <= end <= at + MOVE_WINDOW_S
+        ):
+            ended_by[i] = at
+    for i, rec in enumerate(records):
+        if i in ended_by:
+            rec["moved_at"] = ended_by[i]
+        else:
+            rec.pop("moved_at", None)
 
 
 def trained_again(rec: Record) -> float | None:

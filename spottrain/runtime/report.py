@@ -44,6 +44,11 @@ CHAR_PX = 6.6  # a generous width of one 12 px sans-serif character
 WRAP_DY = 14  # a label's second line below its first
 
 
+def _noticed(rec: Mapping[str, Any]) -> bool:
+    """Whether a preemption's notice ended it (not its run's own ladder move's cancel)."""
+    return rec.get("outcome") in NOTICE_OUTCOMES and rec.get("moved_at") is None
+
+
 def capacity(rec: Mapping[str, Any]) -> str:
     """What an attempt ran on, as the ledger knows it."""
     return str(rec.get("node_kind") or rec.get("capacity") or "unknown")
@@ -198,7 +203,8 @@ def timeline_svg(
         lost = r.get("steps_lost", 0)
         gap = gaps[i]
         label = "".join(labels[i])
-        money = {k: r[k] for k in ("spent", "saved", "lost", "currency") if k in r}
+        money = {k: r[k] for k in ("spent", "saved", "lost", "currency", "moved_at")
+                 if k in r}  # fmt: skip
         data = _attrs(
             attempt=r.get("attempt"), capacity=kind, outcome=r.get("outcome"),
             start_step=r.get("start_step"), saved_step=r.get("saved_step"), steps_lost=lost,
@@ -214,7 +220,7 @@ def timeline_svg(
             f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{ROW - 12}" '
             f'fill="{COLORS.get(kind, UNKNOWN)}"/>'
         )
-        if r.get("outcome") in NOTICE_OUTCOMES:
+        if _noticed(r):
             parts.append(
                 f'<polygon class="notice" points="{x + w:.1f},{y} {x + w + 7:.1f},{y - 4} '
                 f'{x + w + 7:.1f},{y + 4}" fill="#c62828"/>'
@@ -392,6 +398,8 @@ def page(
         f"{totals.get('attempts', 0)} attempt(s), {totals.get('preemptions', 0)} "
         f"preemption(s), {totals.get('steps_lost', 0)} step(s) lost"
     )
+    if totals.get("moved"):
+        summary += f", {totals['moved']} attempt(s) left by a ladder move"
     gaps = [sum(g) for g in restarts(records) if g is not None]
     if gaps:
         summary += f", {sum(gaps):.0f} s in {len(gaps)} restart(s)"
@@ -404,8 +412,7 @@ def page(
     ) + (f'<span style="color:{RESTART}">■</span> restart (until training resumed)' if gaps else "")
     shown = {t: p for t, p in sorted(scalars.items()) if t != "steps_per_second"}
     preempted_at = sorted(
-        {int(r["last_step"]) for r in records if r.get("outcome") in NOTICE_OUTCOMES
-         and r.get("last_step") is not None}
+        {int(r["last_step"]) for r in records if _noticed(r) and r.get("last_step") is not None}
     )  # fmt: skip
     curves = "".join(
         curve_svg(tag, pts, preempted_at=preempted_at) for tag, pts in shown.items() if len(pts) > 1
@@ -420,8 +427,8 @@ def page(
     if finals:
         curves += f"<p>{finals}</p>"
     deadline = deadline_line(records, totals, ladder, moves)
-    totals_attrs = _attrs(**{k: totals[k] for k in ("attempts", "preemptions", "steps_lost")
-                             if k in totals})  # fmt: skip
+    shown_totals = ("attempts", "preemptions", "steps_lost", "moved")
+    totals_attrs = _attrs(**{k: totals[k] for k in shown_totals if k in totals})
     return (
         '<!DOCTYPE html><html><head><meta charset="utf-8"><title>Training attempts</title>'
         "<style>body{font-family:sans-serif;margin:16px}svg{display:block;margin:8px 0}"

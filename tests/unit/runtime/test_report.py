@@ -255,3 +255,25 @@ def test_the_deadline_and_each_move_are_on_the_time_axis_and_in_one_line():
     # Without a ladder: no line, no marks (the page as before).
     plain = report.page(records, totals, {})
     assert "deadline" not in plain and not _parse(plain).of("move")
+
+
+def test_an_attempt_a_move_ended_has_no_notice_marker_and_is_no_preemption():
+    """Issue 56: the launcher's cancel for a move was booked as a preemption."""
+    t = 1_800_000_000.0
+    recs = [
+        {"attempt": 1, "started": t, "ended": t + 50, "notice_at": t + 45, "capacity": "spot",
+         "outcome": "preempted", "last_step": 30},
+        {"attempt": 2, "started": t + 60, "ended": t + 90, "notice_at": t + 85,
+         "capacity": "spot", "outcome": "preempted", "last_step": 60},
+        {"attempt": 3, "started": t + 100, "ended": t + 150, "capacity": "standard",
+         "outcome": "success", "last_step": 100},
+    ]  # fmt: skip
+    move = {"at": t + 84, "platform": "vertex", "to_capacity": "standard", "reason": "late"}
+    stored = ledger.merge({"attempts": [], "moves": [move]}, recs)
+    loss = [(s, 1.0 / s) for s in range(5, 105, 5)]
+    html_page = report.page(stored["attempts"], stored["totals"], {"loss": loss}, None, [move])
+    page = _parse(html_page)
+    assert len(page.of("notice")) == 1
+    assert [m["data-step"] for m in page.of("preempted")] == ["30"]
+    assert "1 preemption(s)" in html_page and "1 attempt(s) left by a ladder move" in html_page
+    assert page.of("attempt")[1]["data-moved-at"] == str(t + 84)
