@@ -5,16 +5,20 @@ machine with its GPUs), each attempt gets:
 
 * ``spent``: its seconds x workers x the price of what it ran on;
 * ``lost`` (attempts a preemption, kill, lost peer or hang ended): the steps it
-  trained again (``steps_lost`` x its own seconds per step), priced as it ran, plus
+  trained again (``steps_lost`` x its own seconds per step, until its notice), and
+  its seconds from the notice to its end (the save on notice), priced as it ran, plus
   the restart that followed: the next attempt's seconds from its start to its first
   step (``first_step_at``: the restore, then the input's fast-forward to its start step
   and the step's first trace; all of them when it ended before that),
   priced as that attempt ran. ``lost`` is part of ``spent``;
+* ``move_cost`` (an attempt a ladder move ended, ``schema.moved``): the same three
+  parts, but the run's own decision, not a preemption: not in ``lost``;
 * ``saved``: what the work that was kept would have cost on demand, minus
-  ``spent``. Kept is every machine-second but those ``lost`` counts (a step trained
-  again, a restart): an on-demand run would not have paid for them, so pricing
-  them on demand too would credit spot with its own preemptions. Like ``lost``, the
-  restart is the interrupted attempt's, though the next attempt ran it.
+  ``spent``. Kept is every machine-second but those ``lost`` and ``move_cost`` count
+  (a step trained again, a save on notice, a restart): an on-demand run would not have
+  paid for them, so pricing them on demand too would credit spot with its own
+  preemptions. Like ``lost``, the restart is the interrupted attempt's, though the
+  next attempt ran it.
 
 A price the source does not know leaves the figures out (never 0) and says why in
 ``price_unknown``. The trainer's ``--price-per-hour`` and ``--on-demand-price-per-hour``
@@ -30,7 +34,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from spottrain.ledger.schema import INTERRUPTED_OUTCOMES, Record, trained_again
+from spottrain.ledger.schema import INTERRUPTED_OUTCOMES, Record, moved, trained_again
 from spottrain.pricing import Quote, Usage
 
 log = logging.getLogger(__name__)
@@ -42,11 +46,12 @@ PRICES_GIVEN = "prices_given"
 FLAGS_SOURCE = "--price-per-hour flags"
 FIGURES = ("spent", "saved", "lost")
 # The run's figures in ledger.totals (run_totals): what the outputs show of them.
-TOTAL_FIELDS = (*FIGURES, "currency", "price_unknown")
+TOTAL_FIELDS = (*FIGURES, "move_cost", "currency", "price_unknown")
 # What each attempt's priced fields are (removed before pricing again).
 PRICED_FIELDS = (
     *FIGURES, "currency", "price_source", "price_unknown", "lost_redo_seconds",
-    "lost_restart_seconds", "lost_unknown", "price_per_hour", "on_demand_price_per_hour",
+    "lost_notice_seconds", "lost_restart_seconds", "lost_unknown", "move_cost", "move_seconds",
+    "price_per_hour", "on_demand_price_per_hour",
 )  # fmt: skip
 # Billed at the spot price: Spot VMs and preemptible VMs.
 SPOT_KINDS = ("spot", "preemptible")
@@ -120,8 +125,9 @@ def price_records(records: Sequence[Record], price: Price | None) -> list[Record
     quotes: dict = {}
     out = [{k: v for k, v in r.items() if k not in PRICED_FIELDS} for r in records]
     rates = [_rates(r, price, quotes) for r in out]
-    # Per attempt, the seconds ``lost`` counts (its redone steps; the restart it caused,
-    # as (next attempt, seconds)): not kept work, so not in ``saved``.
+    # Per attempt, the seconds ``lost`` (or a move's cost) counts (its redone steps and
+    # its save on notice; the restart it caused, as (next attempt, seconds)): not kept
+    # work, so not in ``saved``.
     redone = [0.0] * len(out)
     caused: list[tuple[int, float] | None] = [None] * len(out)
     for i, (rec, (paid, od, currency, source, reason)) in enumerate(zip(out, rates, strict=True)):
@@ -143,11 +149,15 @@ def price_records(records: Sequence[Record], price: Price | None) -> list[Record
             nxt, next_paid = (None, None) if j is None else (out[j], rates[j][0])
             lost = _lost(rec, nxt, paid, next_paid)
             if lost is None:
-                rec["lost_unknown"] = (
-                    "its redone steps or the next attempt's restart have no time or price"
-                )
+                if not moved(rec):
+                    rec["lost_unknown"] = (
+                        "its redone steps or the next attempt's restart have no time or price"
+                    )
             else:
                 fields, redo, restart = lost
+                if moved(rec):  # the run's own move: its cost, not a preemption's loss
+                    seconds = sum(v for k, v in fields.items() if k.endswith("_seconds"))
+                    fields = {"move_cost": fields["lost"], "move_seconds": round(seconds, 2)}
                 rec.update(fields)
                 redone[i] = redo
                 if j is not None:
@@ -196,12 +206,16 @@ def _lost(rec: Record, nxt: Record | None, paid: float, next_paid: float | None)
     """
     steps = int(rec.get("steps_lost") or 0)
     redo = 0.0
+    # It trained until its notice; from there to its end it saved (and exited).
+    ended = rec.get("ended")
+    until = min(float(rec.get("notice_at") or ended or 0), float(ended or 0))
+    notice = float(ended) - until if ended and rec.get("notice_at") else 0.0
     if steps:
         began = rec.get("resumed_at") or rec.get("started")
         trained = (rec.get("last_step") or 0) - (rec.get("start_step") or 0)
-        if not rec.get("ended") or began is None or trained <= 0:
+        if not ended or began is None or trained <= 0:
             return None
-        redo = steps * (float(rec["ended"]) - float(began)) / trained
+        redo = steps * max(0.0, until - float(began)) / trained
     restart = 0.0
     # Until it trained again; an attempt that ended before (a notice during its start)
     # was all restart.
@@ -212,10 +226,12 @@ def _lost(rec: Record, nxt: Record | None, paid: float, next_paid: float | None)
         restart = max(0.0, float(resumed) - float(nxt["started"]))
     workers = int(rec.get("workers") or 1)
     next_workers = int((nxt or {}).get("workers") or 1)
-    cost = redo * workers * paid / 3600 + restart * next_workers * (next_paid or 0.0) / 3600
+    own = redo + notice
+    cost = own * workers * paid / 3600 + restart * next_workers * (next_paid or 0.0) / 3600
     fields = {"lost": round(cost, 6), "lost_redo_seconds": round(redo, 2),
+              "lost_notice_seconds": round(notice, 2),
               "lost_restart_seconds": round(restart, 2)}  # fmt: skip
-    return fields, redo, restart
+    return fields, own, restart
 
 
 def run_totals(records: Sequence[Record]) -> dict[str, Any]:
@@ -241,6 +257,8 @@ def run_totals(records: Sequence[Record]) -> dict[str, Any]:
     }
     if not any("lost_unknown" in r for r in records):
         out["lost"] = round(sum(r.get("lost", 0.0) for r in records), 6)
+    if any(moved(r) for r in records) and all("move_cost" in r for r in records if moved(r)):
+        out["move_cost"] = round(sum(r.get("move_cost", 0.0) for r in records), 6)
     return out
 
 
@@ -248,9 +266,10 @@ def totals_line(totals: Mapping[str, Any]) -> str:
     """The run's spent, lost and saved in one line, or why they are unknown."""
     if "spent" in totals:
         lost = (f"{totals['lost']:.4f}" if "lost" in totals else "") or "unknown"
+        moves = f", ladder moves cost {totals['move_cost']:.4f}" if "move_cost" in totals else ""
         return (
             f"Spent {totals['spent']:.4f} {totals.get('currency', '')}, lost to preemptions "
-            f"{lost}, saved {totals['saved']:.4f} against on-demand."
+            f"{lost}{moves}, saved {totals['saved']:.4f} against on-demand."
         )
     if "price_unknown" in totals:
         return f"Spent, lost, saved: price unknown ({totals['price_unknown']})."

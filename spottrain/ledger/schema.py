@@ -76,7 +76,10 @@ class Record(TypedDict, total=False):
     spent: float
     saved: float
     lost: float
+    move_cost: float
+    move_seconds: float
     lost_redo_seconds: float
+    lost_notice_seconds: float
     lost_restart_seconds: float
     lost_unknown: str
     currency: str
@@ -130,7 +133,7 @@ INTERRUPTED_OUTCOMES = (*PREEMPTED_OUTCOMES, "killed", "worker_lost", "hang")
 # e.g. a killed attempt's exit code, or a figure not known).
 COMPUTED = """started ended updated resumed_at first_step_at notice_at moved_at seconds attempt
     workers start_step last_step saved_step notice_step steps_lost exit_code spent saved lost
-    price_per_hour on_demand_price_per_hour id outcome capacity currency
+    move_cost move_seconds price_per_hour on_demand_price_per_hour id outcome capacity currency
     node_kind message prices_given seconds_per_step""".split()
 _NUMBER = (int, float)
 

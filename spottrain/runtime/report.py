@@ -94,6 +94,8 @@ def figures(rec: Mapping[str, Any]) -> str:
     """An attempt's spent, lost and saved for its label (or why they are unknown)."""
     if "spent" in rec:
         lost = f", lost {rec['lost']:.4f}" if "lost" in rec else ""
+        if "move_cost" in rec:
+            lost = f", move cost {rec['move_cost']:.4f}"
         saved = f", saved {rec['saved']:.4f}" if "saved" in rec else ""
         return f"; spent {rec['spent']:.4f}{lost}{saved} {rec.get('currency', '')}".rstrip()
     if "price_unknown" in rec:
@@ -203,7 +205,7 @@ def timeline_svg(
         lost = r.get("steps_lost", 0)
         gap = gaps[i]
         label = "".join(labels[i])
-        money = {k: r[k] for k in ("spent", "saved", "lost", "currency", "moved_at")
+        money = {k: r[k] for k in ("spent", "saved", "lost", "move_cost", "currency", "moved_at")
                  if k in r}  # fmt: skip
         data = _attrs(
             attempt=r.get("attempt"), capacity=kind, outcome=r.get("outcome"),

@@ -288,3 +288,19 @@ def test_saved_is_rounded_once_from_the_unrounded_seconds():
     one, _ = attempt_cost.price_records(recs, fixed(1.0, 10.0))
     kept = (11.0 - 100.004) * 100  # #2's restart is #1's
     assert one["saved"] == pytest.approx(kept / 3600 * 10.0 - 11.0 * 100 / 3600 * 1.0, abs=5e-7)
+
+
+def test_the_save_on_notice_is_lost_and_the_steps_redone_are_timed_until_the_notice():
+    """Issue 56: the seconds from a notice to the end (the save on notice) were kept work.
+
+    #1 trained 100 steps from 10 s to its notice at 90 s (0.8 s a step), then saved and
+    exited for 20 s: 20 steps redone are 16 s, the notice 20 s, #2's restart 15 s.
+    """
+    recs = preempted_then_done()
+    recs[0]["notice_at"] = 90.0
+    one, _ = attempt_cost.price_records(recs, fixed(0.36, 1.2))
+    assert (one["lost_redo_seconds"], one["lost_notice_seconds"]) == (16.0, 20.0)
+    assert one["lost"] == pytest.approx((16 + 20 + 15) * 2 * 0.36 / 3600, abs=1e-6)
+    assert one["saved"] == pytest.approx(
+        (220 - (16 + 20 + 15) * 2) / 3600 * 1.2 - one["spent"], abs=1e-6
+    )

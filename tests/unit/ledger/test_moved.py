@@ -1,6 +1,6 @@
 """An attempt a ladder move ended (issue 56): its launcher's cancel was its notice, so it
 is marked ``moved_at`` and counted as a move, not a preemption, by the ledger's totals,
-the attempts page and the deadline forecast's preemption rate."""
+the figures, the attempts page and the deadline forecast's preemption rate."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from spottrain import ledger
 from spottrain.ladder.forecast import Measured
-from spottrain.ledger import moves, schema
+from spottrain.ledger import attempt_cost, moves, schema
+from spottrain.pricing import Quote
 
 USAGE = dict(location="us-central1", machine_type="n1-standard-8", gpu_type="nvidia-tesla-t4",
              gpu_count=1, platform="gce", usage_from="node")  # fmt: skip
@@ -100,3 +101,38 @@ def test_the_forecast_counts_no_move_as_a_preemption():
     m = Measured.from_ledger(marked(records, [move]), steps_total=150, save_every_s=60.0)
     assert m.preemptions == 2
     assert m.preemptible_hours == pytest.approx((110 + 100 + 100) / 3600)
+
+
+def test_a_move_costs_its_redo_notice_and_restart_outside_lost():
+    """The standard job's start-up (60 s) was the move's restart: not lost to spot."""
+    records, move = demo_shape()
+    priced = attempt_cost.price_records(marked(records, [move]), lambda u: Quote(0.4, 1.0, "USD"))
+    one, two, three, four = priced
+    assert one["lost"] == pytest.approx((10 + 60) * 0.4 / 3600, abs=1e-6)  # notice, #2's restart
+    assert (one["lost_notice_seconds"], one["lost_restart_seconds"]) == (10.0, 60.0)
+    assert "lost" not in three and "lost_restart_seconds" not in three
+    # Its save on the move's notice (spot), and #4's start-up (standard).
+    assert three["move_cost"] == pytest.approx((10 * 0.4 + 60 * 1.0) / 3600, abs=1e-6)
+    assert three["move_seconds"] == 70.0
+    totals = attempt_cost.run_totals(priced)
+    assert totals["lost"] == pytest.approx(one["lost"] + two["lost"], abs=1e-6)
+    assert totals["move_cost"] == pytest.approx(three["move_cost"], abs=1e-6)
+    line = attempt_cost.totals_line(totals)
+    assert f"lost to preemptions {totals['lost']:.4f}, ladder moves cost" in line
+
+
+def test_spot_that_lost_money_saves_less_than_0():
+    """Issue 56's demo: paid more than on demand alone, yet the page said saved > 0.
+
+    Kept work is what an on-demand run pays too: its one start-up, the steps kept, its
+    final save. Not a restart, a save on notice nor a step trained again.
+    """
+    records, move = demo_shape()
+    priced = attempt_cost.price_records(marked(records, [move]), lambda u: Quote(0.4, 1.0, "USD"))
+    totals = attempt_cost.run_totals(priced)
+    on_demand_alone = (60 + 150 + 10) * 1.0 / 3600
+    assert totals["spent"] == pytest.approx((310 * 0.4 + 120 * 1.0) / 3600, abs=1e-6)
+    assert totals["spent"] > on_demand_alone
+    spent = (310 * 0.4 + 120 * 1.0) / 3600
+    assert totals["saved"] == pytest.approx(on_demand_alone - spent, abs=1e-6)
+    assert totals["saved"] < 0
