@@ -253,8 +253,12 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
         lost = r.get("steps_lost", "")
         if r.get("steps_lost_is_lower_bound"):
             lost = f"≥{lost}"
+        # A ladder move's cancel ended it (its trainer saw a notice): the run's own decision.
+        outcome = r.get("outcome")
+        if "moved_at" in r:
+            outcome = f"{outcome}, left by a ladder move"
         row = (
-            f"| {r.get('attempt')} | {r.get('outcome')} | {r.get('exit_code', '')} "
+            f"| {r.get('attempt')} | {outcome} | {r.get('exit_code', '')} "
             f"| {r.get('start_step')} | {r.get('last_step')} | {r.get('saved_step')} | {lost} "
             f"| {r.get('seconds', '')} |"
         )
@@ -264,7 +268,9 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
             row += f" {describe(r) if 'usage_from' in r else ''} |"
         if priced:
             if "spent" in r:
-                row += "".join(f" {_money(r.get(k))} |" for k in ("spent", "saved", "lost"))
+                row += "".join(f" {_money(r.get(k))} |" for k in ("spent", "saved"))
+                move = f"move cost {_money(r['move_cost'])}" if "move_cost" in r else ""
+                row += f" {_money(r.get('lost')) or move} |"
             else:
                 row += f" price unknown: {r.get('price_unknown', '')} | | |"
         if pods:
@@ -281,7 +287,9 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
         f"{totals.get('preemptions', 0)} preemption(s), "
         f"{totals.get('steps_lost', 0)} step(s) lost; "
         f"{totals.get('interruptions', 0)} interruption(s) in all (kills, lost peers, hangs "
-        "included).**",
+        "included)"
+        + (f"; {totals['moved']} attempt(s) left by a ladder move" if totals.get("moved") else "")
+        + ".**",
     ]
     if line := attempt_cost.totals_line(totals):
         lines.append(line)

@@ -136,3 +136,16 @@ def test_spot_that_lost_money_saves_less_than_0():
     spent = (310 * 0.4 + 120 * 1.0) / 3600
     assert totals["saved"] == pytest.approx(on_demand_alone - spent, abs=1e-6)
     assert totals["saved"] < 0
+
+
+def test_the_attempts_table_says_the_move_and_its_cost():
+    from spottrain.runtime.train import ledger_markdown
+
+    records, move = demo_shape()
+    priced = attempt_cost.price_records(marked(records, [move]), lambda u: Quote(0.4, 1.0, "USD"))
+    table = ledger_markdown(priced, ledger.totals(priced))
+    row = next(ln for ln in table.splitlines() if ln.startswith("| 3 "))
+    assert "| preempted, left by a ladder move |" in row
+    assert row.endswith(f"| move cost {priced[2]['move_cost']:.4f} |")
+    assert "4 attempt(s), 2 preemption(s)" in table
+    assert "hangs included); 1 attempt(s) left by a ladder move.**" in table
