@@ -9,7 +9,7 @@ machine with its GPUs), each attempt gets:
   its seconds from the notice to its end (the save on notice), priced as it ran, plus
   the restart that followed: the next attempt's seconds from its start to its first
   step (``first_step_at``: the restore, then the input's fast-forward to its start step
-  and the step's first trace; all of them when it ended before that),
+  and the step's first trace; until its notice, else its end, when it ended before),
   priced as that attempt ran. ``lost`` is part of ``spent``;
 * ``move_cost`` (an attempt a ladder move ended, ``schema.moved``): the same three
   parts, but the run's own decision, not a preemption: not in ``lost``;
@@ -218,8 +218,8 @@ def _lost(rec: Record, nxt: Record | None, paid: float, next_paid: float | None)
         redo = steps * max(0.0, until - float(began)) / trained
     restart = 0.0
     # Until it trained again; an attempt that ended before (a notice during its start)
-    # was all restart.
-    resumed = nxt is not None and (trained_again(nxt) or nxt.get("ended"))
+    # was restart until its notice (its save on notice is its own lost, not counted twice).
+    resumed = nxt is not None and (trained_again(nxt) or nxt.get("notice_at") or nxt.get("ended"))
     if nxt is not None and resumed:
         if next_paid is None:
             return None  # the restart ran on an attempt without a price

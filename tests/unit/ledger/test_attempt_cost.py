@@ -304,3 +304,19 @@ def test_the_save_on_notice_is_lost_and_the_steps_redone_are_timed_until_the_not
     assert one["saved"] == pytest.approx(
         (220 - (16 + 20 + 15) * 2) / 3600 * 1.2 - one["spent"], abs=1e-6
     )
+
+
+def test_a_notice_during_the_start_is_counted_once():
+    """#2 got its notice 10 s into its start and ended 5 s later: its start is #1's
+    restart (10 s), its save on notice its own lost (5 s); lost and kept part its 15 s."""
+    recs = preempted_then_done()
+    recs[1].update(ended=145.0, seconds=15.0, notice_at=140.0,
+                   outcome="preempted", last_step=80, saved_step=80)  # fmt: skip
+    recs[1].pop("resumed_at")
+    recs.append({**preempted_then_done()[1], "started": 150.0, "resumed_at": 160.0,
+                 "ended": 260.0, "seconds": 110.0})  # fmt: skip
+    one, two, _ = attempt_cost.price_records(recs, fixed(0.36, 1.2))
+    assert one["lost_restart_seconds"] == 10.0 and two["lost_notice_seconds"] == 5.0
+    totals = attempt_cost.run_totals(attempt_cost.price_records(recs, fixed(0.36, 1.2)))
+    kept = 220 + 30 + 220 - (20 + 10 + 5 + 10) * 2  # #2's seconds once, #3's restart 10 s
+    assert totals["saved"] == pytest.approx(kept / 3600 * 1.2 - totals["spent"], abs=1e-5)
