@@ -300,8 +300,10 @@ def deadline_line(
     elif finish_by:
         parts.append(f"deadline {utc_clock(finish_by)}")
     currency = totals.get("currency", "")
-    if totals.get("saved") is not None:
-        parts.append(f"spot saved {totals['saved']:.4f} {currency}".rstrip())
+    if (saved := totals.get("saved")) is not None and saved < 0:
+        parts.append(f"spot cost {-saved:.4f} {currency} more than on-demand alone".rstrip())
+    elif saved is not None:
+        parts.append(f"spot saved {saved:.4f} {currency}".rstrip())
     for m in moves:
         after = [r for r in records if float(r.get("started") or 0) >= float(m["at"])]
         spent = [float(r["spent"]) for r in after if r.get("spent") is not None]

@@ -277,3 +277,12 @@ def test_an_attempt_a_move_ended_has_no_notice_marker_and_is_no_preemption():
     assert [m["data-step"] for m in page.of("preempted")] == ["30"]
     assert "1 preemption(s)" in html_page and "1 attempt(s) left by a ladder move" in html_page
     assert page.of("attempt")[1]["data-moved-at"] == str(t + 84)
+
+
+def test_the_deadline_line_says_when_spot_cost_more_than_on_demand_alone():
+    """Issue 56: saved below 0 is not "spot saved -0.0067"."""
+    t = 1_800_000_000.0
+    recs = [{"attempt": 1, "started": t, "ended": t + 90, "outcome": "success"}]
+    ladder = {"rungs": ["spot 1 x n1"], "finish_by": t + 400}
+    line = report.deadline_line(recs, {"saved": -0.0067, "currency": "USD"}, ladder, [])
+    assert line.endswith("spot cost 0.0067 USD more than on-demand alone"), line
