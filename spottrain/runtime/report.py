@@ -138,10 +138,13 @@ def _place(label: tuple[str, str], x: float, w: float) -> tuple[float, str, list
     return LEFT, "start", [one]
 
 
-def _restart(gap: tuple[float, float, float], r, x: float, y: float, ty: float, scale) -> str:
+def _restart(
+    gap: tuple[float, float, float], r, x: float, y: float, ty: float, scale, moved: bool = False
+) -> str:
     """The restart before the bar at ``x``, its length under it.
 
-    Its parts on one line from the previous end, the first step's part darker.
+    Its parts on one line from the previous end, the first step's part darker. ``moved``:
+    a ladder move ended the attempt before it (the restart is the move's cost).
     """
     between, start_up, first = gap
     total, paid = between + start_up + first, start_up + first
@@ -150,7 +153,7 @@ def _restart(gap: tuple[float, float, float], r, x: float, y: float, ty: float, 
         f"{total:.0f} s until training resumed: {between:.0f} s between attempts, "
         f"{start_up:.0f} s start-up and restore, {first:.0f} s from the restore to the first "
         f"step (the input's fast-forward to step {r.get('start_step')} and the step's first "
-        f"trace); {paid:.0f} s paid, in lost"
+        f"trace); {paid:.0f} s paid, in {'the move cost' if moved else 'lost'}"
     )
     seconds = _attrs(
         seconds=f"{total:.1f}", between=f"{between:.1f}", start_up=f"{start_up:.1f}",
@@ -216,7 +219,8 @@ def timeline_svg(
             # The restart before it, on its row from the previous end into its bar until
             # it trained: a line below the labels' text (which may stand left of the
             # bar) and its length under the line.
-            parts.append(_restart(gap, r, x, y + row - ROW + RESTART_DY, y + row - 2, scale))
+            moved = i > 0 and timed[i - 1].get("moved_at") is not None
+            parts.append(_restart(gap, r, x, y + row - ROW + RESTART_DY, y + row - 2, scale, moved))
         parts.append(
             f'<g class="attempt" {data}><title>{html.escape(label)}</title>'
             f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{ROW - 12}" '
