@@ -270,6 +270,10 @@ def test_a_deadline_moves_the_run_from_preempted_spot_to_standard_in_time(digits
     assert svc.cancelled == [svc.jobs[-2].name]  # the spot job left was cancelled ...
     records = ledger.read(str(tmp_path / "checkpoints"))
     assert records[-2]["outcome"] == "preempted" and records[-2]["steps_lost"] == 0  # ... saved
+    # ... and its record is the move's, not a preemption (issue 56): each other spot job was.
+    assert [r.get("moved_at") for r in records] == [None] * (len(records) - 2) + [move["at"], None]
+    totals = ledger.totals(records)
+    assert (totals["moved"], totals["preemptions"]) == (1, len(records) - 2), totals
     assert move["forecast_finish"] <= finish_by
     assert ended <= finish_by, f"finished {ended - finish_by:.0f} s after the deadline"
     # The task ended with the standard job, not with its last checkpoint (its outputs).
