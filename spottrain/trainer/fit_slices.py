@@ -162,17 +162,14 @@ def slices_dataset(made: Slices, w, shuffle: bool):
     """
     import tensorflow as tf
 
-    spec, spe, n = w.spec, w.steps_per_epoch, made.count
-    part, global_batch = spec.worker_slice, spec.global_batch
-    root = made.root
-    mine = tf.range(part.start, part.stop, dtype=tf.int64)
-    seed = tf.constant(spec.seed, tf.int64)
+    from spottrain.trainer.fit_sources import indices_at
+
+    spec, spe, root = w.spec, w.steps_per_epoch, made.root
+    part = spec.worker_slice
+    indices = indices_at(w, made.count, shuffle)
 
     def examples_of(p):
-        epoch, j = p // spe, p % spe
-        at = j * global_batch + mine
-        if shuffle:  # epoch e's order: a stateless permutation seeded by (seed, e)
-            at = tf.random.experimental.index_shuffle(at, tf.stack([seed, epoch]), n - 1)
+        at = indices(p)
         gathered = [tf.gather(t, at) for t in root._tensors]
         return tf.nest.pack_sequence_as(root.element_spec, gathered)
 

@@ -274,23 +274,41 @@ class Window:
     class_weight: Any = None
 
 
+def indices_at(w: Window, n: int, shuffle: bool):
+    """``p -> indices``: this worker's examples (of ``n``) in the batch of data position ``p``.
+
+    Its part of the global batch ``p % spe`` of epoch ``e = p // spe``, in epoch ``e``'s
+    order when ``shuffle``: a stateless permutation seeded by ``(seed, e)``
+    (``index_shuffle``), so any position is computed, never read through to.
+    """
+    import tensorflow as tf
+
+    spec, spe = w.spec, w.steps_per_epoch
+    mine = tf.range(spec.worker_slice.start, spec.worker_slice.stop, dtype=tf.int64)
+    seed = tf.constant(spec.seed, tf.int64)
+
+    def at(p):
+        epoch, j = p // spe, p % spe
+        indices = j * spec.global_batch + mine
+        if shuffle:
+            indices = tf.random.experimental.index_shuffle(indices, tf.stack([seed, epoch]), n - 1)
+        return indices
+
+    return at
+
+
 def arrays_dataset(src: Source, w: Window):
     """Index arithmetic over arrays: the batch of position ``p`` gathered, this worker's part."""
     import tensorflow as tf
 
-    spec, spe, n = w.spec, w.steps_per_epoch, src.examples
-    part, global_batch = spec.worker_slice, spec.global_batch
+    spec = w.spec
     if src.tensors is None:
         src.tensors = tf.nest.map_structure(tf.convert_to_tensor, src.data)
     tensors = src.tensors
-    mine = tf.range(part.start, part.stop, dtype=tf.int64)
-    seed = tf.constant(spec.seed, tf.int64)
+    indices = indices_at(w, src.examples, w.shuffle)
 
     def batch_of(p):
-        epoch, j = p // spe, p % spe
-        at = j * global_batch + mine
-        if w.shuffle:  # epoch e's order: a stateless permutation seeded by (seed, e)
-            at = tf.random.experimental.index_shuffle(at, tf.stack([seed, epoch]), n - 1)
+        at = indices(p)
         return tf.nest.map_structure(lambda t: tf.gather(t, at), tensors)
 
     start, stop = w.first + spec.start_step, w.first + spec.total_steps
