@@ -84,6 +84,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, nargs="+", default=[0, 10_000, 100_000])
     p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS))
+    p.add_argument("--repeats", type=int, default=3, help="restarts at each step (median)")
     args = p.parse_args()
     root = os.path.dirname(HERE)  # not bench/ itself: its copy.py would hide the stdlib's
     sys.path.insert(0, root)
@@ -101,15 +102,25 @@ def main() -> None:
         for kind in args.kinds:
             seed = os.path.join(tmp, kind, "seed")
             _first_step(kind, seed, 1, env)  # one real step, saved at the end
-            for step in args.steps:
-                out = os.path.join(tmp, kind, str(step))
-                if step:
-                    shutil.copytree(
-                        os.path.join(seed, "checkpoints"), os.path.join(out, "checkpoints")
-                    )
-                    _forge(os.path.join(out, "checkpoints"), step)
-                took = _first_step(kind, out, step + 2, env, step)
-                print(f"{kind}: start to first step at step {step}: {took:.1f} s", flush=True)
+            times: dict[int, list[float]] = {step: [] for step in args.steps}
+            for _ in range(args.repeats):  # interleaved: the load at the moment weighs on all
+                for step in args.steps:
+                    out = os.path.join(tmp, kind, f"{step}-{len(times[step])}")
+                    if step:
+                        shutil.copytree(
+                            os.path.join(seed, "checkpoints"), os.path.join(out, "checkpoints")
+                        )
+                        _forge(os.path.join(out, "checkpoints"), step)
+                    times[step].append(_first_step(kind, out, step + 2, env, step))
+            for step, took in times.items():
+                took.sort()
+                print(
+                    f"{kind}: start to first step at step {step}: {took[len(took) // 2]:.1f} s "
+                    f"(median of {len(took)}, {took[0]:.1f}-{took[-1]:.1f}; "
+                    f"{took[len(took) // 2] / times[args.steps[0]][len(took) // 2]:.2f}x step "
+                    f"{args.steps[0]})",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":
