@@ -1,0 +1,116 @@
+"""The policies ``bench/ladder_sim.py`` compares: each a small function of what it observes.
+
+A policy is ``policy(obs, world) -> rung`` (:data:`~bench.ladder_world.SPOT` or
+:data:`~bench.ladder_world.OD`), asked at every look and right after a preemption. The
+baselines are told the job's work and the restart, as in Wu et al.'s model (NSDI '24,
+section 3: the computation time ``C(0)`` and the changeover delay ``d`` are known);
+``ours`` is given only what the ledger knows at that moment (:func:`ours`).
+"""
+
+from __future__ import annotations
+
+from bench.ladder_world import OD, SPOT, Obs, World
+from spottrain.ladder import Ladder, Rung
+from spottrain.ladder.decide import MOVE, decide
+from spottrain.ladder.forecast import Measured, Prior
+
+LOOK_S = 300.0
+STEP_S = 1.0
+# The spot rung waits for its capacity for ever (as in the JobSet launcher with no
+# unschedulable_timeout): a move is decide()'s, never a patience's.
+SHAPE = Rung("spot", "n1-standard-8", "nvidia-tesla-t4", 1, 2)
+LADDER = Ladder((SHAPE, Rung("on-demand", "n1-standard-8", "nvidia-tesla-t4", 1, 2)))
+
+
+def always_od(o: Obs, w: World) -> int:
+    """On-demand from the start."""
+    return OD
+
+
+def always_spot(o: Obs, w: World) -> int:
+    """Spot, waiting for it however long it takes."""
+    return SPOT
+
+
+def _left_if_preempted(o: Obs, w: World) -> float:
+    """Seconds of work left if a preemption came now (the steps since the save lost)."""
+    return w.work_s - (o.saved_s if o.at == SPOT else o.done_s)
+
+
+def last_safe_moment(o: Obs, w: World) -> int:
+    """Spot until the time left is no more than on-demand's finish plus one restart.
+
+    Wu et al.'s greedy with its Safety Net (NSDI '24, section 3): checked at every look,
+    so one look's time and a preemption's lost steps are held in hand too; once on
+    on-demand it stays.
+    """
+    if o.at == OD:
+        return OD
+    left = w.finish_by - o.t
+    need = _left_if_preempted(o, w) + w.restart_s + LOOK_S + 60.0
+    return OD if left <= need else SPOT
+
+
+def uniform_progress(o: Obs, w: World) -> int:
+    """Wu et al.'s Uniform Progress (NSDI '24, section 5.2.2, with the Safety Net of §3).
+
+    Expected progress ``ep(t) = t x C(0) / R(0)`` (uniform over the deadline), current
+    progress ``cp(t)`` (here the saved steps on spot, as a preemption loses the rest):
+
+    1. Uniform Progress: idle (waiting for spot) and ``cp(t) < ep(t)``: on-demand.
+    2. Taking Risks: spot whenever it is there, even behind ``ep(t)``; stay on it until
+       preempted (Exploitation Rule).
+    3. Hysteresis: on on-demand, stay until ``cp(t) >= ep(t + 2d)``.
+    4. Safety Net: ``R(t) < C(t) + 2d``: on-demand until the end.
+
+    A look is 5 min here, so the Safety Net holds one look more than the paper's 2d.
+    """
+    d = w.restart_s
+    left_work = _left_if_preempted(o, w)
+    if w.finish_by - o.t < left_work + 2 * d + LOOK_S:
+        return OD
+    rate = w.work_s / w.finish_by
+    cp = o.saved_s if o.at == SPOT else o.done_s
+    if o.at == OD:
+        ahead = cp >= rate * (o.t + 2 * d)
+        return SPOT if ahead and o.up else OD
+    if o.phase != "wait":  # on spot, running or restarting: exploitation
+        return SPOT
+    return OD if cp < rate * o.t else SPOT
+
+
+def ours(prices: dict, prior: Prior | None = None):
+    """The launchers' policy: :func:`spottrain.ladder.decide.decide`, driven as they do.
+
+    As ``spottrain/runtime/vertex_ladder.py:174`` calls it: the ladder, the rung the
+    run is on, ``Measured`` (the ledger's view: ``Measured.from_ledger``), ``now``,
+    ``finish_by``, ``look_every_s``, ``waited_s``, ``prior``, ``prices``. The step time
+    is given only once a step was trained, the restart only once one after a
+    preemption was measured; ``up`` (the world's capacity) is never read.
+    """
+    prior = prior or Prior()
+
+    def policy(o: Obs, w: World) -> int:
+        measured = Measured(
+            steps_done=int(o.saved_s / STEP_S), steps_total=int(w.work_s / STEP_S),
+            step_s={} if o.step_s is None else {SHAPE.shape: o.step_s},
+            replicas={} if o.step_s is None else {SHAPE.shape: SHAPE.replicas},
+            preemptions=o.preemptions, preemptible_hours=o.spot_h,
+            restart_s=sum(o.restarts) / len(o.restarts) if o.restarts else None,
+            save_every_s=w.save_s,
+        )  # fmt: skip
+        made = decide(LADDER, o.at, measured, now=o.t, finish_by=w.finish_by,
+                      look_every_s=LOOK_S, waited_s=o.waited_s, prior=prior,
+                      prices=prices)  # fmt: skip
+        return made.to if made.kind == MOVE else o.at
+
+    return policy
+
+
+BASELINES = {
+    "always-od": always_od,
+    "always-spot": always_spot,
+    "last-safe": last_safe_moment,
+    "uniform-progress": uniform_progress,
+}
+SIMPLE = ("always-od", "always-spot", "last-safe")
