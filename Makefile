@@ -370,8 +370,17 @@ bench-copy: venv ## GCS copy vs loop, rclone, transfer_manager at 0/20/50 ms RTT
 bench-copy-quick: venv ## The same as a ~10 s smoke run (1 run, 20 small files, 0/20 ms)
 	$(PY) bench/copy.py --quick
 
-bench-ladder: venv ## The capacity ladder's policies (always spot, today's, deadline-aware) on simulated preemptions and droughts: deadlines met, cost (~20 s)
-	$(PY) bench/ladder_sim.py
+# The public traces (skypilot-org/spot-traces, no licence file: fetched, never committed;
+# bench/traces/ is git-ignored): the GCP one and three AWS GPU preemption traces.
+LADDER_TRACES_DIR ?= bench/traces/spot-traces
+LADDER_TRACES ?= preemption/1-node/gcp-04-30-2023/us-east1-b_c3-88.json preemption/1-node/aws-04-22-2023/us-east-1f_v100_1.json preemption/1-node/aws-04-22-2023/us-west-2c_v100_1.json preemption/4-node/aws-08-03-2023/us-west-2c_v100_1.json
+
+bench-ladder: venv ## Deadline policies (omniscient bound, always-od, always-spot, last-safe, Uniform Progress, ours) on the seeded grid, then the public traces if fetched (~20 s + ~40 s; FULL=1 the whole grid, ~90 s)
+	$(PY) bench/ladder_sim.py $(if $(FULL),--full)
+	@if [ -d "$(LADDER_TRACES_DIR)" ]; then $(PY) bench/ladder_sim.py $(foreach t,$(LADDER_TRACES),--trace $(LADDER_TRACES_DIR)/$(t)); else echo "no traces in $(LADDER_TRACES_DIR): make bench-ladder-traces"; fi
+
+bench-ladder-traces: ## Fetch the public spot traces (skypilot-org/spot-traces, ~2 MB) into bench/traces/ (git-ignored)
+	@[ -d "$(LADDER_TRACES_DIR)/.git" ] || git clone --depth 1 https://github.com/skypilot-org/spot-traces "$(LADDER_TRACES_DIR)"
 
 bench-launcher-outages: venv tools ## The JobSet launcher through refused/reset/black-holed/slow API outages of 5/20/90 s and for good, at its production timeouts (~8 min)
 	$(PY) bench/launcher_outages.py --down-for-good
@@ -379,4 +388,4 @@ bench-launcher-outages: venv tools ## The JobSet launcher through refused/reset/
 clean: ## Remove outputs (keeps .venv)
 	rm -rf $(OUT) .pytest_cache
 
-.PHONY: help venv tools kube-cp test lint format data run run-trainer bench bench-task bench-keras-io bench-input bench-restart bench-checkpoint bench-marker bench-pid1 bench-copy bench-copy-quick bench-launcher-outages bench-ladder clean
+.PHONY: help venv tools kube-cp test lint format data run run-trainer bench bench-task bench-keras-io bench-input bench-restart bench-checkpoint bench-marker bench-pid1 bench-copy bench-copy-quick bench-launcher-outages bench-ladder bench-ladder-traces clean

@@ -112,7 +112,11 @@ def trace_table(paths: list[str], runs: int = 20, work_h: float = 40.0) -> list[
                 for s in starts
             ]  # fmt: skip
             for price, row in _cell(worlds, PRICES).items():
-                cell = {"trace": Path(path).name, "slack": slack, "restart_min": restart_min}
+                cell = {
+                    "trace": "/".join(Path(path).parts[-3:]),
+                    "slack": slack,
+                    "restart_min": restart_min,
+                }
                 rows.append({**cell, "price": price, **row})
     return rows
 

@@ -157,3 +157,13 @@ def test_the_table_and_its_summary():
     sums = sim.summary(rows)
     assert sums["always-od"]["met_where_od_met"] == sums["always-od"]["od_met"] == len(rows)
     assert sums["always-spot"]["met_where_od_met"] < len(rows)  # a drought at the start
+
+
+def test_a_trace_is_replayed_at_every_slack_restart_and_price(tmp_path):
+    path = _trace(tmp_path, ([1] * 50 + [0] * 10) * 4)  # 4 h: 50 min up, 10 min down
+    rows = sim.trace_table([str(path)], runs=2, work_h=1.0)
+    assert len(rows) == len(sim.SLACKS) * len(sim.RESTARTS_MIN) * len(sim.PRICES)
+    assert {r["trace"] for r in rows} == {"/".join(path.parts[-3:])}
+    assert all(r["omniscient"]["cost"] <= r["always-od"]["cost"] for r in rows)
+    # 10 min without spot each hour: spot alone misses the tightest deadline
+    assert next(r for r in rows if r["slack"] == 1.02)["always-spot"]["met"] == 0
