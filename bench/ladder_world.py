@@ -226,14 +226,15 @@ def run(world: World, policy, look_s: float = 300.0, step_s: float = 1.0) -> Res
 def lower_bound(world: World, spot_price: float) -> float:
     """Cost ÷ on-demand-only that no policy beats in ``world``, knowing all its future.
 
-    A relaxation of Wu et al.'s omniscient ILP (NSDI '24, section 5.3.1): every schedule
-    pays at least its progress time on each capacity and one restart to start.
-    Progress on spot happens only within a stretch of spot capacity before the
-    deadline, between preemptions, and only after the restart that enters it: at most
-    ``S = sum(max(0, stretch - restart))``. Spot is the cheaper, so the cost is at least
-    ``price x min(W, S) + (W - min(W, S)) + price x restart`` (restarts beyond the
-    first, lost steps and the deadline's time constraint only add to any real
-    schedule's cost, so dropping them keeps this a lower bound).
+    A relaxation of Wu et al.'s omniscient ILP (NSDI '24, section 5.3.1). Spot comes in
+    stretches between preemptions and outages before the deadline; a gang on spot in a
+    stretch of length ``L`` first restarts there (``r``, paid), so it gets at most
+    ``L - r`` of progress, for at least ``price x (r + x)`` for ``x`` of it, which is at
+    least ``price x L / (L - r)`` per second of progress. On-demand costs at least 1 per
+    second of progress, plus a restart ``r`` if used at all. The cheapest mix of those
+    rates (a fractional knapsack, cheapest rate first) bounds every schedule's cost: it
+    drops the deadline's time constraint, lost steps and extra restarts, which only add
+    to a real schedule's cost.
     """
     stretches, run_len = [], 0
     for up, kill in zip(world.up, world.kill, strict=True):
@@ -243,8 +244,17 @@ def lower_bound(world: World, spot_price: float) -> float:
         else:
             run_len += 1
     stretches.append(run_len)
-    spot = sum(max(0.0, k * DT - world.restart_s) for k in stretches)
-    on_spot = min(world.work_s, spot)
-    first = min(spot_price, 1.0) * world.restart_s
-    paid = spot_price * on_spot + (world.work_s - on_spot) + first
-    return paid / (world.work_s + world.restart_s)
+    r, work = world.restart_s, world.work_s
+    offers = sorted(
+        (spot_price * k * DT / (k * DT - r), k * DT - r) for k in stretches if k * DT > r
+    )
+    # The cost is piecewise linear in the spot progress bought, cheapest rate first: its
+    # least is where a stretch's share ends (the rest on on-demand) or spot covers all.
+    best, left, paid = work + r, work, 0.0
+    for unit, most in offers:
+        use = min(left, most)
+        paid, left = paid + unit * use, left - use
+        best = min(best, paid + (left + r if left > 0 else 0.0))
+        if left <= 0:
+            break
+    return best / (work + r)

@@ -122,12 +122,19 @@ def test_no_run_that_met_its_deadline_costs_less_than_the_omniscient_bound(slack
     assert met  # always-od at least
 
 
-def test_the_bound_counts_a_restart_into_each_stretch_of_spot():
-    up, kill = bytearray(b"\x01") * 10, bytearray(10)
-    kill[5] = 1  # stretches of 5 and 5 ticks: 5 min of progress in each after a 4 min restart
-    w = lw.World(work_s=600.0, finish_by=600.0, restart_s=240.0, save_s=60.0, up=up, kill=kill)
-    # 2 x 60 s on spot, 480 s on on-demand, one restart on spot: (0.5 x 360 + 480) / 840
-    assert lw.lower_bound(w, 0.5) == pytest.approx((0.5 * 120 + 480 + 0.5 * 240) / 840)
+def _stretches(work_s: float) -> lw.World:
+    up, kill = bytearray(b"\x01") * 20, bytearray(20)
+    kill[10] = 1  # two stretches of 600 s: 540 s of progress each after a 60 s restart
+    return lw.World(work_s=work_s, finish_by=1200.0, restart_s=60.0, save_s=60.0, up=up, kill=kill)
+
+
+def test_the_bound_prices_each_stretch_of_spot_with_its_restart():
+    # 0.5 x 600 / 540 a second of progress: 1,000 s all on spot
+    assert lw.lower_bound(_stretches(1000.0), 0.5) == pytest.approx(0.5 * 600 / 540 * 1000 / 1060)
+    # 1,080 s on spot, 120 s and a restart on on-demand
+    assert lw.lower_bound(_stretches(1200.0), 0.5) == pytest.approx((600 + 120 + 60) / 1260)
+    # Spot at 0.99: 1.1 a second of progress, 1,100 for it all: on-demand (1,060) is less
+    assert lw.lower_bound(_stretches(1000.0), 0.99) == pytest.approx(1.0)
 
 
 def test_ours_is_given_no_step_time_before_a_step_was_trained(monkeypatch):
