@@ -9,6 +9,8 @@ section 3: the computation time ``C(0)`` and the changeover delay ``d`` are know
 
 from __future__ import annotations
 
+import math
+
 from bench.ladder_world import OD, SPOT, Obs, World
 from spottrain.ladder import Ladder, Rung
 from spottrain.ladder.decide import MOVE, decide
@@ -79,14 +81,18 @@ def uniform_progress(o: Obs, w: World) -> int:
     return OD if cp < rate * o.t else SPOT
 
 
-def ours(prices: dict, prior: Prior | None = None):
+def ours(prices: dict | None, prior: Prior | None = None, *, launcher: str = "vertex"):
     """The launchers' policy: :func:`spottrain.ladder.decide.decide`, driven as they do.
 
-    As ``spottrain/runtime/vertex_ladder.py:174`` calls it: the ladder, the rung the
-    run is on, ``Measured`` (the ledger's view: ``Measured.from_ledger``), ``now``,
-    ``finish_by``, ``look_every_s``, ``waited_s``, ``prior``, ``prices``. The step time
-    is given only once a step was trained, the restart only once one after a
-    preemption was measured; ``up`` (the world's capacity) is never read.
+    ``launcher="vertex"``: as ``spottrain/runtime/vertex_ladder.py:174`` calls it, with
+    ``waited_s`` and ``prices``, and a job that ended without progress counted as its
+    patience used (``waited = inf``, vertex_ladder.py:173). ``"gke"``: as the JobSet
+    launcher's deadline check, ``spottrain/runtime/train_job/deadline.py:70``: no
+    ``waited_s``, no prices, only ever from the spot gang (index 0) to the next. Both
+    are given ``Measured`` as ``Measured.from_ledger`` would build it: the saved step,
+    the step time only once a step was trained, the restart only once one after a
+    preemption was measured; ``up`` (the world's capacity) is never read. Both look
+    every ``LOOK_S`` here (the JobSet launcher's default look is 60 s).
     """
     prior = prior or Prior()
 
@@ -99,8 +105,15 @@ def ours(prices: dict, prior: Prior | None = None):
             restart_s=sum(o.restarts) / len(o.restarts) if o.restarts else None,
             save_every_s=w.save_s,
         )  # fmt: skip
+        if launcher == "gke":
+            if o.at != SPOT:
+                return o.at
+            made = decide(LADDER, 0, measured, now=o.t, finish_by=w.finish_by,
+                          look_every_s=LOOK_S, prior=prior)  # fmt: skip
+            return OD if made.kind == MOVE else SPOT
+        waited = math.inf if o.idle_end else o.waited_s
         made = decide(LADDER, o.at, measured, now=o.t, finish_by=w.finish_by,
-                      look_every_s=LOOK_S, waited_s=o.waited_s, prior=prior,
+                      look_every_s=LOOK_S, waited_s=waited, prior=prior,
                       prices=prices)  # fmt: skip
         return made.to if made.kind == MOVE else o.at
 

@@ -11,7 +11,9 @@ The world (``bench/ladder_world.py``) is separate from the policies
   left is on-demand's finish plus a restart, then on-demand for good);
 * ``uniform-progress``: Wu et al., "Can't Be Late", NSDI '24, section 5.2.2;
 * ``ours``: :func:`spottrain.ladder.decide.decide`, the launchers' code, fed only what
-  the ledger knows at each moment (no step time before a step was trained).
+  the ledger knows at each moment (no step time before a step was trained), as the
+  Vertex launcher calls it; ``ours-gke`` as the JobSet launcher does (no prices, no
+  waiting time, spot to on-demand only).
 
 The grid (``--full``): slack (1.02, 1.05, 1.1, 1.5, 2, 3) x preemptions/h (0.1, 0.5,
 2, 4, 8, 16) x restart (5, 15 min) x droughts (none; after preemptions: with
@@ -58,18 +60,22 @@ GRIDS = {
     "default": ((1.02, 1.1, 1.5, 3.0), (0.1, 2.0, 8.0, 16.0), (5.0, 15.0), DROUGHTS, (0.3,)),
     "quick": ((1.05, 1.5, 3.0), (0.5, 4.0, 16.0), (5.0,), DROUGHTS, (0.3,)),
 }
-POLICIES = ("omniscient", "always-od", "always-spot", "last-safe", "uniform-progress", "ours")
+POLICIES = (
+    "omniscient", "always-od", "always-spot", "last-safe", "uniform-progress", "ours",
+    "ours-gke",
+)  # fmt: skip
 
 
 def _cell(worlds: list, prices: tuple) -> dict:
     """{price: {policy: {met, cost, gap}}} over ``worlds`` (the same worlds for all)."""
     runs = {name: [lw.run(w, p) for w in worlds] for name, p in pol.BASELINES.items()}
+    gke = [lw.run(w, pol.ours(None, launcher="gke")) for w in worlds]  # no prices: once
     out = {}
     for price in prices:
         bound = [lw.lower_bound(w, price) for w in worlds]
         ours = [lw.run(w, pol.ours({"spot": price, "on-demand": 1.0})) for w in worlds]
         row = {"omniscient": {"met": 100.0, "cost": sum(bound) / len(bound), "gap": 0.0}}
-        for name, results in {**runs, "ours": ours}.items():
+        for name, results in {**runs, "ours": ours, "ours-gke": gke}.items():
             costs = [
                 r.cost(price, w.work_s, w.restart_s) for r, w in zip(results, worlds, strict=True)
             ]

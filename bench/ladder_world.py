@@ -135,6 +135,8 @@ class Obs:
 
     ``up`` is the world's capacity now: the paper's baselines assume it is known (a
     probe); ``ours`` never reads it. ``step_s`` stays ``None`` until a step was trained.
+    ``idle_end``: the attempt just preempted had trained no step (Vertex's launcher
+    counts that as capacity not found).
     """
 
     t: float
@@ -148,6 +150,7 @@ class Obs:
     spot_h: float
     restarts: list = field(default_factory=list)
     step_s: float | None = None
+    idle_end: bool = False
 
 
 @dataclass
@@ -181,6 +184,7 @@ def run(world: World, policy, look_s: float = 300.0, step_s: float = 1.0) -> Res
         up, killed = world.up[i], world.kill[i]
         if o.at == SPOT and o.phase != WAIT and (killed or not up):
             o.preemptions += 1
+            o.idle_end = o.phase == RESTART
             o.done_s, since_save = o.saved_s, 0.0
             o.phase, ask = WAIT, True
         if o.at == SPOT and o.phase == WAIT and up:
@@ -188,7 +192,7 @@ def run(world: World, policy, look_s: float = 300.0, step_s: float = 1.0) -> Res
         o.t, o.up = t, bool(up)
         if ask or t >= next_look:
             to = policy(o, world)
-            next_look, ask = t + look_s, False
+            next_look, ask, o.idle_end = t + look_s, False, False
             if to != o.at:
                 moves += 1
                 if o.phase == TRAIN:  # the notice of a move: save first

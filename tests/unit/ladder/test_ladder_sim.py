@@ -8,6 +8,7 @@ run that met its deadline, and ``ours`` fed only what the ledger could know.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -174,3 +175,34 @@ def test_a_trace_is_replayed_at_every_slack_restart_and_price(tmp_path):
     assert all(r["omniscient"]["cost"] <= r["always-od"]["cost"] for r in rows)
     # 10 min without spot each hour: spot alone misses the tightest deadline
     assert next(r for r in rows if r["slack"] == 1.02)["always-spot"]["met"] == 0
+
+
+def _spy(monkeypatch) -> list:
+    seen = []
+    real = pol.decide
+
+    def spy(ladder, at, measured, **kw):
+        seen.append({"at": at, **kw})
+        return real(ladder, at, measured, **kw)
+
+    monkeypatch.setattr(pol, "decide", spy)
+    return seen
+
+
+def test_ours_counts_a_job_preempted_before_its_first_step_as_patience_used(monkeypatch):
+    """As the Vertex launcher: a job that ended without progress is ``waited = inf``."""
+    seen = _spy(monkeypatch)
+    up, kill = bytearray(b"\x01") * 40, bytearray(40)
+    kill[3] = 1  # 3 min into a 10 min restart
+    w = lw.World(work_s=1200.0, finish_by=4 * H, restart_s=600.0, save_s=600.0, up=up, kill=kill)
+    lw.run(w, pol.ours({"spot": 0.3, "on-demand": 1.0}))
+    assert [c["waited_s"] for c in seen[:2]] == [0.0, math.inf]
+    assert seen[1]["now"] == 3 * lw.DT
+
+
+def test_ours_on_gke_is_asked_as_the_jobset_launcher_asks(monkeypatch):
+    seen = _spy(monkeypatch)
+    w = lw.stochastic(work_s=2 * H, slack=1.5, rate_h=2.0, restart_s=300, save_s=600,
+                      drought="none", seed=3)  # fmt: skip
+    lw.run(w, pol.ours(None, launcher="gke"))
+    assert seen and all(c["at"] == 0 and "prices" not in c and "waited_s" not in c for c in seen)
