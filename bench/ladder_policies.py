@@ -10,6 +10,7 @@ section 3: the computation time ``C(0)`` and the changeover delay ``d`` are know
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from bench.ladder_world import OD, SPOT, Obs, World
 from spottrain.ladder import Ladder, Rung
@@ -17,6 +18,7 @@ from spottrain.ladder.decide import MOVE, decide
 from spottrain.ladder.forecast import Measured, Prior
 
 LOOK_S = 300.0
+CRASHES: Counter = Counter()  # decide() raising, per launcher
 STEP_S = 1.0
 # The spot rung waits for its capacity for ever (as in the JobSet launcher with no
 # unschedulable_timeout): a move is decide()'s, never a patience's.
@@ -105,16 +107,23 @@ def ours(prices: dict | None, prior: Prior | None = None, *, launcher: str = "ve
             restart_s=sum(o.restarts) / len(o.restarts) if o.restarts else None,
             save_every_s=w.save_s,
         )  # fmt: skip
-        if launcher == "gke":
-            if o.at != SPOT:
-                return o.at
-            made = decide(LADDER, 0, measured, now=o.t, finish_by=w.finish_by,
-                          look_every_s=LOOK_S, prior=prior)  # fmt: skip
-            return OD if made.kind == MOVE else SPOT
-        waited = math.inf if o.idle_end else o.waited_s
-        made = decide(LADDER, o.at, measured, now=o.t, finish_by=w.finish_by,
-                      look_every_s=LOOK_S, waited_s=waited, prior=prior,
-                      prices=prices)  # fmt: skip
+        try:
+            if launcher == "gke":
+                if o.at != SPOT:
+                    return o.at
+                made = decide(LADDER, 0, measured, now=o.t, finish_by=w.finish_by,
+                              look_every_s=LOOK_S, prior=prior)  # fmt: skip
+                return OD if made.kind == MOVE else SPOT
+            waited = math.inf if o.idle_end else o.waited_s
+            made = decide(LADDER, o.at, measured, now=o.t, finish_by=w.finish_by,
+                          look_every_s=LOOK_S, waited_s=waited, prior=prior,
+                          prices=prices)  # fmt: skip
+        except OverflowError:
+            # decide() formats a forecast finish too far off for time.gmtime (spot
+            # almost never useful, no prices to move it first): the launcher would
+            # fail there. Counted, and the run stays where it is.
+            CRASHES[launcher] += 1
+            return o.at
         return made.to if made.kind == MOVE else o.at
 
     return policy

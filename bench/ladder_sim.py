@@ -170,8 +170,10 @@ def main() -> None:
         rows = table(grid, args.runs, args.work_h)
     took = time.monotonic() - began
     sums = summary(rows)
+    crashes = dict(pol.CRASHES)
     if args.json:
-        print(json.dumps({"rows": rows, "summary": sums, "seconds": took}, indent=1))
+        out = {"rows": rows, "summary": sums, "seconds": took, "decide_raised": crashes}
+        print(json.dumps(out, indent=1))
         return
     what = "traces" if args.trace else f"grid {grid}"
     print(f"{what}: {args.runs} runs a cell, {args.work_h:g} h of work, {took:.0f} s; "
@@ -188,6 +190,8 @@ def main() -> None:
               f"always-od met; dearer than the cheapest simple baseline meeting them in "
               f"{s['dearer']} of {s['cells']}; dearer than uniform-progress in "
               f"{s['dearer_than_up']}")  # fmt: skip
+    if crashes:
+        print(f"decide() raised OverflowError (counted as staying) by launcher: {crashes}")
 
 
 if __name__ == "__main__":
