@@ -20,8 +20,8 @@ from spottrain.ladder.forecast import Measured, Prior
 LOOK_S = 300.0
 CRASHES: Counter = Counter()  # decide() raising, per launcher
 STEP_S = 1.0
-# The spot rung waits for its capacity for ever (as in the JobSet launcher with no
-# unschedulable_timeout): a move is decide()'s, never a patience's.
+# The spot rung's patience is unset (for ever): a move is decide()'s, from the
+# deadline, or on Vertex a job that ended without a step (counted as patience used).
 SHAPE = Rung("spot", "n1-standard-8", "nvidia-tesla-t4", 1, 2)
 LADDER = Ladder((SHAPE, Rung("on-demand", "n1-standard-8", "nvidia-tesla-t4", 1, 2)))
 
