@@ -43,8 +43,15 @@ def _margin(f: Forecast, least_s: float = MARGIN_MIN_S) -> float:
 
 
 def utc_clock(t: float) -> str:
-    """``HH:MM UTC`` of epoch seconds ``t``: how deadlines and moves are said."""
-    return time.strftime("%H:%M", time.gmtime(float(t))) + " UTC"
+    """``HH:MM UTC`` of epoch seconds ``t``: how deadlines and moves are said.
+
+    A forecast finish beyond what the clock can say (a rung ~0 % useful: a finish
+    1e16 s away) is "never", not an OverflowError that would end the launcher.
+    """
+    try:
+        return time.strftime("%H:%M", time.gmtime(float(t))) + " UTC"
+    except (OverflowError, OSError, ValueError):
+        return "never"
 
 
 def decide(

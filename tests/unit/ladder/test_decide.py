@@ -101,6 +101,9 @@ TABLE = [
         0,
         "forecast finish never on spot",
     ),
+    # A step of 1e13 s: a forecast finish past what a clock can say is "never", not an
+    # OverflowError that ends the launcher (the simulator's GKE-style calls hit it).
+    (TWO, 0, measured(step_s={SPOT.shape: 1e13}), 9000, 0, MOVE, 1, "forecast finish never"),
     # Flex-start not coming within its patience: on-demand.
     (THREE, 1, measured(), 20000, 3600, MOVE, 2, "no flex-start capacity for 3600 s"),
     (THREE, 1, measured(), 20000, 600, STAY, 1, ""),
