@@ -150,14 +150,15 @@ def dataset_dataset(examples, src, w, buffer: int):
     """
     import tensorflow as tf
 
-    from spottrain.trainer import fit_slices
+    from spottrain.trainer import fit_slices, fit_sources
 
     spec, part, spe = w.spec, w.spec.worker_slice, w.steps_per_epoch
     start, stop = w.first + spec.start_step, w.first + spec.total_steps
     made = fit_slices.slices(examples) if spe else None
     if made is not None and spe * spec.global_batch <= made.count:
         if replay_problem(examples, shuffle_replaced=True) is None:
-            mine = fit_slices.slices_dataset(made, w, w.shuffle or made.shuffled)
+            at = fit_sources.indices_at(w, made.count, w.shuffle or made.shuffled)
+            mine = fit_slices.slices_dataset(made, w, at)
             return _weighted_finish(mine, w)
     problem = replay_problem(examples) if spe else "its epoch length is not known"
     # The order is made on what the maps read (records, file names: small), and each

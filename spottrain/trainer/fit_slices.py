@@ -154,19 +154,17 @@ def _reapplied(input_spec, wrapper):
     return tf.autograph.experimental.do_not_convert(call)
 
 
-def slices_dataset(made: Slices, w, shuffle: bool):
+def slices_dataset(made: Slices, w, indices):
     """This worker's batches of ``made``, positions ``w``'s: gathers, then the maps.
 
-    ``w`` is the :class:`~spottrain.trainer.fit_sources.Window`; ``shuffle`` permutes
-    each epoch by ``(seed, epoch)``.
+    ``w`` is the :class:`~spottrain.trainer.fit_sources.Window`; ``indices`` maps a
+    position to this worker's examples in it (``fit_sources.indices_at``, which arrays
+    use too).
     """
     import tensorflow as tf
 
-    from spottrain.trainer.fit_sources import indices_at
-
     spec, spe, root = w.spec, w.steps_per_epoch, made.root
     part = spec.worker_slice
-    indices = indices_at(w, made.count, shuffle)
 
     def examples_of(p):
         at = indices(p)
