@@ -15,7 +15,7 @@ from typing import Any
 
 from spottrain.ladder.decide import utc_clock
 from spottrain.ledger.attempt_cost import TOTAL_FIELDS, totals_line
-from spottrain.ledger.schema import trained_again
+from spottrain.ledger.schema import moved, preempted, trained_again
 
 # One colour per capacity kind (the ledger's ``capacity`` or a Job pod's ``node_kind``).
 COLORS = {
@@ -35,18 +35,11 @@ UNKNOWN = "#9e9e9e"
 RESTART = "#90a4ae"
 FIRST_STEP = "#607d8b"
 RESTART_DY = 20  # its line's top below its row's top (one-line labels): under their text
-# Outcomes that ended on a notice (drawn with a marker at the bar's end).
-NOTICE_OUTCOMES = ("preempted", "preempted_unsaved")
 WIDTH = 900
 ROW = 34
 LEFT = 10
 CHAR_PX = 6.6  # a generous width of one 12 px sans-serif character
 WRAP_DY = 14  # a label's second line below its first
-
-
-def _noticed(rec: Mapping[str, Any]) -> bool:
-    """Whether a preemption's notice ended it (not its run's own ladder move's cancel)."""
-    return rec.get("outcome") in NOTICE_OUTCOMES and rec.get("moved_at") is None
 
 
 def capacity(rec: Mapping[str, Any]) -> str:
@@ -139,12 +132,13 @@ def _place(label: tuple[str, str], x: float, w: float) -> tuple[float, str, list
 
 
 def _restart(
-    gap: tuple[float, float, float], r, x: float, y: float, ty: float, scale, moved: bool = False
+    gap: tuple[float, float, float], r, x: float, y: float, ty: float, scale, after_move=False
 ) -> str:
     """The restart before the bar at ``x``, its length under it.
 
-    Its parts on one line from the previous end, the first step's part darker. ``moved``:
-    a ladder move ended the attempt before it (the restart is the move's cost).
+    Its parts on one line from the previous end, the first step's part darker.
+    ``after_move``: a ladder move ended the attempt before it (the restart is the move's
+    cost).
     """
     between, start_up, first = gap
     total, paid = between + start_up + first, start_up + first
@@ -153,7 +147,7 @@ def _restart(
         f"{total:.0f} s until training resumed: {between:.0f} s between attempts, "
         f"{start_up:.0f} s start-up and restore, {first:.0f} s from the restore to the first "
         f"step (the input's fast-forward to step {r.get('start_step')} and the step's first "
-        f"trace); {paid:.0f} s paid, in {'the move cost' if moved else 'lost'}"
+        f"trace); {paid:.0f} s paid, in {'the move cost' if after_move else 'lost'}"
     )
     seconds = _attrs(
         seconds=f"{total:.1f}", between=f"{between:.1f}", start_up=f"{start_up:.1f}",
@@ -219,14 +213,16 @@ def timeline_svg(
             # The restart before it, on its row from the previous end into its bar until
             # it trained: a line below the labels' text (which may stand left of the
             # bar) and its length under the line.
-            moved = i > 0 and timed[i - 1].get("moved_at") is not None
-            parts.append(_restart(gap, r, x, y + row - ROW + RESTART_DY, y + row - 2, scale, moved))
+            after_move = i > 0 and moved(timed[i - 1])
+            parts.append(
+                _restart(gap, r, x, y + row - ROW + RESTART_DY, y + row - 2, scale, after_move)
+            )
         parts.append(
             f'<g class="attempt" {data}><title>{html.escape(label)}</title>'
             f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{ROW - 12}" '
             f'fill="{COLORS.get(kind, UNKNOWN)}"/>'
         )
-        if _noticed(r):
+        if preempted(r):  # a notice ended it (a preemption's: not its run's own move)
             parts.append(
                 f'<polygon class="notice" points="{x + w:.1f},{y} {x + w + 7:.1f},{y - 4} '
                 f'{x + w + 7:.1f},{y + 4}" fill="#c62828"/>'
@@ -420,7 +416,7 @@ def page(
     ) + (f'<span style="color:{RESTART}">■</span> restart (until training resumed)' if gaps else "")
     shown = {t: p for t, p in sorted(scalars.items()) if t != "steps_per_second"}
     preempted_at = sorted(
-        {int(r["last_step"]) for r in records if _noticed(r) and r.get("last_step") is not None}
+        {int(r["last_step"]) for r in records if preempted(r) and r.get("last_step") is not None}
     )  # fmt: skip
     curves = "".join(
         curve_svg(tag, pts, preempted_at=preempted_at) for tag, pts in shown.items() if len(pts) > 1

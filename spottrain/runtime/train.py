@@ -222,7 +222,7 @@ def _money(value: Any) -> str:
 
 def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
     """The attempt ledger as a Markdown table for the KFP UI."""
-    from spottrain.ledger import attempt_cost
+    from spottrain.ledger import attempt_cost, schema
     from spottrain.ledger.usage import describe
 
     # JobSet-engine runs also know where each attempt ran (spottrain.ledger.annotate).
@@ -255,7 +255,7 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
             lost = f"≥{lost}"
         # A ladder move's cancel ended it (its trainer saw a notice): the run's own decision.
         outcome = r.get("outcome")
-        if "moved_at" in r:
+        if schema.moved(r):
             outcome = f"{outcome}, left by a ladder move"
         row = (
             f"| {r.get('attempt')} | {outcome} | {r.get('exit_code', '')} "
