@@ -175,7 +175,6 @@ def dataset_dataset(examples, src, w, buffer: int):
 
             return tf.data.Dataset.range(first, math.ceil(stop / spe) + 1).flat_map(epoch)
 
-        ds = epochs_of(records, first_epoch).skip(start - first_epoch * spe)
         raw, raw_maps, _ = fit_slices.peel(examples, False, through_caches=True)
         if raw is not records:
             # A cache after a map (the maps below it run once a process): the process's
@@ -193,6 +192,7 @@ def dataset_dataset(examples, src, w, buffer: int):
                 spec.start_step, start % spe, first_epoch + 1,
             )  # fmt: skip
             return _weighted_finish(ds, w)
+        ds = epochs_of(records, first_epoch).skip(start - first_epoch * spe)
         if spec.start_step:
             log.info(
                 "input: a resume at step %d reads %d batches of epoch %d before it (a "
