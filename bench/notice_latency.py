@@ -52,7 +52,11 @@ def args_for(a, image_dir: str, out: Path, steps_per_loop: str, steps: int) -> l
     ]  # fmt: skip
 
 
-def restart_to_first_step(args: list[str], env: dict) -> float:
+def restart_to_first_step(args: list[str], env: dict, expect: str = "") -> float:
+    """Spawn -> the trainer's "first step done" line (then stopped), seconds.
+
+    ``expect``: a line of its output must hold it (bench/restart_cost.py: the step restored).
+    """
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "spottrain.trainer.task", *args],
@@ -65,8 +69,8 @@ def restart_to_first_step(args: list[str], env: dict) -> float:
             first = time.perf_counter() - start
             proc.terminate()
     proc.wait()
-    if first is None:
-        raise SystemExit("the resume never stepped:\n" + "".join(lines[-30:]))
+    if first is None or not any(expect in line for line in lines):
+        raise SystemExit(f"the resume never stepped ({expect!r}):\n" + "".join(lines[-30:]))
     return first
 
 

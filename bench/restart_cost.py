@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KINDS = {
@@ -36,7 +35,6 @@ KINDS = {
 
 def _args(kind: str, out: str, steps: int) -> list[str]:
     return [
-        sys.executable, "-m", "spottrain.trainer.task",
         "--task", f"bench.fit_resume_cost:{KINDS[kind]}", "--train-steps", str(steps),
         "--checkpoint-dir", os.path.join(out, "checkpoints"),
         "--model-dir", os.path.join(out, "model"), "--save-every-steps", "1000000",
@@ -44,24 +42,12 @@ def _args(kind: str, out: str, steps: int) -> list[str]:
     ]  # fmt: skip
 
 
-def _first_step(kind: str, out: str, steps: int, env, start: int = 0) -> float:
-    """Seconds from spawning the trainer to its "first step done" line (resumed at ``start``)."""
-    began = time.monotonic()
-    proc = subprocess.Popen(
-        _args(kind, out, steps), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-        text=True,
-    )  # fmt: skip
-    seen = None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if seen is None and "first step done" in line:
-            seen = time.monotonic() - began
-    resumed = any(f"start_step={start} " in line for line in lines)
-    if proc.wait() != 0 or seen is None or not resumed:
-        tail = "".join(lines[-15:])
-        raise SystemExit(f"{kind}: ended {proc.returncode}, no first step at {start}:\n{tail}")
-    return seen
+def _seed(kind: str, out: str, env) -> None:
+    """One real step, saved at the end: the checkpoint the forged ones copy."""
+    run = [sys.executable, "-m", "spottrain.trainer.task", *_args(kind, out, 1)]
+    proc = subprocess.run(run, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind}: the seed run ended {proc.returncode}:\n{proc.stdout[-3000:]}")
 
 
 def _forge(checkpoints: str, step: int) -> None:
@@ -89,6 +75,7 @@ def main() -> None:
     root = os.path.dirname(HERE)  # not bench/ itself: its copy.py would hide the stdlib's
     sys.path.insert(0, root)
     from bench import fit_resume_cost
+    from bench.notice_latency import restart_to_first_step
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,7 +88,7 @@ def main() -> None:
             env["BENCH_TFDS"] = os.path.join(tmp, "tfds")
         for kind in args.kinds:
             seed = os.path.join(tmp, kind, "seed")
-            _first_step(kind, seed, 1, env)  # one real step, saved at the end
+            _seed(kind, seed, env)
             times: dict[int, list[float]] = {step: [] for step in args.steps}
             for _ in range(args.repeats):  # interleaved: the load at the moment weighs on all
                 for step in args.steps:
@@ -111,7 +98,10 @@ def main() -> None:
                             os.path.join(seed, "checkpoints"), os.path.join(out, "checkpoints")
                         )
                         _forge(os.path.join(out, "checkpoints"), step)
-                    times[step].append(_first_step(kind, out, step + 2, env, step))
+                    took = restart_to_first_step(
+                        _args(kind, out, step + 2), env, expect=f"start_step={step} "
+                    )
+                    times[step].append(took)
             for step, took in times.items():
                 took.sort()
                 print(
