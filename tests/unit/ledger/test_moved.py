@@ -99,8 +99,10 @@ def test_the_forecast_counts_no_move_as_a_preemption():
     """A move must not raise the measured preemption rate it was made on."""
     records, move = demo_shape()
     m = Measured.from_ledger(marked(records, [move]), steps_total=150, save_every_s=60.0)
-    assert m.preemptions == 2
-    assert m.preemptible_hours == pytest.approx((110 + 100 + 100) / 3600)
+    # Two preemptions (the move's attempt is not one), each weighed by its age at the
+    # newest record's time (a few minutes: ~0.97 to ~0.99 of one, not three).
+    assert 1.9 < m.preemptions < 2.0
+    assert m.preemptible_hours == pytest.approx((110 + 100 + 100) / 3600, rel=0.05)
 
 
 def test_a_move_costs_its_redo_notice_and_restart_outside_lost():
