@@ -1,14 +1,30 @@
 """Which rung to train on now, from the ladder, the clock and what the run measured (pure).
 
 Called at each decision point: capacity not coming, a preemption, and every look
-(``look_every_s``). Without a deadline it is today's rule: a rung whose capacity does
-not come within its patience gives way to the next. With ``finish_by`` it keeps the
-run on the cheapest rung as long as a rung that cannot be preempted (the *backstop*)
-could still finish in time if it were moved to at the next decision point, and moves
-before that stops being true; it moves at once when preemptions make spot's useful
-hour dearer than the backstop's. This is Wu et al.'s safety rule (NSDI '24, "Can't Be
-Late": use spot while the on-demand fall-back can still meet the deadline), applied
-to our measured step time, restarts and save interval.
+(``look_every_s``). Both launchers (Vertex's walk, the JobSet launcher's deadline check)
+and ``bench/ladder_sim.py`` call :func:`decide` the same way, with what the ledger knows
+at that moment. Without a deadline it is the patience rule: a rung whose capacity does
+not come within its patience gives way to the next. With ``finish_by``:
+
+1. **Safety net.** On a preemptible rung, stay while a rung that cannot be preempted
+   (a *backstop*) could still finish in time if moved to at the next look, with a
+   restart and a save interval held in hand; move before that stops being true
+   (Wu et al., "Can't Be Late", NSDI '24, section 3). Before any step was measured,
+   the prior's step time (``Prior.step_s``) stands in; with neither, the work left
+   could take all the time there is, so the run starts on the backstop.
+2. **Cost.** Leave spot when preemptions make its useful hour dearer than the
+   backstop's (:func:`~spottrain.ladder.forecast.useful_share`).
+3. **Back to spot when ahead.** On a backstop, go back to the first preemptible rung
+   when the backstop would still be in time after a stint there (two restarts, a
+   save interval and two looks in hand: hysteresis against rule 1) and spot's useful
+   hour is clearly the cheaper (:data:`RETURN_SHARE`).
+   A return waits :data:`RETURN_WAIT_S` after spot was last left, doubled for each
+   return before: a rate that looks lower only because it was forgotten is tried
+   less and less often.
+4. **A queued rung closing.** A cheaper queued backstop (flex-start) in time now but
+   not at the next look is moved to now when that costs less than spot until the
+   last moment.
+5. **Out of time.** When no rung can make it, the rung forecast to finish first, said.
 """
 
 from __future__ import annotations
@@ -17,15 +33,29 @@ import datetime
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from spottrain.ladder import Ladder, LadderError, duration_s
 from spottrain.ladder.forecast import Forecast, Measured, Prior, forecast
 
-# Held in hand beyond the forecast: a share of the work left, and at least this long.
-MARGIN_SHARE = 0.05
+# The least time held in hand beyond a forecast (the launchers' --margin_seconds).
 MARGIN_MIN_S = 300.0
+# Leave spot for its cost only where its useful hour costs this much more than the
+# backstop's, and come back only where it costs at most RETURN_SHARE of it: a rate
+# measured over a burst overshoots, and each move costs a restart.
+LEAVE_SHARE = 1.5
+RETURN_SHARE = 0.6
+# The pace: the share of the deadline's slack held per second of work left, below
+# which a run waiting for spot capacity trains on the backstop instead (rule 3).
+PACE_SHARE = 0.5
+# A return after a cost or pace move waits this long after spot was left, doubled for
+# each return before it.
+RETURN_WAIT_S = 3600.0
 STAY, MOVE = "stay", "move"
+# The rules, as a move names the one that made it (the ledger's Move.rule).
+PATIENCE, ESTIMATE, DEADLINE, COST, PACE, AHEAD, QUEUED, LATE = RULES = (
+    "patience", "estimate", "deadline", "cost", "pace", "ahead", "queued", "late",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -36,10 +66,29 @@ class Decision:
     to: int
     reason: str
     forecast: Forecast | None = None
+    rule: str = ""
 
 
-def _margin(f: Forecast, least_s: float = MARGIN_MIN_S) -> float:
-    return max(MARGIN_SHARE * f.work_s, least_s)
+def held_in_hand(measured: Measured, prior: Prior, least_s: float = MARGIN_MIN_S) -> float:
+    """Seconds held beyond a forecast.
+
+    What one mishap puts at risk is already in every forecast: a move's restart
+    (``Forecast.start_s``) and the steps since the last save, as the work left counts
+    from the newest saved step. Held beyond that: ``least_s`` for a restart slower
+    than measured. Each second held costs far more than a second on the backstop:
+    at 0.5 preemptions/h spot loses 4 % of its time, so a second more held in hand
+    moves the run to the backstop ~25 s of spot training earlier.
+    """
+    return least_s
+
+
+def with_estimate(ladder: Ladder, measured: Measured, prior: Prior) -> Measured:
+    """``measured``, or before any step time was measured the prior's, on rung 0's shape."""
+    if measured.step_s or not prior.step_s:
+        return measured
+    first = ladder[0]
+    return replace(measured, step_s={first.shape: prior.step_s},
+                   replicas={first.shape: first.replicas})  # fmt: skip
 
 
 def utc_clock(t: float) -> str:
@@ -63,6 +112,7 @@ def decide(
     finish_by: float | None,
     look_every_s: float,
     waited_s: float = 0.0,
+    running: bool | None = None,
     prior: Prior | None = None,
     prices: Mapping[str, float] | None = None,
     margin_s: float = MARGIN_MIN_S,
@@ -72,75 +122,109 @@ def decide(
     Args:
         ladder: The rungs (checked).
         at: The rung the run is on (or waits for) now.
-        measured: What the run measured.
+        measured: What the run measured (the ledger's, :meth:`Measured.from_ledger`).
         now: Epoch seconds.
         finish_by: The deadline, epoch seconds (``None``: none).
         look_every_s: Seconds until the next decision point at the latest.
         waited_s: How long the run has waited for rung ``at``'s capacity (0: it runs).
+        running: Whether the run trains on rung ``at`` now (default: ``waited_s == 0``);
+            ``False`` after a preemption there, so staying costs a restart too.
         prior: What is assumed until measured (default: :class:`Prior`'s).
-        prices: One worker's price per hour by capacity kind (for the cost rule and the
-            forecast's cost); ``None``: cost is not compared.
-        margin_s: The least time held in hand beyond a forecast (also 5 % of the work).
+        prices: One worker's price per hour by capacity kind (the cost rules and the
+            forecast's cost); ``None``: cost is not compared, and the ladder's order
+            is taken as cheapest first.
+        margin_s: The least time held in hand beyond a forecast (:func:`held_in_hand`).
     """
     prices, prior = prices or {}, prior or Prior()
     here = ladder[at]
-    if finish_by is None or not measured.step_s:
-        # Today's rule; with a deadline too until a step time is measured (no forecast).
-        why = "" if finish_by is None else "no step time measured yet: "
-        if waited_s >= here.patience_s and at + 1 < len(ladder):
-            return Decision(
-                MOVE,
-                at + 1,
-                f"{why}no {here.capacity} capacity for {waited_s:.0f} s (its patience)",
-            )
-        return Decision(STAY, at, why.rstrip(": "))
+    running = waited_s <= 0 if running is None else running
+    patience_used = waited_s >= here.patience_s and at + 1 < len(ladder)
+    no_capacity = f"no {here.capacity} capacity for {waited_s:.0f} s"
+    if finish_by is None:
+        if patience_used:
+            return Decision(MOVE, at + 1, f"{no_capacity} (its patience)", rule=PATIENCE)
+        return Decision(STAY, at, "")
+    measured = with_estimate(ladder, measured, prior)
+    backstops = [i for i, r in enumerate(ladder.rungs) if not r.preemptible]
+    if not measured.step_s:
+        if here.preemptible and backstops:
+            to = backstops[0]
+            return Decision(MOVE, to, (
+                f"no step time measured or estimated (prior_step_seconds): the work left "
+                f"could need all the time to {utc_clock(finish_by)}, so "
+                f"{ladder[to].capacity} until one is measured"
+            ), rule=ESTIMATE)  # fmt: skip
+        if patience_used:
+            return Decision(MOVE, at + 1, f"no step time measured yet: {no_capacity}",
+                            rule=PATIENCE)  # fmt: skip
+        return Decision(STAY, at, "no step time measured yet")
 
     forecasts = [
-        forecast(rung, measured, prior, moving=i != at, price_per_hour=prices.get(rung.capacity))
+        forecast(rung, measured, prior, moving=i != at or not running,
+                 price_per_hour=prices.get(rung.capacity))
         for i, rung in enumerate(ladder.rungs)
-    ]
+    ]  # fmt: skip
+    hold = held_in_hand(measured, prior, margin_s)
+
+    def in_time(f: Forecast, t: float) -> bool:
+        return t + f.finish_s + hold <= finish_by
+
+    def cheapest(fs: list[Forecast]) -> Forecast:
+        return min(fs, key=lambda f: (prices.get(f.rung.capacity, math.inf), f.finish_s))
+
     stay = forecasts[at]
     if not here.preemptible and waited_s < here.patience_s:
-        return Decision(STAY, at, "", stay)
-    backstops = [f for i, f in enumerate(forecasts) if i != at and not f.rung.preemptible]
-    safe_later = [
-        f for f in backstops if now + look_every_s + f.finish_s + _margin(f, margin_s) <= finish_by
-    ]
-    if here.preemptible and waited_s < here.patience_s and safe_later:
-        cheapest = min(
-            safe_later, key=lambda f: (prices.get(f.rung.capacity, math.inf), f.finish_s)
-        )
-        price_here, price_there = prices.get(here.capacity), prices.get(cheapest.rung.capacity)
-        dearer = bool(price_here and price_there and price_here >= price_there * stay.useful)
+        # Only from a backstop that trains: one still queued was chosen because spot did
+        # not come, and its patience says how long to give it.
+        back = running and _back_to_spot(ladder, at, forecasts, measured, prior, prices, now=now,
+                             finish_by=finish_by, look_every_s=look_every_s, hold=hold)  # fmt: skip
+        return back or Decision(STAY, at, "", stay)
+    others = [forecasts[i] for i in backstops if i != at]
+    safe_later = [f for f in others if in_time(f, now + look_every_s)]
+    if here.preemptible and not patience_used and safe_later:
+        there = cheapest(safe_later)
+        price_here, price_there = prices.get(here.capacity), prices.get(there.rung.capacity)
+        dearer = bool(price_here and price_there
+                      and price_here >= LEAVE_SHARE * price_there * stay.useful)  # fmt: skip
         if stay.useful <= 0 or dearer:
-            return _move(ladder, cheapest, (
+            return _move(ladder, there, (
                 f"{stay.rate_per_h:.1f} preemptions/h leave spot {stay.useful:.0%} useful: its "
-                f"useful hour costs more than {cheapest.rung.capacity}'s"
-            ))  # fmt: skip
+                f"useful hour costs more than {there.rung.capacity}'s"
+            ), COST)  # fmt: skip
+        # Waiting for spot capacity burns time in hand: behind the pace, wait on the
+        # backstop instead, training (back to spot once ahead again: rule 3).
+        spare = finish_by - now - there.finish_s - hold
+        behind = pace_s(there, measured, now, finish_by)
+        if not running and waited_s > 0 and spare < behind:
+            return _move(ladder, there, (
+                f"{no_capacity}: {max(spare, 0) / 60:.0f} min in hand for "
+                f"{utc_clock(finish_by)}, behind the pace ({behind / 60:.0f} min for the work "
+                f"left); on {there.rung.capacity} until ahead again"
+            ), PACE)  # fmt: skip
         # A cheaper backstop in time now but not at the next look (a queued one): move to
-        # it now when that costs less than spot until the last moment, then `cheapest`.
-        closing = [f for f in backstops if f not in safe_later and f.cost is not None
-                   and now + f.finish_s + _margin(f, margin_s) <= finish_by]  # fmt: skip
-        then = _stay_then(stay, cheapest, finish_by - now, price_here, margin_s)
+        # it now when that costs less than spot until the last moment, then `there`.
+        closing = [f for f in others if f not in safe_later and f.cost is not None
+                   and in_time(f, now)]  # fmt: skip
+        then = _stay_then(stay, there, finish_by - now, price_here, hold)
         for f in sorted(closing, key=lambda f: f.cost):
             if then is not None and f.cost < then:
                 return _move(ladder, f, (
                     f"to finish by {utc_clock(finish_by)} at the lowest cost: {f.rung.capacity} "
                     f"now (forecast {f.cost:.2f}) rather than {here.capacity} then "
-                    f"{cheapest.rung.capacity} ({then:.2f})"
-                ))  # fmt: skip
+                    f"{there.rung.capacity} ({then:.2f})"
+                ), QUEUED)  # fmt: skip
         return Decision(STAY, at, (
-            f"forecast finish {utc_clock(now + stay.finish_s)}; {cheapest.rung.capacity} could "
+            f"forecast finish {utc_clock(now + stay.finish_s)}; {there.rung.capacity} could "
             f"still finish by {utc_clock(finish_by)} if moved to at the next look"
         ), stay)  # fmt: skip
-    safe_now = [f for f in backstops if now + f.finish_s + _margin(f, margin_s) <= finish_by]
+    safe_now = [f for f in others if in_time(f, now)]
     if safe_now:
-        cheapest = min(safe_now, key=lambda f: (prices.get(f.rung.capacity, math.inf), f.finish_s))
-        waited = f"no {here.capacity} capacity for {waited_s:.0f} s; " if waited_s else ""
-        return _move(ladder, cheapest, (
+        there = cheapest(safe_now)
+        waited = f"{no_capacity}; " if waited_s else ""
+        return _move(ladder, there, (
             f"{waited}to finish by {utc_clock(finish_by)}: on {here.capacity} from the next look "
-            f"the deadline could be missed; forecast finish {utc_clock(now + cheapest.finish_s)}"
-        ))  # fmt: skip
+            f"the deadline could be missed; forecast finish {utc_clock(now + there.finish_s)}"
+        ), DEADLINE)  # fmt: skip
     fastest = min(forecasts, key=lambda f: f.finish_s)
     when = utc_clock(now + fastest.finish_s) if math.isfinite(fastest.finish_s) else "never"
     # In time but not with the margin held in hand: said as such, the same choice.
@@ -151,25 +235,93 @@ def decide(
         f"forecast finish {when} on {fastest.rung.capacity}"
     )
     if fastest.rung == here or not math.isfinite(fastest.finish_s):
-        return Decision(STAY, at, line, fastest)
-    return _move(ladder, fastest, line)
+        return Decision(STAY, at, line, fastest, LATE)
+    return _move(ladder, fastest, line, LATE)
+
+
+def pace_s(f: Forecast, measured: Measured, now: float, finish_by: float) -> float:
+    """Time in hand the run should still have at ``now`` (0: no pace known).
+
+    The deadline's slack at the launch (its time less the work on backstop ``f``'s
+    rung and a restart) shrinking evenly to 0 at the deadline, and only
+    :data:`PACE_SHARE` of it: Wu et al.'s Uniform Progress line, in time in hand
+    rather than in progress, and looser. Behind it, a run waiting for spot capacity
+    trains on the backstop instead.
+    """
+    began = measured.began_at
+    if began is None or measured.steps_left <= 0 or not math.isfinite(f.work_s):
+        return 0.0
+    if finish_by <= began:
+        return 0.0
+    total = f.work_s * measured.steps_total / measured.steps_left
+    slack = finish_by - began - total - f.start_s
+    return max(0.0, PACE_SHARE * slack * min(1.0, (finish_by - now) / (finish_by - began)))
+
+
+def _back_to_spot(
+    ladder: Ladder,
+    at: int,
+    forecasts: list[Forecast],
+    measured: Measured,
+    prior: Prior,
+    prices: Mapping[str, float],
+    *,
+    now: float,
+    finish_by: float,
+    look_every_s: float,
+    hold: float,
+) -> Decision | None:
+    """A move from backstop ``at`` to the first preemptible rung, when the run is ahead."""
+    here = ladder[at]
+    spots = [f for f in forecasts if f.rung.preemptible and math.isfinite(f.finish_s)]
+    if not spots:
+        return None
+    spot = spots[0]
+    price_spot, price_here = prices.get(spot.rung.capacity), prices.get(here.capacity)
+    if spot.useful <= 0:
+        return None
+    if price_spot and price_here:
+        # Left for its cost: back only once clearly cheaper, and less and less often
+        # (a rate that looks lower only because it was forgotten). Else: not dearer.
+        share = RETURN_SHARE if measured.left_by == COST else LEAVE_SHARE
+        if price_spot >= share * price_here * spot.useful:
+            return None
+    # Left for its cost or the pace, the run comes back less and less often: each
+    # return that found spot no better (or no capacity again) doubles the wait.
+    if measured.left_by in (COST, PACE) and measured.left_spot_at is not None:
+        if now - measured.left_spot_at < RETURN_WAIT_S * 2**measured.returns:
+            return None
+    # Coming back here later costs a restart: the backstop's finish as if moved to.
+    again = forecast(here, measured, prior, moving=True)
+    spare = finish_by - now - again.finish_s - hold
+    restart = prior.restart_s if measured.restart_s is None else measured.restart_s
+    # Hysteresis: beyond the pace, the restart there and two looks, so that neither the
+    # pace rule nor the safety net (which leaves at a look's spare) brings it straight back.
+    need = pace_s(again, measured, now, finish_by) + restart + look_every_s
+    if spare < need:
+        return None
+    return _move(ladder, spot, (
+        f"ahead of the deadline: back to {spot.rung.capacity} ({spot.rate_per_h:.1f} "
+        f"preemptions/h, {spot.useful:.0%} useful); {here.capacity} is still in time for "
+        f"{utc_clock(finish_by)} if moved back to by {utc_clock(finish_by - again.finish_s - hold)}"
+    ), AHEAD)  # fmt: skip
 
 
 def _stay_then(
-    stay: Forecast, then: Forecast, left_s: float, price: float | None, margin_s: float
+    stay: Forecast, then: Forecast, left_s: float, price: float | None, hold: float
 ) -> float | None:
     """Expected cost of training on here until ``then``'s last safe moment, then there."""
     if price is None or then.cost is None or stay.work_s <= 0:
         return None
-    window = max(0.0, left_s - then.finish_s - _margin(then, margin_s))
+    window = max(0.0, left_s - then.finish_s - hold)
     if window * stay.useful >= stay.work_s:
         return price * stay.rung.workers * stay.finish_s / 3600
     share_left = 1 - window * stay.useful / stay.work_s
     return price * stay.rung.workers * window / 3600 + then.cost * share_left
 
 
-def _move(ladder: Ladder, to: Forecast, reason: str) -> Decision:
-    return Decision(MOVE, ladder.rungs.index(to.rung), reason, to)
+def _move(ladder: Ladder, to: Forecast, reason: str, rule: str) -> Decision:
+    return Decision(MOVE, ladder.rungs.index(to.rung), reason, to, rule)
 
 
 def finish_by_epoch(text: str, now: float) -> float | None:
@@ -212,12 +364,16 @@ def unreachable(
 ) -> str:
     """One line when even the fastest rung cannot finish by ``finish_by``, else ``""``.
 
-    Also ``""`` when nothing was measured yet: a new run's deadline is judged once it
-    has a step time (by :func:`decide`).
+    Before any step was measured, from the prior's step time (``Prior.step_s``); with
+    neither, ``""``: a new run's deadline is judged once it has one (by :func:`decide`).
     """
-    if measured is None or not measured.step_s:
-        return ""
     prior = prior or Prior()
+    if measured is None:
+        return ""
+    speed = "the estimated" if not measured.step_s else "the measured"
+    measured = with_estimate(ladder, measured, prior)
+    if not measured.step_s:
+        return ""
     fastest = min((forecast(r, measured, prior, moving=True) for r in ladder.rungs),
                   key=lambda f: f.finish_s)  # fmt: skip
     if now + fastest.finish_s <= finish_by:
@@ -225,7 +381,7 @@ def unreachable(
     hours = fastest.finish_s / 3600
     return (
         f"finish_by {utc_clock(finish_by)} cannot be met: the fastest rung ({fastest.rung}) "
-        f"needs {hours:.1f} h for the {measured.steps_left} steps left at the measured speed"
+        f"needs {hours:.1f} h for the {measured.steps_left} steps left at {speed} speed"
     )
 
 

@@ -106,6 +106,8 @@ class Move(TypedDict, total=False):
     to_capacity: str
     # Why, the deadline it was made for, and the forecast on the rung moved to.
     reason: str
+    # Which of the decision's rules made it (``spottrain.ladder.decide.RULES``).
+    rule: str
     finish_by: float | None
     forecast_finish: float | None
     forecast_cost: float | None

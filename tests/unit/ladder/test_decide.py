@@ -1,19 +1,42 @@
 """The ladder's forecast and decision (spottrain/ladder/{forecast,decide}.py), by table.
 
 Each figure is worked by hand in a comment: 9,000 steps left at 0.5 s is 4,500 s of
-work; the prior's 1 preemption/h over one hour, a 180 s restart and half of a 600 s
-save interval redone leave spot 1 - 480/3600 = 86.7 % useful.
+work; a move's restart is 180 s (measured); 300 s are held in hand; a look is 300 s.
+The prior's 1 preemption/h, a 180 s restart and a 600 s save interval leave spot
+87.4 % useful (:func:`useful_share`, checked against a simulation below).
 """
 
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
 from spottrain.ladder import Ladder, Rung
-from spottrain.ladder.decide import MOVE, STAY, decide
-from spottrain.ladder.forecast import Measured, Prior, forecast, preemption_rate, step_seconds
+from spottrain.ladder.decide import (
+    AHEAD,
+    COST,
+    DEADLINE,
+    ESTIMATE,
+    LATE,
+    MOVE,
+    PACE,
+    PATIENCE,
+    QUEUED,
+    STAY,
+    decide,
+)
+from spottrain.ladder.forecast import (
+    Measured,
+    Prior,
+    age_weight,
+    forecast,
+    held_hours,
+    preemption_rate,
+    step_seconds,
+    useful_share,
+)
 
 SPOT = Rung("spot", "n1-standard-8", "nvidia-tesla-t4", 1, 2, patience_s=1800)
 FLEX = Rung("flex-start", "n1-standard-8", "nvidia-tesla-t4", 1, 2, patience_s=3600)
@@ -21,12 +44,40 @@ ON_DEMAND = Rung("on-demand", "n1-standard-8", "nvidia-tesla-t4", 1, 2)
 TWO = Ladder((SPOT, ON_DEMAND))
 THREE = Ladder((SPOT, FLEX, ON_DEMAND))
 PRICES = {"spot": 0.3, "flex-start": 0.5, "on-demand": 1.0}
+U1 = useful_share(1.0, 180, 600)  # 0.874
 
 
 def measured(**kw) -> Measured:
     base = dict(steps_done=1000, steps_total=10000, step_s={SPOT.shape: 0.5},
-                replicas={SPOT.shape: 2}, save_every_s=600.0)  # fmt: skip
+                replicas={SPOT.shape: 2}, save_every_s=600.0, restart_s=180.0)  # fmt: skip
     return Measured(**{**base, **kw})
+
+
+def simulated_share(rate_h: float, restart_s: float, save_s: float, hours: float = 20000.0):
+    """Saved progress over time held, from seeded Poisson preemptions (a renewal, run)."""
+    rng, t, saved = random.Random(7), 0.0, 0.0
+    while t < hours * 3600:
+        life = rng.expovariate(rate_h / 3600)
+        if life > restart_s:
+            saved += save_s * math.floor((life - restart_s) / save_s)
+        t += life
+    return saved / t
+
+
+@pytest.mark.parametrize(("rate", "restart", "save"), [(1, 180, 600), (4, 300, 600),
+                         (8, 900, 600), (16, 300, 600), (0.5, 900, 60)])  # fmt: skip
+def test_the_useful_share_is_what_poisson_preemptions_leave(rate, restart, save):
+    assert useful_share(rate, restart, save) == pytest.approx(
+        simulated_share(rate, restart, save), rel=0.03, abs=0.002
+    )
+
+
+def test_the_useful_share_by_hand():
+    # 4/h, 5 min restart, 10 min saves: the issue's 0.50, where 1 - 4 (300 + 300)/3600
+    # gave 0.33; 8/h gave a negative share, never here.
+    assert useful_share(4, 300, 600) == pytest.approx(0.504, abs=0.001)
+    assert 0 < useful_share(8, 900, 600) < 0.1 and useful_share(0, 900, 600) == 1.0
+    assert useful_share(2, 300, 0) == pytest.approx(math.exp(-2 * 300 / 3600))
 
 
 def test_the_forecast_by_hand():
@@ -34,90 +85,150 @@ def test_the_forecast_by_hand():
     here = forecast(ON_DEMAND, m, Prior(), moving=False, price_per_hour=0.73)
     assert (here.work_s, here.useful, here.finish_s) == (4500.0, 1.0, 4500.0)
     spot = forecast(SPOT, m, Prior(), moving=False)
-    assert spot.rate_per_h == 1.0 and spot.useful == pytest.approx(1 - 480 / 3600)
-    assert spot.finish_s == pytest.approx(4500 / (1 - 480 / 3600))  # 5,192 s
+    assert spot.rate_per_h == 1.0 and spot.useful == pytest.approx(U1)
+    assert spot.finish_s == pytest.approx(4500 / U1)  # 5,148 s
     moved = forecast(ON_DEMAND, m, Prior(), moving=True, price_per_hour=0.73)
     assert moved.start_s == 180 and moved.finish_s == 4680
     assert moved.cost == pytest.approx(0.73 * 2 * 4680 / 3600)  # the restart is paid
     # A queued rung may wait its whole patience before it trains.
     assert forecast(FLEX, m, Prior(), moving=True).finish_s == 180 + 3600 + 4500
-    # Measured restarts replace the prior's.
-    assert forecast(ON_DEMAND, measured(restart_s=60.0), Prior(), moving=True).start_s == 60
+    # Nothing measured: the prior's restart (900 s: it errs towards the backstop).
+    assert forecast(ON_DEMAND, measured(restart_s=None), Prior(), moving=True).start_s == 900
 
 
-def test_the_rate_is_the_runs_own_pulled_to_the_prior_and_speeds_scale_by_replicas():
+def test_the_rate_forgets_and_speeds_scale_by_replicas():
     assert preemption_rate(measured(preemptions=3, preemptible_hours=2.0), Prior()) == 4 / 3
     assert preemption_rate(measured(), Prior(preemptions_per_hour=0.5, weight_hours=2)) == 0.5
+    # Each preemption and hour weighs half as much every 2 h.
+    assert age_weight(0) == 1.0 and age_weight(7200) == pytest.approx(0.5)
+    # An hour held that ended just now weighs (1 - 0.5**0.5) / ln 2 x 2 h = 0.845 h.
+    assert held_hours(0, 3600, 3600) == pytest.approx((1 - 0.5**0.5) / math.log(2) * 2)
+    assert held_hours(0, 3600, 3600 + 7200) == pytest.approx(held_hours(0, 3600, 3600) / 2)
+    # 16/h for 45 min then none: 4 h later the burst weighs a quarter.
+    burst = measured(preemptions=12 * age_weight(4 * 3600),
+                     preemptible_hours=held_hours(0, 2700, 2700 + 4 * 3600))  # fmt: skip
+    assert preemption_rate(burst, Prior()) < 0.5 * preemption_rate(
+        measured(preemptions=12, preemptible_hours=0.75), Prior())  # fmt: skip
     four = Rung("on-demand", "n1-standard-16", "nvidia-tesla-t4", 2, 2)
     assert step_seconds(four, measured()) == 0.25  # 0.5 s on 2 replicas, 4 here
     assert step_seconds(four, measured(step_s={})) is None
     assert forecast(four, measured(step_s={}), Prior(), moving=True).finish_s == math.inf
 
 
+# Spot hopeless at 40 preemptions in 2 h: (1 + 40) / 3 = 13.7/h leave it 13 % useful:
+# 0.3 >= 1.5 x 1.0 x 0.13 (LEAVE_SHARE): its useful hour is too dear.
+HOPELESS = dict(preemptions=40, preemptible_hours=2.0)
+# Started 16,000 s before now with a deadline 8,000 s after it: 24,000 s for 5,000 s
+# of work and a 180 s restart: a slack of 18,820 s, half of it (PACE_SHARE) shrinking
+# to 0 at the deadline: 0.5 x 18,820 x 8,000 / 24,000 = 3,137 s should be in hand;
+# on-demand from the next look needs 4,680 + 300 = 4,980 s, so 3,020 s are: behind.
+# Started 12,000 s before: 0.5 x 14,820 x 8,000 / 20,000 = 2,964 s; 3,020 are: ahead.
+BEHIND, AHEAD_OF_IT = dict(began_at=-16000.0), dict(began_at=-12000.0)
+
 TABLE = [
-    # (ladder, at, measured, finish_by, waited, kind, to, a word of the reason)
-    # No deadline: today's rule, the rung's patience.
-    (TWO, 0, measured(), None, 600, STAY, 0, ""),
-    (TWO, 0, measured(), None, 1800, MOVE, 1, "no spot capacity for 1800 s"),
-    # A deadline before any step was measured: no forecast, the patience rule.
-    (TWO, 0, measured(step_s={}), 9000, 0, STAY, 0, "no step time measured yet"),
-    (TWO, 0, measured(step_s={}), 9000, 1800, MOVE, 1, "no step time measured yet: no spot"),
+    # (ladder, at, measured, finish_by, waited, running, kind, to, rule, a word of the reason)
+    # No deadline: the patience rule.
+    (TWO, 0, measured(), None, 600, None, STAY, 0, "", ""),
+    (TWO, 0, measured(), None, 1800, None, MOVE, 1, PATIENCE, "no spot capacity for 1800 s"),
+    # A deadline and no step time, measured or estimated: the backstop until one is.
+    (TWO, 0, measured(step_s={}), 9000, 0, None, MOVE, 1, ESTIMATE, "measured or estimated"),
+    (TWO, 1, measured(step_s={}), 9000, 0, None, STAY, 1, "", "no step time measured yet"),
     # Ample time: on spot; on-demand could still make it from the next look.
-    (TWO, 0, measured(), 20000, 0, STAY, 0, "if moved to at the next look"),
-    # On-demand needs 180 + 4,500 s + 300 s margin = 4,980 s: from the next look (300 s)
-    # that is 5,280 s, past 5,200; from now it is in time: move now.
-    (TWO, 0, measured(), 5280, 0, STAY, 0, "forecast finish"),
-    (TWO, 0, measured(), 5200, 0, MOVE, 1, "to finish by"),
+    (TWO, 0, measured(), 20000, 0, None, STAY, 0, "", "if moved to at the next look"),
+    # Safety net: on-demand needs 180 + 4,500 s + 300 s held = 4,980 s: from the next
+    # look (300 s) 5,280 s; with 5,200 s left it is in time only from now: move now.
+    (TWO, 0, measured(), 5280, 0, None, STAY, 0, "", "forecast finish"),
+    (TWO, 0, measured(), 5200, 0, None, MOVE, 1, DEADLINE, "to finish by"),
     # Too late for every rung: the fastest (on-demand, 4,680 s), said.
-    (TWO, 0, measured(), 4000, 0, MOVE, 1, "cannot be met on any rung"),
-    (TWO, 1, measured(), 4000, 0, STAY, 1, ""),
-    # 20 preemptions in 2 h: (1 + 20) / 3 = 7/h, spot 1 - 7 x 480/3600 = 6.7 % useful:
-    # its useful hour (0.3 / 0.067 = 4.5) dearer than on-demand's (1.0): move.
-    (TWO, 0, measured(preemptions=20, preemptible_hours=2.0), 90000, 0, MOVE, 1, "7.0 preempt"),
-    # 3 in 2 h: 4/3 per hour, 82 % useful, 0.37 < 1.0: stay.
-    (TWO, 0, measured(preemptions=3, preemptible_hours=2.0), 90000, 0, STAY, 0, ""),
+    (TWO, 0, measured(), 4000, 0, None, MOVE, 1, LATE, "cannot be met on any rung"),
+    (TWO, 1, measured(), 4000, 0, None, STAY, 1, "", ""),
+    # Cost: spot's useful hour too dear (HOPELESS); at 3 in 2 h it is not.
+    (TWO, 0, measured(**HOPELESS), 90000, 0, None, MOVE, 1, COST, "13.7 preemptions/h"),
+    (TWO, 0, measured(preemptions=3, preemptible_hours=2.0), 90000, 0, None, STAY, 0, "", ""),
+    # After a preemption (not running), staying costs a restart too: 5,148 + 180 s on
+    # spot; the safety net is unchanged (on-demand's forecast holds its restart).
+    (TWO, 0, measured(), 5280, 0, False, STAY, 0, "", "forecast finish"),
     # Waited out spot's patience with time in hand: the cheapest safe backstop.
-    (TWO, 0, measured(), 20000, 1800, MOVE, 1, "no spot capacity for 1800 s; to finish by"),
-    # Three rungs: flex-start (0.5) is cheaper than on-demand and waits at most 1 h:
-    # 180 + 3,600 + 4,500 + 300 = 8,580 s. With 9,000 s left it is safe from the next
-    # look: stay on spot. With 8,700 s only from now. Flex-start now: 0.5 x 2 x 4,680 s
-    # = 1.30. Spot until on-demand's last safe moment (8,700 - 4,680 - 300 = 3,720 s:
-    # 0.3 x 2 x 3,720 s = 0.62, 3,224 s of the work done), then on-demand for the
-    # remaining 28 % (2 x 4,680 s x 0.28 = 0.74): 1.36. Move to flex-start.
-    (THREE, 0, measured(), 9000, 0, STAY, 0, "flex-start could still finish"),
-    (THREE, 0, measured(), 8700, 0, MOVE, 1, "flex-start now (forecast 1.30) rather than"),
-    # At 8,875 s spot's window is 3,895 s: 0.649 + 2.6 x 0.2499 = 1.2988 < 1.30: stay.
-    (THREE, 0, measured(), 8875, 0, STAY, 0, "on-demand could still finish"),
+    (TWO, 0, measured(), 20000, 1800, None, MOVE, 1, DEADLINE, "no spot capacity for 1800 s"),
+    # Pace: waiting for spot capacity behind the pace: on-demand; ahead of it: wait.
+    (TWO, 0, measured(**BEHIND), 8000, 600, False, MOVE, 1, PACE, "behind the pace"),
+    (TWO, 0, measured(**AHEAD_OF_IT), 8000, 600, False, STAY, 0, "", ""),
+    (TWO, 0, measured(**BEHIND), 8000, 0, None, STAY, 0, "", ""),  # training: it stays
+    # Back to spot from on-demand: coming back later needs 4,680 + 300 s; the stint
+    # needs a restart and a look beyond the pace (none here): 5,460 s left and it goes.
+    (TWO, 1, measured(), 5460, 0, None, MOVE, 0, AHEAD, "ahead of the deadline"),
+    (TWO, 1, measured(), 5400, 0, None, STAY, 1, "", ""),
+    # ... not while queued for it, nor when spot is hopeless, nor when behind the pace.
+    (TWO, 1, measured(), 20000, 60, None, STAY, 1, "", ""),
+    (TWO, 1, measured(**HOPELESS), 20000, 0, None, STAY, 1, "", ""),
+    (TWO, 1, measured(**BEHIND), 8000, 0, None, STAY, 1, "", ""),
+    # Three rungs: flex-start (0.5) waits at most 1 h: 180 + 3,600 + 4,500 + 300 =
+    # 8,580 s. With 9,000 s left it is safe from the next look: stay on spot. With
+    # 8,700 s only from now. Flex-start now: 0.5 x 2 x 4,680 s = 1.30. Spot until
+    # on-demand's last safe moment (8,700 - 4,680 - 300 = 3,720 s: 0.3 x 2 x 3,720 s =
+    # 0.62, 3,252 s of the work done at 87.4 %), then on-demand for the remaining 27.7 %
+    # (2 x 4,680 s x 0.277 = 0.72): 1.34. Move to flex-start.
+    (THREE, 0, measured(), 9000, 0, None, STAY, 0, "", "flex-start could still finish"),
+    (THREE, 0, measured(), 8700, 0, None, MOVE, 1, QUEUED, "flex-start now (forecast 1.30)"),
+    # At 8,875 s spot's window is 3,895 s: 0.649 + 2.6 x 0.243 = 1.28 < 1.30: stay.
+    (THREE, 0, measured(), 8875, 0, None, STAY, 0, "", "on-demand could still finish"),
     # Only on-demand is still in time: 4,980 s.
-    (THREE, 0, measured(), 5200, 0, MOVE, 2, "to finish by"),
-    # Spot only, and 20 preemptions in an hour leave it no progress: said, not a crash.
-    (
-        Ladder((SPOT,)),
-        0,
-        measured(preemptions=20, preemptible_hours=1.0),
-        9000,
-        0,
-        STAY,
-        0,
-        "forecast finish never on spot",
-    ),
+    (THREE, 0, measured(), 5200, 0, None, MOVE, 2, DEADLINE, "to finish by"),
+    # Spot only, and 200 preemptions in an hour leave it ~0 % useful: said, no crash.
+    (Ladder((SPOT,)), 0, measured(preemptions=200, preemptible_hours=1.0), 9000, 0, None,
+     STAY, 0, LATE, "cannot be met on any rung"),
     # A step of 1e13 s: a forecast finish past what a clock can say is "never", not an
     # OverflowError that ends the launcher (the simulator's GKE-style calls hit it).
-    (TWO, 0, measured(step_s={SPOT.shape: 1e13}), 9000, 0, MOVE, 1, "forecast finish never"),
+    (TWO, 0, measured(step_s={SPOT.shape: 1e13}), 9000, 0, None, MOVE, 1, LATE, "finish never"),
     # Flex-start not coming within its patience: on-demand.
-    (THREE, 1, measured(), 20000, 3600, MOVE, 2, "no flex-start capacity for 3600 s"),
-    (THREE, 1, measured(), 20000, 600, STAY, 1, ""),
-]
+    (THREE, 1, measured(), 20000, 3600, None, MOVE, 2, DEADLINE, "no flex-start capacity"),
+    (THREE, 1, measured(), 20000, 600, None, STAY, 1, "", ""),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(("ladder", "at", "m", "finish_by", "waited", "kind", "to", "word"), TABLE)
-def test_decide(ladder, at, m, finish_by, waited, kind, to, word):
+@pytest.mark.parametrize(
+    ("ladder", "at", "m", "finish_by", "waited", "running", "kind", "to", "rule", "word"), TABLE
+)
+def test_decide(ladder, at, m, finish_by, waited, running, kind, to, rule, word):
     made = decide(ladder, at, m, now=0.0, finish_by=finish_by, look_every_s=300,
-                  waited_s=waited, prices=PRICES)  # fmt: skip
+                  waited_s=waited, running=running, prices=PRICES)  # fmt: skip
     assert (made.kind, made.to) == (kind, to), made
-    assert word in made.reason and "\n" not in made.reason
+    assert word in made.reason and "\n" not in made.reason, made
     if made.kind == MOVE:
+        assert made.rule == rule, made
         assert made.forecast is None or made.forecast.rung == ladder[to]
+
+
+def test_the_prior_step_time_binds_the_deadline_before_a_step_is_measured():
+    """A drought at the start: no step yet, but the estimate forecasts on-demand's
+    finish, so the safety net moves in time (and the estimate scales to the rung)."""
+    nothing = measured(step_s={}, replicas={})
+    prior = Prior(step_s=0.5, restart_s=180.0)
+    for fb, kind in ((5280, STAY), (5200, MOVE)):
+        made = decide(TWO, 0, nothing, now=0.0, finish_by=fb, look_every_s=300, waited_s=600,
+                      prior=prior)  # fmt: skip
+        assert made.kind == kind, made
+
+
+def test_returns_after_a_cost_or_pace_move_wait_longer_each_time():
+    """Spot left for its cost: back only once its useful hour is at most 0.6 of
+    on-demand's (0.3 < 0.6 x 0.874), and 1 h after, then 2, then 4."""
+
+    def to(left_s: float, returns: int) -> int:
+        m = measured(left_by=COST, left_spot_at=-left_s, returns=returns)
+        return decide(TWO, 1, m, now=0.0, finish_by=90000, look_every_s=300, prices=PRICES).to
+
+    assert [to(3500, 0), to(3700, 0), to(7100, 1), to(7300, 1), to(14500, 2)] == [1, 0, 1, 0, 0]
+    # A useful hour between 0.6 and 1.5 of on-demand's: left for its cost, it stays away;
+    # left for the deadline or the pace, it goes back (the bands do not overlap).
+    meh = dict(preemptions=15, preemptible_hours=2.0, left_spot_at=-90000.0)  # 5.3/h, 0.40
+    for left_by, to in ((COST, 1), (DEADLINE, 0), (PACE, 0)):
+        m = measured(**meh, left_by=left_by)
+        assert decide(TWO, 1, m, now=0.0, finish_by=90000, look_every_s=300,
+                      prices=PRICES).to == to  # fmt: skip
+    # Left for the pace an hour ago, after one return already: it waits 2 h.
+    m = measured(left_by=PACE, left_spot_at=-3700.0, returns=1)
+    assert decide(TWO, 1, m, now=0.0, finish_by=90000, look_every_s=300).to == 1
 
 
 def test_what_the_ledger_says_the_run_measured():
@@ -141,9 +252,14 @@ def test_what_the_ledger_says_the_run_measured():
     m = Measured.from_ledger(records, steps_total=1000, save_every_s=60.0)
     assert m.step_s == {SPOT.shape: 150 / 300, "1 x a2-highgpu-2g + 2 x nvidia-tesla-a100": 3.0}
     assert m.replicas == {SPOT.shape: 2, "1 x a2-highgpu-2g + 2 x nvidia-tesla-a100": 2}
-    assert (m.preemptions, m.restart_s, m.steps_done, m.steps_left) == (1, 40.0, 300, 700)
-    # Held from each start (start-up included): 1000-1110 and 1400-1440.
-    assert m.preemptible_hours == pytest.approx((110 + 40) / 3600)
+    assert (m.restart_s, m.steps_done, m.steps_left) == (40.0, 300, 700)
+    # One preemption, weighed by its age at the newest record (330 s: 0.97 of one).
+    assert m.preemptions == pytest.approx(age_weight(1440 - 1110))
+    # Held from each start (start-up included): 1000-1110 and 1400-1440, weighed by age.
+    assert m.preemptible_hours == pytest.approx(
+        held_hours(1000, 1110, 1440) + held_hours(1400, 1440, 1440)
+    )
+    assert m.preemptible_hours == pytest.approx((110 + 40) / 3600, rel=0.05)
     assert Measured.from_ledger([], 10, 60.0).step_s == {}
 
 
@@ -175,7 +291,8 @@ def test_a_finish_by_no_run_can_use_is_one_line(text, word):
 
 
 def test_a_deadline_even_the_fastest_rung_misses_is_said_in_one_line():
-    """On-demand needs 180 + 4,500 s (1.3 h): a deadline 1 h away cannot be met."""
+    """On-demand needs 180 + 4,500 s (1.3 h): a deadline 1 h away cannot be met; from
+    the prior's step time before any is measured too."""
     from spottrain.ladder.decide import unreachable
 
     line = unreachable(TWO, measured(), now=0.0, finish_by=3600.0)
@@ -183,6 +300,11 @@ def test_a_deadline_even_the_fastest_rung_misses_is_said_in_one_line():
     assert "on-demand" in line and "\n" not in line
     assert unreachable(TWO, measured(), now=0.0, finish_by=5000.0) == ""
     assert unreachable(TWO, None, now=0.0, finish_by=10.0) == ""  # nothing measured yet
+    nothing = measured(step_s={}, replicas={})
+    assert unreachable(TWO, nothing, now=0.0, finish_by=10.0) == ""  # nor estimated
+    line = unreachable(TWO, nothing, now=0.0, finish_by=3600.0,
+                       prior=Prior(step_s=0.5, restart_s=180.0))  # fmt: skip
+    assert "1.3 h for the 9000 steps left at the estimated speed" in line
 
 
 def test_the_engines_steady_speed_and_the_restart_gaps_count_when_there():
@@ -216,11 +338,15 @@ def test_the_engines_steady_speed_and_the_restart_gaps_count_when_there():
 
 
 def test_the_margin_is_a_setting_and_a_deadline_in_time_but_inside_it_is_said_so():
-    # On-demand needs 180 s restart + 4,500 s: 4,680 s; its margin is 5 % of 4,500 = 225 s
-    # or margin_s when larger. 4,920 s left: in time, inside a 300 s margin (4,980 s),
-    # outside a 225 s one (4,905 s).
-    m = measured(preemptions=50, preemptible_hours=1.0)  # spot hopeless: 0 % useful
+    # On-demand needs a 180 s restart + 4,500 s: 4,680 s, and holds margin_s (300 s by
+    # default). 4,920 s left: in time, inside a 300 s margin (4,980 s), outside a 60 s
+    # one (4,740 s). Spot is hopeless here (1.7 % useful), so it cannot make it either.
+    m = measured(preemptions=50, preemptible_hours=1.0)
     d = decide(TWO, 0, m, now=NOW, finish_by=NOW + 4920, look_every_s=60)
     assert (d.kind, d.to) == (MOVE, 1) and "leaves less than the margin" in d.reason, d
+    # With 60 s held, on-demand is in time from the next look (60 + 4,680 + 60 = 4,800 s):
+    # spot stays (no prices: its cost is not compared); at 4,790 s left only from now.
     d = decide(TWO, 0, m, now=NOW, finish_by=NOW + 4920, look_every_s=60, margin_s=60)
+    assert (d.kind, d.to) == (STAY, 0), d
+    d = decide(TWO, 0, m, now=NOW, finish_by=NOW + 4790, look_every_s=60, margin_s=60)
     assert (d.kind, d.to) == (MOVE, 1) and "to finish by" in d.reason, d
