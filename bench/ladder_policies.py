@@ -9,13 +9,12 @@ section 3: the computation time ``C(0)`` and the changeover delay ``d`` are know
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 from bench.ladder_world import OD, SPOT, Obs, World
 from spottrain.ladder import Ladder, Rung
 from spottrain.ladder.decide import MOVE, decide
-from spottrain.ladder.forecast import Measured, Prior
+from spottrain.ladder.forecast import Measured, Prior, age_weight, held_hours
 
 LOOK_S = 300.0
 CRASHES: Counter = Counter()  # decide() raising, per launcher
@@ -83,49 +82,68 @@ def uniform_progress(o: Obs, w: World) -> int:
     return OD if cp < rate * o.t else SPOT
 
 
-def ours(prices: dict | None, prior: Prior | None = None, *, launcher: str = "vertex"):
+def measured_now(o: Obs, w: World) -> Measured:
+    """What ``Measured.from_ledger`` would give at ``o.t``: the saved step, the step time
+    once a step was trained, the restart once one after a preemption was measured, the
+    preemptions and spot hours weighed by age, the moves."""
+    return Measured(
+        steps_done=int(o.saved_s / STEP_S), steps_total=int(w.work_s / STEP_S),
+        step_s={} if o.step_s is None else {SHAPE.shape: o.step_s},
+        replicas={} if o.step_s is None else {SHAPE.shape: SHAPE.replicas},
+        preemptions=sum(age_weight(o.t - t) for t in o.preempted_at),
+        preemptible_hours=sum(held_hours(a, min(b, o.t), o.t) for a, b in o.held),
+        restart_s=sum(o.restarts) / len(o.restarts) if o.restarts else None,
+        save_every_s=w.save_s,
+        returns=sum(1 for _, a, b, _ in o.moved if b == SPOT),
+        left_spot_at=max((t for t, a, _, _ in o.moved if a == SPOT), default=None),
+        left_by=next((rule for _, a, _, rule in reversed(o.moved) if a == SPOT), ""),
+        began_at=0.0,
+    )  # fmt: skip
+
+
+def ours(
+    prices: dict | None,
+    prior: Prior | None = None,
+    *,
+    launcher: str = "vertex",
+    estimate: float | None = 1.0,
+):
     """The launchers' policy: :func:`spottrain.ladder.decide.decide`, driven as they do.
 
-    ``launcher="vertex"``: as ``spottrain/runtime/vertex_ladder.py:174`` calls it, with
-    ``waited_s`` and ``prices``, and a job that ended without progress counted as its
-    patience used (``waited = inf``, vertex_ladder.py:173). ``"gke"``: as the JobSet
-    launcher's deadline check, ``spottrain/runtime/train_job/deadline.py:70``: no
-    ``waited_s``, no prices, only ever from the spot gang (index 0) to the next. Both
-    are given ``Measured`` as ``Measured.from_ledger`` would build it: the saved step,
-    the step time only once a step was trained, the restart only once one after a
-    preemption was measured; ``up`` (the world's capacity) is never read. Both look
-    every ``LOOK_S`` here (the JobSet launcher's default look is 60 s).
+    ``launcher="vertex"``: as ``spottrain/runtime/vertex_ladder.py``'s ``next_step``
+    calls it, with ``waited_s``, ``running`` and ``prices``. ``"gke"``: as the JobSet
+    launcher's deadline check (``spottrain/runtime/train_job/deadline.py``): no
+    ``waited_s``, no prices. Both are given only what the ledger knows then
+    (:func:`measured_now`); ``up`` (the world's capacity) is never read. ``estimate``:
+    the user's step time estimate as a multiple of the true one (``Prior.step_s``;
+    ``None``: none given). Both look every ``LOOK_S`` here (the JobSet launcher's
+    default look is 60 s).
     """
     prior = prior or Prior()
+    if estimate is not None:
+        prior = Prior(prior.preemptions_per_hour, prior.weight_hours, prior.restart_s,
+                      step_s=estimate * STEP_S)  # fmt: skip
 
     def policy(o: Obs, w: World) -> int:
-        measured = Measured(
-            steps_done=int(o.saved_s / STEP_S), steps_total=int(w.work_s / STEP_S),
-            step_s={} if o.step_s is None else {SHAPE.shape: o.step_s},
-            replicas={} if o.step_s is None else {SHAPE.shape: SHAPE.replicas},
-            preemptions=o.preemptions, preemptible_hours=o.spot_h,
-            restart_s=sum(o.restarts) / len(o.restarts) if o.restarts else None,
-            save_every_s=w.save_s,
-        )  # fmt: skip
+        measured = measured_now(o, w)
+        running = o.phase != "wait" and not o.idle_end
         try:
             if launcher == "gke":
-                if o.at != SPOT:
-                    return o.at
-                made = decide(LADDER, 0, measured, now=o.t, finish_by=w.finish_by,
-                              look_every_s=LOOK_S, prior=prior)  # fmt: skip
-                return OD if made.kind == MOVE else SPOT
-            waited = math.inf if o.idle_end else o.waited_s
-            made = decide(LADDER, o.at, measured, now=o.t, finish_by=w.finish_by,
-                          look_every_s=LOOK_S, waited_s=waited, prior=prior,
-                          prices=prices)  # fmt: skip
+                made = decide(LADDER, o.at, measured, now=o.t, finish_by=w.finish_by,
+                              look_every_s=LOOK_S, running=running, prior=prior)  # fmt: skip
+            else:
+                made = decide(LADDER, o.at, measured, now=o.t, finish_by=w.finish_by,
+                              look_every_s=LOOK_S, waited_s=o.waited_s, running=running,
+                              prior=prior, prices=prices)  # fmt: skip
         except OverflowError:
-            # decide() formats a forecast finish too far off for time.gmtime (spot
-            # almost never useful, no prices to move it first): the launcher would
-            # fail there. Counted, and the run stays where it is.
             CRASHES[launcher] += 1
             return o.at
-        return made.to if made.kind == MOVE else o.at
+        if made.kind != MOVE:
+            return o.at
+        policy.rule = made.rule  # the world writes it in the move, as the ledger does
+        return made.to
 
+    policy.rule = ""
     return policy
 
 

@@ -151,6 +151,11 @@ class Obs:
     restarts: list = field(default_factory=list)
     step_s: float | None = None
     idle_end: bool = False
+    # As the ledger has them: each preemption's time, each spot stretch held (start,
+    # end), and the moves (at, from, to).
+    preempted_at: list = field(default_factory=list)
+    held: list = field(default_factory=list)
+    moved: list = field(default_factory=list)
 
 
 @dataclass
@@ -184,6 +189,7 @@ def run(world: World, policy, look_s: float = 300.0, step_s: float = 1.0) -> Res
         up, killed = world.up[i], world.kill[i]
         if o.at == SPOT and o.phase != WAIT and (killed or not up):
             o.preemptions += 1
+            o.preempted_at.append(t)
             o.idle_end = o.phase == RESTART
             o.done_s, since_save = o.saved_s, 0.0
             o.phase, ask = WAIT, True
@@ -195,6 +201,7 @@ def run(world: World, policy, look_s: float = 300.0, step_s: float = 1.0) -> Res
             next_look, ask, o.idle_end = t + look_s, False, False
             if to != o.at:
                 moves += 1
+                o.moved.append((t, o.at, to, getattr(policy, "rule", "")))
                 if o.phase == TRAIN:  # the notice of a move: save first
                     o.saved_s, since_save = o.done_s, 0.0
                 o.done_s, o.at, o.waited_s = o.saved_s, to, 0.0
@@ -209,14 +216,20 @@ def run(world: World, policy, look_s: float = 300.0, step_s: float = 1.0) -> Res
         if o.at == SPOT:
             spot_s += DT
             o.spot_h += DT / 3600
+            if o.held and o.held[-1][1] == t:
+                o.held[-1] = (o.held[-1][0], t + DT)
+            else:
+                o.held.append((t, t + DT))
         else:
             od_s += DT
         if o.phase == RESTART:
             restart_left -= DT
             if restart_left <= 0:
                 o.phase = TRAIN
-                if o.preemptions and restarting_since is not None:
+                if restarting_since is not None:  # the ledger's start-up, or restart
+                    # ... ends at the first step, and the speed is known with it.
                     o.restarts.append(t + DT - restarting_since)
+                    o.step_s = step_s
             continue
         o.step_s = step_s
         o.done_s += DT
