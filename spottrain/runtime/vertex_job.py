@@ -367,7 +367,7 @@ class CustomJobLauncher:
         finish = time.time() + f.finish_s if f and math.isfinite(f.finish_s) else None
         self.moved(Move(at=time.time(), platform="vertex", left=attempt.job,
                         from_rung=str(here), to_rung=str(there), from_capacity=here.capacity,
-                        to_capacity=there.capacity, reason=step.reason,
+                        to_capacity=there.capacity, reason=step.reason, rule=step.rule,
                         finish_by=self.finish_by, forecast_finish=finish,
                         forecast_cost=f.cost if f else None))  # fmt: skip
         log.info("move from %s to %s: %s", here, there, step.reason)
@@ -487,6 +487,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     # The forecast's prior until measured, and the least time held in hand.
     p.add_argument("--prior_preemptions_per_hour", type=float, default=Prior.preemptions_per_hour)
     p.add_argument("--prior_restart_seconds", type=float, default=Prior.restart_s)
+    # Seconds per step on the ladder's first rung, before one is measured (0: unknown,
+    # and a deadline then starts the run on on-demand until one is).
+    p.add_argument("--prior_step_seconds", type=float, default=0.0)
     p.add_argument("--margin_seconds", type=float, default=MARGIN_MIN_S)
     return p.parse_args(argv)
 

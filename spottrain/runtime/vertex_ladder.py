@@ -96,6 +96,8 @@ def defaults_of(payload: dict) -> Rung:
 
 # The walk's own steps; the others are fallback_words' endings (and MOVE).
 WAIT, AGAIN = "wait", "again"
+# The walk's own reason for a move, beside decide's RULES: a rung's jobs all used.
+BUDGET = "budget"
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ class Step:
     to: int
     reason: str = ""
     forecast: Forecast | None = None
+    rule: str = ""
 
 
 def next_step(
@@ -169,19 +172,24 @@ def next_step(
     if look.settled:
         return Step(look.settled, at)
     measured = look.measured or Measured(0, 0, {}, {})
-    # A job that ended without progress found no capacity: as if its patience was used.
-    waited = math.inf if look.ended and not look.progressed else look.waited_s
+    # Without a deadline, a job that ended without progress found no capacity: as if
+    # its patience was used. With one, the deadline decides (a spot job preempted
+    # before its first step is one preemption, not a reason to leave spot for good).
+    waited = math.inf if look.ended and not look.progressed and finish_by is None else (
+        look.waited_s)  # fmt: skip
     d = decide(ladder, at, measured, now=now, finish_by=finish_by, look_every_s=look_every_s,
-               waited_s=waited, prior=prior, prices=prices, margin_s=margin_s)  # fmt: skip
+               waited_s=waited, running=not look.ended and not look.waited_s, prior=prior,
+               prices=prices, margin_s=margin_s)  # fmt: skip
     if d.kind == MOVE:
-        return Step(MOVE, d.to, d.reason, d.forecast)
+        return Step(MOVE, d.to, d.reason, d.forecast, d.rule)
     if not look.ended:
         return Step(WAIT, at, d.reason, d.forecast)
     budget = budgets[0] if ladder[at].preemptible else budgets[1]
     if look.jobs_here < budget:
         return Step(AGAIN, at, d.reason, d.forecast)
     if at + 1 < len(ladder):
-        return Step(MOVE, at + 1, f"{look.jobs_here} {ladder[at].capacity} jobs used (its budget)")
+        return Step(MOVE, at + 1, f"{look.jobs_here} {ladder[at].capacity} jobs used (its budget)",
+                    rule=BUDGET)  # fmt: skip
     return Step(INCOMPLETE, at, f"{look.jobs_here} {ladder[at].capacity} jobs used (its budget)")
 
 
@@ -221,13 +229,15 @@ def set_up(launcher, args, payload: dict, plan) -> None:
     rungs = [str(r) for r in ladder.rungs]
     finish_by = kept_deadline(args.checkpoint_dir, args.finish_by, rungs, now)
 
-    def measured() -> Measured | None:
+    def measured() -> Measured:
         records = ledger.read(args.checkpoint_dir)
-        if not records:
-            return None
-        return Measured.from_ledger(records, args.train_steps, args.save_every_seconds)
+        plan, walked = moves.read(args.checkpoint_dir)
+        return Measured.from_ledger(records, args.train_steps, args.save_every_seconds,
+                                    now=time.time(), moves=walked,
+                                    began_at=(plan or {}).get("set_at"))  # fmt: skip
 
-    prior = Prior(args.prior_preemptions_per_hour, restart_s=args.prior_restart_seconds)
+    prior = Prior(args.prior_preemptions_per_hour, restart_s=args.prior_restart_seconds,
+                  step_s=args.prior_step_seconds or None)  # fmt: skip
     late = finish_by and unreachable(ladder, measured(), now=now, finish_by=finish_by, prior=prior)
     if late:
         log.warning("%s: training goes on, on the fastest rung", late)

@@ -20,7 +20,7 @@ from spottrain import ledger
 from spottrain.ladder import Ladder, Rung
 from spottrain.ladder.decide import MARGIN_MIN_S, MOVE, decide
 from spottrain.ladder.forecast import Measured, Prior
-from spottrain.ledger import attempt_cost
+from spottrain.ledger import attempt_cost, moves
 from spottrain.runtime.train_job.jobset import WorkerSet
 
 log = logging.getLogger(__name__)
@@ -63,9 +63,18 @@ class DeadlineCheck:
             log.warning("the ledger in %s was not read (%s): no deadline move this look",
                         self.checkpoint_dir, err)  # fmt: skip
             return self._said
-        if not records:
+        try:
+            _, walked = moves.read(self.checkpoint_dir)
+        except Exception:  # noqa: BLE001 - the moves only pace returns to spot
+            walked = []
+        # No record yet (a gang that never started): the deadline binds all the same, from
+        # the prior's step time.
+        measured = Measured.from_ledger(records, self.train_steps, self.save_every_s,
+                                        now=now, moves=walked)  # fmt: skip
+        if not measured.step_s and self.prior.step_s is None:
+            # Nothing to forecast from: on GKE a move is for good (no way back to the
+            # spot gang yet), so the deadline is judged once a step time is measured.
             return ""
-        measured = Measured.from_ledger(records, self.train_steps, self.save_every_s)
         ladder = Ladder((rung_of(sets[current]), rung_of(sets[current + 1])))
         d = decide(ladder, 0, measured, now=now, finish_by=self.finish_by,
                    look_every_s=self.look_every_s, prior=self.prior,

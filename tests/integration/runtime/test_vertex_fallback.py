@@ -249,7 +249,8 @@ def test_a_deadline_moves_the_run_from_preempted_spot_to_standard_in_time(digits
         proc = _launch(svc, tmp_path, payload, steps, "--finish_by", iso,
                        "--first_attempts", "100", "--look_every_seconds", "2",
                        "--save_every_seconds", "2", "--margin_seconds", str(margin),
-                       "--prior_restart_seconds", str(startup))  # fmt: skip
+                       "--prior_restart_seconds", str(startup),
+                       "--prior_step_seconds", str(per_step))  # fmt: skip
         out, _ = proc.communicate(timeout=int(finish_by - time.time()) + 300)
     ended = time.time()
     assert proc.returncode == 0, out

@@ -29,15 +29,16 @@ def _ledger(where, per_step: float) -> None:
 
 
 def test_a_deadline_the_measured_speed_cannot_meet_is_one_line(spec, tmp_path):
-    # 10,000 steps, 200 done: 9,800 x 0.5 s = 4,900 s (1.4 h) on on-demand, plus the
-    # prior's 180 s restart: a 1 h deadline cannot be met, a 2 h one can.
+    # 10,000 steps, 200 done: 9,800 x 0.5 s = 4,900 s on on-demand, plus the prior's
+    # 900 s restart (the record has no first step to measure one): 5,800 s (1.6 h). A 1 h
+    # deadline cannot be met, a 2 h one can.
     _ledger(tmp_path, 0.5)
     params = {"checkpoint_dir": str(tmp_path), "train_steps": 10000, "finish_by": "1h"}
     lines = deadline.check(spec, params, now=NOW)
     assert lines == [
         "finish_by='1h': the run is to finish by 2027-01-15T09:00:00Z",
         "finish_by 09:00 UTC cannot be met: the fastest rung (on-demand 1 x n1-standard-8 "
-        "+ 1 x NVIDIA_TESLA_T4) needs 1.4 h for the 9800 steps left at the measured speed",
+        "+ 1 x NVIDIA_TESLA_T4) needs 1.6 h for the 9800 steps left at the measured speed",
     ], lines
     assert params["finish_by"] == "2027-01-15T09:00:00Z"
     params = {"checkpoint_dir": str(tmp_path), "train_steps": 10000, "finish_by": "2h"}

@@ -30,9 +30,10 @@ SPOT = Rung("spot", "n1-standard-8", workers=2, patience_s=600)
 LADDER = Ladder((SPOT, Rung("on-demand", "n1-standard-8", workers=2)))
 NOW = 1_800_000_000.0
 M = Measured(1000, 10000, {SPOT.shape: 0.5}, {SPOT.shape: 2}, save_every_s=60.0)
-# A deadline on-demand meets from the next look with room (180 + 4,500 + 300 < 6,000),
-# and one it no longer would (180 + 4,500 + 300 + 60 > 5,000).
-ROOMY, CLOSE = NOW + 6000, NOW + 5000
+# A deadline on-demand meets from the next look with room (the prior's 900 s restart +
+# 4,500 + 300 held + a 60 s look = 5,760 < 6,000), and one it meets only from now
+# (5,700 s).
+ROOMY, CLOSE = NOW + 6000, NOW + 5700
 
 ROWS = [
     # (rung, look, finish_by, step, to, words in the reason)
@@ -54,8 +55,14 @@ ROWS = [
     (0, Look(ended=False, measured=M), ROOMY, WAIT, 0, "could still finish by"),
     (0, Look(ended=False, measured=M), CLOSE, MOVE, 1, "to finish by"),
     (0, Look(ended=True, progressed=True, jobs_here=1, measured=M), CLOSE, MOVE, 1, "to finish by"),
-    # With a deadline and nothing measured: today's rule until a step time is.
-    (0, Look(ended=False), CLOSE, WAIT, 0, "no step time measured yet"),
+    # With a deadline and no step time measured or estimated: on-demand until one is.
+    (0, Look(ended=False), CLOSE, MOVE, 1, "no step time measured or estimated"),
+    (1, Look(ended=False), CLOSE, WAIT, 1, "no step time measured yet"),
+    # A spot job that ended without progress (preempted in its start-up): with a deadline
+    # not its patience used (the deadline decides: again, while on-demand is in time).
+    (0, Look(ended=True, progressed=False, jobs_here=1, measured=M), ROOMY, AGAIN, 0, ""),
+    # On on-demand, far ahead of the deadline: back to spot.
+    (1, Look(ended=False, measured=M), NOW + 20000, MOVE, 0, "ahead of the deadline"),
 ]
 
 
