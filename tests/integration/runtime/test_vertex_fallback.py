@@ -236,7 +236,7 @@ def test_a_deadline_moves_the_run_from_preempted_spot_to_standard_in_time(digits
     job: it saves on the notice), writes the move in the ledger, and finishes in time.
 
     The deadline is set from this machine's speed, measured first: standard alone
-    needs the start-up ``s`` and the work ``w``; the deadline gives ``2 s + 1.5 w`` and
+    needs the start-up ``s`` and the work ``w``; the deadline gives ``2 s + 1.2 w`` and
     a 60 s margin, so spot (4 s of training between restarts) is safe at first and
     stops being safe before it could finish.
     """
