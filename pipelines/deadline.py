@@ -4,7 +4,8 @@ A bad ``finish_by`` or ``ladder`` is one line and exit 64 here rather than a fai
 train task later; a duration (``finish_by=6h``) becomes the time it ends, so it
 counts from the submit, not from whenever the task starts; and a deadline that
 even the fastest rung cannot meet at the speed this checkpoint dir's ledger
-measured is said in one line (the run still goes: it trains on the fastest rung).
+measured (or, before any, at the ``prior_step_seconds`` given) is said in one line (the
+run still goes: it trains on the fastest rung).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from spottrain.ladder import Ladder, LadderError, Rung
 from spottrain.ladder.decide import finish_by_epoch, unreachable
-from spottrain.ladder.forecast import Measured
+from spottrain.ladder.forecast import Measured, Prior
 from spottrain.pipelines import templates
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,8 @@ def _ladder(spec: Mapping, text: str) -> Ladder:
 
 
 def check(spec: Mapping, params: dict[str, Any], now: float | None = None) -> list[str]:
-    """Checks ``finish_by`` and ``ladder`` in ``params``; a duration is made a time there.
+    """Checks ``finish_by``, ``ladder`` and ``prior_step_seconds`` in ``params``; a
+    duration is made a time there.
 
     Returns:
         The lines to say (the deadline's time; one that cannot be met).
@@ -40,6 +42,7 @@ def check(spec: Mapping, params: dict[str, Any], now: float | None = None) -> li
         LadderError: a bad deadline or ladder (one line, exit 64).
     """
     text, rungs = str(params.get("finish_by") or ""), str(params.get("ladder") or "")
+    estimate = _estimate(params)
     if not (text or rungs):
         return []
     now = time.time() if now is None else now
@@ -51,7 +54,9 @@ def check(spec: Mapping, params: dict[str, Any], now: float | None = None) -> li
         if when != text:
             params["finish_by"] = when
             lines.append(f"finish_by={text!r}: the run is to finish by {when}")
-        if late := unreachable(ladder, _measured(spec, params), now=now, finish_by=finish_by):
+        prior = Prior(step_s=estimate)
+        measured = _measured(spec, params)
+        if late := unreachable(ladder, measured, now=now, finish_by=finish_by, prior=prior):
             lines.append(late)
     return lines
 
@@ -67,9 +72,28 @@ def _measured(spec: Mapping, params: Mapping[str, Any]) -> Measured | None:
     except Exception as e:  # noqa: BLE001 - the forecast is a courtesy; submit goes on
         log.info("the ledger in %s was not read (%s): the deadline is judged later", where, e)
         return None
-    if not records or not steps:
+    if not steps:
         return None
+    # No record yet (a new run): nothing measured, and the estimate, if any, stands in.
     return Measured.from_ledger(records, int(steps), save_every_s=60.0)
+
+
+def _estimate(params: Mapping[str, Any]) -> float | None:
+    """The ``prior_step_seconds`` parameter (``None``: not given).
+
+    Raises:
+        LadderError: not a number of seconds above 0 (one line, exit 64).
+    """
+    text = str(params.get("prior_step_seconds") or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise LadderError(f"prior_step_seconds={text!r}: expected seconds per step above 0")
+    return value
 
 
 __all__ = ["LadderError", "check"]

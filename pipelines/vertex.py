@@ -327,6 +327,9 @@ LADDER_INPUTS = {
     "its zone ('2026-11-29T06:00:00Z'); empty: none (docs/deadline.md).",
     "ladder": "The capacity ladder as a JSON list of rungs; empty: the job's strategy, then "
     "the fall-back's (docs/deadline.md).",
+    "prior_step_seconds": "Seconds per training step on the ladder's first rung, as an earlier "
+    "run measured it: with finish_by, the deadline binds from the start; empty: unknown, "
+    "and the run starts on on-demand until a step is measured (docs/deadline.md).",
 }
 
 
@@ -367,7 +370,7 @@ def with_forwarding_init(op):
 
 
 def ladder_parameters(fallback: bool):
-    """Keeps ``finish_by`` and ``ladder`` in the fall-back pipeline only.
+    """Keeps the ladder's inputs (``finish_by``, ``ladder``, ...) in the fall-back pipeline only.
 
     Without the launcher no task reads them, and a parameter that does nothing misleads.
     """
@@ -421,6 +424,7 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
         base_output_directory: str = "",
         finish_by: str = "",
         ladder: str = "",
+        prior_step_seconds: str = "",
     ) -> Outputs:
         """Copies inputs, then trains as a Vertex SPOT custom job with checkpointed retries.
 
@@ -436,6 +440,7 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
             base_output_directory: gs:// folder for AIP_MODEL_DIR etc.; empty = the pipeline root.
             finish_by: A deadline: a duration ('6h') or a time with its zone; empty: none.
             ladder: The capacity ladder, JSON rungs (docs/deadline.md); empty: the 2 strategies.
+            prior_step_seconds: Seconds per step an earlier run measured; empty: unknown.
         """
         data, seed = copy_inputs(
             data_src=data_src,
@@ -455,7 +460,8 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
             tensorboard=tensorboard,
             base_output_directory=base_output_directory,
             **extra,
-            **({"finish_by": finish_by, "ladder": ladder} if vertex.fallback else {}),
+            **({"finish_by": finish_by, "ladder": ladder,
+                "prior_step_seconds": prior_step_seconds} if vertex.fallback else {}),
         ).after(seed)
         then = f", then {vertex.fallback}" if vertex.fallback else ""
         job.set_display_name(f"train (Vertex {vertex.strategy}{then})").set_caching_options(False)

@@ -462,6 +462,17 @@ def attached_job(path: str, location: str) -> str:
     return uri.removeprefix(resource_uri(location, ""))
 
 
+def _seconds(text: str) -> float:
+    """A pipeline parameter's seconds: ``""`` is 0 (unknown), else a number of 0 or more."""
+    try:
+        value = float(text) if str(text).strip() else 0.0
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value < 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds of 0 or more")
+    return value
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """GCPC's custom-job launcher arguments, plus the plan and the checkpoint dir."""
     p = argparse.ArgumentParser(prog="python -m spottrain.runtime.vertex_job")
@@ -489,7 +500,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--prior_restart_seconds", type=float, default=Prior.restart_s)
     # Seconds per step on the ladder's first rung, before one is measured (0: unknown,
     # and a deadline then starts the run on on-demand until one is).
-    p.add_argument("--prior_step_seconds", type=float, default=0.0)
+    p.add_argument("--prior_step_seconds", type=_seconds, default=0.0)
     p.add_argument("--margin_seconds", type=float, default=MARGIN_MIN_S)
     return p.parse_args(argv)
 

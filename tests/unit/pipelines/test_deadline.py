@@ -48,6 +48,35 @@ def test_a_deadline_the_measured_speed_cannot_meet_is_one_line(spec, tmp_path):
     assert len(deadline.check(spec, fresh, now=NOW)) == 1
 
 
+def test_a_new_runs_deadline_is_judged_at_submit_from_its_step_estimate(spec, tmp_path):
+    """No ledger yet: ``prior_step_seconds`` stands in for the measured speed. 10,000
+    steps at 0.5 s = 5,000 s, plus the prior's 900 s restart: 1.6 h."""
+    params = {"checkpoint_dir": str(tmp_path / "new"), "train_steps": 10000, "finish_by": "1h",
+              "prior_step_seconds": "0.5"}  # fmt: skip
+    lines = deadline.check(spec, params, now=NOW)
+    assert len(lines) == 2 and "needs 1.6 h for the 10000 steps left at the estimated speed" in (
+        lines[1]
+    ), lines
+    assert len(deadline.check(spec, {**params, "finish_by": "2h"}, now=NOW)) == 1
+    # A bad estimate is one line naming it, also without a deadline (exit 64).
+    for bad in ("fast", "0", "-1", "inf"):
+        with pytest.raises(LadderError, match=f"prior_step_seconds={bad!r}"):
+            deadline.check(spec, {**params, "prior_step_seconds": bad, "finish_by": ""}, now=NOW)
+
+
+def test_the_fallback_task_passes_the_estimate_to_its_launcher(spec):
+    """The compiled fall-back pipeline has the parameter and its launcher gets the flag;
+    the launcher reads an empty one as unknown."""
+    from spottrain.runtime.vertex_job import parse_args
+
+    assert "prior_step_seconds" in spec["root"]["inputDefinitions"]["parameters"]
+    assert "--prior_step_seconds" in json.dumps(spec)
+    base = ["--project", "p", "--location", "l", "--payload", "{}", "--gcp_resources", "g",
+            "--checkpoint_dir", "c", "--train_steps", "1"]  # fmt: skip
+    assert parse_args([*base, "--prior_step_seconds", ""]).prior_step_seconds == 0.0
+    assert parse_args([*base, "--prior_step_seconds", "0.25"]).prior_step_seconds == 0.25
+
+
 def test_a_ladder_is_read_over_the_compiled_jobs_shape(spec):
     params = {"ladder": '[{"capacity": "spot", "patience": "20m"}, {"capacity": "flex"}]'}
     with pytest.raises(LadderError, match="ladder rung 2: capacity='flex'"):
