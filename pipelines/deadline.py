@@ -32,14 +32,15 @@ def _ladder(spec: Mapping, text: str) -> Ladder:
 
 
 def check(spec: Mapping, params: dict[str, Any], now: float | None = None) -> list[str]:
-    """Checks ``finish_by``, ``ladder`` and ``prior_step_seconds`` in ``params``; a
-    duration is made a time there.
+    """Checks the deadline's parameters in ``params``; a duration is made a time there.
+
+    ``finish_by``, ``ladder`` and ``prior_step_seconds``.
 
     Returns:
         The lines to say (the deadline's time; one that cannot be met).
 
     Raises:
-        LadderError: a bad deadline or ladder (one line, exit 64).
+        LadderError: a bad deadline, ladder or estimate (one line, exit 64).
     """
     text, rungs = str(params.get("finish_by") or ""), str(params.get("ladder") or "")
     estimate = _estimate(params)
