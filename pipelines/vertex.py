@@ -460,8 +460,11 @@ def build(vertex: VertexTraining | None = None, name: str = ""):
             tensorboard=tensorboard,
             base_output_directory=base_output_directory,
             **extra,
-            **({"finish_by": finish_by, "ladder": ladder,
-                "prior_step_seconds": prior_step_seconds} if vertex.fallback else {}),
+            **(
+                {"finish_by": finish_by, "ladder": ladder, "prior_step_seconds": prior_step_seconds}
+                if vertex.fallback
+                else {}
+            ),
         ).after(seed)
         then = f", then {vertex.fallback}" if vertex.fallback else ""
         job.set_display_name(f"train (Vertex {vertex.strategy}{then})").set_caching_options(False)

@@ -54,8 +54,9 @@ def test_a_new_runs_deadline_is_judged_at_submit_from_its_step_estimate(spec, tm
     params = {"checkpoint_dir": str(tmp_path / "new"), "train_steps": 10000, "finish_by": "1h",
               "prior_step_seconds": "0.5"}  # fmt: skip
     lines = deadline.check(spec, params, now=NOW)
-    assert len(lines) == 2 and "needs 1.6 h for the 10000 steps left at the estimated speed" in (
-        lines[1]
+    assert (
+        len(lines) == 2
+        and "needs 1.6 h for the 10000 steps left at the estimated speed" in (lines[1])
     ), lines
     assert len(deadline.check(spec, {**params, "finish_by": "2h"}, now=NOW)) == 1
     # A bad estimate is one line naming it, also without a deadline (exit 64).
