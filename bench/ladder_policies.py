@@ -14,7 +14,7 @@ from collections import Counter
 from bench.ladder_world import OD, SPOT, Obs, World
 from spottrain.ladder import Ladder, Rung
 from spottrain.ladder.decide import MOVE, decide
-from spottrain.ladder.forecast import Measured, Prior, age_weight, held_hours
+from spottrain.ladder.forecast import Measured, Prior
 
 LOOK_S = 300.0
 CRASHES: Counter = Counter()  # decide() raising, per launcher
@@ -90,8 +90,8 @@ def measured_now(o: Obs, w: World) -> Measured:
         steps_done=int(o.saved_s / STEP_S), steps_total=int(w.work_s / STEP_S),
         step_s={} if o.step_s is None else {SHAPE.shape: o.step_s},
         replicas={} if o.step_s is None else {SHAPE.shape: SHAPE.replicas},
-        preemptions=sum(age_weight(o.t - t) for t in o.preempted_at),
-        preemptible_hours=sum(held_hours(a, min(b, o.t), o.t) for a, b in o.held),
+        preemptions=o.weighed(o.t)[0],
+        preemptible_hours=o.weighed(o.t)[1],
         restart_s=sum(o.restarts) / len(o.restarts) if o.restarts else None,
         save_every_s=w.save_s,
         returns=sum(1 for _, a, b, _ in o.moved if b == SPOT),

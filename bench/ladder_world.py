@@ -23,6 +23,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spottrain.ladder.forecast import age_weight, held_hours
+
 DT = 60.0
 SPOT, OD = 0, 1
 WAIT, RESTART, TRAIN = "wait", "restart", "train"
@@ -151,11 +153,24 @@ class Obs:
     restarts: list = field(default_factory=list)
     step_s: float | None = None
     idle_end: bool = False
-    # As the ledger has them: each preemption's time, each spot stretch held (start,
-    # end), and the moves (at, from, to).
-    preempted_at: list = field(default_factory=list)
-    held: list = field(default_factory=list)
+    # As the ledger has them, weighed by age as Measured.from_ledger weighs them
+    # (exponential weights: a running sum, decayed from ``weighed_at``): preemptions and
+    # hours held on spot; and the moves (at, from, to, rule).
+    weighed_preemptions: float = 0.0
+    weighed_hours: float = 0.0
+    weighed_at: float = 0.0
     moved: list = field(default_factory=list)
+
+    def weighed(self, now: float) -> tuple[float, float]:
+        """(preemptions, spot hours) weighed by their age at ``now``."""
+        w = age_weight(now - self.weighed_at)
+        return self.weighed_preemptions * w, self.weighed_hours * w
+
+    def _add(self, now: float, preemptions: float = 0.0, hours: float = 0.0) -> None:
+        self.weighed_preemptions, self.weighed_hours = self.weighed(now)
+        self.weighed_preemptions += preemptions
+        self.weighed_hours += hours
+        self.weighed_at = now
 
 
 @dataclass
@@ -189,7 +204,7 @@ def run(world: World, policy, look_s: float = 300.0, step_s: float = 1.0) -> Res
         up, killed = world.up[i], world.kill[i]
         if o.at == SPOT and o.phase != WAIT and (killed or not up):
             o.preemptions += 1
-            o.preempted_at.append(t)
+            o._add(t, preemptions=1.0)
             o.idle_end = o.phase == RESTART
             o.done_s, since_save = o.saved_s, 0.0
             o.phase, ask = WAIT, True
@@ -216,10 +231,7 @@ def run(world: World, policy, look_s: float = 300.0, step_s: float = 1.0) -> Res
         if o.at == SPOT:
             spot_s += DT
             o.spot_h += DT / 3600
-            if o.held and o.held[-1][1] == t:
-                o.held[-1] = (o.held[-1][0], t + DT)
-            else:
-                o.held.append((t, t + DT))
+            o._add(t + DT, hours=held_hours(t, t + DT, t + DT))
         else:
             od_s += DT
         if o.phase == RESTART:
