@@ -11,9 +11,9 @@ The world (``bench/ladder_world.py``) is separate from the policies
   left is on-demand's finish plus a restart, then on-demand for good);
 * ``uniform-progress``: Wu et al., "Can't Be Late", NSDI '24, section 5.2.2;
 * ``ours``: :func:`spottrain.ladder.decide.decide`, the launchers' code, fed only what
-  the ledger knows at each moment (no step time before a step was trained), as the
-  Vertex launcher calls it; ``ours-gke`` as the JobSet launcher does (no prices, no
-  waiting time, spot to on-demand only).
+  the ledger knows at each moment (no step time before a step was trained, but the
+  user's estimate, ``Prior.step_s``, equal to the true one), as the Vertex launcher
+  calls it; ``ours-gke`` as the JobSet launcher does (no prices).
 
 The grid (``--full``): slack (1.02, 1.05, 1.1, 1.5, 2, 3) x preemptions/h (0.1, 0.5,
 2, 4, 8, 16) x restart (5, 15 min) x droughts (none; after preemptions: with

@@ -98,9 +98,11 @@ def figures(rec: Mapping[str, Any]) -> str:
 
 def _labels(r: Mapping[str, Any]) -> tuple[str, str]:
     """An attempt's label: what it did, and what it cost (``""`` when nothing is known)."""
+    # The launcher's own cancel for a move ends an attempt as a notice does: said as such.
+    outcome = "left by a ladder move" if moved(r) else r.get("outcome")
     did = (
         f"#{r.get('attempt')} {capacity(r)}: steps {r.get('start_step')}→"
-        f"{r.get('saved_step')} saved, {r.get('outcome')}, {r.get('steps_lost', 0)} steps lost"
+        f"{r.get('saved_step')} saved, {outcome}, {r.get('steps_lost', 0)} steps lost"
     )
     return did, figures(r)
 
