@@ -375,7 +375,7 @@ bench-copy-quick: venv ## The same as a ~10 s smoke run (1 run, 20 small files, 
 LADDER_TRACES_DIR ?= bench/traces/spot-traces
 LADDER_TRACES ?= preemption/1-node/gcp-04-30-2023/us-east1-b_c3-88.json preemption/1-node/aws-04-22-2023/us-east-1f_v100_1.json preemption/1-node/aws-04-22-2023/us-west-2c_v100_1.json preemption/4-node/aws-08-03-2023/us-west-2c_v100_1.json
 
-bench-ladder: venv ## Deadline policies (omniscient bound, always-od, always-spot, last-safe, Uniform Progress, ours) on the seeded grid, then the public traces if fetched (~25 s + ~30 s; FULL=1 the whole grid, ~95-135 s)
+bench-ladder: venv ## Deadline policies (omniscient bound, always-od, always-spot, last-safe, Uniform Progress, ours) on the seeded grid, then the public traces if fetched (~70 s + ~55 s; FULL=1 the whole grid, ~265 s)
 	$(PY) bench/ladder_sim.py $(if $(FULL),--full)
 	@if [ -d "$(LADDER_TRACES_DIR)" ]; then $(PY) bench/ladder_sim.py $(foreach t,$(LADDER_TRACES),--trace $(LADDER_TRACES_DIR)/$(t)); else echo "no traces in $(LADDER_TRACES_DIR): make bench-ladder-traces"; fi
 
