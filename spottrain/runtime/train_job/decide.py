@@ -13,7 +13,9 @@ said before (:class:`Memory`, changed only by :meth:`Memory.after`) and its sett
 (:class:`Settings`). The move to on-demand is decisions like the others: ``FALL_BACK``
 creates the next gang suspended, ``FINISH_MOVE`` deletes the earlier one on every
 look until it is gone (forcibly, for pods whose node does not answer), ``RESUME``
-starts the next gang.
+starts the next gang. The deadline's move back from an on-demand gang to a new spot
+gang (issue 56: the run is ahead) is ``BACK_TO_SPOT``, done the same way; from that
+spot gang the run may move to a new on-demand gang again, as from the first.
 """
 
 from __future__ import annotations
@@ -54,6 +56,12 @@ WAIT, CREATE, REPORT, FALL_BACK, FINISH_MOVE, RESUME, DELETE_AND_EXIT, EXIT, FOR
     "exit",
     "force_delete",
 )
+# The deadline's move from an on-demand gang back to a new spot gang.
+BACK_TO_SPOT = "back_to_spot"
+# Both moves: the next gang created suspended, the current one deleted, the next resumed.
+MOVES = (FALL_BACK, BACK_TO_SPOT)
+# Seen.for_deadline_to of a move back to spot (anything else: to on-demand).
+SPOT = "spot"
 # What a REPORT settles (Action.said): each line is said once per gang.
 SAID_DELETING, SAID_START_FAILURE, SAID_UNSCHEDULABLE, SAID_RESTARTS = (
     "deleting",
@@ -102,8 +110,11 @@ class Seen:
             going): the gang runs on and the launcher's retry re-attaches.
         held_by: Another launcher (a newer attempt of this task) follows the JobSet now.
         for_deadline: Why the run must leave this gang for the next to finish by its
-            deadline (:func:`spottrain.ladder.decide.decide`'s reason for a move, from
-            the ledger's measurements; ``""``: no such move is due).
+            deadline, or may go back to spot being ahead of it
+            (:func:`spottrain.ladder.decide.decide`'s reason for a move, from the
+            ledger's measurements; ``""``: no such move is due).
+        for_deadline_to: The capacity kind that move goes to: ``spot`` (back to a new
+            spot gang) or ``on-demand``.
         queue: The Kueue LocalQueue the JobSet is submitted to (``""``: not queued).
         queued: What Kueue says of it (:func:`.queue.queued`; None: not queued).
     """
@@ -130,6 +141,7 @@ class Seen:
     own_pod_disrupted: bool = False
     held_by: str = ""
     for_deadline: str = ""
+    for_deadline_to: str = ""
     queue: str = ""
     queued: Queued | None = None
 
@@ -174,13 +186,17 @@ class Memory:
     Attributes:
         said: The ``SAID_*`` lines said of this gang.
         restarts_said: The ``restarts`` the last progress line gave.
-        moves_left: Gangs after this one to move to (the on-demand one).
+        moves_left: Gangs after this one to move to for capacity or the deadline (1 on a
+            spot gang with an on-demand one to follow it, else 0).
+        can_return: On an on-demand gang a move made: the deadline may take the run
+            back to a new spot gang.
         moved: This gang is one a move made, not yet resumed.
     """
 
     said: frozenset[str] = frozenset()
     restarts_said: int = 0
     moves_left: int = 0
+    can_return: bool = False
     moved: bool = False
 
     def after(self, action: Action, seen: Seen) -> Memory:
@@ -193,8 +209,11 @@ class Memory:
         if action.kind == REPORT:
             return replace(self, said=self.said | {action.said})
         if action.kind == FALL_BACK:
-            # A new gang: nothing said of it yet.
-            return Memory(moves_left=self.moves_left - 1, moved=True)
+            # A new gang, on-demand: nothing said of it yet; spot is left to come back to.
+            return Memory(moves_left=self.moves_left - 1, can_return=True, moved=True)
+        if action.kind == BACK_TO_SPOT:
+            # A new spot gang: it may move on to a new on-demand one, as the first could.
+            return Memory(moves_left=1, moved=True)
         if action.kind == RESUME:
             return replace(self, moved=False)
         return self
@@ -442,7 +461,14 @@ def _queued(o: Seen, memory: Memory, settings: Settings) -> Action | None:
 
 
 def _for_the_deadline(o: Seen, memory: Memory, settings: Settings) -> Action | None:
-    if o.for_deadline and memory.moves_left > 0 and o.state == "running":
+    if not o.for_deadline or o.state != "running":
+        return None
+    if o.for_deadline_to == SPOT:
+        # Ahead of the deadline on on-demand: a new spot gang, from the same checkpoint dir.
+        if memory.can_return:
+            return Action(BACK_TO_SPOT, f"{o.for_deadline}: moving back to a new spot gang")
+        return None
+    if memory.moves_left > 0:
         # The gang still trains on spot (or waits for it); the move saves it on the notice.
         return Action(FALL_BACK, f"{o.for_deadline}: moving to on-demand")
     return None

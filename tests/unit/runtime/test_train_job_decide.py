@@ -46,6 +46,56 @@ TABLE = [
         "SIGTERM",
     ),
     (row("completed", for_deadline="x", can_fall_back=True), d.EXIT, 0, "Completed"),
+    # Ahead of the deadline on an on-demand gang a move made (issue 56): back to a new spot
+    # gang, the same move the other way; never without spot to go back to.
+    (
+        row(
+            "running", for_deadline="ahead of the deadline", for_deadline_to="spot", can_return=True
+        ),
+        d.BACK_TO_SPOT,
+        None,
+        "ahead of the deadline: moving back to a new spot gang",
+    ),
+    (row("running", for_deadline="ahead", for_deadline_to="spot"), d.WAIT, None, ""),
+    (
+        row("running", for_deadline="ahead", for_deadline_to="spot", can_fall_back=True),
+        d.WAIT,
+        None,
+        "",
+    ),
+    (
+        row("running", for_deadline="to finish by", for_deadline_to="on-demand", can_return=True),
+        d.WAIT,
+        None,
+        "",
+    ),
+    (
+        row("running", for_deadline="x", for_deadline_to="spot", can_return=True, sigterm=True),
+        d.DELETE_AND_EXIT,
+        143,
+        "SIGTERM",
+    ),
+    (
+        row("completed", for_deadline="x", for_deadline_to="spot", can_return=True),
+        d.EXIT,
+        0,
+        "Completed",
+    ),
+    # Capacity and used-up restarts never take an on-demand gang back to spot.
+    (row("failed", exit_code=170, can_return=True), d.DELETE_AND_EXIT, 170, "exit 170"),
+    (
+        row(
+            "running",
+            unschedulable_seconds=900,
+            capacity_deadline=900,
+            selector=SPOT,
+            can_return=True,
+            unschedulable_said=True,
+        ),
+        d.DELETE_AND_EXIT,
+        172,
+        "capacity deadline",
+    ),
     (row("failed"), d.DELETE_AND_EXIT, 172, "exit 172"),  # no exit code seen: retryable
     (row("failed", exit_code=64), d.EXIT, 64, "kept for inspection"),
     # Not ours: never touched, not even on SIGTERM.
@@ -163,7 +213,11 @@ AFTER = [
      d.Seen("running", restarts=3), d.Memory(restarts_said=3)),
     # A move: the next gang's lines are unsaid, one move fewer left, resumed once.
     (d.Memory(said=frozenset({d.SAID_UNSCHEDULABLE}), restarts_said=2, moves_left=1),
-     d.Action(d.FALL_BACK, "x"), d.Seen("running"), d.Memory(moves_left=0, moved=True)),
+     d.Action(d.FALL_BACK, "x"), d.Seen("running"),
+     d.Memory(moves_left=0, can_return=True, moved=True)),
+    # Back to spot: a new spot gang, which may move on to on-demand again.
+    (d.Memory(said=frozenset({d.SAID_RESTARTS}), restarts_said=1, can_return=True),
+     d.Action(d.BACK_TO_SPOT, "x"), d.Seen("running"), d.Memory(moves_left=1, moved=True)),
     (d.Memory(moved=True), d.Action(d.RESUME), d.Seen("running", suspended=True), d.Memory()),
     (d.Memory(moved=True), d.Action(d.FINISH_MOVE), d.Seen("running"), d.Memory(moved=True)),
     (d.Memory(restarts_said=2), d.Action(d.WAIT), d.Seen("running"), d.Memory(restarts_said=2)),
@@ -185,5 +239,34 @@ def test_a_line_said_is_not_said_again_and_a_moved_gang_says_it_anew():
     later = d.Seen("running", unschedulable_seconds=61, selector="x")
     move = d.decide(later, memory, settings)
     memory = memory.after(move, later)
-    assert move.kind == d.FALL_BACK and memory == d.Memory(moved=True)
+    assert move.kind == d.FALL_BACK and memory == d.Memory(can_return=True, moved=True)
     assert d.decide(seen, memory, settings).kind == d.REPORT  # the new gang's first wait
+
+
+def test_the_deadline_takes_the_run_back_to_spot_and_on_to_on_demand_again():
+    """The loop as the launcher runs it, move by move: spot → on-demand (the deadline),
+    resumed; back to a new spot gang (ahead), resumed; on-demand again (the deadline)."""
+    settings = d.Settings()
+    memory = d.Memory(moves_left=1)
+    steps = [
+        (d.Seen("running", for_deadline="to finish by 06:00 UTC", for_deadline_to="on-demand"),
+         d.FALL_BACK),
+        (d.Seen("running", suspended=True), d.RESUME),
+        (d.Seen("running", for_deadline="ahead of the deadline", for_deadline_to="spot"),
+         d.BACK_TO_SPOT),
+        (d.Seen("running", suspended=True, earlier=("st-a-od",)), d.FINISH_MOVE),
+        (d.Seen("running", suspended=True), d.RESUME),
+        # On the new spot gang, "back to spot" is no move; the deadline's move on is.
+        (d.Seen("running", for_deadline="ahead", for_deadline_to="spot"), d.WAIT),
+        (d.Seen("running", for_deadline="to finish by 07:00 UTC", for_deadline_to="on-demand"),
+         d.FALL_BACK),
+        (d.Seen("running", suspended=True), d.RESUME),
+        (d.Seen("running", for_deadline="to finish by", for_deadline_to="on-demand"), d.WAIT),
+    ]  # fmt: skip
+    kinds = []
+    for seen, _ in steps:
+        action = d.decide(seen, memory, settings)
+        kinds.append(action.kind)
+        memory = memory.after(action, seen)
+    assert kinds == [kind for _, kind in steps]
+    assert memory == d.Memory(can_return=True)
