@@ -197,6 +197,15 @@ class Kube:
             self.namespace, PLURAL, name, missing_ok=True,
         )  # fmt: skip
 
+    def list_jobsets(self, selector: dict[str, str]) -> list[dict]:
+        """The JobSets carrying every label of ``selector`` (a run's gangs, after moves)."""
+        label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        found = self._call(
+            "list", f"JobSets {label_selector}", self.custom.list_namespaced_custom_object,
+            GROUP, VERSION, self.namespace, PLURAL, label_selector=label_selector,
+        )  # fmt: skip
+        return list(found.get("items") or [])
+
     def create_jobset(self, manifest: dict) -> dict:
         """Creates a JobSet; a 409 raises (the caller reads what is there)."""
         name = manifest["metadata"]["name"]

@@ -2,7 +2,8 @@
 
 Exactly the calls :class:`kube.Kube` makes for :mod:`.launcher` and
 :mod:`.component` (https://kubernetes.io/docs/reference/access-authn-authz/rbac/):
-jobsets get/create/delete, and patch (resuming the on-demand JobSet after a move);
+jobsets get/create/delete, patch (resuming the next JobSet after a move) and list
+(a launcher started again finds the gang a move made: ``launcher._reattach_point``);
 pods list (its gang), get (its own pod: image, service account, disruption), delete
 (a pod stuck terminating past its grace on a node that does not answer); pods/log
 get (following the chief's log is a get); and, cluster-wide because nodes are not
@@ -27,7 +28,7 @@ RULES = [
     {
         "apiGroups": ["jobset.x-k8s.io"],
         "resources": ["jobsets"],
-        "verbs": ["create", "get", "patch", "delete"],
+        "verbs": ["create", "get", "list", "patch", "delete"],
     },
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},

@@ -172,7 +172,7 @@ def test_make_gke_rbac_prints_only_the_verbs_the_launcher_uses():
     assert verbs == {"create", "get", "patch", "delete", "list"}  # no watch, update, *
     jobsets = next(r for r in kinds["Role"]["rules"] if r["resources"] == ["jobsets"])
     assert jobsets["apiGroups"] == ["jobset.x-k8s.io"]
-    assert jobsets["verbs"] == ["create", "get", "patch", "delete"]  # patch: jobsets only
+    assert jobsets["verbs"] == ["create", "get", "list", "patch", "delete"]  # patch: jobsets only
     resources = {r for rule in kinds["Role"]["rules"] for r in rule["resources"]}
     # No Jobs or Services of our own; Kueue's objects only read (a queued gang).
     assert resources == {"jobsets", "pods", "pods/log", "workloads", "localqueues"}

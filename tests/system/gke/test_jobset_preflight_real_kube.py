@@ -37,7 +37,7 @@ def test_exactly_the_launchers_rbac_passes_and_a_missing_verb_is_named(
     cp.namespace_with_launcher_account("pf-ok", account=jobset_check.PROFILE_ACCOUNT)
     assert jobset_check.problem("pf-ok") == ""  # every verb granted: silent
     rules = [dict(r) for r in rbac.RULES]
-    rules[0] = {**rules[0], "verbs": ["get", "patch", "delete"]}  # no create jobsets
+    rules[0] = {**rules[0], "verbs": ["get", "list", "patch", "delete"]}  # no create jobsets
     cp.namespace_with_launcher_account("pf-nocreate", rules=rules, cluster_rules=[],
                                        account=jobset_check.PROFILE_ACCOUNT)  # fmt: skip
     line = jobset_check.problem("pf-nocreate")

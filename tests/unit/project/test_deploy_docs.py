@@ -137,7 +137,7 @@ def test_the_rbac_the_identities_part_describes_is_what_make_gke_rbac_grants():
         identities
     )
     described = {
-        "jobsets": {"create", "get", "patch", "delete"},
+        "jobsets": {"create", "get", "list", "patch", "delete"},
         "pods": {"get", "list", "delete"},
         "pods/log": {"get"},
         "workloads": {"list"},
@@ -147,7 +147,7 @@ def test_the_rbac_the_identities_part_describes_is_what_make_gke_rbac_grants():
     granted = {r: set(rule["verbs"]) for rule in rbac.RULES + rbac.CLUSTER_RULES
                for r in rule["resources"]}  # fmt: skip
     assert granted == described
-    assert "jobsets: create/get/patch/delete" in identities
+    assert "jobsets: create/get/list/patch/delete" in identities
     assert "pods: get/list/delete, the last" in identities and "make gke-jobset" in identities
     assert "for `nodes get`" in identities
     assert "Kueue's workloads: list and localqueues:\nget" in identities
