@@ -9,10 +9,15 @@ nothing: it never makes a second JobSet and never buys restarts.
 
 The one rule of capacity that stays ours: on a plain spot pool (no ComputeClass to
 move the pods), a gang that gets no capacity or uses up its restarts moves to the
-on-demand pool's JobSet, from the same checkpoint dir. The move is ordered so that a
-launcher killed in the middle of it finishes it when started again, and two gangs
-never train at once: the next JobSet is created suspended (no pods; JobSet's own
-``spec.suspend``), the current one is deleted and waited for, then the next resumed.
+on-demand pool's JobSet, from the same checkpoint dir. With ``finish_by`` the deadline
+may move it too, and, the run being ahead, take it from on-demand back to a new spot
+gang, and from there on to a new on-demand gang again (issue 56). Each gang is a
+JobSet of its own (``names.gang_name``: gang 0 the spot one, 1 on-demand, 2 spot, ...).
+A move either way is one path, ordered so that a launcher killed in the middle of it
+finishes it when started again, and two gangs never train at once: the next JobSet
+is created suspended (no pods; JobSet's own ``spec.suspend``), the current one is
+deleted and waited for, then the next resumed. A launcher started again finds the
+furthest gang among the JobSets of the task's labels.
 
 A JobSet names the launcher that follows it (``HOLDER_ANNOTATION``): a launcher that
 re-attaches claims it, and one that finds another's name there leaves it alone, so an
@@ -31,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from spottrain.runtime.train_job import attempts, queue, status
+from spottrain.runtime.train_job import attempts, names, queue, status
 from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube as k8s
@@ -106,8 +111,12 @@ class JobSetLauncher:
         chief_log: Where the chief pod's log lines go (the KFP task log), each
             generation's chief followed from its start.
         holder: This launcher's name on the JobSet (default: :func:`default_holder`).
-        for_deadline: Asked each look while a move is left, with the gangs and the
-            current one: the reason a deadline needs the move now, or ``""``
+        for_deadline: Asked each look while a move is left (to on-demand from a spot
+            gang, back to spot from an on-demand gang a move made), with ``sets``, the
+            current gang's kind (0 spot, 1 on-demand), whether it trains (``running``)
+            and how long its pods have been Unschedulable (``waited_s``): the move the
+            deadline needs or allows now (:class:`.deadline.Due`: its reason and the
+            kind it goes to, an index of ``sets``), or no move
             (:class:`.deadline.DeadlineCheck`; ``None``: no deadline).
         moved: Called with the reason, the gang left and the next, as a move begins
             (the ledger's ``moves``).
@@ -129,7 +138,7 @@ class JobSetLauncher:
         say: Callable[[str], None] = print,
         chief_log: Callable[[str], None] = print,
         holder: str = "",
-        for_deadline: Callable[[Sequence[js.WorkerSet], int], str] | None = None,
+        for_deadline: Callable[..., tuple[str, int | None]] | None = None,
         moved: Callable[[str, js.WorkerSet, js.WorkerSet], None] = lambda *_: None,
     ):
         self.kube = kube
@@ -137,7 +146,7 @@ class JobSetLauncher:
         self.moved = moved
         self.holder = holder or default_holder()
         self.sets = [sets] if isinstance(sets, js.WorkerSet) else list(sets)
-        self.current = 0
+        self.gang = 0  # the run's gang now: even on sets[0]'s kind, odd on sets[1]'s
         self.poll_seconds = poll_seconds
         self.clock = clock
         self.own_pod_disrupted = own_pod_disrupted
@@ -148,7 +157,7 @@ class JobSetLauncher:
             start_deadline=start_deadline, unanswered_after=unanswered_after,
             admission_deadline=admission_deadline,
         )  # fmt: skip
-        self.memory = d.Memory(moves_left=len(self.sets) - 1)
+        self.memory = self._memory_on(0)
         self.attempts: dict[str, PodAttempt] = {}
         self.run_started: float | None = None
         self._nodes: dict[str, dict | None] = {}
@@ -162,7 +171,30 @@ class JobSetLauncher:
     @property
     def ws(self) -> js.WorkerSet:
         """The gang being run now."""
-        return self.sets[self.current]
+        return self.gang_set(self.gang)
+
+    @property
+    def kind(self) -> int:
+        """The current gang's kind: its template in ``sets`` (0 spot, 1 on-demand)."""
+        return self.gang % len(self.sets)
+
+    def gang_set(self, k: int) -> js.WorkerSet:
+        """The run's gang ``k``: ``sets[k]``, then new gangs of their kinds in turn.
+
+        A move back to spot and on again makes gangs 2, 3, ...: ``sets[k % 2]`` under a
+        name of its own (:func:`names.gang_name`) and its number in the run.
+        """
+        if k < len(self.sets):
+            return self.sets[k]
+        template = self.sets[k % len(self.sets)]
+        attempt = None if template.attempt is None else k + 1
+        return replace(template, name=names.gang_name(self.sets[0].name, k), attempt=attempt)
+
+    def _memory_on(self, k: int, *, moved: bool = False) -> d.Memory:
+        """The memory of a launcher starting on gang ``k``: which moves it may make."""
+        two = len(self.sets) > 1
+        return d.Memory(moves_left=int(two and k % 2 == 0), can_return=two and k % 2 == 1,
+                        moved=moved)  # fmt: skip
 
     def run(self) -> Outcome:
         """Runs to the end; a failed JobSet is an :class:`Outcome`, not an exception.
@@ -173,9 +205,10 @@ class JobSetLauncher:
         self.kube.check_api()
         if self.ws.placement.queue:
             self.kube.check_queue(self.ws.placement.queue)
-        self.current = self._reattach_point()
-        # Re-attached to a gang a move made: the move is finished from the looks on.
-        self.memory = d.Memory(moves_left=len(self.sets) - 1 - self.current, moved=self.current > 0)
+        self.gang, found = self._reattach_point()
+        # Re-attached to a gang a move made and not yet resumed: the looks finish the move.
+        suspended = bool(((found or {}).get("spec") or {}).get("suspend"))
+        self.memory = self._memory_on(self.gang, moved=self.gang > 0 and suspended)
         first = True
         while True:
             jobset, pods, earlier = self._look()
@@ -198,8 +231,9 @@ class JobSetLauncher:
                 own_pod_disrupted=sigterm and self.own_pod_disrupted(), holder=self.holder,
                 earlier=earlier, workload=workload, local_queue=local_queue,
             )  # fmt: skip
-            if self.for_deadline and self.memory.moves_left > 0 and not self.memory.moved:
-                seen = replace(seen, for_deadline=self.for_deadline(self.sets, self.current))
+            may_move = self.memory.moves_left > 0 or self.memory.can_return
+            if self.for_deadline and may_move and not self.memory.moved:
+                seen = self._ask_the_deadline(seen)
             if first and seen.state not in ("missing", "foreign"):
                 self._say(
                     f"re-attaching to JobSet {self.ws.name} ({seen.state}; {seen.restarts} "
@@ -218,7 +252,7 @@ class JobSetLauncher:
                     code=action.code,
                     message=action.line,
                     jobset=self.ws.name,
-                    moved=self.current > 0,
+                    moved=self.gang > 0,
                     restarts=seen.restarts,
                     restarts_counted=seen.restarts_counted,
                     attempts=sorted(
@@ -227,7 +261,7 @@ class JobSetLauncher:
                 )
             self._act(action, pods, seen, earlier)
             self.memory = self.memory.after(action, seen)
-            if action.kind not in (d.CREATE, d.FALL_BACK, d.RESUME):
+            if action.kind not in (d.CREATE, *d.MOVES, d.RESUME):
                 self.stop.wait(self.poll_seconds)
 
     def _act(self, action: d.Action, pods: list[dict], seen: d.Seen, earlier: dict) -> None:
@@ -236,10 +270,11 @@ class JobSetLauncher:
             self._create(suspended=self.memory.moved)
         elif action.kind == d.FORCE_DELETE:
             self._force_delete(pods, seen.unanswered)
-        elif action.kind == d.FALL_BACK:
-            # The next gang made suspended (no pods); the looks after finish the move.
-            self.moved(action.line, self.ws, self.sets[self.current + 1])
-            self.current += 1
+        elif action.kind in d.MOVES:
+            # Either way, the next gang made suspended (no pods); the looks after finish
+            # the move: the current one deleted, the next resumed.
+            self.moved(action.line, self.ws, self.gang_set(self.gang + 1))
+            self.gang += 1
             self._create(suspended=True)
         elif action.kind == d.FINISH_MOVE:
             for name, (_, their_pods) in earlier.items():
@@ -258,7 +293,7 @@ class JobSetLauncher:
         pods = self.kube.list_pods({JOBSET_NAME_LABEL: self.ws.name}) if jobset else []
         earlier = {}
         # Only a move not yet resumed has earlier gangs to finish: no reads after it.
-        for ws in self.sets[: self.current] if self.memory.moved else ():
+        for ws in map(self.gang_set, range(self.gang)) if self.memory.moved else ():
             found = self.kube.read_jobset(ws.name)
             if found is not None and is_ours(found, ours(ws)):
                 earlier[ws.name] = (found, self.kube.list_pods({JOBSET_NAME_LABEL: ws.name}))
@@ -306,13 +341,36 @@ class JobSetLauncher:
     def _say(self, line: str) -> None:
         self.say(f"[jobset {self.ws.name}] {line}")
 
-    def _reattach_point(self) -> int:
-        """The furthest gang whose JobSet exists and is ours (a move made or begun)."""
-        for i in reversed(range(1, len(self.sets))):
-            found = self.kube.read_jobset(self.sets[i].name)
-            if found is not None and is_ours(found, ours(self.sets[i])):
-                return i
-        return 0
+    def _ask_the_deadline(self, seen: d.Seen) -> d.Seen:
+        """``seen`` with the move the deadline needs or allows now (its reason and kind)."""
+        running = seen.state == "running" and not seen.suspended
+        waited = seen.unschedulable_seconds
+        reason, to = self.for_deadline(
+            self.sets, self.kind, running=running and waited is None, waited_s=waited or 0.0
+        )
+        if not reason or to is None or to == self.kind:
+            return seen
+        to_kind = d.SPOT if to == 0 else "on-demand"
+        return replace(seen, for_deadline=reason, for_deadline_to=to_kind)
+
+    def _reattach_point(self) -> tuple[int, dict | None]:
+        """The furthest gang whose JobSet exists and is ours (a move made or begun), and it.
+
+        With a gang to move to, the task's JobSets are listed by its labels: a move back
+        to spot and on makes gangs of new names (``names.gang_name``).
+        """
+        if len(self.sets) < 2:
+            return 0, None
+        furthest: tuple[int, dict | None] = (0, None)
+        for found in self.kube.list_jobsets(ours(self.sets[0])):
+            name = (found.get("metadata") or {}).get("name", "")
+            k = names.gang_number(self.sets[0].name, name)
+            k = next((i for i, ws in enumerate(self.sets) if ws.name == name), k)
+            if k is None or self.gang_set(k).name != name:
+                continue
+            if is_ours(found, ours(self.gang_set(k))) and k >= furthest[0]:
+                furthest = (k, found)
+        return furthest
 
     def _create(self, *, suspended: bool = False) -> None:
         manifest = js.jobset(self.ws)

@@ -545,7 +545,7 @@ def test_a_missing_rbac_verb_is_one_line_naming_it_and_exit_64(jobset_kube, gcs_
 
     cp, ns = jobset_kube, "tl-norbac"
     rules = [dict(r) for r in rbac.RULES]
-    rules[0] = {**rules[0], "verbs": ["get", "patch", "delete"]}  # no create
+    rules[0] = {**rules[0], "verbs": ["get", "list", "patch", "delete"]}  # no create
     client = cp.namespace_with_launcher_account(ns, rules=rules, cluster_rules=[])
     with pytest.raises(KubeError) as err:
         component_launch(cp, client, ns, gcs_bucket)

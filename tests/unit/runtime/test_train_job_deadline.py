@@ -5,15 +5,23 @@ Figures: 2 workers with 1 A100 each; 200 of 10,000 steps done at a steady 0.5 s,
 on-demand needs a restart (this run's own start-up, 100 s: started to restored) +
 9,800 x 0.5 = 4,900 s: 5,000 s, and holds the 300 s margin. With the 60 s look, spot
 stays while now + 60 + 5,000 + 300 = now + 5,360 <= the deadline.
+
+Back to spot from on-demand (issue 56) needs, beyond the same 5,000 s and 300 s, two
+restarts, a save interval and two looks: 2 x 100 + 60 + 2 x 60 = 380 s, so a deadline
+at least now + 5,680; and RETURN_WAIT_S (2 h) since spot was last left, doubled for
+each return before (the ledger's moves).
 """
 
 from __future__ import annotations
 
 import json
 
+from spottrain.ladder.decide import RETURN_WAIT_S
+from spottrain.ledger import moves
+from spottrain.ledger.schema import Move
 from spottrain.placement import Placement
 from spottrain.runtime.train_job import jobset as js
-from spottrain.runtime.train_job.deadline import DeadlineCheck, rung_of
+from spottrain.runtime.train_job.deadline import NOT_DUE, DeadlineCheck, Due, rung_of
 
 NOW = 1_800_000_000.0
 
@@ -27,11 +35,12 @@ def gang(pool: str, name: str) -> js.WorkerSet:
 SETS = [gang("spot", "st-a"), gang("on-demand", "st-b")]
 
 
-def ledger_at(tmp_path) -> str:
+def ledger_at(tmp_path, capacity: str = "spot") -> str:
     rec = {"id": "a", "attempt": 1, "started": NOW - 400, "resumed_at": NOW - 300,
            "updated": NOW - 200, "workers": 2, "gpu_type": "nvidia-tesla-a100", "gpu_count": 1,
-           "capacity": "spot", "start_step": 0, "last_step": 200, "saved_step": 200,
+           "capacity": capacity, "start_step": 0, "last_step": 200, "saved_step": 200,
            "outcome": "running", "seconds_per_step": 0.5}  # fmt: skip
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "attempts.json").write_text(json.dumps({"attempts": [rec]}))
     return str(tmp_path)
 
@@ -47,17 +56,20 @@ def test_the_gangs_are_rungs():
 def test_a_move_is_due_once_on_demand_would_be_late_from_the_next_look(tmp_path):
     clock = [NOW]
     check = DeadlineCheck(ledger_at(tmp_path), 10_000, NOW + 5_360 + 1, clock=lambda: clock[0])
-    assert check(SETS, 0) == ""  # 5,360 <= 5,361: spot stays
+    assert check(SETS, 0) == NOT_DUE  # 5,360 <= 5,361: spot stays
     check = DeadlineCheck(ledger_at(tmp_path), 10_000, NOW + 5_360 - 1, clock=lambda: clock[0])
-    assert "to finish by" in check(SETS, 0)
+    due = check(SETS, 0)
+    assert due.reason.startswith("to finish by") and due.to == 1
     # One ledger read a look: within look_every_s the answer is the last one.
     (tmp_path / "attempts.json").unlink()
     clock[0] += 59
-    assert "to finish by" in check(SETS, 0)
-    # No gang after the current one: nothing to move to.
-    assert check(SETS, 1) == ""
-    clock[0] += 1
-    assert check(SETS, 0) == ""  # no ledger: nothing measured, no move
+    assert check(SETS, 0) == due
+    # Asked on the on-demand gang (the move made), the look is its own: no ledger, no move.
+    assert check(SETS, 1) == NOT_DUE
+    # One gang only (a ComputeClass): nothing to move to.
+    assert check(SETS[:1], 0) == NOT_DUE
+    clock[0] += 60
+    assert check(SETS, 0) == NOT_DUE  # no ledger: nothing measured, no move
 
 
 def test_the_components_finish_by_gives_the_launcher_its_check_and_writes_each_move(tmp_path):
@@ -89,3 +101,38 @@ def test_the_components_finish_by_gives_the_launcher_its_check_and_writes_each_m
     # Every move is written, a deadline or not; one gang (a ComputeClass): nothing to act on.
     assert set(for_the_deadline("", str(tmp_path / "b"), settings, SETS)) == {"moved"}
     assert for_the_deadline("6h", str(tmp_path / "c"), settings, SETS[:1]) == {}
+
+
+def test_on_demand_far_ahead_of_its_deadline_goes_back_to_spot_once_spot_was_left_long_enough(
+    tmp_path,
+):
+    """On the on-demand gang (``current`` 1), a ledger far ahead: a move back to gang 0's
+    kind (spot). Not with less than the hysteresis's 380 s spare, and not within
+    RETURN_WAIT_S of the move that left spot (the ledger's moves), doubled per return."""
+    d = ledger_at(tmp_path, capacity="on-demand")
+    left = Move(at=NOW - RETURN_WAIT_S, platform="gke", left="st-a", from_capacity="spot",
+                to_capacity="on-demand", reason="to finish by ...")  # fmt: skip
+    moves.add_move(d, left)
+    check = DeadlineCheck(d, 10_000, NOW + 5_680, clock=lambda: NOW)
+    due = check(SETS, 1, running=True)
+    assert due.to == 0 and rung_of(SETS[due.to]).capacity == "spot", due
+    assert due.reason.startswith("ahead of the deadline: back to spot"), due
+    # 1 s less spare than two restarts, a save and two looks: on-demand stays.
+    assert DeadlineCheck(d, 10_000, NOW + 5_679, clock=lambda: NOW)(SETS, 1) == NOT_DUE
+    # From the spot gang the same ledger is no move at all: spot stays.
+    assert DeadlineCheck(d, 10_000, NOW + 5_680, clock=lambda: NOW)(SETS, 0) == NOT_DUE
+    # Spot left 1 s too recently: no return yet.
+    e = ledger_at(tmp_path / "e", "on-demand")
+    moves.add_move(e, {**left, "at": NOW - RETURN_WAIT_S + 1})
+    assert DeadlineCheck(e, 10_000, NOW + 9_999, clock=lambda: NOW)(SETS, 1) == NOT_DUE
+    # One return before (spot → on-demand → spot → on-demand): the wait is twice as long.
+    f = ledger_at(tmp_path / "f", "on-demand")
+    for at, a, b in (
+        (NOW - 9 * 3600, "spot", "on-demand"),
+        (NOW - 8 * 3600, "on-demand", "spot"),
+        (NOW - 2 * RETURN_WAIT_S + 1, "spot", "on-demand"),
+    ):
+        moves.add_move(f, {**left, "at": at, "from_capacity": a, "to_capacity": b})
+    assert DeadlineCheck(f, 10_000, NOW + 9_999, clock=lambda: NOW)(SETS, 1) == NOT_DUE
+    again = DeadlineCheck(f, 10_000, NOW + 9_999, clock=lambda: NOW + 1)(SETS, 1)
+    assert again == Due(again.reason, 0) and again.reason, again
