@@ -379,7 +379,9 @@ def test_a_deadline_moves_the_waiting_spot_gang_to_on_demand_and_the_move_is_in_
     assert (out.code, out.jobset, out.moved) == (0, on_demand.name, True), lines
     said = "\n".join(lines)
     assert "to finish by" in said and "moving to on-demand" in said, said
-    assert "no spot capacity for" not in said, said  # the deadline's move, not patience's
+    # The deadline's move, not patience's (whose line names the selector); the deadline's
+    # reason says how long spot has not come (the check is told the pods' wait).
+    assert "): moving to on-demand" not in said, said
     ladder, (move,) = moves.read(str(tmp_path))
     assert ladder["asked"] == deadline and move["finish_by"] == ladder["finish_by"]
     assert (move["platform"], move["left"], move["from_capacity"], move["to_capacity"]) == (
@@ -427,6 +429,93 @@ def test_spot_capacity_given_back_before_the_deadline_needs_a_move_keeps_the_gan
     assert not any("moving to on-demand" in s for s in lines), lines
     ladder, taken = moves.read(str(tmp_path))
     assert ladder["asked"] == deadline and taken == [], taken
+
+
+def test_ahead_of_the_deadline_on_demand_moves_back_to_a_new_spot_gang_found_after_a_restart(
+    jobset_kube, tmp_path
+):
+    """Issue 56. The on-demand gang trains (a move made it: the ledger has the move from
+    spot, RETURN_WAIT_S and a minute ago) and the ledger is far ahead of a deadline 6 h
+    away. The launcher re-attaches to it, and its deadline check, asked on on-demand,
+    says back to spot: a new spot gang (its own JobSet name) is created suspended, the
+    on-demand JobSet deleted, the spot one resumed; the move is in the ledger, on-demand
+    to spot. A launcher started again re-attaches to the new spot gang."""
+    import json
+
+    from spottrain.ladder.decide import RETURN_WAIT_S
+    from spottrain.ledger import moves
+    from spottrain.ledger.schema import Move
+    from spottrain.runtime.train_job import names
+    from spottrain.runtime.train_job.component import for_the_deadline
+
+    cp, ns, name = jobset_kube, "tl-back", "st-back"
+    namespace(cp, ns)
+    spot, on_demand = spot_and_on_demand(ns, name, retries=1)
+    back = names.gang_name(spot.name, 2)
+    custom(cp).create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, js.jobset(on_demand))
+    (od_job,) = wait_for("the on-demand child Job", lambda: child_jobs(cp, ns, on_demand.name))
+    running_pods(cp, ns, od_job.metadata.uid, 2)
+    now = time.time()
+    rec = {"id": "b", "attempt": 2, "started": now - 400, "workers": 2, "resumed_at": now - 300,
+           "updated": now - 200, "capacity": "on-demand", "gpu_type": A100["gpu_type"],
+           "gpu_count": 1, "start_step": 0, "last_step": 200, "saved_step": 200,
+           "outcome": "running", "seconds_per_step": 0.5}  # fmt: skip
+    (tmp_path / "attempts.json").write_text(json.dumps({"attempts": [rec]}))
+    moves.add_move(str(tmp_path), Move(
+        at=now - RETURN_WAIT_S - 60, platform="gke", left=spot.name, from_capacity="spot",
+        to_capacity="on-demand", reason="to finish by ...",
+    ))  # fmt: skip
+    deadline = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + 6 * 3600))
+    options = for_the_deadline(deadline, str(tmp_path), TrainSettings(train_steps=10_000),
+                               [spot, on_demand])  # fmt: skip
+    lines: list[str] = []
+    run = in_thread(cp, [spot, on_demand], lines, own_pod_disrupted=lambda: True, **options)
+
+    def resumed():
+        found = get_jobset(cp, ns, back) if not gone(cp, ns, back) else None
+        return found if found and found["spec"].get("suspend") is False else None
+
+    moved_to = wait_for("the new spot gang resumed", resumed, 120)
+    assert gone(cp, ns, on_demand.name), lines
+    # Created suspended, then resumed once the on-demand JobSet was gone: JobSet's own
+    # Suspended condition says so (pkg/controllers/jobset_controller.go: ResumeJobs).
+    conditions = {c["type"]: c for c in moved_to["status"].get("conditions") or []}
+    assert conditions.get("Suspended", {}).get("reason") == "ResumeJobs", moved_to["status"]
+    assert (
+        moved_to["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+            "nodeSelector"
+        ].get("cloud.google.com/gke-spot")
+        == "true"
+    ), moved_to["spec"]
+    run.launcher.stop.set()  # its own pod disrupted: the gang runs on for the next launcher
+    out = run.result(timeout=60)
+    assert (out.code, out.jobset, out.moved) == (143, back, True), lines
+    said = "\n".join(lines)
+    assert f"re-attaching to JobSet {on_demand.name}" in said, said
+    assert "ahead of the deadline: back to spot" in said, said
+    assert "moving back to a new spot gang" in said, said
+    assert said.index(f"created JobSet {back}") < said.index(f"moved to JobSet {back}"), said
+    ladder, taken = moves.read(str(tmp_path))
+    assert ladder["asked"] == deadline and len(taken) == 2, taken
+    move = taken[-1]
+    assert (move["platform"], move["left"], move["from_capacity"], move["to_capacity"]) == (
+        "gke", on_demand.name, "on-demand", "spot")  # fmt: skip
+    assert move["reason"].startswith("ahead of the deadline"), move
+    # A launcher started again finds the new gang by the task's labels, creates nothing,
+    # and (the run still ahead, on spot now) moves nowhere; its SIGTERM deletes the gang.
+    again: list[str] = []
+    options = for_the_deadline(deadline, str(tmp_path), TrainSettings(train_steps=10_000),
+                               [spot, on_demand])  # fmt: skip
+    second = in_thread(cp, [spot, on_demand], again, **options)
+    wait_for("the re-attach", lambda: any("re-attaching" in s for s in again), 60)
+    time.sleep(2)
+    second.launcher.stop.set()
+    out = second.result(timeout=60)
+    assert (out.code, out.jobset) == (143, back), again
+    assert f"re-attaching to JobSet {back}" in again[0], again
+    assert not any("created" in s or "moving" in s for s in again), again
+    assert len(moves.read(str(tmp_path))[1]) == 2
+    wait_for("the spot gang deleted", lambda: gone(cp, ns, back), 60)
 
 
 def test_a_move_cut_off_midway_is_finished_by_the_next_launcher(jobset_kube):
