@@ -241,3 +241,34 @@ def test_make_gke_jobset_installs_the_release_the_suite_builds_and_tests(capsys)
         "kubectl -n jobset-system rollout status deployment/jobset-controller-manager "
         "--timeout=180s",
     ]
+
+
+def test_the_gangs_a_move_back_to_spot_makes_have_names_and_numbers_of_their_own():
+    """Issue 56: gang 0 spot, 1 on-demand, then 2 spot, 3 on-demand, ...: each its own
+    JobSet name (found again from it) and gang number label, of its kind's template."""
+    from spottrain.runtime.train_job.launcher import JobSetLauncher
+
+    first = names.jobset_name("run-1", "train")
+    assert [names.gang_name(first, k) for k in range(4)] == [
+        first, first + "-od", first + "-2", first + "-3-od"]  # fmt: skip
+    assert [names.gang_number(first, names.gang_name(first, k)) for k in range(12)] == list(
+        range(12)
+    )
+    for other in (first + "-1", first + "-2-od", first + "-02", first + "x", "st-" + "0" * 12):
+        assert names.gang_number(first, other) is None, other
+    sets = component.worker_sets(
+        run_id="run-1", task_name="train", namespace="ns", image="img", args=(), workers=1,
+        placement=Placement(pool="spot", gpu_type="nvidia-tesla-a100", gpu_count=1),
+        on_demand=True,
+    )  # fmt: skip
+    run = JobSetLauncher(None, sets)
+    assert [run.gang_set(k) for k in range(2)] == sets
+    for k in (2, 3, 98, 99):
+        ws = run.gang_set(k)
+        assert (ws.name, ws.attempt, ws.placement) == (
+            names.gang_name(first, k), k + 1, sets[k % 2].placement)  # fmt: skip
+        m = js.jobset(ws)
+        assert m["metadata"]["labels"][js.ATTEMPT_LABEL] == str(k + 1)
+        validate(child_job(m))
+    # The longest pod name of gang 99 with the most workers is still a DNS-1035 label.
+    js.WorkerSet(**{**run.gang_set(99).__dict__, "workers": 100_000})
