@@ -332,8 +332,8 @@ def test_no_spot_capacity_moves_the_gang_to_on_demand_and_it_completes(jobset_ku
 def run_for_a_deadline(cp, ns, name, tmp_path, seconds: float):
     """A launcher of the spot and on-demand gangs with ``finish_by`` ``seconds`` away and
     an hour's capacity patience. The ledger says 200 of 10,000 steps at a steady 0.5 s:
-    4,900 s of work left; on-demand needs the prior's 180 s restart and holds a 300 s
-    margin, 5,380 s in all.
+    4,900 s of work left; on-demand needs a restart (the run's own start-up, 100 s:
+    started to restored) and holds a 300 s margin, 5,300 s in all.
 
     Returns:
         The two gangs, the deadline as asked, the launcher's lines and its thread.
@@ -361,14 +361,14 @@ def test_a_deadline_moves_the_waiting_spot_gang_to_on_demand_and_the_move_is_in_
     jobset_kube, tmp_path
 ):
     """No spot capacity, but a capacity patience an hour long: the launcher's own rule
-    would wait. With 5,410 s to the deadline, on-demand (5,380 s, run_for_a_deadline) is
+    would wait. With 5,330 s to the deadline, on-demand (5,300 s, run_for_a_deadline) is
     in time now but not after the next look (60 s): the launcher moves at once, for the
     deadline, and writes the move."""
     from spottrain.ledger import moves
 
     cp, ns = jobset_kube, "tl-finish-by"
     spot, on_demand, deadline, lines, run = run_for_a_deadline(
-        cp, ns, "st-finish-by", tmp_path, 5410
+        cp, ns, "st-finish-by", tmp_path, 5330
     )
     (job,) = wait_for("the on-demand child Job", lambda: child_jobs(cp, ns, on_demand.name), 120)
     pods = running_pods(cp, ns, job.metadata.uid, 2)
@@ -379,9 +379,9 @@ def test_a_deadline_moves_the_waiting_spot_gang_to_on_demand_and_the_move_is_in_
     assert (out.code, out.jobset, out.moved) == (0, on_demand.name, True), lines
     said = "\n".join(lines)
     assert "to finish by" in said and "moving to on-demand" in said, said
-    # The deadline's move, not patience's (whose line names the selector); the deadline's
-    # reason says how long spot has not come (the check is told the pods' wait).
-    assert "): moving to on-demand" not in said, said
+    # At once: the deadline's move, before the pods waited (patience's line, or the
+    # deadline's reason once the check is told of the pods' wait, would say how long).
+    assert "no spot capacity for" not in said, said
     ladder, (move,) = moves.read(str(tmp_path))
     assert ladder["asked"] == deadline and move["finish_by"] == ladder["finish_by"]
     assert (move["platform"], move["left"], move["from_capacity"], move["to_capacity"]) == (
@@ -400,7 +400,7 @@ def test_spot_capacity_given_back_before_the_deadline_needs_a_move_keeps_the_gan
     from spottrain.ledger import moves
 
     cp, ns, name = jobset_kube, "tl-spot-back", "st-spot-back"
-    spot, _, deadline, lines, run = run_for_a_deadline(cp, ns, name, tmp_path, 5380 + 3600)
+    spot, _, deadline, lines, run = run_for_a_deadline(cp, ns, name, tmp_path, 5300 + 3600)
     # The spot gang's pods wait (no node has the labels they ask for), said after 30 s:
     # every look until then asked the deadline, which kept the gang on spot.
     said = lambda: any("Pending/Unschedulable" in s for s in lines)  # noqa: E731
@@ -516,6 +516,46 @@ def test_ahead_of_the_deadline_on_demand_moves_back_to_a_new_spot_gang_found_aft
     assert not any("created" in s or "moving" in s for s in again), again
     assert len(moves.read(str(tmp_path))[1]) == 2
     wait_for("the spot gang deleted", lambda: gone(cp, ns, back), 60)
+
+
+def test_a_spot_gang_a_return_made_moves_on_to_a_new_on_demand_gang_for_capacity(
+    jobset_kube, tmp_path
+):
+    """After a move back to spot (gang 2, its own JobSet) the run may move forward again:
+    the launcher re-attaches to gang 2 (found by the task's labels), whose pods get no
+    spot capacity within ``unschedulable_timeout``; it moves to a new on-demand gang 3
+    (created suspended, gang 2 deleted, gang 3 resumed), which completes, and the move
+    is in the ledger, spot to on-demand, leaving gang 2."""
+    from dataclasses import replace
+
+    from spottrain.ledger import moves
+    from spottrain.runtime.train_job import names
+    from spottrain.runtime.train_job.component import for_the_deadline
+
+    cp, ns, name = jobset_kube, "tl-forth", "st-forth"
+    namespace(cp, ns)
+    spot, on_demand = spot_and_on_demand(ns, name, retries=1)
+    two, three = names.gang_name(name, 2), names.gang_name(name, 3)
+    gang_two = replace(spot, name=two, attempt=3)
+    custom(cp).create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, js.jobset(gang_two))
+    options = for_the_deadline("", str(tmp_path), TrainSettings(), [spot, on_demand])
+    lines: list[str] = []
+    run = in_thread(cp, [spot, on_demand], lines, capacity_deadline=20, **options)
+    (job,) = wait_for("gang 3's child Job", lambda: child_jobs(cp, ns, three), 120)
+    pods = running_pods(cp, ns, job.metadata.uid, 2)
+    assert gone(cp, ns, two), lines
+    for pod in pods:
+        cp.kubelet.exit(pod, 0)
+    out = run.result(timeout=120)
+    assert (out.code, out.jobset, out.moved) == (0, three, True), lines
+    said = "\n".join(lines)
+    assert f"re-attaching to JobSet {two}" in said, said
+    assert "no spot capacity for" in said and "moving to on-demand" in said, said
+    assert said.index(f"created JobSet {three}") < said.index(f"moved to JobSet {three}"), said
+    assert get_jobset(cp, ns, three)["metadata"]["labels"][js.ATTEMPT_LABEL] == "4"
+    _, (move,) = moves.read(str(tmp_path))
+    assert (move["left"], move["from_capacity"], move["to_capacity"]) == (
+        two, "spot", "on-demand")  # fmt: skip
 
 
 def test_a_move_cut_off_midway_is_finished_by_the_next_launcher(jobset_kube):
