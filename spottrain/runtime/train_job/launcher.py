@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 class Outcome:
     """How the run ended: ``code`` (the launcher's exit code) and its ``message``.
 
-    ``jobset`` names the JobSet it ended with (``moved``: after moving to on-demand);
+    ``jobset`` names the JobSet it ended with (``moved``: after a move, either way);
     ``restarts``/``restarts_counted`` are its status at the last look; ``attempts``
     every pod seen ending (its gang: ``<jobset>/<restart attempt>``).
     """
