@@ -79,6 +79,7 @@ def build(
         workers: int = 1,
         unschedulable_timeout: int = 1800,
         finish_by: str = "",
+        prior_step_seconds: float = 0.0,
         queue: str = "",
         priority_class: str = "",
     ) -> Outputs:
@@ -97,6 +98,7 @@ def build(
                 to the on-demand pool.
             finish_by: A deadline ('6h' or a time with its zone): moves to on-demand
                 when spot would no longer finish by it (docs/deadline.md). Empty: none.
+            prior_step_seconds: Seconds per step an earlier run measured; 0: unknown.
             queue: A Kueue LocalQueue to submit the gang to; its ResourceFlavors then
                 choose spot or on-demand (docs/gke.md). Empty: not queued. A queued
                 run skips the profile step (its GPU pod would bypass the queue).
@@ -126,6 +128,7 @@ def build(
             workers=workers,
             unschedulable_timeout=unschedulable_timeout,
             finish_by=finish_by,
+            prior_step_seconds=prior_step_seconds,
             queue=queue,
             priority_class=priority_class,
             **settings.inputs(),

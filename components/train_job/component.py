@@ -43,6 +43,7 @@ def train_job(
     compute_class: str = "",
     grace_seconds: int = 30,
     finish_by: str = "",
+    prior_step_seconds: float = 0.0,
     queue: str = "",
     priority_class: str = "",
     admission_timeout: int = 21600,
@@ -107,6 +108,8 @@ def train_job(
         finish_by: A deadline ("6h" from the first launcher, or a time with its zone):
             the move to on-demand is made when spot would no longer finish by it, from
             what the run measured (docs/deadline.md). Empty: none.
+        prior_step_seconds: Seconds per training step, as an earlier run measured them:
+            with finish_by, the deadline binds before a step is measured. 0: unknown.
         queue: A Kueue LocalQueue in the run's namespace to submit the gang to: it
             starts when Kueue admits all of it, the queue's ResourceFlavors choose
             spot or on-demand, and Kueue's preemptions are free restarts (docs/gke.md,
@@ -157,6 +160,7 @@ def train_job(
         grace_seconds=grace_seconds,
         extra_args=extra_args,
         finish_by=finish_by,
+        prior_step_seconds=prior_step_seconds,
         queue=queue,
         priority_class=priority_class,
         admission_timeout=admission_timeout,

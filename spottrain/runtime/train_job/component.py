@@ -155,6 +155,7 @@ def launch(
     poll_seconds: float = 10.0,
     launcher_options: dict | None = None,
     finish_by: str = "",
+    prior_step_seconds: float = 0.0,
     queue: str = "",
     priority_class: str = "",
     admission_timeout: int = int(ADMISSION_DEADLINE),
@@ -205,7 +206,7 @@ def launch(
         admission_deadline=admission_timeout, deadline=run_seconds,
         own_pod_disrupted=own_pod_disrupted,
         say=lambda line: log.info("%s", line), chief_log=print,
-        **for_the_deadline(finish_by, checkpoint_dir, settings, sets),
+        **for_the_deadline(finish_by, checkpoint_dir, settings, sets, prior_step_seconds),
     )  # fmt: skip
     run = launcher.JobSetLauncher(k, sets, **{**options, **(launcher_options or {})})
     previous = launcher.install_sigterm(run)
@@ -221,19 +222,28 @@ def launch(
 
 
 def for_the_deadline(
-    finish_by: str, checkpoint_dir: str, settings: TrainSettings, sets: list
+    finish_by: str,
+    checkpoint_dir: str,
+    settings: TrainSettings,
+    sets: list,
+    prior_step_seconds: float = 0.0,
 ) -> dict:
     """The launcher's ladder options: ``moved`` always, ``for_deadline`` with ``finish_by``.
 
     Raises:
-        TrainFailed: ``finish_by`` is not a deadline (exit 64, one line).
+        TrainFailed: ``finish_by`` is not a deadline, or ``prior_step_seconds`` not
+            seconds (exit 64, one line).
     """
     from spottrain.ladder import LadderError
     from spottrain.ladder.decide import kept_deadline
+    from spottrain.ladder.forecast import Prior
     from spottrain.ledger import moves
     from spottrain.ledger.schema import Move
     from spottrain.runtime.train_job.deadline import DeadlineCheck, rung_of
 
+    if not 0 <= prior_step_seconds < float("inf"):
+        raise _fatal(f"prior_step_seconds={prior_step_seconds!r}: expected seconds per step, 0 "
+                     "(unknown) or more")  # fmt: skip
     when = None
     if finish_by:
         rungs = [str(rung_of(ws)) for ws in sets]
@@ -264,7 +274,9 @@ def for_the_deadline(
     options: dict = {"moved": moved}
     if when is not None:
         # The trainer saves every 60 s by default (TrainConfig.save_every_seconds).
-        options["for_deadline"] = DeadlineCheck(checkpoint_dir, settings.train_steps, when)
+        prior = Prior(step_s=prior_step_seconds or None)
+        options["for_deadline"] = DeadlineCheck(checkpoint_dir, settings.train_steps, when,
+                                                prior=prior)  # fmt: skip
     return options
 
 
@@ -294,6 +306,7 @@ def run_component(
     classification=None,
     k: kube.Kube | None = None,
     finish_by: str = "",
+    prior_step_seconds: float = 0.0,
     queue: str = "",
     priority_class: str = "",
     admission_timeout: int = int(ADMISSION_DEADLINE),
@@ -336,6 +349,7 @@ def run_component(
             extra_args=extra_args,
             default_image=IMAGE,
             finish_by=finish_by,
+            prior_step_seconds=prior_step_seconds,
             queue=queue,
             priority_class=priority_class,
             admission_timeout=admission_timeout,

@@ -98,11 +98,6 @@ class DeadlineCheck:
         # the prior's step time.
         measured = Measured.from_ledger(records, self.train_steps, self.save_every_s,
                                         now=now, moves=walked)  # fmt: skip
-        if not measured.step_s and self.prior.step_s is None:
-            # Nothing to forecast from: decide would start the run on on-demand, and a
-            # return to spot waits RETURN_WAIT_S after that, so the deadline is judged
-            # once a step time is measured.
-            return NOT_DUE
         ladder = Ladder((rung_of(sets[0]), rung_of(sets[1])))
         d = decide(ladder, current, measured, now=now, finish_by=self.finish_by,
                    look_every_s=self.look_every_s, waited_s=waited_s, running=running,

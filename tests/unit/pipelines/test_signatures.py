@@ -48,6 +48,7 @@ NOT_TRAINING = {
     "base_output_directory": "Vertex AIP_* output dirs",
     "finish_by": "the deadline the capacity ladder is walked for (Vertex, GKE JobSet)",
     "ladder": "the capacity ladder the Vertex fall-back walks",
+    "prior_step_seconds": "seconds per step before one is measured, for the deadline",
     "queue": "the Kueue LocalQueue the JobSet gang is submitted to",
     "priority_class": "the Kueue WorkloadPriorityClass of the queued gang",
     "admission_timeout": "how long the queued gang may wait for Kueue's admission",

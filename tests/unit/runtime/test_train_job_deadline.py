@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 from spottrain.ladder.decide import RETURN_WAIT_S
+from spottrain.ladder.forecast import Prior
 from spottrain.ledger import moves
 from spottrain.ledger.schema import Move
 from spottrain.placement import Placement
@@ -64,12 +65,24 @@ def test_a_move_is_due_once_on_demand_would_be_late_from_the_next_look(tmp_path)
     (tmp_path / "attempts.json").unlink()
     clock[0] += 59
     assert check(SETS, 0) == due
-    # Asked on the on-demand gang (the move made), the look is its own: no ledger, no move.
+    # Asked on the on-demand gang (the move made), the look is its own: no ledger, no
+    # step time measured or estimated, so on-demand stays.
     assert check(SETS, 1) == NOT_DUE
     # One gang only (a ComputeClass): nothing to move to.
     assert check(SETS[:1], 0) == NOT_DUE
     clock[0] += 60
-    assert check(SETS, 0) == NOT_DUE  # no ledger: nothing measured, no move
+    # No ledger on spot: nothing measured nor estimated, so the work could need all the
+    # time there is: on-demand until a step is measured (as on Vertex; rule "estimate").
+    due = check(SETS, 0)
+    assert due.to == 1 and "no step time measured or estimated" in due.reason, due
+    # With the user's estimate (prior_step_seconds), the deadline binds from it: 10,000
+    # steps x 0.5 s + the prior's 900 s restart + 300 s held fit in 9,000 s from the next
+    # look, not in 6,000 s.
+    for left, to in ((9_000, None), (6_000, 1)):
+        est = DeadlineCheck(str(tmp_path / "new"), 10_000, NOW + left, clock=lambda: clock[0],
+                            prior=Prior(step_s=0.5))  # fmt: skip
+        clock[0] = NOW
+        assert est(SETS, 0).to == to
 
 
 def test_the_components_finish_by_gives_the_launcher_its_check_and_writes_each_move(tmp_path):
@@ -101,26 +114,38 @@ def test_the_components_finish_by_gives_the_launcher_its_check_and_writes_each_m
     # Every move is written, a deadline or not; one gang (a ComputeClass): nothing to act on.
     assert set(for_the_deadline("", str(tmp_path / "b"), settings, SETS)) == {"moved"}
     assert for_the_deadline("6h", str(tmp_path / "c"), settings, SETS[:1]) == {}
+    # The user's step estimate reaches the check; a bad one is one line, exit 64.
+    check = for_the_deadline("6h", d, settings, SETS, 0.25)["for_deadline"]
+    assert check.prior.step_s == 0.25
+    assert for_the_deadline("6h", d, settings, SETS)["for_deadline"].prior.step_s is None
+    with pytest.raises(TrainFailed) as bad:
+        for_the_deadline("6h", d, settings, SETS, -1.0)
+    assert bad.value.code == exits.FATAL_CONFIG and "prior_step_seconds=-1.0" in bad.value.message
 
 
 def test_on_demand_far_ahead_of_its_deadline_goes_back_to_spot_once_spot_was_left_long_enough(
     tmp_path,
 ):
     """On the on-demand gang (``current`` 1), a ledger far ahead: a move back to gang 0's
-    kind (spot). Not with less than the hysteresis's 380 s spare, and not within
-    RETURN_WAIT_S of the move that left spot (the ledger's moves), doubled per return."""
+    kind (spot). Not with less spare than the hysteresis's (a 100 s restart and a 60 s
+    look beyond coming back: 5,000 + 300 + 160 = 5,460 s), and not within RETURN_WAIT_S
+    of a pace (or cost) move that left spot (the ledger's moves), doubled per return."""
     d = ledger_at(tmp_path, capacity="on-demand")
     left = Move(at=NOW - RETURN_WAIT_S, platform="gke", left="st-a", from_capacity="spot",
-                to_capacity="on-demand", reason="to finish by ...")  # fmt: skip
+                to_capacity="on-demand", reason="behind the pace", rule="pace")  # fmt: skip
     moves.add_move(d, left)
-    check = DeadlineCheck(d, 10_000, NOW + 5_680, clock=lambda: NOW)
+    check = DeadlineCheck(d, 10_000, NOW + 5_460, clock=lambda: NOW)
     due = check(SETS, 1, running=True)
     assert due.to == 0 and rung_of(SETS[due.to]).capacity == "spot", due
     assert due.reason.startswith("ahead of the deadline: back to spot"), due
-    # 1 s less spare than two restarts, a save and two looks: on-demand stays.
-    assert DeadlineCheck(d, 10_000, NOW + 5_679, clock=lambda: NOW)(SETS, 1) == NOT_DUE
+    # 1 s less spare than that: on-demand stays.
+    assert DeadlineCheck(d, 10_000, NOW + 5_459, clock=lambda: NOW)(SETS, 1) == NOT_DUE
     # From the spot gang the same ledger is no move at all: spot stays.
-    assert DeadlineCheck(d, 10_000, NOW + 5_680, clock=lambda: NOW)(SETS, 0) == NOT_DUE
+    assert DeadlineCheck(d, 10_000, NOW + 5_460, clock=lambda: NOW)(SETS, 0) == NOT_DUE
+    # Left for the deadline (the safety net), not the pace: no wait.
+    g = ledger_at(tmp_path / "g", "on-demand")
+    moves.add_move(g, {**left, "at": NOW - 1, "rule": "deadline"})
+    assert DeadlineCheck(g, 10_000, NOW + 9_999, clock=lambda: NOW)(SETS, 1).to == 0
     # Spot left 1 s too recently: no return yet.
     e = ledger_at(tmp_path / "e", "on-demand")
     moves.add_move(e, {**left, "at": NOW - RETURN_WAIT_S + 1})
