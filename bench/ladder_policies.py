@@ -112,9 +112,10 @@ def ours(
 
     ``launcher="vertex"``: as ``spottrain/runtime/vertex_ladder.py``'s ``next_step``
     calls it, with ``waited_s``, ``running`` and ``prices``. ``"gke"``: as the JobSet
-    launcher's deadline check (``spottrain/runtime/train_job/deadline.py``): no
-    ``waited_s``, no prices. Both are given only what the ledger knows then
-    (:func:`measured_now`); ``up`` (the world's capacity) is never read. ``estimate``:
+    launcher's deadline check (``spottrain/runtime/train_job/deadline.py``): the time
+    the gang's pods have been Unschedulable as ``waited_s``, no prices. Both are given
+    only what the ledger knows then (:func:`measured_now`); ``up`` (the world's
+    capacity) is never read. ``estimate``:
     the user's step time estimate as a multiple of the true one (``Prior.step_s``;
     ``None``: none given). Both look every ``LOOK_S`` here (the JobSet launcher's
     default look is 60 s).
@@ -130,7 +131,8 @@ def ours(
         try:
             if launcher == "gke":
                 made = decide(LADDER, o.at, measured, now=o.t, finish_by=w.finish_by,
-                              look_every_s=LOOK_S, running=running, prior=prior)  # fmt: skip
+                              look_every_s=LOOK_S, waited_s=o.waited_s, running=running,
+                              prior=prior)  # fmt: skip
             else:
                 made = decide(LADDER, o.at, measured, now=o.t, finish_by=w.finish_by,
                               look_every_s=LOOK_S, waited_s=o.waited_s, running=running,
