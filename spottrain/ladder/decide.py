@@ -6,25 +6,33 @@ and ``bench/ladder_sim.py`` call :func:`decide` the same way, with what the ledg
 at that moment. Without a deadline it is the patience rule: a rung whose capacity does
 not come within its patience gives way to the next. With ``finish_by``:
 
-1. **Safety net.** On a preemptible rung, stay while a rung that cannot be preempted
-   (a *backstop*) could still finish in time if moved to at the next look, with a
-   restart and a save interval held in hand; move before that stops being true
-   (Wu et al., "Can't Be Late", NSDI '24, section 3). Before any step was measured,
-   the prior's step time (``Prior.step_s``) stands in; with neither, the work left
-   could take all the time there is, so the run starts on the backstop.
-2. **Cost.** Leave spot when preemptions make its useful hour dearer than the
-   backstop's (:func:`~spottrain.ladder.forecast.useful_share`).
-3. **Back to spot when ahead.** On a backstop, go back to the first preemptible rung
-   when the backstop would still be in time after a stint there (two restarts, a
-   save interval and two looks in hand: hysteresis against rule 1) and spot's useful
-   hour is clearly the cheaper (:data:`RETURN_SHARE`).
-   A return waits :data:`RETURN_WAIT_S` after spot was last left, doubled for each
-   return before: a rate that looks lower only because it was forgotten is tried
-   less and less often.
-4. **A queued rung closing.** A cheaper queued backstop (flex-start) in time now but
-   not at the next look is moved to now when that costs less than spot until the
-   last moment.
-5. **Out of time.** When no rung can make it, the rung forecast to finish first, said.
+1. **Safety net** (``deadline``). On a preemptible rung, stay while a rung that cannot
+   be preempted (a *backstop*) could still finish in time if moved to at the next
+   look; move before that stops being true (Wu et al., "Can't Be Late", NSDI '24,
+   section 3). The forecast already holds what one mishap puts at risk (the move's
+   restart, the steps since the last save); ``margin_s`` is held beyond it.
+2. **Cost** (``cost``). Leave spot when preemptions make its useful hour
+   :data:`LEAVE_SHARE` times the backstop's
+   (:func:`~spottrain.ladder.forecast.useful_share`).
+3. **Pace** (``pace``). Waiting for spot capacity while behind the pace
+   (:func:`pace_s`: part of the deadline's slack, shrinking evenly to the deadline),
+   train on the backstop instead (Wu et al.'s Uniform Progress, section 5.2.2, looser).
+4. **Back to spot when ahead** (``ahead``). On a backstop that trains, go back to the
+   first preemptible rung when the backstop would still be in time after the pace, a
+   restart there and a look (hysteresis against rules 1 and 3) and spot's useful hour
+   is no dearer (:data:`LEAVE_SHARE`; :data:`RETURN_SHARE` after a cost move). After a
+   cost or pace move a return waits :data:`RETURN_WAIT_S`, doubled for each return
+   before: a rate that looks lower only because it was forgotten, or a drought that
+   goes on, is tried less and less often.
+5. **A queued rung closing** (``queued``). A cheaper queued backstop (flex-start) in
+   time now but not at the next look is moved to now when that costs less than spot
+   until the last moment.
+6. **Out of time** (``late``). When no rung can make it, the rung forecast to finish
+   first, said.
+
+Before any step time, measured or estimated (``Prior.step_s``), the work left could
+need all the time there is: the run starts on the backstop (``estimate``), and rule 4
+brings it back once a step is measured. Each move names its rule (:data:`RULES`).
 """
 
 from __future__ import annotations
