@@ -287,6 +287,29 @@ def test_a_deadline_moves_the_run_from_preempted_spot_to_standard_in_time(digits
 
 
 @pytest.mark.slow
+def test_make_run_deadline_goes_back_to_spot_and_finishes_in_time(tmp_path, capsys, monkeypatch):
+    """``make run-deadline`` as a user runs it: no step estimate, so standard first;
+    back to spot once ahead; standard again if spot stops being safe; in time, each
+    move in the ledger and on the attempts page (its exit code says most of that)."""
+    from spottrain.testing import demo_deadline
+
+    # The demo sets its illustrative prices when unset: set here, undone after the test.
+    monkeypatch.setenv("SPOTTRAIN_PRICES", json.dumps(demo_deadline.PRICES))
+    code = demo_deadline.main(["--out", str(tmp_path / "deadline")])
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    _, moved = ledger_moves.read(str(tmp_path / "deadline" / "run" / "checkpoints"))
+    kinds = [(m["from_capacity"], m["to_capacity"], m.get("rule")) for m in moved]
+    assert kinds[:2] == [("spot", "on-demand", "estimate"), ("on-demand", "spot", "ahead")]
+    # Then standard again for the deadline, unless spot finished first (how far spot
+    # gets between its preemptions depends on this machine's load).
+    assert all(k[:2] == ("spot", "on-demand") for k in kinds[2:]) and len(kinds) <= 3, kinds
+    page = (tmp_path / "deadline" / "attempts.html").read_text()
+    assert "→ spot at" in page and page.count("→ on-demand at") == len(kinds) - 1
+    print(f"make run-deadline: moves {kinds}")
+
+
+@pytest.mark.slow
 def test_a_ladder_rung_whose_capacity_does_not_come_is_left_after_its_patience(
     digits_dir, tmp_path
 ):
