@@ -32,10 +32,15 @@ from spottrain.runtime import report
 from spottrain.runtime import vertex_job as vj
 
 STEPS, MARGIN_S, SPOT_SECONDS = 6000, 30, 4
-# Beyond standard's start-up and work: room for a return to spot after the first
-# standard job's speed is measured (the pace, a restart, a look) and for spot's losses
-# to use it up before spot could finish.
-ROOM_S = 110
+# The margin held beyond the forecast grows with the start-up: on a loaded machine the
+# last standard job's start-up varies by that much.
+MARGIN_STARTUPS = 2
+# Beyond standard's start-up and work: room for a return to spot once the first
+# standard job has measured its speed. The return needs about 80 s + 8 start-ups (the
+# pace holds half the room; the first spot job, the standard job's start-up and its
+# first measured steps, a restart and the margin come off it); the start-ups and the
+# work also grow on a loaded machine after the calibration, hence the rest.
+ROOM_S, ROOM_STARTUPS, ROOM_WORK = 120, 8, 0.5
 # Vertex AI's prices are not read from the catalog (spottrain.pricing.quoting): the
 # demo's are given as a user gives theirs, illustrative, per hour of n1-standard-4.
 PRICES = {"vertex": {"machine": {"n1-standard-4": {"spot": 0.066, "on_demand": 0.219}}}}
@@ -110,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     print("== measuring this machine: 150 steps of the trainer alone", flush=True)
     startup, per_step = calibrate(digits, out)
     work = STEPS * per_step
-    finish_by = time.time() + startup + work + ROOM_S
+    finish_by = time.time() + startup + work + ROOM_S + ROOM_STARTUPS * startup + ROOM_WORK * work
     iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finish_by))
     print(f"   start-up {startup:.0f} s, {per_step * 1000:.0f} ms a step: {STEPS} steps on "
           f"standard take about {startup + work:.0f} s; deadline {iso} "
@@ -126,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                 "--gcp_resources", str(out / "gcp_resources"), "--checkpoint_dir",
                 str(run / "checkpoints"), "--train_steps", str(STEPS), "--finish_by", iso,
                 "--first_attempts", "100", "--look_every_seconds", "2",
-                "--save_every_seconds", "2", "--margin_seconds", str(MARGIN_S),
+                "--save_every_seconds", "2", "--margin_seconds",
+                f"{MARGIN_S + MARGIN_STARTUPS * startup:.0f}",
                 "--prior_restart_seconds", f"{startup:.1f}"]  # fmt: skip
         code = subprocess.run(argv, env={**env, vj.API_ENV: svc.address}).returncode
     ended = time.time()
