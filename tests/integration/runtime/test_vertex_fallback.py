@@ -43,7 +43,7 @@ def test_the_compiled_task_runs_our_launcher_and_its_spot_and_standard_jobs_pars
     assert spec["root"]["dag"]["tasks"]["train"]["retryPolicy"]["maxRetryCount"] == 1
     # The task's arguments, placeholders filled, are the launcher's.
     fills = {"checkpoint_dir": "gs://b/ck", "train_steps": "1000", "project": "p",
-             "location": "us-central1"}  # fmt: skip
+             "location": "us-central1", "prior_step_seconds": ""}  # fmt: skip
     argv = [next((v for k, v in fills.items() if f"['{k}']" in a), a) for a in container["args"]]
     argv[argv.index("--payload") + 1] = filled_payload(spec)
     args = vj.parse_args(argv)
