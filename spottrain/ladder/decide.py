@@ -44,9 +44,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from spottrain.ladder import Ladder, LadderError, duration_s
-from spottrain.ladder.forecast import Forecast, Measured, Prior, forecast
+from spottrain.ladder.forecast import Forecast, Measured, Prior, forecast, restart_seconds
 
-# The least time held in hand beyond a forecast (the launchers' --margin_seconds).
+# Held in hand beyond a forecast (the launchers' --margin_seconds), for a restart slower
+# than measured. What one mishap puts at risk is already in every forecast: a move's
+# restart (Forecast.start_s) and the steps since the last save, as the work left counts
+# from the newest saved step. Each second held costs far more than a second on the
+# backstop: at 0.5 preemptions/h spot loses 4 % of its time, so a second more held
+# moves the run to the backstop ~25 s of spot training earlier.
 MARGIN_MIN_S = 300.0
 # Leave spot for its cost only where its useful hour costs this much more than the
 # backstop's, and come back only where it costs at most RETURN_SHARE of it: a rate
@@ -75,19 +80,6 @@ class Decision:
     reason: str
     forecast: Forecast | None = None
     rule: str = ""
-
-
-def held_in_hand(measured: Measured, prior: Prior, least_s: float = MARGIN_MIN_S) -> float:
-    """Seconds held beyond a forecast.
-
-    What one mishap puts at risk is already in every forecast: a move's restart
-    (``Forecast.start_s``) and the steps since the last save, as the work left counts
-    from the newest saved step. Held beyond that: ``least_s`` for a restart slower
-    than measured. Each second held costs far more than a second on the backstop:
-    at 0.5 preemptions/h spot loses 4 % of its time, so a second more held in hand
-    moves the run to the backstop ~25 s of spot training earlier.
-    """
-    return least_s
 
 
 def with_estimate(ladder: Ladder, measured: Measured, prior: Prior) -> Measured:
@@ -141,7 +133,7 @@ def decide(
         prices: One worker's price per hour by capacity kind (the cost rules and the
             forecast's cost); ``None``: cost is not compared, and the ladder's order
             is taken as cheapest first.
-        margin_s: The least time held in hand beyond a forecast (:func:`held_in_hand`).
+        margin_s: The time held in hand beyond a forecast (:data:`MARGIN_MIN_S`).
     """
     prices, prior = prices or {}, prior or Prior()
     here = ladder[at]
@@ -172,7 +164,7 @@ def decide(
                  price_per_hour=prices.get(rung.capacity))
         for i, rung in enumerate(ladder.rungs)
     ]  # fmt: skip
-    hold = held_in_hand(measured, prior, margin_s)
+    hold = margin_s
 
     def in_time(f: Forecast, t: float) -> bool:
         return t + f.finish_s + hold <= finish_by
@@ -302,7 +294,7 @@ def _back_to_spot(
     # Coming back here later costs a restart: the backstop's finish as if moved to.
     again = forecast(here, measured, prior, moving=True)
     spare = finish_by - now - again.finish_s - hold
-    restart = prior.restart_s if measured.restart_s is None else measured.restart_s
+    restart = restart_seconds(measured, prior)
     # Hysteresis: beyond the pace, the restart there and two looks, so that neither the
     # pace rule nor the safety net (which leaves at a look's spare) brings it straight back.
     need = pace_s(again, measured, now, finish_by) + restart + look_every_s

@@ -247,6 +247,11 @@ def step_seconds(rung: Rung, measured: Measured) -> float | None:
     return measured.step_s[shape] * max(replicas, 1) / rung.replicas
 
 
+def restart_seconds(measured: Measured, prior: Prior) -> float:
+    """Seconds from a preemption or a move until training resumes: measured, else the prior's."""
+    return prior.restart_s if measured.restart_s is None else measured.restart_s
+
+
 def preemption_rate(measured: Measured, prior: Prior) -> float:
     """Preemptions per hour on preemptible capacity: the run's, pulled to the prior."""
     events = prior.preemptions_per_hour * prior.weight_hours + measured.preemptions
@@ -295,7 +300,7 @@ def forecast(
     """
     per_step = step_seconds(rung, measured)
     work = math.inf if per_step is None else measured.steps_left * per_step
-    restart = prior.restart_s if measured.restart_s is None else measured.restart_s
+    restart = restart_seconds(measured, prior)
     rate = preemption_rate(measured, prior) if rung.preemptible else 0.0
     useful = useful_share(rate, restart, measured.save_every_s)
     start = 0.0
