@@ -15,6 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from spottrain.exits import UNAVAILABLE, TrainerExit
 from spottrain.trainer import gang_env
 
 log = logging.getLogger(__name__)
@@ -194,6 +195,15 @@ def default_dirs(environ: dict | None = None) -> dict[str, str]:
     }
 
 
+def _own_address(cluster: Cluster) -> str:
+    """This task's host:port in the cluster spec ("?" when there is none)."""
+    spec = cluster.job_spec or json.loads(os.environ.get("TF_CONFIG") or "{}")
+    try:
+        return spec["cluster"][cluster.task_type][cluster.task_id]
+    except (KeyError, IndexError, TypeError):
+        return "?"
+
+
 def create_strategy(cluster: Cluster, collective_timeout_s: float):
     """Builds the distribution strategy for this process.
 
@@ -233,9 +243,20 @@ def create_strategy(cluster: Cluster, collective_timeout_s: float):
                 num_accelerators={"GPU": gpus} if gpus else None,
                 rpc_layer="grpc",
             )
-        strategy = tf.distribute.MultiWorkerMirroredStrategy(
-            cluster_resolver=resolver, communication_options=options
-        )
+        try:
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(
+                cluster_resolver=resolver, communication_options=options
+            )
+        except tf.errors.UnknownError as e:
+            if "Could not start gRPC server" not in str(e):
+                raise
+            # TF binds 0.0.0.0:<this task's port>; only a port another process holds
+            # fails that, and it may be free on the next attempt.
+            raise TrainerExit(
+                UNAVAILABLE,
+                f"{cluster.name} could not listen on its port ({_own_address(cluster)}: "
+                "another process holds it); retryable",
+            ) from None
     elif len(tf.config.list_physical_devices("GPU")) > 1:
         strategy = tf.distribute.MirroredStrategy()
     else:

@@ -6,16 +6,44 @@ Also what /proc says of a worker's processes (its trainer under its supervisor).
 from __future__ import annotations
 
 import os
+import random
 import socket
 
 
+def _ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int:
+    """The lowest port the kernel hands out for outgoing connections and bind(0)."""
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default range starts there
+
+
 def free_ports(n: int) -> list[int]:
-    """Reserves n distinct free TCP ports on 127.0.0.1 (held open until all are picked)."""
+    """Reserves n distinct free TCP ports on 127.0.0.1 (held open until all are picked).
+
+    They are released before the workers bind them, seconds later. A port from the
+    kernel's ephemeral range could be taken in between by any process's outgoing
+    connection (CI saw a chief fail "Could not start gRPC server" so), so they are
+    drawn below that range, where only an explicit bind can take them.
+    """
+    low = _ephemeral_low()
+    floor = 10000
+    rng = random.SystemRandom()
     socks = []
     try:
-        for _ in range(n):
+        tries = 0
+        while len(socks) < n:
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
+            if low - floor >= 1000 and tries < 50 * n:
+                tries += 1
+                try:
+                    s.bind(("127.0.0.1", rng.randrange(floor, low)))
+                except OSError:
+                    s.close()
+                    continue
+            else:  # an unusual range: the kernel's own pick
+                s.bind(("127.0.0.1", 0))
             socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:

@@ -174,3 +174,34 @@ def test_an_attempt_whose_chief_never_started_is_still_recorded(digits_dir, tmp_
     proc, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=2))
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert [r["outcome"] for r in ledger(out)] == ["hang", "success"]
+
+
+def test_a_port_another_process_holds_is_one_retryable_line(digits_dir, tmp_path):
+    """CI saw a chief's port, released by the launcher's pick, taken before the chief
+    bound it: TF's "Could not start gRPC server" traceback and exit 1. Now one line
+    naming the address, and a retryable exit (the port may be free next time)."""
+    with held_port() as own, held_port() as peer:
+        tf_config = {
+            "cluster": {"chief": [f"127.0.0.1:{own}"], "worker": [f"127.0.0.1:{peer}"]},
+            "task": {"type": "chief", "index": 0},
+        }
+        timeout = startup_timeout_here()
+        proc, _ = run_module(
+            "spottrain.trainer.task",
+            tiny_args(digits_dir, tmp_path / "run", startup_timeout=timeout),
+            extra_env={"TF_CONFIG": json.dumps(tf_config)},
+            timeout=timeout + 120,
+        )
+    assert proc.returncode == exits.UNAVAILABLE, proc.stdout[-3000:]
+    said = [ln for ln in proc.stdout.splitlines() if "WARNING trainer: exit 172:" in ln]
+    assert len(said) == 1 and f"127.0.0.1:{own}" in said[0], proc.stdout[-3000:]
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
+
+
+def test_the_local_launcher_picks_ports_outside_the_ephemeral_range():
+    """Where no outgoing connection can take them between the pick and the bind."""
+    from spottrain.trainer import local_cluster
+
+    low = local_cluster._ephemeral_low()
+    ports = local_cluster.free_ports(8)
+    assert len(set(ports)) == 8 and all(1024 < p < low for p in ports), (ports, low)
