@@ -240,11 +240,15 @@ run-deadline: venv ## The Vertex fall-back walking the capacity ladder for a dea
 # the variant that resumes on the on-demand pool when the spot run fails for good.
 # ENGINE=job|pod: train as a JobSet of one pod per worker (the default) or in the KFP pod.
 GKE_PIPELINE = $(if $(POOL),--pool "$(POOL)") $(if $(ENGINE),--engine "$(ENGINE)") $(if $(FALLBACK),--fallback) $(if $(NAMESPACE),--namespace "$(NAMESPACE)")
-PIPELINE_PARAMS = $(filter $(addsuffix %,a b c d e f g h i j k l m n o p q r s t u v w x y z),$(MAKEOVERRIDES))
+# Each one reaches the CLI as one shell word, single-quoted, whatever it holds (JSON
+# with spaces, quotes); $(value) so that a "$" in it is the user's, not make's.
+COMMAND_LINE_VARIABLES = $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))
+PIPELINE_PARAM_NAMES = $(filter $(addsuffix %,a b c d e f g h i j k l m n o p q r s t u v w x y z),$(COMMAND_LINE_VARIABLES))
+PIPELINE_PARAMS = $(foreach p,$(PIPELINE_PARAM_NAMES),'$(subst ','\'',$(p)=$(value $(p)))')
 # The other command-line variables, minus this Makefile's own: the CLI refuses one
 # named like a pipeline parameter (TRAIN_STEPS=5 would otherwise be dropped silently).
 MAKE_OWN_VARIABLES := HOST NAMESPACE POOL ENGINE FALLBACK DRY_RUN NAME VERSION PROJECT REGION BUCKET SERVICE_ACCOUNT IMAGE OUT PYTHON ARGO_NAMESPACE POLICY BASE TASKS TASK REGISTRY DIST
-OTHER_VARIABLES = $(sort $(filter-out $(MAKE_OWN_VARIABLES) $(foreach p,$(PIPELINE_PARAMS),$(firstword $(subst =, ,$(p)))),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))))
+OTHER_VARIABLES = $(sort $(filter-out $(MAKE_OWN_VARIABLES) $(PIPELINE_PARAM_NAMES),$(COMMAND_LINE_VARIABLES)))
 MAKE_VARIABLES_FLAG = $(if $(OTHER_VARIABLES),--make-variables "$(OTHER_VARIABLES)")
 IMAGE ?= $(shell $(PY) -c 'from spottrain.version import IMAGE; print(IMAGE)')
 # $(call require,VAR,example): stop with a one-line message when VAR is empty.

@@ -129,6 +129,28 @@ def test_make_run_preemptible_forwards_lower_case_variables_as_parameters():
     assert "HOST=h" not in result.stdout.split("run-gke --host")[1]
 
 
+@pytest.mark.parametrize("target", ["run-gke", "run-vertex"])
+def test_make_passes_each_parameter_as_one_shell_word_whatever_it_holds(target):
+    """JSON with spaces, a quote and a "$" (docs/task-api.md's task_args example) reach
+    the CLI as written: once, the shell split them at the space and dropped the rest."""
+    import shlex
+
+    args = '{"features": 8, "note": "it\'s $HOME"}'
+    result = make("-n", target, "HOST=h", "PROJECT=p", "REGION=r", "BUCKET=b",
+                  f"task_args={args}", "data_src=gs://a b")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if "spottrain.pipelines" in ln)
+    words = shlex.split(line)
+    assert f"task_args={args}" in words and "data_src=gs://a b" in words, words
+
+
+def test_make_run_gke_takes_the_docs_task_args_example_to_the_image_check():
+    """Past the task's pre-flight (which reads task_args) to the placeholder image."""
+    result = make("run-gke", "DRY_RUN=1", "data_src=gs://bkt/d", "checkpoint_dir=gs://bkt/c",
+                  "task=examples.regression:Regression", 'task_args={"features": 8}')  # fmt: skip
+    assert result.returncode != 0 and "runs the placeholder image" in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("target", ["upload", "run-preemptible"])
 def test_make_pool_and_fallback_pick_the_gke_variant(target):
     result = make("-n", target, "HOST=h", "POOL=spot", "FALLBACK=1", "data_src=gs://a")
