@@ -202,14 +202,10 @@ def cmd_run_vertex(args: argparse.Namespace) -> int:
 def cmd_run_local(args: argparse.Namespace) -> int:
     """Runs the whole pipeline locally under kfp.local with fake GCS."""
     _check_positive(workers=args.workers, train_steps=args.train_steps)
-    from spottrain import fileio, storage
+    from spottrain import fileio
 
-    if blocked := storage.folder_problem(args.out):
+    if blocked := fileio.unwritable_folder(args.out):
         raise _guard_error(f"--out {args.out!r}: {blocked}")
-    try:
-        fileio.probe_writable(args.out)
-    except OSError as e:
-        raise _guard_error(f"--out {args.out!r} is not writable: {e.strerror}") from None
     for flag, value in (("--limit", args.limit), ("--preempt-at-step", args.preempt_at_step)):
         if value is not None and value < 0:
             raise _guard_error(f"{flag} {value} must be >= 0")

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from spottrain import exits, ledger, storage
+from spottrain import exits, fileio, ledger
 from spottrain.datasets import MISSING_DEPENDENCY, MissingDependency, write_digits
 from spottrain.ledger import attempt_cost, usage
 from spottrain.trainer import launch
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         if value < least:
             p.error(f"{flag} {value} must be >= {least}")
-    if blocked := storage.folder_problem(args.out):
+    if blocked := fileio.unwritable_folder(args.out):
         p.error(f"--out {args.out!r}: {blocked}")
 
     out = Path(args.out).resolve()

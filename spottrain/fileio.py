@@ -218,6 +218,22 @@ def write_json(path: str, data, *, sort_keys: bool = True) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=sort_keys))
 
 
+def unwritable_folder(path: str) -> str | None:
+    """Why a local folder cannot be created at ``path`` and written, or ``None``.
+
+    Worded to follow the caller's naming of the value: ``--out 'x': not writable: ...``.
+    """
+    from spottrain.storage import folder_problem
+
+    if blocked := folder_problem(path):
+        return blocked
+    try:
+        probe_writable(path)
+    except OSError as e:
+        return f"not writable: {e.strerror}"
+    return None
+
+
 def probe_writable(directory: str) -> None:
     """Creates ``directory`` if needed, writes and removes a small file in it.
 

@@ -77,24 +77,11 @@ def _check_outputs(args: argparse.Namespace) -> str:
         parent = os.path.dirname(os.path.abspath(path))
         if os.path.isdir(path):
             return f"{flag} {path!r} is a folder: give a file name"
-        if os.path.exists(parent) and not os.path.isdir(parent):
-            return f"{flag} {path!r}: {parent!r} is a file, not a folder"
-        problem = _unwritable(parent)
-        if problem:
+        if problem := fileio.unwritable_folder(parent):
             return f"{flag} {path!r}: {problem}"
     if args.logdir and storage.is_local(args.logdir):
-        problem = storage.folder_problem(args.logdir) or _unwritable(args.logdir)
-        if problem:
+        if problem := fileio.unwritable_folder(args.logdir):
             return f"--logdir {args.logdir!r}: {problem}"
-    return ""
-
-
-def _unwritable(folder: str) -> str:
-    """Why ``folder`` (created if missing) cannot be written, or ``""``."""
-    try:
-        fileio.probe_writable(folder)
-    except OSError as e:
-        return f"{e.filename or folder!r} is not writable: {e.strerror}"
     return ""
 
 

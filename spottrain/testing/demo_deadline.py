@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from spottrain import ledger
+from spottrain import fileio, ledger
 from spottrain.datasets import write_digits
 from spottrain.ledger import attempt_cost, moves
 from spottrain.runtime import report
@@ -97,17 +97,34 @@ def payload(digits: Path, run: Path) -> dict:
     return {"display_name": "spottrain-train", "job_spec": spec}
 
 
+# What the demo writes in --out, and all it removes there before a run.
+WRITES = ("run", "jobs", "digits", "calibration", "gcp_resources", "attempts.html")
+
+
+def clear_own(out: Path) -> None:
+    """Removes what an earlier demo wrote in ``out``, only that: it may hold the user's files."""
+    for name in WRITES:
+        if (out / name).is_dir():
+            shutil.rmtree(out / name)
+        else:
+            (out / name).unlink(missing_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the demo; 0 when the run finished all its steps by the deadline."""
     from spottrain.testing.vertex_jobs import JobService
 
     p = argparse.ArgumentParser(prog="python -m spottrain.testing.demo_deadline")
-    p.add_argument("--out", default="out/deadline", help="Output folder (recreated).")
+    p.add_argument(
+        "--out", default="out/deadline", help="Output folder (what the demo wrote is replaced)."
+    )
     args = p.parse_args(argv)
+    if blocked := fileio.unwritable_folder(args.out):
+        p.error(f"--out {args.out!r}: {blocked}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow's first import
     os.environ.setdefault("SPOTTRAIN_PRICES", json.dumps(PRICES))
     out = Path(args.out).resolve()
-    shutil.rmtree(out, ignore_errors=True)
+    clear_own(out)
     run = out / "run"
     (out / "jobs").mkdir(parents=True)
     digits = out / "digits"

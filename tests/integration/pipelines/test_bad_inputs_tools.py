@@ -94,7 +94,7 @@ def test_run_local_refuses_a_read_only_out(read_only_dir, capsys):
     code = cli.main(["run-local", "--out", str(read_only_dir / "run")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
-    assert f"--out '{read_only_dir / 'run'}' is not writable: Read-only file system" in err
+    assert f"--out '{read_only_dir / 'run'}': not writable: Read-only file system" in err
 
 
 def _tree(tmp_path):
@@ -186,3 +186,34 @@ def test_the_vertex_fall_back_launcher_refuses_a_made_up_region(tmp_path):
     errors = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(errors) == 1 and "--location 'us-central9' is not a Vertex AI region" in errors[0]
     assert not (tmp_path / "gcp_resources").exists()
+
+
+@pytest.mark.parametrize("module", ["spottrain.demo", "spottrain.testing.demo_deadline"])
+@pytest.mark.parametrize(
+    "out, named",
+    [("{tmp}/a-file/x", "is a file, not a folder"), ("/proc/spottrain-x", "not writable")],
+)
+def test_the_demos_refuse_an_out_they_cannot_write_before_anything(tmp_path, module, out, named):
+    """Once a traceback from the first mkdir (make run-deadline OUT=<unwritable>)."""
+    (tmp_path / "a-file").write_text("x")
+    proc = _run(module, "--out", out.format(tmp=tmp_path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "--out" in last and named in last, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr and not proc.stdout
+
+
+def test_the_deadline_demo_removes_only_what_it_wrote(tmp_path):
+    """make run-deadline OUT=<a folder of the user's> deleted the folder and its files."""
+    from spottrain.testing.demo_deadline import WRITES, clear_own
+
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "data").mkdir()
+    for name in WRITES:
+        if "." in name:
+            (tmp_path / name).write_text("old page")
+        else:
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "x").write_text("old")
+    clear_own(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "notes.txt"]
