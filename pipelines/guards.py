@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from spottrain.pipelines import task_check, templates
+from spottrain.placement import MAX_WORKERS
 
 PERSISTENT_PREFIXES = ("gs://", "/gcs/")
 _TIMEOUT = re.compile(r"^([0-9]+(\.[0-9]{1,9})?)s$")
@@ -192,12 +193,15 @@ def check_values(spec: Mapping, params: Mapping[str, Any]) -> None:
         if types[name] == "STRING" and not str(params.get(name, "")).strip():
             raise GuardError(f"pipeline parameter {name} is empty: pass {name}=...")
     values = {**templates.parameter_defaults(spec), **params}
-    for name in ("workers", "unschedulable_timeout"):
-        if name in values and values[name] < (1 if name == "workers" else 0):
-            raise GuardError(
-                f"pipeline parameter {name}={values[name]} must be >= "
-                f"{1 if name == 'workers' else 0}"
-            )
+    if "workers" in values and not 1 <= values["workers"] <= MAX_WORKERS:
+        raise GuardError(
+            f"pipeline parameter workers={values['workers']}: expected 1 to {MAX_WORKERS}"
+        )
+    if values.get("unschedulable_timeout", 0) < 0:
+        raise GuardError(
+            f"pipeline parameter unschedulable_timeout={values['unschedulable_timeout']} "
+            "must be >= 0"
+        )
     if "local_workers" in values and values["local_workers"] < 1:
         raise GuardError(
             f"pipeline parameter local_workers={values['local_workers']} must be >= 1 "

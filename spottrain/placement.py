@@ -13,6 +13,11 @@ import difflib
 import re
 from dataclasses import dataclass, field, replace
 
+# Kubernetes caps an Indexed Job at 10^5 completions and parallelism (batch/v1
+# JobSpec.completionMode); a larger worker count is a typo, not a cluster: refused at
+# submit, by train_job, by the ladder and in the pods alike.
+MAX_WORKERS = 100_000
+
 # flex-start: GKE's Dynamic Workload Scheduler VMs ("Run a small batch workload with
 # GPUs and Flex-start VMs"): queued for capacity, discounted (up to 53 %), run at most
 # 7 days, not preempted before that; the pool needs GKE 1.32.2-gke.1652000+ for GPUs.

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, fields, replace
 
 from spottrain.exits import ConfigError
+from spottrain.placement import MAX_WORKERS
 from spottrain.pricing import machines, zones
 
 # The capacity kinds, cheapest and least sure first. ``flex-start``: queued capacity
@@ -135,6 +136,8 @@ def parse(text: str, defaults: Rung) -> Ladder:
         items = json.loads(text) if text.strip() else []
     except json.JSONDecodeError as e:
         raise LadderError(f"ladder {text[:80]!r}: not JSON ({e.msg})") from None
+    except ValueError:  # Python's limit on an integer's digits (4300)
+        raise LadderError(f"ladder {text[:80]!r}: a number with thousands of digits") from None
     if not isinstance(items, list):
         raise LadderError(f"ladder {text[:80]!r}: expected a JSON list of rungs")
     rungs = []
@@ -192,8 +195,8 @@ def _check_rung(n: int, rung: Rung, batch_size: int) -> None:
     at = f"ladder rung {n}"
     if rung.capacity not in CAPACITIES:
         raise LadderError(f"{at}: capacity={rung.capacity!r}: expected one of {CAPACITIES}")
-    if rung.workers < 1:
-        raise LadderError(f"{at}: workers={rung.workers}: at least 1")
+    if not 1 <= rung.workers <= MAX_WORKERS:
+        raise LadderError(f"{at}: workers={rung.workers}: expected 1 to {MAX_WORKERS}")
     if rung.gpu_count < 0 or (rung.gpu_type and rung.gpu_count < 1):
         raise LadderError(f"{at}: gpu_count={rung.gpu_count} with gpu_type={rung.gpu_type!r}")
     if rung.gpu_type and machines.gpu_key(rung.gpu_type) is None:

@@ -46,6 +46,12 @@ from dataclasses import dataclass, replace
 from spottrain.ladder import Ladder, LadderError, duration_s
 from spottrain.ladder.forecast import Forecast, Measured, Prior, forecast, restart_seconds
 
+# A finish_by nearer than this is "now" (finish_by=0): no gang starts in it. One further
+# than this is a typo (99999999999999999999d overflowed the clock); Vertex's longest
+# custom job is 7 days, a KFP run's timeout is the pipeline's.
+MIN_FINISH_BY_S = 60.0
+MAX_FINISH_BY_S = 366 * 86400.0
+
 # Held in hand beyond a forecast (the launchers' --margin_seconds), for a restart slower
 # than measured. What one mishap puts at risk is already in every forecast: a move's
 # restart (Forecast.start_s) and the steps since the last save, as the work left counts
@@ -337,21 +343,27 @@ def finish_by_epoch(text: str, now: float) -> float | None:
     if not text:
         return None
     try:
-        return now + duration_s(text, "finish_by")
+        at = now + duration_s(text, "finish_by")
     except LadderError:
-        pass
-    try:
-        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise LadderError(
-            f"finish_by={text!r}: expected a duration ('6h') or a time with its zone "
-            "('2026-11-29T06:00:00Z')"
-        ) from None
-    if when.tzinfo is None:
-        raise LadderError(f"finish_by={text!r} has no time zone: add 'Z' or '+09:00'")
-    if when.timestamp() <= now:
-        raise LadderError(f"finish_by={text!r} is already past")
-    return when.timestamp()
+        at = None
+    if at is None:
+        try:
+            when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise LadderError(
+                f"finish_by={text!r}: expected a duration ('6h') or a time with its zone "
+                "('2026-11-29T06:00:00Z')"
+            ) from None
+        if when.tzinfo is None:
+            raise LadderError(f"finish_by={text!r} has no time zone: add 'Z' or '+09:00'")
+        if when.timestamp() <= now:
+            raise LadderError(f"finish_by={text!r} is already past")
+        at = when.timestamp()
+    if at - now < MIN_FINISH_BY_S:
+        raise LadderError(f"finish_by={text!r} is less than a minute away: no run starts in that")
+    if at - now > MAX_FINISH_BY_S:
+        raise LadderError(f"finish_by={text!r} is more than a year away: a typo?")
+    return at
 
 
 def unreachable(
@@ -398,7 +410,15 @@ def kept_deadline(checkpoint_dir: str, asked: str, rungs: list[str], now: float)
 
     stored, _ = moves.read(checkpoint_dir)
     if stored and stored.get("asked") == asked:
-        return stored.get("finish_by")
+        kept = stored.get("finish_by")
+        if kept is not None and (
+            not isinstance(kept, int | float) or isinstance(kept, bool) or not math.isfinite(kept)
+        ):
+            raise LadderError(
+                f"the ledger in {checkpoint_dir} keeps finish_by={kept!r} for {asked!r}, not "
+                "a time: pass finish_by as a time with its zone (a new value replaces it)"
+            )
+        return kept
     finish_by = finish_by_epoch(asked, now)
     plan = {"rungs": rungs, "finish_by": finish_by, "asked": asked, "set_at": now}
     moves.set_ladder(checkpoint_dir, plan)

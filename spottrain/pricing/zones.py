@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from spottrain.pricing.machines import region_of
 
-__all__ = ["ZONES", "problem"]
+__all__ = ["GEOGRAPHIES", "ZONES", "problem"]
 
 _ABC = "abc"
 ZONES: dict[str, str] = {
@@ -32,13 +32,23 @@ ZONES: dict[str, str] = {
 }
 
 
-def problem(location: str) -> str:
-    """Why ``location`` is a zone that does not exist; ``""`` when it may.
+# The geographies every region is named in (the part before the first "-"). A newer
+# region in one of them is let through; one in none (``moon-central1``) is a typo.
+GEOGRAPHIES = frozenset(r.split("-")[0] for r in ZONES)
 
-    A region, and a zone of a region not in :data:`ZONES`, are not judged here.
+
+def problem(location: str) -> str:
+    """Why ``location`` is a place that does not exist; ``""`` when it may.
+
+    A region not in :data:`ZONES` (a newer one), and its zones, are judged only by
+    their geography.
     """
     name = location.strip().lower()
     region = region_of(name)
+    if region is not None and region.split("-")[0] not in GEOGRAPHIES:
+        return (
+            f"location {name!r} is in no Google Cloud geography ({', '.join(sorted(GEOGRAPHIES))})"
+        )
     if region is None or region == name or region not in ZONES:
         return ""
     letter = name[len(region) + 1 :]

@@ -16,13 +16,11 @@ import re
 from dataclasses import dataclass
 
 from spottrain.exits import UNAVAILABLE, TrainerExit
+from spottrain.placement import MAX_WORKERS
 from spottrain.trainer import gang_env
 
 log = logging.getLogger(__name__)
 
-# Kubernetes caps an Indexed Job at 10^5 completions and parallelism (batch/v1
-# JobSpec.completionMode); a larger count is a typo, not a cluster.
-MAX_JOB_WORKERS = 100_000
 # RFC 1123 label, what Kubernetes requires of Job and Service names used as host names.
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _GANG_VARS = (gang_env.JOB_NAME, gang_env.SERVICE, gang_env.WORKERS, gang_env.PORT)
@@ -106,7 +104,7 @@ def job_tf_config(environ: dict | None = None) -> dict | None:
             )
         names[name] = value
     workers = _whole(
-        gang_env.WORKERS, env.get(gang_env.WORKERS, ""), 1, MAX_JOB_WORKERS, "a worker count"
+        gang_env.WORKERS, env.get(gang_env.WORKERS, ""), 1, MAX_WORKERS, "a worker count"
     )
     port = _whole(
         gang_env.PORT, env.get(gang_env.PORT, str(gang_env.DEFAULT_PORT)), 1, 65535, "a port"

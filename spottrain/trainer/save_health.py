@@ -41,9 +41,36 @@ def _finite(value) -> bool:
 
 
 def read(checkpoint_dir: str) -> dict:
-    """The history in ``checkpoint_dir`` (empty when there is none or it is unreadable)."""
+    """The history in ``checkpoint_dir`` (empty when there is none or it is unreadable).
+
+    It only advises (which saves diverged, where a rewind went), so a hand-edited or
+    foreign file loses its malformed parts with a warning instead of stopping every
+    retry (``{"saves": "x"}`` was an AttributeError, exit 1, on each).
+    """
     data = fileio.read_json(fileio.join(checkpoint_dir, HISTORY)) if checkpoint_dir else None
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    saves = data.get("saves", [])
+    good = [s for s in saves if _is_save(s)] if isinstance(saves, list) else []
+    rewound = data.get("rewound")
+    bad = (
+        (not isinstance(saves, list) or len(good) < len(saves))
+        or (rewound is not None and not isinstance(rewound, dict))
+        or ("nan_step" in data and not _whole(data["nan_step"]))
+    )
+    if bad:
+        log.warning("%s: malformed entries dropped (it only advises; the checkpoints "
+                    "are unchanged)", fileio.join(checkpoint_dir, HISTORY))  # fmt: skip
+        data = {"saves": good, **({"rewound": rewound} if isinstance(rewound, dict) else {})}
+    return data
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_save(entry) -> bool:
+    return isinstance(entry, dict) and _whole(entry.get("step"))
 
 
 def diverged_steps(history: dict) -> set[int]:

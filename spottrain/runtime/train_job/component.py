@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 
 from spottrain import exits, ledger
-from spottrain.placement import Placement, PlacementError, seconds
+from spottrain.placement import MAX_WORKERS, Placement, PlacementError, seconds
 from spottrain.runtime import termination
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import jobset as js
@@ -168,8 +168,8 @@ def launch(
     """
     check_inputs(data_dir=data_dir, checkpoint_dir=checkpoint_dir, run_id=run_id,
                         task_name=task_name)  # fmt: skip
-    if workers < 1:
-        raise _fatal(f"workers={workers}: must be >= 1")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise _fatal(f"workers={workers}: expected 1 to {MAX_WORKERS} (an Indexed Job's most)")
     for name, value in (("unschedulable_timeout", unschedulable_timeout),
                         ("admission_timeout", admission_timeout)):  # fmt: skip
         if value < 0:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from spottrain import exits
 from spottrain.ledger import bill_labels, usage
-from spottrain.placement import Placement
+from spottrain.placement import MAX_WORKERS, Placement
 from spottrain.runtime.train_job import names
 from spottrain.trainer import gang_env
 
@@ -102,8 +102,10 @@ class WorkerSet:
     labels: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
-        if not 1 <= self.workers <= 100_000:
-            raise ValueError(f"workers={self.workers}: expected 1 to 100000 (an Indexed Job)")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise ValueError(
+                f"workers={self.workers}: expected 1 to {MAX_WORKERS} (an Indexed Job)"
+            )
         longest = len(pod_host(self.name, self.workers - 1)) + _POD_SUFFIX
         if longest > 63:
             raise ValueError(

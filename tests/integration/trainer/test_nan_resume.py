@@ -105,3 +105,19 @@ def test_a_loss_rising_beyond_the_bound_marks_that_save_and_the_later_ones(tmp_p
     assert (healthy, diverged) == ([10, 20], [30, 40])
     # Every worker reads the same marks from the file.
     assert save_health.diverged_steps(save_health.read(str(tmp_path))) == {30, 40}
+
+
+@pytest.mark.parametrize(
+    "text", ['{"saves": "x"}', '{"saves": [1, {"step": "2"}], "rewound": 3}', '{"nan_step": "x"}']
+)
+def test_a_malformed_save_history_is_a_warning_not_a_crash_on_every_retry(
+    digits_dir, tmp_path, text
+):
+    """saves.json only advises: ``{"saves": "x"}`` was an AttributeError (exit 1) on
+    every retry; its malformed parts are now dropped with one warning."""
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "saves.json").write_text(text)
+    proc, _ = run_module("spottrain.trainer.task", tiny_args(digits_dir, out, train_steps=2))
+    assert proc.returncode == exits.OK, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("saves.json: malformed entries dropped") == 1, proc.stdout[-3000:]

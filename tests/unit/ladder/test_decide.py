@@ -280,7 +280,10 @@ def test_finish_by_is_a_duration_or_a_time_with_its_zone(text, expected):
 @pytest.mark.parametrize(
     ("text", "word"),
     [("tomorrow", "expected a duration"), ("2027-01-15T10:00", "no time zone"),
-     ("2027-01-15T07:00:00Z", "already past")],
+     ("2027-01-15T07:00:00Z", "already past"), ("0", "less than a minute away"),
+     ("0.001s", "less than a minute away"), ("2027-01-15T08:00:30Z", "less than a minute"),
+     ("99999999999999999999d", "more than a year away"),
+     ("2099-01-01T00:00:00Z", "more than a year away")],
 )  # fmt: skip
 def test_a_finish_by_no_run_can_use_is_one_line(text, word):
     from spottrain.ladder import LadderError
@@ -350,3 +353,22 @@ def test_the_margin_is_a_setting_and_a_deadline_in_time_but_inside_it_is_said_so
     assert (d.kind, d.to) == (STAY, 0), d
     d = decide(TWO, 0, m, now=NOW, finish_by=NOW + 4790, look_every_s=60, margin_s=60)
     assert (d.kind, d.to) == (MOVE, 1) and "to finish by" in d.reason, d
+
+
+@pytest.mark.parametrize("kept", ["tomorrow", None, True, float("nan"), [1]])
+def test_a_kept_deadline_that_is_not_a_time_is_one_line(tmp_path, kept):
+    """A ledger's kept finish_by (hand-edited, foreign) that is not a number: one line
+    (exit 64) at the launcher's first look, where it was a TypeError. ``None`` is a run
+    without a deadline, kept as such."""
+    from spottrain.ladder import LadderError
+    from spottrain.ladder.decide import kept_deadline
+    from spottrain.ledger import moves
+
+    moves.set_ladder(str(tmp_path), {"rungs": ["spot"], "finish_by": kept, "asked": "6h",
+                                     "set_at": NOW})  # fmt: skip
+    if kept is None:
+        assert kept_deadline(str(tmp_path), "6h", ["spot"], NOW) is None
+        return
+    with pytest.raises(LadderError, match="not a time") as err:
+        kept_deadline(str(tmp_path), "6h", ["spot"], NOW)
+    assert "\n" not in str(err.value) and err.value.code == 64

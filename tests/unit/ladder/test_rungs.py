@@ -41,6 +41,11 @@ REFUSED = [
     ('[{"capacity": "spot", "location": "us-central1-z"}]', "'us-central1-z' does not exist"),
     ('[{"capacity": "spot", "location": "Iowa"}]', "neither a region nor a zone"),
     ('[{"capacity": "spot", "workers": 0}]', "workers=0"),
+    ('[{"capacity": "spot", "workers": 100001}]', "workers=100001: expected 1 to 100000"),
+    ('[{"capacity": "spot", "workers": ' + "9" * 5001 + "}]", "thousands of digits"),
+    ('[{"capacity": "spot", "location": "moon-central1"}]', "'moon-central1' is in no Google"),
+    ('[{"capacity": "spot", "location": "moon-central1-a"}]', "'moon-central1-a' is in no"),
+    ('[{"capacity": "spot", "patience": 1e400}]', "patience=inf"),
     ('[{"capacity": "spot", "patience": "soon"}]', "patience='soon'"),
     ('[{"capacity": "spot"}, {"capacity": "spot", "patience": "1h"}]', "rung 2 (spot"),
 ]

@@ -316,10 +316,14 @@ def test_run_vertex_makes_a_finish_by_duration_its_time_and_refuses_a_bad_one(
     assert before + 6 * 3600 - 1 <= when <= time.time() + 6 * 3600, sent
     assert f"finish_by='6h': the run is to finish by {sent}" in out
     # A time with its zone goes as given; bad ones are one line each, nothing sent.
-    code, out, err = run_cli(*base, ckpt, "finish_by=2099-01-01T00:00:00Z", capsys=capsys)
-    assert code == 0 and '"finish_by": "2099-01-01T00:00:00Z"' in out, err
+    month = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 30 * 86400))
+    code, out, err = run_cli(*base, ckpt, f"finish_by={month}", capsys=capsys)
+    assert code == 0 and f'"finish_by": "{month}"' in out, err
     for bad, word in (("finish_by=soon", "expected a duration"),
                       ("finish_by=2099-01-01T00:00", "no time zone"),
+                      ("finish_by=0", "finish_by='0' is less than a minute away"),
+                      ("finish_by=99999999999999999999d", "is more than a year away"),
+                      ("finish_by=2099-01-01T00:00:00Z", "is more than a year away"),
                       ('ladder=[{"capacity": "cheap"}]', "capacity='cheap'")):  # fmt: skip
         code, out, err = run_cli(*base, ckpt, bad, capsys=capsys)
         assert code == cli.ERROR_EXIT and out == "" and word in err, (bad, err)

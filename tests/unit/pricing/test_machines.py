@@ -69,7 +69,12 @@ def test_a_zone_is_priced_in_its_region(location, region):
         ("us-central1", ""),  # a region: the catalog knows its regions
         ("us-central1-e", "zone 'us-central1-e' does not exist: us-central1 has zones a, b, c, f"),
         ("europe-west1-a", "zone 'europe-west1-a' does not exist: europe-west1 has zones b, c, d"),
-        ("mars-central1-q", ""),  # a region not listed: not judged here
+        ("us-north9-q", ""),  # a region not listed, in a known geography: let through
+        (
+            "mars-central1-q",
+            "location 'mars-central1-q' is in no Google Cloud geography "
+            "(africa, asia, australia, europe, me, northamerica, southamerica, us)",
+        ),
         ("", ""),
     ],
 )
