@@ -25,8 +25,11 @@ $(STAMP): setup.py
 # trainers, servers and control planes it starts (docs/development.md, "CI budget").
 # TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
-test: venv tools ## Run the whole test suite (what CI runs)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+# The unit tier first, under its guard as test-fast runs it (a unit test that starts a
+# process fails there, and would pass unguarded), then the other tiers.
+test: venv tools ## Run the whole test suite (what CI runs): the unit tier as test-fast, then the rest
+	SPOTTRAIN_TIER=unit $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/unit
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests --ignore=tests/unit
 
 test-fast: venv ## The unit tier only (tests/unit): in-process, no tool builds; a test that starts a process fails
 	SPOTTRAIN_TIER=unit $(PY) -m pytest -q tests/unit
