@@ -26,10 +26,13 @@ from spottrain.runtime.train_job.kube import KubeError
 
 
 def main() -> int:
+    from kubernetes import client as k8s
     from kubernetes import config
 
     spec = json.loads(sys.argv[1])
-    client = config.new_client_from_config(config_file=spec["kubeconfig"])
+    conf = k8s.Configuration()
+    config.load_kube_config(config_file=spec["kubeconfig"], client_configuration=conf)
+    client = kube.api_client(conf)  # as in_cluster() makes it
     ws = js.WorkerSet(
         name=spec["name"],
         namespace=spec["namespace"],

@@ -30,6 +30,7 @@ class Played:
     code: int | None = None
     line: str = ""
     retried: int = 0  # the kube module's "trying again" warnings for this JobSet
+    urllib3: list[str] = field(default_factory=list)  # urllib3's own (its "Retrying")
     answered_again: bool = False
     same_gang: bool = False  # its one child Job is the one made before the outage
     restarts: int = 0
@@ -65,8 +66,9 @@ def play(
     proxy = WireProxy((server.hostname, server.port), delay=delay)
     client = api_client_via(cp.admin, proxy)
     k = kube.from_client(client, ns, patience=patience, request_timeout=request_timeout)
-    records = _Records()
+    records, wire = _Records(), _Records()
     logging.getLogger(kube.__name__).addHandler(records)
+    logging.getLogger("urllib3").addHandler(wire)
     played = Played(kind, phase, seconds if seconds is not None else float("inf"))
     run = None
     try:
@@ -97,6 +99,8 @@ def play(
         return _ended(played, run, cp, ns, name, started, patience, job.metadata.uid)
     finally:
         logging.getLogger(kube.__name__).removeHandler(records)
+        logging.getLogger("urllib3").removeHandler(wire)
+        played.urllib3 = wire.of(run.thread) if run else []
         said = records.of(run.thread) if run else []
         played.retried = sum("trying again" in m for m in said)
         played.answered_again = any("answers again" in m for m in said)

@@ -154,8 +154,8 @@ def api_client_via(admin, proxy: WireProxy):
     """A ``kubernetes.client.ApiClient`` like ``admin`` whose requests go through ``proxy``."""
     import copy
 
-    from kubernetes import client
+    from spottrain.runtime.train_job import kube
 
     conf = copy.deepcopy(admin.configuration)
     conf.host = f"https://127.0.0.1:{proxy.port}"
-    return client.ApiClient(conf)
+    return kube.api_client(conf)  # as in_cluster() makes it

@@ -346,6 +346,22 @@ class Kube:
             response.release_conn()
 
 
+def api_client(configuration=None):
+    """A ``kubernetes.client.ApiClient`` whose requests urllib3 does not retry itself.
+
+    The client's default (``Configuration.retries`` None: urllib3's 3 retries, client
+    rest.py lines 77-78) logged a "Retrying" WARNING per retry, 57 lines in a 90 s
+    refusal where :class:`Kube` says one when an outage starts and one when it ends,
+    and stretched one request to 4 connects, past what a SIGTERM's grace leaves.
+    :class:`Kube`'s own loop retries, within its patience.
+    """
+    from kubernetes import client
+
+    conf = configuration or client.Configuration.get_default_copy()
+    conf.retries = 0
+    return client.ApiClient(conf)
+
+
 def from_client(api_client, namespace: str, **options) -> Kube:
     """A :class:`Kube` over one ``kubernetes.client.ApiClient`` (``options``: Kube's)."""
     from kubernetes import client
@@ -366,7 +382,7 @@ def in_cluster() -> Kube:
             exits.FATAL_CONFIG,
             f"not inside a Kubernetes pod ({err}): the JobSet-engine train runs on KFP on GKE",
         ) from None
-    return from_client(None, NAMESPACE_FILE.read_text().strip())
+    return from_client(api_client(), NAMESPACE_FILE.read_text().strip())
 
 
 def own_pod_name() -> str:

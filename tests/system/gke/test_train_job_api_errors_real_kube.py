@@ -42,6 +42,8 @@ def test_outages_shorter_than_the_patience_are_waited_out_at_start_and_mid_run(j
         assert run.same_gang and run.restarts == 0, where  # the gang was never touched
         if run.kind != SLOW:  # a slow answer within the read timeout is an answer
             assert run.retried == 1 and run.answered_again, where  # one line each way
+        # and none of urllib3's (3 "Retrying" per try, 57 lines in 90 s, before kube.api_client)
+        assert run.urllib3 == [], (where, run.urllib3[:3])
 
 
 def test_an_outage_that_outlasts_the_patience_is_one_line_172_and_the_gang_left(jobset_kube):
