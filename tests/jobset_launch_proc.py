@@ -32,7 +32,11 @@ def main() -> int:
     spec = json.loads(sys.argv[1])
     conf = k8s.Configuration()
     config.load_kube_config(config_file=spec["kubeconfig"], client_configuration=conf)
+    if spec.get("proxy_port"):  # through tests/wire_faults.py's WireProxy
+        conf.host = f"https://127.0.0.1:{spec['proxy_port']}"
     client = kube.api_client(conf)  # as in_cluster() makes it
+    if "orphan_slack" in spec:  # a test's minutes made seconds
+        launcher.ORPHAN_SLACK_S = spec["orphan_slack"]
     ws = js.WorkerSet(
         name=spec["name"],
         namespace=spec["namespace"],
@@ -48,6 +52,7 @@ def main() -> int:
         ws,
         poll_seconds=0.5,
         capacity_deadline=spec.get("capacity_deadline", 3600),
+        deadline=spec.get("deadline"),
         say=lambda line: print(line, flush=True),
         chief_log=lambda line: print(line, flush=True),
     )
@@ -64,10 +69,12 @@ def main() -> int:
 class Proc:
     """tests/jobset_launch_proc.py as a process; its lines with their arrival times."""
 
-    def __init__(self, cp, ns, name, workers=2, capacity_deadline=3600, **placement):
+    def __init__(self, cp, ns, name, workers=2, capacity_deadline=3600, launch=None,
+                 **placement):  # fmt: skip
         spec = {
             "kubeconfig": cp.kubeconfig, "namespace": ns, "name": name, "workers": workers,
             "placement": {**A100, **placement}, "capacity_deadline": capacity_deadline,
+            **(launch or {}),  # proxy_port, deadline, orphan_slack
         }  # fmt: skip
         here = Path(__file__).resolve().parent
         env = {**os.environ, "PYTHONPATH": f"{here.parent}{os.pathsep}{here}"}

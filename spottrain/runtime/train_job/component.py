@@ -204,7 +204,7 @@ def launch(
     options = dict(
         poll_seconds=poll_seconds, capacity_deadline=unschedulable_timeout,
         admission_deadline=admission_timeout, deadline=run_seconds,
-        own_pod_disrupted=own_pod_disrupted,
+        own_pod_disrupted=own_pod_disrupted, grace_s=own_grace(pod),
         say=lambda line: log.info("%s", line), chief_log=print,
         **for_the_deadline(finish_by, checkpoint_dir, settings, sets, prior_step_seconds),
     )  # fmt: skip
@@ -219,6 +219,12 @@ def launch(
     except Exception as err:  # noqa: BLE001 - the ledger must never fail the run
         log.warning("could not add the pods to the attempt ledger: %s", err)
     return outcome
+
+
+def own_grace(pod: dict | None) -> float:
+    """This pod's terminationGracePeriodSeconds: what a SIGTERM leaves it to end in."""
+    given = ((pod or {}).get("spec") or {}).get("terminationGracePeriodSeconds")
+    return float(given) if given is not None else launcher.DEFAULT_GRACE_S
 
 
 def for_the_deadline(

@@ -306,6 +306,9 @@ def _deleting(o: Seen, memory: Memory, settings: Settings) -> Action | None:
 
 def _start(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     if o.state == "missing":
+        if o.for_deadline and o.for_deadline_to != SPOT and memory.moves_left > 0:
+            # Decided before creating: the spot gang was made and deleted 20 ms later.
+            return Action(FALL_BACK, f"{o.for_deadline}: starting on on-demand")
         return Action(CREATE)
     if memory.moved and o.suspended and not o.queue:
         return Action(RESUME)  # a queued JobSet is Kueue's to resume

@@ -65,6 +65,11 @@ TTL_SECONDS_AFTER_FINISHED = 86400
 # ("^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", api/jobset/v1alpha2/jobset_types.go:445).
 DISRUPTION_RULE, FATAL_RULE, NOTICE_RULE = 0, 1, 2
 FATAL_NAME, FREE_NAME = "fatalExit", "disruptionOrNotice"
+# A child Job past its activeDeadlineSeconds (the run's deadline, set by the launcher)
+# fails with reason DeadlineExceeded (k8s.io/api v0.34.3 batch/v1/types.go:629): this
+# rule fails the JobSet (JobSet v0.12.0 pkg/controllers/failure_policy.go:142-150),
+# which would otherwise restart it, counted, each restart with a fresh deadline.
+DEADLINE_NAME = "runDeadline"
 # The longest pod name must stay a DNS-1035 label: "<jobset>-workers-0-<i>-abcde"
 # (pkg/webhooks/jobset_webhook.go:243-255 refuses the JobSet otherwise).
 _POD_SUFFIX = len("-abcde")
@@ -156,10 +161,15 @@ def pod_failure_policy(container: str = names.CONTAINER) -> dict:
 
 
 def failure_policy(max_restarts: int) -> dict:
-    """The JobSet's rules: fatal fails it, disruption and notice restart it for free."""
+    """The JobSet's rules: deadline and fatal exit fail it; disruption, notice restart free."""
     return {
         "maxRestarts": max_restarts,
         "rules": [
+            {
+                "name": DEADLINE_NAME,
+                "action": "FailJobSet",
+                "onJobFailureReasons": ["DeadlineExceeded"],
+            },
             {
                 "name": FATAL_NAME,
                 "action": "FailJobSet",
@@ -231,8 +241,14 @@ def pod_spec(ws: WorkerSet) -> dict:
     return spec
 
 
-def jobset(ws: WorkerSet) -> dict:
-    """The ``jobset.x-k8s.io/v1alpha2`` JobSet manifest."""
+def jobset(ws: WorkerSet, active_deadline_s: int | None = None) -> dict:
+    """The ``jobset.x-k8s.io/v1alpha2`` JobSet manifest.
+
+    ``active_deadline_s``: the child Job's ``activeDeadlineSeconds``, which bounds a
+    gang whose launcher is gone: the Job controller fails a Job that was active longer,
+    counted from its start, never while suspended (Kubernetes v1.34.3
+    ``pkg/controller/job/job_controller.go:961-962``, ``pastActiveDeadline`` :1585-1592).
+    """
     labels = ws.all_labels()
     child = {
         "completionMode": "Indexed",
@@ -244,6 +260,8 @@ def jobset(ws: WorkerSet) -> dict:
         "podFailurePolicy": pod_failure_policy(),
         "template": {"metadata": {"labels": labels}, "spec": pod_spec(ws)},
     }
+    if active_deadline_s is not None:
+        child["activeDeadlineSeconds"] = max(1, int(active_deadline_s))
     spec: dict = {}
     if ws.placement.queue:
         # Queued: created suspended (Kueue's webhook would too, defaults.go:58-60), so

@@ -19,6 +19,7 @@ the call raises :class:`KubeError` 172, and the launcher's KFP retry re-attaches
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -35,8 +36,10 @@ NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 INSTALL = "install it with `make gke-jobset EXECUTE=1` (JobSet v0.12.0)"
 # (connect, read) seconds per request: the client's default is none, and a server that
-# accepts and never answers would hold the launcher until TCP gives up (minutes).
-REQUEST_TIMEOUT = (5.0, 30.0)
+# accepts and never answers would hold the launcher until TCP gives up (minutes). The
+# read is a wait for the next bytes (urllib3), which a request in flight when SIGTERM
+# comes still waits out: 10 s leaves most of a pod's default 30 s grace to end in.
+REQUEST_TIMEOUT = (5.0, 10.0)
 # How long an unanswering API server is waited out, per call, before it is a 172: long
 # enough for a control-plane upgrade's blip (GKE's zonal clusters: minutes), short
 # enough that KFP's retry (which re-attaches) is not held for ever.
@@ -135,9 +138,22 @@ class Kube:
         self.request_timeout = tuple(request_timeout)
         self.sleep = sleep
         self._plain = ApiClient().sanitize_for_serialization
+        self.until: float | None = None  # time.monotonic() by which every call must end
+
+    def hurry(self, until: float) -> None:
+        """From now on, every call (its tries and their timeouts) ends by ``until``.
+
+        After a SIGTERM the pod has its grace left, not the patience: a call that would
+        wait longer is given up at ``until``, so the launcher still says its last line.
+        """
+        self.until = until if self.until is None else min(self.until, until)
+
+    def _left(self) -> float:
+        return math.inf if self.until is None else self.until - time.monotonic()
 
     def _once(self, verb: str, what: str, func, *args, missing_ok: bool = False, **kwargs):
-        kwargs.setdefault("_request_timeout", self.request_timeout)
+        left = max(self._left(), 0.1)
+        kwargs.setdefault("_request_timeout", tuple(min(t, left) for t in self.request_timeout))
         try:
             return self._plain(func(*args, **kwargs))
         except ApiException as err:
@@ -161,11 +177,16 @@ class Kube:
                     raise KubeError(
                         err.code, f"{err} for {waited:.0f} s; giving up (a retry re-attaches)"
                     ) from err.__cause__
+                if self._left() <= 0.5:
+                    raise KubeError(
+                        err.code, f"{err} for {waited:.0f} s; the SIGTERM's grace is used up"
+                    ) from err.__cause__
                 if tries == 0:
                     log.warning("%s: trying again for up to %.0f s", err, self.patience)
                 tries += 1
                 # Backoff 0.5, 1, 2, 4, 5, 5, ... s: quick for a blip, gentle for an outage.
-                self.sleep(min(0.5 * 2 ** (tries - 1), 5.0, self.patience - waited))
+                pause = min(0.5 * 2 ** (tries - 1), 5.0, self.patience - waited)
+                self.sleep(max(0.0, min(pause, self._left() - 0.5)))
                 continue
             if tries:
                 log.warning(

@@ -56,6 +56,14 @@ from spottrain.runtime.train_job.observe import (
 
 log = logging.getLogger(__name__)
 
+# A pod's terminationGracePeriodSeconds when its spec gives none (Kubernetes' default).
+DEFAULT_GRACE_S = 30.0
+# Kept of the grace after a SIGTERM for the last line and the exit.
+GRACE_KEPT_S = 3.0
+# The child Jobs' activeDeadlineSeconds is the run's deadline left plus this: the
+# launcher's own check acts first; the Job's bounds a gang whose launcher is gone.
+ORPHAN_SLACK_S = 600.0
+
 
 @dataclass
 class Outcome:
@@ -120,6 +128,8 @@ class JobSetLauncher:
             (:class:`.deadline.DeadlineCheck`; ``None``: no deadline).
         moved: Called with the reason, the gang left and the next, as a move begins
             (the ledger's ``moves``).
+        grace_s: The launcher pod's own termination grace: after a SIGTERM every API
+            call ends within what is left of it (:meth:`kube.Kube.hurry`).
     """
 
     def __init__(
@@ -140,8 +150,10 @@ class JobSetLauncher:
         holder: str = "",
         for_deadline: Callable[..., tuple[str, int | None]] | None = None,
         moved: Callable[[str, js.WorkerSet, js.WorkerSet], None] = lambda *_: None,
+        grace_s: float = DEFAULT_GRACE_S,
     ):
         self.kube = kube
+        self.grace_s = grace_s
         self.for_deadline = for_deadline
         self.moved = moved
         self.holder = holder or default_holder()
@@ -202,6 +214,38 @@ class JobSetLauncher:
         Raises:
             KubeError: an API error that retrying cannot fix (or no JobSet API).
         """
+        try:
+            return self._run()
+        except KubeError as err:
+            if not self.stop.is_set():
+                raise
+            raise KubeError(err.code, f"{err}; {self._left_behind()}") from err.__cause__
+
+    def stopping(self) -> None:
+        """SIGTERM: the looks end, and every call from now on within the grace left."""
+        self.stop.set()
+        if hasattr(self.kube, "hurry"):
+            self.kube.hurry(time.monotonic() + max(1.0, self.grace_s - GRACE_KEPT_S))
+
+    def _left_behind(self) -> str:
+        """What becomes of the gang a stopping launcher could not delete."""
+        bound = self._active_deadline()
+        until = (
+            f"its Jobs fail at their activeDeadlineSeconds, about {bound:.0f} s from now "
+            "(the run's deadline left)"
+            if bound is not None
+            else "it has no deadline of its own"
+        )
+        return f"JobSet {self.ws.name} may be left running: {until}, unless a retry re-attaches"
+
+    def _active_deadline(self) -> float | None:
+        """The child Jobs' activeDeadlineSeconds: the run's deadline left, and slack."""
+        if self.settings.deadline is None:
+            return None
+        started = self.run_started if self.run_started is not None else self.clock()
+        return self.settings.deadline - (self.clock() - started) + ORPHAN_SLACK_S
+
+    def _run(self) -> Outcome:
         self.kube.check_api()
         if self.ws.placement.queue:
             self.kube.check_queue(self.ws.placement.queue)
@@ -247,7 +291,7 @@ class JobSetLauncher:
                 if action.kind == d.DELETE_AND_EXIT and jobset is not None:
                     if not self._delete_as_seen(jobset):
                         continue  # changed since this look (claimed?): look again
-                self.logs.join()
+                self.logs.join(timeout=1.0 if self.stop.is_set() else 5.0)
                 return Outcome(
                     code=action.code,
                     message=action.line,
@@ -373,11 +417,11 @@ class JobSetLauncher:
         return furthest
 
     def _create(self, *, suspended: bool = False) -> None:
-        manifest = js.jobset(self.ws)
-        if suspended:
-            manifest["spec"]["suspend"] = True
         if self.run_started is None:
             self.run_started = self.clock()
+        manifest = js.jobset(self.ws, self._active_deadline())
+        if suspended:
+            manifest["spec"]["suspend"] = True
         annotations = manifest["metadata"].setdefault("annotations", {})
         annotations[RUN_STARTED_ANNOTATION] = f"{self.run_started:.3f}"
         annotations[HOLDER_ANNOTATION] = self.holder
@@ -443,6 +487,6 @@ def install_sigterm(launcher: JobSetLauncher):
 
     def _handler(signum, _frame):
         log.warning("%s: stopping the launcher", signal.Signals(signum).name)
-        launcher.stop.set()
+        launcher.stopping()
 
     return signal.signal(signal.SIGTERM, _handler)

@@ -378,7 +378,9 @@ def test_a_deadline_moves_the_waiting_spot_gang_to_on_demand_and_the_move_is_in_
     out = run.result(timeout=120)
     assert (out.code, out.jobset, out.moved) == (0, on_demand.name, True), lines
     said = "\n".join(lines)
-    assert "to finish by" in said and "moving to on-demand" in said, said
+    assert "to finish by" in said and "starting on on-demand" in said, said
+    # Decided before creating: no spot JobSet made to be deleted 20 ms later (issue 57).
+    assert f"created JobSet {spot.name}:" not in said, said
     # At once: the deadline's move, before the pods waited (patience's line, or the
     # deadline's reason once the check is told of the pods' wait, would say how long).
     assert "no spot capacity for" not in said, said

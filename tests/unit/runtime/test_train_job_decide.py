@@ -15,6 +15,15 @@ PULL = 'pod p-0: ErrImagePull (failed to pull image "x": not found)'
 TABLE = [
     # (observed, action kind, exit code, a word of the line)
     (row("missing"), d.CREATE, None, ""),
+    # A deadline move due at the first look: the on-demand gang at once, no spot JobSet.
+    (
+        row("missing", for_deadline="no step time yet", can_fall_back=True),
+        d.FALL_BACK,
+        None,
+        "no step time yet: starting on on-demand",
+    ),
+    (row("missing", for_deadline="x"), d.CREATE, None, ""),
+    (row("missing", for_deadline="x", for_deadline_to="spot", can_return=True), d.CREATE, None, ""),
     (row("missing", sigterm=True), d.DELETE_AND_EXIT, 143, "SIGTERM"),
     (row("running", sigterm=True), d.DELETE_AND_EXIT, 143, "SIGTERM"),
     (row("running"), d.WAIT, None, ""),
