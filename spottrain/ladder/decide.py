@@ -10,7 +10,8 @@ not come within its patience gives way to the next. With ``finish_by``:
    be preempted (a *backstop*) could still finish in time if moved to at the next
    look; move before that stops being true (Wu et al., "Can't Be Late", NSDI '24,
    section 3). The forecast already holds what one mishap puts at risk (the move's
-   restart, the steps since the last save); ``margin_s`` is held beyond it.
+   restart, the steps since the last save); ``margin_s`` is held beyond it (unset:
+   a third of the restart, :func:`held_in_hand`).
 2. **Cost** (``cost``). Leave spot when preemptions make its useful hour
    :data:`LEAVE_SHARE` times the backstop's
    (:func:`~spottrain.ladder.forecast.useful_share`).
@@ -52,13 +53,17 @@ from spottrain.ladder.forecast import Forecast, Measured, Prior, forecast, resta
 MIN_FINISH_BY_S = 60.0
 MAX_FINISH_BY_S = 366 * 86400.0
 
-# Held in hand beyond a forecast (the launchers' --margin_seconds), for a restart slower
-# than measured. What one mishap puts at risk is already in every forecast: a move's
-# restart (Forecast.start_s) and the steps since the last save, as the work left counts
-# from the newest saved step. Each second held costs far more than a second on the
-# backstop: at 0.5 preemptions/h spot loses 4 % of its time, so a second more held
-# moves the run to the backstop ~25 s of spot training earlier.
-MARGIN_MIN_S = 300.0
+# Held in hand beyond a forecast (the launchers' --margin_seconds; unset: sized here),
+# for a restart slower than measured. What one mishap puts at risk is already in every
+# forecast: a move's restart (Forecast.start_s) and the steps since the last save, as
+# the work left counts from the newest saved step. What is left at risk is the restart
+# itself running long, so the margin is sized by it: MARGIN_SHARE of the restart (the
+# prior's 900 s: 300 s), at least MARGIN_MIN_S (last-safe's 60 s). Each second held
+# costs far more than a second on the backstop: at 0.5 preemptions/h spot loses 4 % of
+# its time, so a second more held moves the run to the backstop ~25 s of spot training
+# earlier; with a 1.02x slack, 240 s more held cost 0.03-0.07 of on-demand's cost.
+MARGIN_SHARE = 1 / 3
+MARGIN_MIN_S = 60.0
 # Leave spot for its cost only where its useful hour costs this much more than the
 # backstop's, and come back only where it costs at most RETURN_SHARE of it: a rate
 # measured over a burst overshoots, and each move costs a restart.
@@ -97,6 +102,16 @@ def with_estimate(ladder: Ladder, measured: Measured, prior: Prior) -> Measured:
                    replicas={first.shape: first.replicas})  # fmt: skip
 
 
+def held_in_hand(measured: Measured, prior: Prior) -> float:
+    """Seconds held beyond a forecast when the launcher sets none.
+
+    :data:`MARGIN_SHARE` of the restart (measured, else the prior's), at least
+    :data:`MARGIN_MIN_S`: 300 s before a restart is measured (the prior's 900 s), 100 s
+    once one of 5 min is.
+    """
+    return max(MARGIN_MIN_S, MARGIN_SHARE * restart_seconds(measured, prior))
+
+
 def utc_clock(t: float) -> str:
     """``HH:MM UTC`` of epoch seconds ``t``: how deadlines and moves are said.
 
@@ -121,7 +136,7 @@ def decide(
     running: bool | None = None,
     prior: Prior | None = None,
     prices: Mapping[str, float] | None = None,
-    margin_s: float = MARGIN_MIN_S,
+    margin_s: float | None = None,
 ) -> Decision:
     """The rung to be on.
 
@@ -139,7 +154,8 @@ def decide(
         prices: One worker's price per hour by capacity kind (the cost rules and the
             forecast's cost); ``None``: cost is not compared, and the ladder's order
             is taken as cheapest first.
-        margin_s: The time held in hand beyond a forecast (:data:`MARGIN_MIN_S`).
+        margin_s: The time held in hand beyond a forecast; ``None``: sized by the
+            restart (:func:`held_in_hand`).
     """
     prices, prior = prices or {}, prior or Prior()
     here = ladder[at]
@@ -170,7 +186,7 @@ def decide(
                  price_per_hour=prices.get(rung.capacity))
         for i, rung in enumerate(ladder.rungs)
     ]  # fmt: skip
-    hold = margin_s
+    hold = held_in_hand(measured, prior) if margin_s is None else margin_s
 
     def in_time(f: Forecast, t: float) -> bool:
         return t + f.finish_s + hold <= finish_by

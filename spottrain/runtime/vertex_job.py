@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 
 from spottrain import exits
 from spottrain.ladder import VERTEX_STRATEGY, Ladder, LadderError
-from spottrain.ladder.decide import MARGIN_MIN_S
 from spottrain.ladder.forecast import Measured, Prior
 from spottrain.ledger import CAPACITY_ENV, bill_labels, usage
 from spottrain.ledger.schema import Move
@@ -263,7 +262,7 @@ class CustomJobLauncher:
     moved: Callable[[Move], None] = lambda move: None
     reservation: str = ""
     prior: Prior | None = None
-    margin_s: float = MARGIN_MIN_S
+    margin_s: float | None = None  # None: sized by the restart (decide.held_in_hand)
     prices: dict[str, float] = field(default_factory=dict)
 
     def run(self, attach: str = "") -> str:
@@ -501,7 +500,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     # Seconds per step on the ladder's first rung, before one is measured (0: unknown,
     # and a deadline then starts the run on on-demand until one is).
     p.add_argument("--prior_step_seconds", type=_seconds, default=0.0)
-    p.add_argument("--margin_seconds", type=float, default=MARGIN_MIN_S)
+    # Unset: a third of the restart, at least 60 s (decide.held_in_hand).
+    p.add_argument("--margin_seconds", type=float, default=None)
     return p.parse_args(argv)
 
 

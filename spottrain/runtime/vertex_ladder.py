@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from spottrain.ladder import VERTEX_STRATEGY, Ladder, LadderError, Rung, parse
-from spottrain.ladder.decide import MARGIN_MIN_S, MOVE, decide
+from spottrain.ladder.decide import MOVE, decide
 from spottrain.ladder.forecast import Forecast, Measured, Prior
 from spottrain.ledger import usage
 from spottrain.placement import VERTEX_ACCELERATORS
@@ -146,7 +146,7 @@ def next_step(
     look_every_s: float,
     prior: Prior | None = None,
     prices: Mapping[str, float] | None = None,
-    margin_s: float = MARGIN_MIN_S,
+    margin_s: float | None = None,
 ) -> Step:
     """The walk's next step after a look at the job on rung ``at``.
 

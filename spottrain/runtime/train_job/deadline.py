@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from spottrain import ledger
 from spottrain.ladder import Ladder, Rung
-from spottrain.ladder.decide import MARGIN_MIN_S, MOVE, decide
+from spottrain.ladder.decide import MOVE, decide
 from spottrain.ladder.forecast import Measured, Prior
 from spottrain.ledger import attempt_cost, moves
 from spottrain.runtime.train_job.jobset import WorkerSet
@@ -56,7 +56,7 @@ class DeadlineCheck:
     finish_by: float
     save_every_s: float = 60.0
     look_every_s: float = 60.0
-    margin_s: float = MARGIN_MIN_S
+    margin_s: float | None = None  # None: sized by the restart (decide.held_in_hand)
     prior: Prior = field(default_factory=Prior)
     clock: Callable[[], float] = time.time
     _due: float = 0.0

@@ -1,7 +1,9 @@
 """The ladder's forecast and decision (spottrain/ladder/{forecast,decide}.py), by table.
 
 Each figure is worked by hand in a comment: 9,000 steps left at 0.5 s is 4,500 s of
-work; a move's restart is 180 s (measured); 300 s are held in hand; a look is 300 s.
+work; a move's restart is 180 s (measured); 300 s are held in hand (``margin_s``, as a
+launcher given ``--margin_seconds 300`` holds; unset, a third of the restart: see
+``test_the_margin_unset_is_a_third_of_the_restart``); a look is 300 s.
 The prior's 1 preemption/h, a 180 s restart and a 600 s save interval leave spot
 87.4 % useful (:func:`useful_share`, checked against a simulation below).
 """
@@ -26,6 +28,7 @@ from spottrain.ladder.decide import (
     QUEUED,
     STAY,
     decide,
+    held_in_hand,
 )
 from spottrain.ladder.forecast import (
     Measured,
@@ -191,7 +194,7 @@ TABLE = [
 )
 def test_decide(ladder, at, m, finish_by, waited, running, kind, to, rule, word):
     made = decide(ladder, at, m, now=0.0, finish_by=finish_by, look_every_s=300,
-                  waited_s=waited, running=running, prices=PRICES)  # fmt: skip
+                  waited_s=waited, running=running, prices=PRICES, margin_s=300)  # fmt: skip
     assert (made.kind, made.to) == (kind, to), made
     assert word in made.reason and "\n" not in made.reason, made
     if made.kind == MOVE:
@@ -206,7 +209,7 @@ def test_the_prior_step_time_binds_the_deadline_before_a_step_is_measured():
     prior = Prior(step_s=0.5, restart_s=180.0)
     for fb, kind in ((5280, STAY), (5200, MOVE)):
         made = decide(TWO, 0, nothing, now=0.0, finish_by=fb, look_every_s=300, waited_s=600,
-                      prior=prior)  # fmt: skip
+                      prior=prior, margin_s=300)  # fmt: skip
         assert made.kind == kind, made
 
 
@@ -341,11 +344,12 @@ def test_the_engines_steady_speed_and_the_restart_gaps_count_when_there():
 
 
 def test_the_margin_is_a_setting_and_a_deadline_in_time_but_inside_it_is_said_so():
-    # On-demand needs a 180 s restart + 4,500 s: 4,680 s, and holds margin_s (300 s by
-    # default). 4,920 s left: in time, inside a 300 s margin (4,980 s), outside a 60 s
-    # one (4,740 s). Spot is hopeless here (1.7 % useful), so it cannot make it either.
+    # On-demand needs a 180 s restart + 4,500 s: 4,680 s, and holds margin_s (here 300 s;
+    # unset 60 s, a third of the restart). 4,920 s left: in time, inside a 300 s margin
+    # (4,980 s), outside a 60 s one (4,740 s). Spot is hopeless here (1.7 % useful), so it
+    # cannot make it either.
     m = measured(preemptions=50, preemptible_hours=1.0)
-    d = decide(TWO, 0, m, now=NOW, finish_by=NOW + 4920, look_every_s=60)
+    d = decide(TWO, 0, m, now=NOW, finish_by=NOW + 4920, look_every_s=60, margin_s=300)
     assert (d.kind, d.to) == (MOVE, 1) and "leaves less than the margin" in d.reason, d
     # With 60 s held, on-demand is in time from the next look (60 + 4,680 + 60 = 4,800 s):
     # spot stays (no prices: its cost is not compared); at 4,790 s left only from now.
@@ -372,3 +376,29 @@ def test_a_kept_deadline_that_is_not_a_time_is_one_line(tmp_path, kept):
     with pytest.raises(LadderError, match="not a time") as err:
         kept_deadline(str(tmp_path), "6h", ["spot"], NOW)
     assert "\n" not in str(err.value) and err.value.code == 64
+
+
+# Unset, the margin is a third of the restart, at least 60 s: with the 180 s restart
+# measured, 60 s. On-demand needs 4,680 s: from the next look (300 s) 4,980 + 60 =
+# 5,040 s; 5,040 s left: stay on spot; 5,000 s: only from now, move. Before a restart
+# is measured, the prior's 900 s: 300 s held, and 900 + 4,500 + 300 + 300 s from the
+# next look.
+MARGIN_TABLE = [
+    (measured(), 5040, STAY, ""),
+    (measured(), 5000, MOVE, DEADLINE),
+    (measured(restart_s=None), 6000, STAY, ""),
+    (measured(restart_s=None), 5990, MOVE, DEADLINE),
+    # A 15 min restart measured: 300 s, as the prior's.
+    (measured(restart_s=900.0), 6000, STAY, ""),
+    (measured(restart_s=900.0), 5990, MOVE, DEADLINE),
+]
+
+
+@pytest.mark.parametrize(("m", "finish_by", "kind", "rule"), MARGIN_TABLE)
+def test_the_margin_unset_is_a_third_of_the_restart(m, finish_by, kind, rule):
+    made = decide(TWO, 0, m, now=0.0, finish_by=finish_by, look_every_s=300, prices=PRICES)
+    assert made.kind == kind and made.rule == rule, made
+    assert held_in_hand(measured(restart_s=30.0), Prior()) == 60.0
+    assert held_in_hand(measured(), Prior()) == 60.0
+    assert held_in_hand(measured(restart_s=None), Prior()) == 300.0
+    assert held_in_hand(measured(restart_s=1800.0), Prior()) == 600.0
