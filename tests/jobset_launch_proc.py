@@ -20,8 +20,8 @@ from real_jobset import A100
 from real_kube import wait_for
 
 from spottrain.placement import Placement
+from spottrain.runtime.train_job import component, kube, launcher
 from spottrain.runtime.train_job import jobset as js
-from spottrain.runtime.train_job import kube, launcher
 from spottrain.runtime.train_job.kube import KubeError
 
 
@@ -37,7 +37,12 @@ def main() -> int:
     client = kube.api_client(conf)  # as in_cluster() makes it
     if "orphan_slack" in spec:  # a test's minutes made seconds
         launcher.ORPHAN_SLACK_S = spec["orphan_slack"]
+    k = kube.from_client(client, spec["namespace"])
+    # The launcher's own pod (a test's stand-in object on a node no kubelet serves), read
+    # at start as the component reads its own: the gang's owner, the SIGTERM's question.
+    pod = k.read_pod(spec["own_pod"]) if spec.get("own_pod") else None
     ws = js.WorkerSet(
+        owner=component.run_owner(pod),
         name=spec["name"],
         namespace=spec["namespace"],
         image="trainer:test",
@@ -48,8 +53,9 @@ def main() -> int:
         attempt=spec.get("attempt", 1),
     )
     run = launcher.JobSetLauncher(
-        kube.from_client(client, spec["namespace"]),
+        k,
         ws,
+        own_pod_disrupted=component.retry_follows(k, pod),
         poll_seconds=0.5,
         capacity_deadline=spec.get("capacity_deadline", 3600),
         deadline=spec.get("deadline"),
@@ -74,7 +80,7 @@ class Proc:
         spec = {
             "kubeconfig": cp.kubeconfig, "namespace": ns, "name": name, "workers": workers,
             "placement": {**A100, **placement}, "capacity_deadline": capacity_deadline,
-            **(launch or {}),  # proxy_port, deadline, orphan_slack
+            **(launch or {}),  # proxy_port, deadline, orphan_slack, own_pod
         }  # fmt: skip
         here = Path(__file__).resolve().parent
         env = {**os.environ, "PYTHONPATH": f"{here.parent}{os.pathsep}{here}"}

@@ -11,7 +11,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from spottrain import exits, ledger
 from spottrain.placement import MAX_WORKERS, Placement, PlacementError, seconds
@@ -70,6 +70,51 @@ def own_pod(k: kube.Kube) -> dict | None:
         return None
 
 
+def run_owner(pod: dict | None) -> dict | None:
+    """The Argo Workflow this pod belongs to, as an ownerReference for the gang.
+
+    Argo makes the Workflow every pod's controller owner (argo-workflows v4.0.5
+    workflow/controller/workflowpod.go:211-213). ``None``: no pod read, or not Argo's.
+    """
+    for ref in ((pod or {}).get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "Workflow" and str(ref.get("apiVersion", "")).startswith(
+            "argoproj.io/"
+        ):
+            return {k: ref[k] for k in ("apiVersion", "kind", "name", "uid")}
+    return None
+
+
+def going_for_a_retry(pod: dict | None) -> bool:
+    """Whether this pod's SIGTERM leaves the run to a retry, so the gang should stay.
+
+    Disrupted (a drain, preemption: ``DisruptionTarget``) or deleted (``kubectl delete
+    pod``: a ``deletionTimestamp``): the run goes on in KFP's retry, which re-attaches.
+    A run terminated or stopped is Argo signalling the containers of a pod it does not
+    delete (argo-workflows v4.0.5 workflow/controller/exec_control.go:41-49,
+    pod/queue.go:118-126): clean up. A run deleted deletes its Workflow, whose garbage
+    collection takes the gang too (:func:`run_owner`).
+    """
+    if pod is None:
+        return False
+    return bool(status.disruption(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def retry_follows(k: kube.Kube, pod: dict | None) -> Callable[[], bool]:
+    """Asked on SIGTERM: whether this pod (as read at start) now goes for a retry."""
+
+    def ask() -> bool:
+        if pod is None:  # never read: not known to be going for a retry
+            return False
+        try:
+            me = k.read_pod(pod["metadata"]["name"])
+        except KubeError as err:
+            log.warning("cannot read this pod after SIGTERM (%s): cleaning up", err)
+            return False
+        return me is None or going_for_a_retry(me)  # gone already: deleted forcibly
+
+    return ask
+
+
 def image_and_account(pod: dict | None, default_image: str) -> tuple[str, str]:
     """The trainer image (this pod's own) and service account for the gang's pods."""
     if pod is None:
@@ -97,6 +142,7 @@ def worker_sets(
     placement: Placement,
     on_demand: bool,
     service_account: str = "",
+    owner: dict | None = None,
 ) -> list[js.WorkerSet]:
     """The spot gang and, with ``on_demand`` on a plain pool, the on-demand one.
 
@@ -107,7 +153,7 @@ def worker_sets(
     """
     common = dict(
         namespace=namespace, image=image, args=tuple(args), workers=workers,
-        service_account=service_account, run=run_id,
+        service_account=service_account, run=run_id, owner=owner,
     )  # fmt: skip
     out = [
         js.WorkerSet(
@@ -193,18 +239,13 @@ def launch(
     sets = worker_sets(
         run_id=run_id, task_name=task_name, namespace=k.namespace, image=image, args=flags,
         workers=workers, placement=placement, on_demand=on_demand, service_account=account,
+        owner=run_owner(pod),
     )  # fmt: skip
-
-    def own_pod_disrupted() -> bool:
-        # The launcher's own pod disrupted (drain, eviction): its KFP retry
-        # re-attaches, so the JobSet runs on. Anything else (run terminated) cleans up.
-        me = own_pod(k) if pod is not None else None
-        return bool(me and status.disruption(me))
 
     options = dict(
         poll_seconds=poll_seconds, capacity_deadline=unschedulable_timeout,
         admission_deadline=admission_timeout, deadline=run_seconds,
-        own_pod_disrupted=own_pod_disrupted, grace_s=own_grace(pod),
+        own_pod_disrupted=retry_follows(k, pod), grace_s=own_grace(pod),
         say=lambda line: log.info("%s", line), chief_log=print,
         **for_the_deadline(finish_by, checkpoint_dir, settings, sets, prior_step_seconds),
     )  # fmt: skip

@@ -261,8 +261,8 @@ def _sigterm(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     if o.sigterm and o.own_pod_disrupted:
         return Action(
             EXIT,
-            "SIGTERM: the launcher's own pod is being disrupted; the JobSet runs on and "
-            "the launcher's retry re-attaches to it",
+            "SIGTERM: the launcher's own pod is being disrupted or deleted; the JobSet "
+            "runs on and the launcher's retry re-attaches to it",
             exits.PREEMPTED,
         )
     if o.sigterm:

@@ -92,6 +92,9 @@ class WorkerSet:
         service_account: The pods' service account (empty: the namespace default).
         run: The KFP run id, as a label (empty: none).
         attempt: The gang's number in the run (``ATTEMPT_LABEL``; None: none).
+        owner: The run's Argo Workflow as an ownerReference (``apiVersion``, ``kind``,
+            ``name``, ``uid``; None: none): deleting the run deletes the gang, by
+            Kubernetes' garbage collector, with or without a launcher.
     """
 
     name: str
@@ -105,6 +108,7 @@ class WorkerSet:
     run: str = ""
     attempt: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    owner: Mapping[str, str] | None = None
 
     def __post_init__(self):
         if not 1 <= self.workers <= MAX_WORKERS:
@@ -276,6 +280,11 @@ def jobset(ws: WorkerSet, active_deadline_s: int | None = None) -> dict:
             # Kueue's labels on the JobSet only: on a pod, a cluster whose Kueue also
             # manages plain pods would queue each pod on its own.
             "labels": {**labels, **ws.placement.kueue_labels()},
+            # Not blocking the owner's deletion: that would need update on the
+            # Workflow's finalizers (OwnerReferencesPermissionEnforcement).
+            **(
+                {"ownerReferences": [{**ws.owner, "blockOwnerDeletion": False}]} if ws.owner else {}
+            ),
         },
         "spec": {
             **spec,

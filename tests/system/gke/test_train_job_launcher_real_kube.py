@@ -317,7 +317,11 @@ def test_no_spot_capacity_moves_the_gang_to_on_demand_and_it_completes(jobset_ku
     spot, on_demand = spot_and_on_demand(ns, name, retries=1)
     lines: list[str] = []
     run = in_thread(cp, [spot, on_demand], lines, capacity_deadline=20)
-    (job,) = wait_for("the on-demand child Job", lambda: child_jobs(cp, ns, on_demand.name), 120)
+    try:
+        (job,) = wait_for("the on-demand child Job", lambda: child_jobs(cp, ns, on_demand.name),
+                          120)  # fmt: skip
+    except AssertionError:
+        raise AssertionError("\n".join(lines)) from None
     pods = running_pods(cp, ns, job.metadata.uid, 2)
     assert gone(cp, ns, spot.name), lines  # deleted before the new gang was resumed
     for pod in pods:
@@ -333,7 +337,7 @@ def run_for_a_deadline(cp, ns, name, tmp_path, seconds: float):
     """A launcher of the spot and on-demand gangs with ``finish_by`` ``seconds`` away and
     an hour's capacity patience. The ledger says 200 of 10,000 steps at a steady 0.5 s:
     4,900 s of work left; on-demand needs a restart (the run's own start-up, 100 s:
-    started to restored) and holds a 300 s margin, 5,300 s in all.
+    started to restored) and holds a margin of a third of it, at least 60 s: 5,060 s.
 
     Returns:
         The two gangs, the deadline as asked, the launcher's lines and its thread.
@@ -361,16 +365,20 @@ def test_a_deadline_moves_the_waiting_spot_gang_to_on_demand_and_the_move_is_in_
     jobset_kube, tmp_path
 ):
     """No spot capacity, but a capacity patience an hour long: the launcher's own rule
-    would wait. With 5,330 s to the deadline, on-demand (5,300 s, run_for_a_deadline) is
-    in time now but not after the next look (60 s): the launcher moves at once, for the
-    deadline, and writes the move."""
+    would wait. With 5,090 s to the deadline, on-demand (5,060 s, run_for_a_deadline) is
+    in time now but not after the next look (60 s): the launcher starts there at once,
+    for the deadline, and writes the move."""
     from spottrain.ledger import moves
 
     cp, ns = jobset_kube, "tl-finish-by"
     spot, on_demand, deadline, lines, run = run_for_a_deadline(
-        cp, ns, "st-finish-by", tmp_path, 5330
+        cp, ns, "st-finish-by", tmp_path, 5090
     )
-    (job,) = wait_for("the on-demand child Job", lambda: child_jobs(cp, ns, on_demand.name), 120)
+    try:
+        (job,) = wait_for("the on-demand child Job", lambda: child_jobs(cp, ns, on_demand.name),
+                          120)  # fmt: skip
+    except AssertionError:
+        raise AssertionError("\n".join(lines) + f"\n{run.error!r}") from None
     pods = running_pods(cp, ns, job.metadata.uid, 2)
     assert gone(cp, ns, spot.name), lines
     for pod in pods:

@@ -232,3 +232,45 @@ def test_the_nodes_usage_replaces_the_placements_whole(tmp_path):
     (got,) = ledger.read(str(tmp_path))
     assert {k: got[k] for k in usage.FIELDS if k in got} == node
     assert "gpu_type" not in got and got["gang"] == "st-x-od/0"
+
+
+WORKFLOW_REF = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": "run-x",
+                "uid": "u-1", "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("metadata", "conditions", "going"),
+    [
+        ({}, [], False),  # Argo's terminate or stop: SIGTERM to a pod it does not delete
+        ({"deletionTimestamp": "2026-12-03T10:00:00Z"}, [], True),  # kubectl delete pod
+        ({}, [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}],
+         True),  # a drain
+        ({}, [{"type": "DisruptionTarget", "status": "False"}], False),
+    ],
+)  # fmt: skip
+def test_a_sigterm_leaves_the_gang_to_a_retry_only_when_the_pod_itself_goes(
+    metadata, conditions, going
+):
+    from spottrain.runtime.train_job.component import going_for_a_retry
+
+    pod = {"metadata": {"name": "p", **metadata}, "status": {"conditions": conditions}}
+    assert going_for_a_retry(pod) is going
+    assert going_for_a_retry(None) is False
+
+
+def test_the_gang_is_owned_by_the_runs_workflow_not_blocking_its_deletion():
+    from dataclasses import replace
+
+    from spottrain.runtime.train_job import jobset as js
+    from spottrain.runtime.train_job.component import run_owner
+
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u-0"}
+    pod = {"metadata": {"ownerReferences": [other, WORKFLOW_REF]}}
+    owner = run_owner(pod)
+    assert owner == {k: WORKFLOW_REF[k] for k in ("apiVersion", "kind", "name", "uid")}
+    assert run_owner({"metadata": {}}) is None and run_owner(None) is None
+    ws = js.WorkerSet(name="g", namespace="n", image="i", args=(), workers=2,
+                      placement=js.Placement(pool="spot"), owner=owner)  # fmt: skip
+    (ref,) = js.jobset(ws)["metadata"]["ownerReferences"]
+    assert ref == {**owner, "blockOwnerDeletion": False}
+    assert "ownerReferences" not in js.jobset(replace(ws, owner=None))["metadata"]
