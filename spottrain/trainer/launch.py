@@ -385,7 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--preempt-at-step",
         type=int,
         default=0,
-        help="Chaos: signal one worker when it reports this step (0: off).",
+        help="Chaos: signal one worker when it reports this step (0: off). This "
+        "launcher never retries: the run ends (143 for TERM); run it again to resume, as "
+        "KFP's or Vertex's retry would.",
     )
     p.add_argument(
         "--signal",
