@@ -277,7 +277,9 @@ def check_retry_windows(spec: Mapping, platform: Mapping | None) -> None:
         if deadline is None:
             raise GuardError(
                 f"task {name!r} retries within backoffMaxDuration={window} but the template "
-                "sets no run timeout (pipelineConfig.activeDeadlineSeconds): `make compile`"
+                "sets no run timeout (pipelineConfig.activeDeadlineSeconds): give "
+                "@dsl.pipeline(pipeline_config=dsl.PipelineConfig(active_deadline_seconds=...))"
+                " at most that window, or `make compile` for the shipped pipelines"
             )
         if templates.seconds(window) < float(deadline):
             raise GuardError(

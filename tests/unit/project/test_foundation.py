@@ -80,3 +80,8 @@ def test_docs_job_engine_snippet_places_its_tasks_as_it_says(tmp_path):
     launcher = pipeline_spec["deploymentSpec"]["executors"]["exec-train-job"]["container"]
     assert "accelerator" not in launcher.get("resources", {}), "the launcher asks for a GPU"
     assert pipeline_spec["root"]["dag"]["tasks"]["train-job"]["retryPolicy"]["maxRetryCount"] == 5
+    # ... and passes the pre-flight's retry-window check (it failed the docs' own dry run).
+    from spottrain.pipelines import guards
+
+    guards.check_retry_windows(pipeline_spec, platform)
+    assert inputs["finish_by"]["componentInputParameter"] == "finish_by"
