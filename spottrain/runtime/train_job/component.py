@@ -216,6 +216,8 @@ def launch(
                         task_name=task_name)  # fmt: skip
     if not 1 <= workers <= MAX_WORKERS:
         raise _fatal(f"workers={workers}: expected 1 to {MAX_WORKERS} (an Indexed Job's most)")
+    if gpu_type and gpus < 1:
+        raise _fatal(f"gpus={gpus} with gpu_type={gpu_type!r}: give gpus >= 1, or no gpu_type")
     for name, value in (("unschedulable_timeout", unschedulable_timeout),
                         ("admission_timeout", admission_timeout)):  # fmt: skip
         if value < 0:

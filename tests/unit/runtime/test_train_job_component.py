@@ -154,6 +154,7 @@ def test_a_failed_run_exits_with_its_code_and_one_line(tmp_path, local_paths, mo
         ({"task_name": ""}, "task_name='': pass"),
         ({"workers": 0}, "workers=0: expected 1 to 100000"),
         ({"workers": 100001}, "workers=100001: expected 1 to 100000"),
+        ({"gpus": 0, "gpu_type": "nvidia-l4"}, "gpus=0 with gpu_type='nvidia-l4'"),
         ({"unschedulable_timeout": -1}, "unschedulable_timeout=-1"),
         ({"pool": "cheap"}, "pool='cheap'"),
         ({"gpu_type": "nvidia-t4"}, "--gpu-type 'nvidia-t4' is not a known accelerator"),
