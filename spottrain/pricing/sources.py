@@ -106,6 +106,10 @@ def parse_overrides(text: str) -> Overrides:
     """
     raw = text.strip()
     if not raw.startswith(("{", "[")):  # a path; JSON inline otherwise
+        if "\n" in raw or ": " in raw:  # YAML, say, read as a file name before
+            raise ValueError(
+                f"{raw[:40]!r}... is neither JSON (it starts with '{{') nor a file's path"
+            )
         path = Path(raw).expanduser()
         try:
             raw = path.read_text(encoding="utf-8")

@@ -132,6 +132,8 @@ def test_overrides_win_part_by_part_and_name_both_sources(cached, tmp_path):
         ("[1]", "is [1], not a JSON object"),
         ("{nope", "not JSON: Expecting property name enclosed in double quotes"),
         ("/nonexistent/prices.json", "cannot read '/nonexistent/prices.json'"),
+        ("gpu:\n  nvidia-tesla-t4:\n    spot: 0.1",
+         "'gpu:\\n  nvidia-tesla-t4:\\n    spot: 0.1'... is neither JSON"),
     ],
 )  # fmt: skip
 def test_a_bad_override_is_one_line_naming_the_value_and_no_price(value, line, caplog):
