@@ -487,10 +487,16 @@ def test_ahead_of_the_deadline_on_demand_moves_back_to_a_new_spot_gang_found_aft
 
     moved_to = wait_for("the new spot gang resumed", resumed, 120)
     assert gone(cp, ns, on_demand.name), lines
+
     # Created suspended, then resumed once the on-demand JobSet was gone: JobSet's own
-    # Suspended condition says so (pkg/controllers/jobset_controller.go: ResumeJobs).
-    conditions = {c["type"]: c for c in moved_to["status"].get("conditions") or []}
-    assert conditions.get("Suspended", {}).get("reason") == "ResumeJobs", moved_to["status"]
+    # Suspended condition says so (pkg/controllers/jobset_controller.go: ResumeJobs), once
+    # its controller has seen the resume (it lagged spec.suspend on a loaded CI run).
+    def says_resumed():
+        found = get_jobset(cp, ns, back)
+        conditions = {c["type"]: c for c in found["status"].get("conditions") or []}
+        return found if conditions.get("Suspended", {}).get("reason") == "ResumeJobs" else None
+
+    moved_to = wait_for("JobSet's Suspended condition: ResumeJobs", says_resumed, 60)
     assert (
         moved_to["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
             "nodeSelector"
