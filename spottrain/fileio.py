@@ -20,7 +20,7 @@ import os
 import re
 
 from spottrain import exits
-from spottrain.storage import is_local
+from spottrain.storage import folder_problem, is_local
 
 log = logging.getLogger(__name__)
 
@@ -223,8 +223,6 @@ def unwritable_folder(path: str) -> str | None:
 
     Worded to follow the caller's naming of the value: ``--out 'x': not writable: ...``.
     """
-    from spottrain.storage import folder_problem
-
     if blocked := folder_problem(path):
         return blocked
     try:

@@ -361,25 +361,28 @@ def finish_by_epoch(text: str, now: float) -> float | None:
     try:
         at = now + duration_s(text, "finish_by")
     except LadderError:
-        at = None
-    if at is None:
-        try:
-            when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise LadderError(
-                f"finish_by={text!r}: expected a duration ('6h') or a time with its zone "
-                "('2026-11-29T06:00:00Z')"
-            ) from None
-        if when.tzinfo is None:
-            raise LadderError(f"finish_by={text!r} has no time zone: add 'Z' or '+09:00'")
-        if when.timestamp() <= now:
-            raise LadderError(f"finish_by={text!r} is already past")
-        at = when.timestamp()
+        at = _time_with_zone(text, now)
     if at - now < MIN_FINISH_BY_S:
         raise LadderError(f"finish_by={text!r} is less than a minute away: no run starts in that")
     if at - now > MAX_FINISH_BY_S:
         raise LadderError(f"finish_by={text!r} is more than a year away: a typo?")
     return at
+
+
+def _time_with_zone(text: str, now: float) -> float:
+    """Epoch seconds of ``finish_by`` written as a time with its zone, not yet past."""
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise LadderError(
+            f"finish_by={text!r}: expected a duration ('6h') or a time with its zone "
+            "('2026-11-29T06:00:00Z')"
+        ) from None
+    if when.tzinfo is None:
+        raise LadderError(f"finish_by={text!r} has no time zone: add 'Z' or '+09:00'")
+    if when.timestamp() <= now:
+        raise LadderError(f"finish_by={text!r} is already past")
+    return when.timestamp()
 
 
 def unreachable(

@@ -224,8 +224,7 @@ class JobSetLauncher:
     def stopping(self) -> None:
         """SIGTERM: the looks end, and every call from now on within the grace left."""
         self.stop.set()
-        if hasattr(self.kube, "hurry"):
-            self.kube.hurry(time.monotonic() + max(1.0, self.grace_s - GRACE_KEPT_S))
+        self.kube.hurry(time.monotonic() + max(1.0, self.grace_s - GRACE_KEPT_S))
 
     def _left_behind(self) -> str:
         """What becomes of the gang a stopping launcher could not delete."""
