@@ -191,6 +191,9 @@ def cmd_computeclass(args: argparse.Namespace) -> int:
     return _print_or_apply(computeclass.render(cls), args.execute)
 
 
+DEFAULT_GPU_QUOTA = 8
+
+
 def cmd_kueue(args: argparse.Namespace) -> int:
     """Prints (or applies with kubectl) the Kueue queue for the JobSet engine's gangs."""
     from spottrain.ladder import LadderError, Rung, parse
@@ -201,9 +204,11 @@ def cmd_kueue(args: argparse.Namespace) -> int:
     defaults = Rung("spot", "", args.gpu_type, args.gpus, args.workers)
     try:
         ladder = parse(args.ladder, defaults)
+        gang = ladder[0].workers * ladder[0].gpu_count
+        quota = args.gpu_quota if args.gpu_quota is not None else max(DEFAULT_GPU_QUOTA, gang)
         objects = kueue.from_ladder(
             ladder, namespace=args.namespace, local_queue=args.local_queue,
-            cluster_queue=args.cluster_queue, gpu_quota=args.gpu_quota,
+            cluster_queue=args.cluster_queue, gpu_quota=quota,
         )  # fmt: skip
     except (LadderError, PlacementError) as err:
         raise _guard_error(str(err)) from None
@@ -294,7 +299,10 @@ def add_parsers(sub) -> None:
     k.add_argument("--gpu-type", default="nvidia-tesla-t4", help="GKE accelerator name")
     k.add_argument("--gpus", type=int, default=1, help="GPUs per worker")
     k.add_argument("--workers", type=int, default=2, help="workers of a gang")
-    k.add_argument("--gpu-quota", type=int, default=8, help="GPUs each flavor may hold")
+    k.add_argument(
+        "--gpu-quota", type=int,
+        help=f"GPUs each flavor may hold (default {DEFAULT_GPU_QUOTA}, or one gang's if more)",
+    )  # fmt: skip
     k.add_argument(
         "--ladder",
         default='[{"capacity": "spot"}, {"capacity": "on-demand"}]',

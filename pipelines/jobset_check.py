@@ -30,6 +30,18 @@ class Unknown(Exception):
     """The cluster could not be asked (no kubeconfig, no answer, no permission to ask)."""
 
 
+def _skipped(err: Exception, queue: str) -> None:
+    """Silent, but for a queue: a user who named one is told it was not checked here."""
+    if queue:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        log.warning(
+            "queue=%r not checked at submit (%s): the launcher checks the LocalQueue in its "
+            "pod and refuses a missing one (exit 64)", queue, first,
+        )  # fmt: skip
+    else:
+        log.debug("JobSet pre-flight skipped: %s", err)
+
+
 def account_for(namespace: str) -> str:
     """The service account KFP runs the launcher pod as in ``namespace``."""
     return STANDALONE[1] if namespace == STANDALONE[0] else PROFILE_ACCOUNT
@@ -91,7 +103,7 @@ def problem(namespace: str, account: str = "", queue: str = "") -> str:
     try:
         api_client = argo_retry.check_kubeconfig()
     except argo_retry.RetryPolicyError as err:
-        log.debug("JobSet pre-flight skipped: %s", err)
+        _skipped(err, queue)
         return ""
     where = argo_retry.current_context()
     with api_client:
@@ -104,7 +116,7 @@ def problem(namespace: str, account: str = "", queue: str = "") -> str:
         except (kube.NoJobSetApi, kube.NoQueue) as err:
             return f"{err} ({where})"
         except Exception as err:  # noqa: BLE001 - 403, no answer: it cannot be asked
-            log.debug("JobSet pre-flight skipped: %s", err)
+            _skipped(err, queue)
             return ""
         try:
             missing = missing_verbs(api_client, namespace, account)

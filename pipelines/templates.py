@@ -143,21 +143,37 @@ def train_task_inputs(spec: Mapping, params: Mapping[str, Any]) -> dict[str, Any
     input fed by another task's output is known only at run time and left out.
     """
     for owner, name, task in _train_tasks_in_dags(spec):
-        component = spec.get("components", {}).get(task["componentRef"]["name"], {})
-        inputs = component.get("inputDefinitions", {}).get("parameters", {})
-        values = _defaults(inputs)
-        for key, binding in task.get("inputs", {}).get("parameters", {}).items():
-            wired = _wired_value(spec, owner, binding, params, f"{name}.{key}")
-            if wired is None:
-                values.pop(key, None)
-                continue
-            value = wired[1]  # a constant 5000 is stored as 5000.0: the input's type decides
-            if inputs.get(key, {}).get("parameterType") == "NUMBER_INTEGER":
-                if isinstance(value, float) and value.is_integer():
-                    value = int(value)
-            values[key] = value
-        return values
+        return _task_inputs(spec, owner, name, task, params)
     return {}
+
+
+def job_engine_inputs(spec: Mapping, params: Mapping[str, Any]) -> list[tuple[str, dict]]:
+    """``(task name, inputs)`` of each JobSet-engine train task, as :func:`train_task_inputs`."""
+    engine = job_engine_tasks(spec)
+    return [
+        (name, _task_inputs(spec, owner, name, task, params))
+        for owner, name, task in _train_tasks_in_dags(spec)
+        if (name, task) in engine
+    ]
+
+
+def _task_inputs(
+    spec: Mapping, owner: str, name: str, task: Mapping, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    component = spec.get("components", {}).get(task["componentRef"]["name"], {})
+    inputs = component.get("inputDefinitions", {}).get("parameters", {})
+    values = _defaults(inputs)
+    for key, binding in task.get("inputs", {}).get("parameters", {}).items():
+        wired = _wired_value(spec, owner, binding, params, f"{name}.{key}")
+        if wired is None:
+            values.pop(key, None)
+            continue
+        value = wired[1]  # a constant 5000 is stored as 5000.0: the input's type decides
+        if inputs.get(key, {}).get("parameterType") == "NUMBER_INTEGER":
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+        values[key] = value
+    return values
 
 
 def _wired_value(

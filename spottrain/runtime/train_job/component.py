@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from spottrain import exits, ledger
-from spottrain.placement import MAX_WORKERS, Placement, PlacementError, seconds
+from spottrain.placement import Placement
 from spottrain.runtime import termination
 from spottrain.runtime import train as in_pod
+from spottrain.runtime.train_job import inputs, kube, launcher, names, preflight, status
 from spottrain.runtime.train_job import jobset as js
-from spottrain.runtime.train_job import kube, launcher, names, preflight, status
 from spottrain.runtime.train_job.attempts import gang_attempts
 from spottrain.runtime.train_job.decide import ADMISSION_DEADLINE
 from spottrain.runtime.train_job.kube import KubeError
@@ -214,28 +214,24 @@ def launch(
     """
     check_inputs(data_dir=data_dir, checkpoint_dir=checkpoint_dir, run_id=run_id,
                         task_name=task_name)  # fmt: skip
-    if not 1 <= workers <= MAX_WORKERS:
-        raise _fatal(f"workers={workers}: expected 1 to {MAX_WORKERS} (an Indexed Job's most)")
-    if gpu_type and gpus < 1:
-        raise _fatal(f"gpus={gpus} with gpu_type={gpu_type!r}: give gpus >= 1, or no gpu_type")
-    for name, value in (("unschedulable_timeout", unschedulable_timeout),
-                        ("admission_timeout", admission_timeout)):  # fmt: skip
-        if value < 0:
-            raise _fatal(f"{name}={value}: must be >= 0 seconds")
+    try:
+        # finish_by is read by for_the_deadline: a retry keeps the time the ledger holds
+        # (kept_deadline), though a time with its zone may be past by then.
+        checked = inputs.check(
+            workers=workers, pool=pool, gpu_type=gpu_type, gpus=gpus, memory_limit=memory_limit,
+            retries=retries, unschedulable_timeout=unschedulable_timeout,
+            admission_timeout=admission_timeout, deadline=deadline, compute_class=compute_class,
+            grace_seconds=grace_seconds, queue=queue, priority_class=priority_class,
+            prior_step_seconds=prior_step_seconds,
+        )  # fmt: skip
+    except inputs.InputError as err:
+        raise _fatal(str(err)) from None
+    placement, run_seconds = checked.placement, checked.run_seconds
     # What the pods would refuse (their flags, the gang's size): before anything exists.
     flags = preflight.check(
         data_dir=data_dir, checkpoint_dir=checkpoint_dir, settings=settings, run_id=run_id,
         task_name=task_name, workers=workers, extra_args=extra_args,
     )  # fmt: skip
-    try:
-        placement = Placement(
-            pool=pool, gpu_type=gpu_type, gpu_count=gpus, memory_limit=memory_limit,
-            retries=retries, compute_class=compute_class, grace_seconds=grace_seconds,
-            queue=queue, priority_class=priority_class,
-        )  # fmt: skip
-        run_seconds = seconds(deadline)
-    except (PlacementError, ValueError) as err:
-        raise _fatal(str(err)) from None
     pod = own_pod(k)
     image, account = image_and_account(pod, default_image)
     sets = worker_sets(
@@ -280,8 +276,8 @@ def for_the_deadline(
     """The launcher's ladder options: ``moved`` always, ``for_deadline`` with ``finish_by``.
 
     Raises:
-        TrainFailed: ``finish_by`` is not a deadline, or ``prior_step_seconds`` not
-            seconds (exit 64, one line).
+        TrainFailed: ``finish_by`` is not a deadline (exit 64, one line); the other
+            inputs were checked before (:func:`inputs.check`).
     """
     from spottrain.ladder import LadderError
     from spottrain.ladder.decide import kept_deadline
@@ -290,9 +286,6 @@ def for_the_deadline(
     from spottrain.ledger.schema import Move
     from spottrain.runtime.train_job.deadline import DeadlineCheck, rung_of
 
-    if not 0 <= prior_step_seconds < float("inf"):
-        raise _fatal(f"prior_step_seconds={prior_step_seconds!r}: expected seconds per step, 0 "
-                     "(unknown) or more")  # fmt: skip
     when = None
     if finish_by:
         rungs = [str(rung_of(ws)) for ws in sets]

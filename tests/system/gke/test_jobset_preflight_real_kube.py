@@ -7,6 +7,8 @@ before KFP is asked: its host is the discard port, which would give exit 69.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from real_jobset import (
     MARKS,
@@ -90,6 +92,18 @@ def test_a_cluster_that_cannot_be_asked_is_silent(tmp_path, monkeypatch):
     assert jobset_check.problem("kubeflow") == ""
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     assert jobset_check.problem("kubeflow") == ""
+
+
+def test_a_queue_that_cannot_be_checked_at_submit_is_said_in_one_line(
+    tmp_path, monkeypatch, caplog
+):
+    """docs/gke.md: a queue=… that submit could not ask the cluster about is not silent."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    with caplog.at_level(logging.DEBUG, logger=jobset_check.__name__):
+        assert jobset_check.problem("kubeflow", queue="team-a") == ""
+    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert line.startswith("queue='team-a' not checked at submit (no usable kubeconfig")
+    assert "launcher checks the LocalQueue" in line and "\n" not in line
 
 
 @pytest.mark.parametrize(("namespace", "account"), [("kubeflow", "pipeline-runner"),

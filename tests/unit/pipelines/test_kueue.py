@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
+import yaml
 from kueue_crds import CRDS, WHY_NOT, check, schema
 
 from spottrain.ladder import Ladder, LadderError, Rung, parse
@@ -127,3 +128,24 @@ def test_the_manifests_docs_gke_shows_are_what_make_gke_kueue_prints():
     printed = kueue.from_ladder(parse('[{"capacity": "spot"}, {"capacity": "on-demand"}]', T4),
                                 namespace="kubeflow")  # fmt: skip
     assert list(yaml.safe_load_all(shown)) == printed
+
+
+def test_a_quota_smaller_than_one_gang_is_refused_and_the_default_fits_the_gang(capsys):
+    """Kueue admits a gang whole: a quota under its GPUs would keep it waiting for ever."""
+    gang = Ladder(
+        (Rung("spot", "", "nvidia-tesla-t4", 2, 8), Rung("on-demand", "", "nvidia-tesla-t4", 2, 8))
+    )
+    with pytest.raises(PlacementError, match="less than one gang's 16 GPUs") as err:
+        kueue.from_ladder(gang, namespace="kubeflow", gpu_quota=15)
+    assert "\n" not in str(err.value)
+    kueue.from_ladder(gang, namespace="kubeflow", gpu_quota=16)  # exactly one gang: admitted
+    from spottrain.pipelines import __main__ as cli
+
+    assert cli.main(["kueue", "--workers", "8", "--gpus", "2"]) == 0
+    quotas = {
+        r["nominalQuota"]
+        for doc in yaml.safe_load_all(capsys.readouterr().out) if doc["kind"] == "ClusterQueue"
+        for f in doc["spec"]["resourceGroups"][0]["flavors"] for r in f["resources"]
+        if r["name"] == "nvidia.com/gpu"
+    }  # fmt: skip
+    assert quotas == {"16"}

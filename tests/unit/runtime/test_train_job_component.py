@@ -275,3 +275,56 @@ def test_the_gang_is_owned_by_the_runs_workflow_not_blocking_its_deletion():
     (ref,) = js.jobset(ws)["metadata"]["ownerReferences"]
     assert ref == {**owner, "blockOwnerDeletion": False}
     assert "ownerReferences" not in js.jobset(replace(ws, owner=None))["metadata"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"queue": "Team_A"},
+        {"priority_class": "high"},  # without a queue
+        {"queue": "team-a", "priority_class": "NOPE_"},
+        {"queue": "team-a", "pool": "preemptible"},
+        {"queue": "team-a", "compute_class": "spot-then-od"},
+        {"prior_step_seconds": float("nan")},
+        {"prior_step_seconds": -1.0},
+        {"admission_timeout": -1},
+    ],
+)
+def test_what_the_dry_run_refuses_the_launcher_refuses_with_the_same_words(change, kfp_api, capsys):
+    """One check at both ends (train_job/inputs.py): submit never passes what the pod refuses."""
+    kwargs = dict(BASE, data_dir="gs://my-bucket/data", checkpoint_dir="gs://my-bucket/ckpt",
+                  pool="spot")  # fmt: skip
+    kwargs.update(change)
+    with pytest.raises(in_pod.TrainFailed) as err:
+        component.launch(NoApi(), **kwargs)
+    assert err.value.code == exits.FATAL_CONFIG
+    from kfp_api import run_cli
+
+    params = [f"{k}={v}" for k, v in change.items() if k not in ("pool", "compute_class")]
+    flags = ["--pool", "spot"] if change.get("pool", "spot") == "spot" else []
+    if {"compute_class", "admission_timeout"} & set(change):
+        return  # train_job's inputs, not our pipelines' parameters: a user's own pipeline
+    code, out, said = run_cli(
+        "run-gke", "--dry-run", *flags, "data_src=gs://my-bucket/d",
+        "checkpoint_dir=gs://my-bucket/c", *params, capsys=capsys,
+    )  # fmt: skip
+    assert code == 2 and out == "", said
+    assert said.strip().endswith(str(err.value)), (said, str(err.value))
+
+
+@pytest.mark.parametrize(
+    "finish_by", ["0", "0.001s", "30s", "banana", "2020-01-01T00:00:00Z", "2026-12-31T00:00:00",
+                  "99999999999999999999d"],
+)  # fmt: skip
+def test_a_finish_by_the_dry_run_refuses_the_launcher_refuses(finish_by, tmp_path, kfp_api, capsys):
+    from kfp_api import run_cli
+
+    code, out, said = run_cli(
+        "run-gke", "--dry-run", "data_src=gs://my-bucket/d", "checkpoint_dir=gs://my-bucket/c",
+        f"finish_by={finish_by}", capsys=capsys,
+    )  # fmt: skip
+    assert code == 2 and out == "" and f"finish_by={finish_by!r}" in said, said
+    with pytest.raises(in_pod.TrainFailed) as err:
+        component.for_the_deadline(finish_by, str(tmp_path), TrainSettings(), [])
+    assert err.value.code == exits.FATAL_CONFIG
+    assert said.strip().endswith(str(err.value)), (said, str(err.value))

@@ -125,9 +125,7 @@ def test_the_components_finish_by_gives_the_launcher_its_check_and_writes_each_m
     check = for_the_deadline("6h", d, settings, SETS, 0.25)["for_deadline"]
     assert check.prior.step_s == 0.25
     assert for_the_deadline("6h", d, settings, SETS)["for_deadline"].prior.step_s is None
-    with pytest.raises(TrainFailed) as bad:
-        for_the_deadline("6h", d, settings, SETS, -1.0)
-    assert bad.value.code == exits.FATAL_CONFIG and "prior_step_seconds=-1.0" in bad.value.message
+    # A bad prior_step_seconds: train_job/inputs.py, before (test_train_job_component.py).
 
 
 def test_on_demand_far_ahead_of_its_deadline_goes_back_to_spot_once_spot_was_left_long_enough(
