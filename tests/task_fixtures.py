@@ -272,3 +272,48 @@ class NanFeatures(_regression()):
             return tf.where(mask, tf.constant(float("nan")), x), y
 
         return ds.enumerate(spec.start_step).map(spoil)
+
+
+class KerasModelRaises(KerasTask):
+    """model() raises: the line names model(), the method the author wrote."""
+
+    def model(self):
+        raise ValueError("no such layer 'Dense3'")
+
+    def examples(self):
+        import numpy as np
+
+        return np.zeros((64, 3), "float32"), np.zeros(64, "float32")
+
+
+class KerasModelNotModel(KerasModelRaises):
+    def model(self):
+        return 42
+
+
+class KerasExamplesRaise(KerasTask):
+    """examples() raises (called through fit()'s default): the line names examples()."""
+
+    def model(self):
+        return _dense_model()
+
+    def examples(self):
+        raise FileNotFoundError("gs://my-bucket/train.csv")
+
+
+class KerasEmptyArrays(KerasExamplesRaise):
+    def examples(self):
+        import numpy as np
+
+        return np.zeros((0, 3), "float32"), np.zeros(0, "float32")
+
+
+class KerasEmptyFiltered(KerasExamplesRaise):
+    """A dataset of no known length that yields nothing (every example filtered out)."""
+
+    def examples(self):
+        import numpy as np
+        import tensorflow as tf
+
+        x, y = np.zeros((64, 3), "float32"), np.zeros(64, "float32")
+        return tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: b > 1)

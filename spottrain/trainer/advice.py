@@ -8,25 +8,38 @@ from spottrain.exits import ConfigError
 from spottrain.trainer import config
 
 
-def nan_advice(cfg: config.TrainConfig) -> str:
-    """The usual remedies for a diverging loss, minus those already in use."""
-    tips = [f"lower --learning-rate (now {cfg.learning_rate:g})"]
-    if not cfg.warmup_steps:
-        tips.append("add --warmup-steps")
-    if not cfg.clip_norm:
-        tips.append("set --clip-norm (e.g. 1.0)")
-    if cfg.optimizer not in ("", config.DEFAULT_OPTIMIZER):
-        tips.append("use --optimizer adam")
+def nan_advice(cfg: config.TrainConfig, compiled: str = "") -> str:
+    """The usual remedies for a diverging loss, minus those already in use.
+
+    ``compiled``: how a line names a ``KerasTask``'s ``model()``, whose compiled
+    optimizer trains it (``--learning-rate`` and ``--warmup-steps`` then do nothing
+    unless ``--optimizer`` replaces it, and ``--clip-norm`` is refused).
+    """
+    if compiled and not cfg.optimizer:
+        tips = [
+            f"lower the learning rate of the optimizer {compiled} compiles with, and clip it "
+            "(e.g. keras.optimizers.Adam(1e-4, clipnorm=1.0))"
+        ]
+    else:
+        tips = [f"lower --learning-rate (now {cfg.learning_rate:g})"]
+        if not cfg.warmup_steps:
+            tips.append("add --warmup-steps")
+        if compiled:
+            tips.append(f"clip with clipnorm on the optimizer {compiled} compiles with")
+        elif not cfg.clip_norm:
+            tips.append("set --clip-norm (e.g. 1.0)")
+        if cfg.optimizer not in ("", config.DEFAULT_OPTIMIZER):
+            tips.append("use --optimizer adam")
     if cfg.mixed_precision:
         tips.append("try without --mixed-precision (float16 overflows)")
     return ", ".join(tips)
 
 
-def nan_in_data(step: int, found: str) -> str:
+def nan_in_data(step: int, found: str, what: str = "the task's train_dataset()") -> str:
     """The remedy when the batch of the NaN step holds non-finite values itself."""
     return (
         f"the batch of step {step} holds non-finite inputs: {found}; fix the task's data "
-        "(what its train_dataset yields), not the learning rate"
+        f"(what {what} yields), not the learning rate"
     )
 
 

@@ -90,7 +90,7 @@ def _check(cfg: config.TrainConfig) -> str:
         out = np.asarray(step_fn(zero, zero))
         loss, bad = float(out[0]), float(out[3])
     except (StopIteration, tf.errors.OutOfRangeError):
-        raise ConfigError("the task's train_dataset() is empty at step 1") from None
+        raise task_calls.no_batch(task, 1, batch) from None
     except TrainerExit:
         raise
     except Exception as e:
@@ -117,7 +117,13 @@ def _check(cfg: config.TrainConfig) -> str:
     step += fit_loop.check(task, model, strategy, cfg)
 
     problem = task_loader.call_task(
-        "the task's train_dataset()", resume_probe.probe, task, context, batch, cfg.seed, total
+        task_calls.named(task, "train_dataset"),
+        resume_probe.probe,
+        task,
+        context,
+        batch,
+        cfg.seed,
+        total,
     ) or resume_probe.step_problem(step_fn.graph)
     if problem and cfg.deterministic:
         raise ConfigError(f"--deterministic: {problem}")

@@ -84,7 +84,7 @@ def fit_args(task) -> FitArgs:
     """The task's ``fit()``, checked to be a ``FitArgs``."""
     from spottrain.trainer.user_code import call_task
 
-    args = call_task(f"{type(task).__name__}.fit()", task.fit)
+    args = call_task(data_owner(task), task.fit)  # fit()'s default calls examples(): named so
     if not isinstance(args, FitArgs):
         raise ConfigError(
             f"{type(task).__name__}.fit() returned {type(args).__name__}, not FitArgs: "
@@ -93,7 +93,7 @@ def fit_args(task) -> FitArgs:
     return args
 
 
-def _owner(task) -> str:
+def data_owner(task) -> str:
     """How a line names the data's origin: ``T.fit()``, or ``T.examples()`` (fit's default)."""
     # KerasTask's own fit() is FitArgs(self.examples()): named by its qualified name, not
     # by importing the Task API, which imports this module.
@@ -106,7 +106,7 @@ def _source(task) -> tuple[FitArgs, fit_sources.Source]:
     cached = task.__dict__.get("_fit_source")
     if cached is None:
         args = fit_args(task)
-        owner = _owner(task)
+        owner = data_owner(task)
         cached = (args, fit_sources.classify(args, owner, task.batched))
         if fit_sources.is_generator(args.x) and not inspect.isgeneratorfunction(args.x):
             task.__dict__.setdefault("_fit_generators", []).append(args.x)  # read from now
@@ -154,6 +154,8 @@ def _steps_per_epoch(args: FitArgs, src, global_batch: int, owner: str) -> int |
         natural = src.batches
     elif src.examples is not None:
         natural = src.examples // global_batch
+        if src.examples == 0:
+            raise ConfigError(f"{owner} gave no examples (an empty array or dataset)")
         if natural == 0:
             raise ConfigError(
                 f"{owner}: {src.examples} examples are fewer than one global batch of "
@@ -178,7 +180,7 @@ def resolve(task, cfg, replicas: int, *, need_length: bool = True) -> FitPlan:
             whose length is unknown then gets 100 steps instead of the run's error.
     """
     args, src = _source(task)
-    owner = _owner(task)
+    owner = data_owner(task)
     initial = args.initial_epoch
     if isinstance(initial, bool) or not isinstance(initial, int) or initial < 0:
         raise ConfigError(f"{owner}: initial_epoch={initial!r} must be a whole number >= 0")
@@ -237,7 +239,7 @@ def train_dataset(task, spec):
     if plan is not None and plan.global_batch == spec.global_batch:
         spe, first = plan.steps_per_epoch, plan.first_position
     else:
-        owner = _owner(task)
+        owner = data_owner(task)
         spe = _steps_per_epoch(args, src, spec.global_batch, owner)
         first = args.initial_epoch * (spe or 0)
     window = fit_sources.Window(spec, spe, first, bool(args.shuffle), args.class_weight)
@@ -252,7 +254,7 @@ def train_dataset(task, spec):
     # its iteration count in the dataset object, so a pipeline sharing it with another
     # would read another order than a resumed process does).
     fresh = fit_args(task).x
-    owner, said = _owner(task), task.__dict__.get("_said", False)
+    owner, said = data_owner(task), task.__dict__.get("_said", False)
     task._said = True
     examples = fit_sources.fit_input.examples_dataset(fresh, task.batched, owner, not said)
     return fit_dataset.dataset_dataset(examples, src, window, task.shuffle_buffer)

@@ -128,6 +128,11 @@ class ProcessLauncher:
         # None: every line of every worker on the stream (a pod's log is its only copy);
         # "": worker_logs.default_dir, made when the workers start.
         self.log_dir = log_dir
+        if log_dir:  # before any worker: a file there failed as "lower --workers"
+            from spottrain.fileio import unwritable_folder
+
+            if problem := unwritable_folder(log_dir):
+                raise ValueError(f"--log-dir {log_dir!r}: {problem}")
         self.workers: list[Worker] = []
         self.chaos: dict | None = None
         self._lock = threading.Lock()

@@ -14,7 +14,7 @@ import logging
 import math
 from typing import Any
 
-from spottrain.trainer import advice
+from spottrain.trainer import advice, task_calls
 from spottrain.trainer.task_api import TrainInput
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,11 @@ def remedy(trainer, step: int) -> str:
         scan(trainer.task, c, trainer.global_batch, trainer.cfg.seed, step, trainer.total_steps)
         for c in contexts
     )
-    return advice.nan_in_data(step, found) if found else advice.nan_advice(trainer.cfg)
+    task = trainer.task
+    if found:
+        return advice.nan_in_data(step, found, task_calls.named(task, "train_dataset"))
+    keras_task = task.fit_step() and hasattr(task, "examples")
+    return advice.nan_advice(trainer.cfg, task_calls.named(task, "build_model") * keras_task)
 
 
 def scan(task, context: Any, global_batch: int, seed: int, step: int, total_steps: int) -> str:

@@ -40,7 +40,35 @@ PEER_ERRORS = (
     "UnknownError",
 )
 
+_THE_TASKS = "the task's "
 _DATASET_HINT = "return a tf.data.Dataset of (features, labels)"
+
+
+def named(task, method: str) -> str:
+    """How a line names the task's ``method`` (``build_model``, ``train_dataset``).
+
+    A ``KerasTask``'s author wrote ``model()`` and ``examples()`` (or ``fit()``); the
+    engine's names for them would send them looking for methods they never wrote.
+    """
+    if task.fit_step() and hasattr(task, "examples"):
+        if method == "build_model":
+            return f"{type(task).__name__}.model()"
+        if method == "train_dataset":
+            from spottrain.trainer import fit_plan
+
+            return fit_plan.data_owner(task)
+    return f"{_THE_TASKS}{method}()"
+
+
+def no_batch(task, step: int, global_batch: int) -> ConfigError:
+    """The line for a task's data that gave no batch for ``step``, the first it was asked."""
+    what = named(task, "train_dataset")
+    if task.fit_step():
+        return ConfigError(
+            f"{what} gave no batch for step {step}: it is empty, or holds fewer examples "
+            f"than one global batch of {global_batch}"
+        )
+    return ConfigError(f"{what} is empty at step {step}")
 
 
 def _kind(value) -> str:
@@ -51,9 +79,10 @@ def build_model(task):
     """The task's ``keras.Model``; raising or returning anything else is one line."""
     import keras
 
-    model = call_task("the task's build_model()", task.build_model)
+    what = named(task, "build_model")
+    model = call_task(what, task.build_model)
     if not isinstance(model, keras.Model):
-        raise ConfigError(f"the task's build_model() must return a keras.Model, got {_kind(model)}")
+        raise ConfigError(f"{what} must return a keras.Model, got {_kind(model)}")
     return model
 
 
@@ -108,7 +137,7 @@ def dataset(task, spec):
     """The task's ``train_dataset(spec)``, checked to be a Dataset of ``(features, labels)``."""
     import tensorflow as tf
 
-    what = "the task's train_dataset()"
+    what = named(task, "train_dataset")
     ds = call_task(what, task.train_dataset, spec)
     if not isinstance(ds, tf.data.Dataset):
         raise ConfigError(f"{what} must {_DATASET_HINT}, got {_kind(ds)}")
@@ -286,14 +315,17 @@ def step_failure(
     part, original = origin if origin is not None else (_node_part(error), error)
     text = f"{type(original).__name__}: {cause(original)}"
     if part == "model":
+        source = named(task, "build_model").removeprefix(_THE_TASKS)
         return ConfigError(
             f"the task's batches do not fit its model at step {step} "
-            f"(the model from build_model() raised {text})"
+            f"(the model from {source} raised {text})"
         )
     if part is None:
         if not isinstance(error, tf.errors.OpError):
             return misfit_error(original, step)
         return ConfigError(f"the task's step failed at step {step} ({text})")
+    if part in ("train_dataset", "model"):
+        return ConfigError(f"{named(task, part)} failed at step {step} ({text})")
     whose = "the" if part == "fit_step" else "the task's"
     return ConfigError(f"{whose} {_PARTS[part]} failed at step {step} ({text})")
 

@@ -244,7 +244,7 @@ class Trainer:
         from spottrain.trainer import resume_probe
 
         args = (self.task, context, self.global_batch, self.cfg.seed, self.total_steps)
-        problem = call_task("the task's train_dataset()", resume_probe.probe, *args)
+        problem = call_task(task_calls.named(self.task, "train_dataset"), resume_probe.probe, *args)
         if problem:
             raise ConfigError(f"--deterministic: {problem}")
         log.info("--deterministic: a resumed pipeline reproduces its batches (probed)")
@@ -498,16 +498,28 @@ class Trainer:
             "is complete, 0 steps lost",
         )
 
+    def _ran_out(self, step: int, n: int) -> ConfigError:
+        """The line for a dataset that ended before the run's last step."""
+        what = task_calls.named(self.task, "train_dataset")
+        if step == self.start_step and self.task.fit_step():
+            return task_calls.no_batch(self.task, step + 1, self.global_batch)
+        if self.task.fit_step():
+            return ConfigError(
+                f"{what} ran out before step {step + n} of {self.total_steps}: it holds "
+                "fewer batches than the run needs; give FitArgs(steps_per_epoch=...) (the "
+                "batches one epoch of it holds) or fewer --train-steps"
+            )
+        return ConfigError(
+            f"{what} ended before step {step + n} of {self.total_steps}: it must yield a "
+            "batch for every step from TrainInput.start_step to total_steps (repeat it)"
+        )
+
     def step_error(self, error: Exception, step: int, n: int) -> Exception | None:
         """What a failed call raises instead: one line for the known failures."""
         import tensorflow as tf
 
         if isinstance(error, StopIteration | tf.errors.OutOfRangeError):
-            return ConfigError(
-                f"the task's train_dataset ended before step {step + n} of "
-                f"{self.total_steps}: it must yield a batch for every step from "
-                "TrainInput.start_step to total_steps (repeat it)"
-            )
+            return self._ran_out(step, n)
         if isinstance(error, tf.errors.ResourceExhaustedError):
             return ConfigError(
                 f"out of memory at step {step + 1} with per-replica batch "

@@ -347,6 +347,15 @@ MISTAKES = [
      "arrays of one length, not "),
     ("KerasStepNoLoss", "the model's train_step() must return its loss as model.fit logs it: "
      "a dict with a 'loss' (or '..._loss') entry, got {'acc'}"),
+    # Issue 57: a KerasTask's lines name the methods its author wrote, not the engine's.
+    ("KerasModelRaises", "KerasModelRaises.model() raised ValueError: no such layer 'Dense3'"),
+    ("KerasModelNotModel", "KerasModelNotModel.model() must return a keras.Model, got int"),
+    ("KerasExamplesRaise", "KerasExamplesRaise.examples() raised FileNotFoundError: "
+     "gs://my-bucket/train.csv"),
+    ("KerasEmptyArrays", "KerasEmptyArrays.examples() gave no examples (an empty array or "
+     "dataset)"),
+    ("KerasEmptyFiltered", "KerasEmptyFiltered.examples() gave no batch for step 1: it is "
+     "empty, or holds fewer examples than one global batch of 16"),
     ("broken_import:Broken", "--task 'broken_import:Broken': importing 'broken_import' raised "
      "KeyError: 'MY_TASK_SETTING' ({dir}/broken_import.py, line 4)"),
 ]  # fmt: skip

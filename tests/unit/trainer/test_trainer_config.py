@@ -147,10 +147,17 @@ def test_cluster_from_vertex_and_tfjob_tf_config():
         (["--workers", "0"], "--workers 0"),
         (["--signal", "HUP"], "'HUP'"),
         (["--workers", "2", "--preempt-worker", "5"], "--preempt-worker 5"),
+        # Issue 57: it started no worker and said "lower --workers".
+        (["--workers", "2", "--log-dir", "{file}"], "--log-dir '{file}': '{file}' is a file"),
+        (["--log-dir", "{file}/logs"], "'{file}' is a file, not a folder"),
     ],
 )
-def test_launcher_bad_arguments_are_named(argv, named, capsys):
+def test_launcher_bad_arguments_are_named(argv, named, capsys, tmp_path):
     from spottrain.trainer import launch
+
+    (tmp_path / "a-file").write_text("mine")
+    argv = [a.replace("{file}", str(tmp_path / "a-file")) for a in argv]
+    named = named.replace("{file}", str(tmp_path / "a-file"))
 
     assert launch.main([*argv, "--", "--train-steps", "1"]) == exits.FATAL_CONFIG
     err = capsys.readouterr().err.strip().splitlines()
@@ -202,3 +209,30 @@ def test_bad_image_settings_are_one_named_line(flags, named):
     with pytest.raises(exits.ConfigError) as e:
         config.validate(_parse(*flags))
     assert named in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "flags, keras_task, says, never",
+    [
+        ({}, False, ["lower --learning-rate (now 0.001)", "set --clip-norm"], []),
+        ({"clip_norm": 1.0}, False, ["add --warmup-steps"], ["--clip-norm"]),
+        # A KerasTask trains with its compiled optimizer: the flags do nothing to it, and
+        # --clip-norm is refused (fit_step.prepare).
+        ({}, True, ["optimizer Mine.model() compiles with", "clipnorm=1.0"],
+         ["--clip-norm", "--learning-rate", "--warmup-steps"]),
+        ({"optimizer": "sgd"}, True, ["lower --learning-rate", "clipnorm on the optimizer"],
+         ["--clip-norm"]),
+        ({"mixed_precision": True}, True, ["without --mixed-precision"], ["--clip-norm"]),
+    ],
+)  # fmt: skip
+def test_the_nan_advice_names_only_remedies_the_run_accepts(flags, keras_task, says, never):
+    import dataclasses
+
+    from spottrain.trainer import advice
+
+    cfg = dataclasses.replace(_parse(), **flags)
+    line = advice.nan_advice(cfg, "Mine.model()" if keras_task else "")
+    for part in says:
+        assert part in line, line
+    for part in never:
+        assert part not in line, line
