@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from spottrain import exits
+from spottrain.runtime.train_job import queue
 from spottrain.runtime.train_job.queue import DEACTIVATED, Queued
 
 # A pod Pending/Unschedulable this long is said in one line (the issue: within a minute).
@@ -77,6 +78,8 @@ SAID_QUEUED, SAID_EVICTED, SAID_NO_WORKLOAD, SAID_ADMITTED = (
     "admitted",
 )
 QUEUE_SAID = frozenset({SAID_QUEUED, SAID_EVICTED, SAID_NO_WORKLOAD})
+# Kueue's evictions no look saw (readmitted between two): said by their count.
+SAID_EVICTIONS = "evictions"
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,8 @@ class Memory:
         can_return: On an on-demand gang a move made: the deadline may take the run
             back to a new spot gang.
         moved: This gang is one a move made, not yet resumed.
+        evictions_said: Kueue's evictions of this gang said, by reason (the Workload's
+            count, :func:`.queue.evictions`, as the lines have said it).
     """
 
     said: frozenset[str] = frozenset()
@@ -198,11 +203,21 @@ class Memory:
     moves_left: int = 0
     can_return: bool = False
     moved: bool = False
+    evictions_said: tuple[tuple[str, int], ...] = ()
 
     def after(self, action: Action, seen: Seen) -> Memory:
         """This memory once ``action``, decided on ``seen``, is done."""
         if action.kind == REPORT and action.said == SAID_RESTARTS:
             return replace(self, restarts_said=seen.restarts)
+        q = seen.queued
+        if action.kind == REPORT and action.said == SAID_EVICTIONS and q is not None:
+            said = dict(self.evictions_said)
+            for reason, n in queue.unsaid(q, said, SAID_EVICTED in self.said).items():
+                said[reason] = said.get(reason, 0) + n
+            return replace(self, evictions_said=tuple(sorted(said.items())))
+        if action.kind == REPORT and action.said == SAID_EVICTED and q is not None:
+            # Its own line says the eviction under way, the last one Kueue counted.
+            return replace(self, said=self.said | {SAID_EVICTED}, evictions_said=q.evictions)
         if action.kind == REPORT and action.said == SAID_ADMITTED:
             # Admitted: a later eviction and wait are said again.
             return replace(self, said=self.said - QUEUE_SAID)
@@ -403,6 +418,17 @@ def _queued(o: Seen, memory: Memory, settings: Settings) -> Action | None:
             DELETE_AND_EXIT,
             f"Kueue ended the gang's Workload in queue {o.queue} ({q.ended}): deleting the JobSet",
             exits.FATAL_CONFIG,
+        )
+    if unseen := queue.unsaid(q, dict(memory.evictions_said), SAID_EVICTED in memory.said):
+        # Evicted and readmitted between two looks: no look saw Evicted, but Kueue
+        # counted it (queue.py); each a free restart, as one seen.
+        now = "readmitted it" if q.admitted else f"it waits again in queue {o.queue}"
+        return Action(
+            REPORT,
+            f"Kueue evicted the gang {sum(unseen.values())} time(s) between two looks "
+            f"({queue.named(unseen)}) and {now}: the pods save on the notice, a free restart "
+            "each",
+            said=SAID_EVICTIONS,
         )
     if q.admitted:
         if memory.said & QUEUE_SAID:

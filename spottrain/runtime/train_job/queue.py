@@ -16,12 +16,22 @@ both set False again when it next reserves quota (pkg/workload/workload.go:863-8
 A Workload carries no position in its queue (only the visibility API, an aggregated
 API, does); the LocalQueue's ``status.pendingWorkloads`` counts the queue's waiting
 workloads, this one among them.
+
+An eviction readmitted between two looks leaves ``Evicted`` False again, so the
+conditions alone miss it. Kueue also counts every eviction of the Workload, by reason
+and underlying cause, in ``status.schedulingStats.evictions``
+(apis/kueue/v1beta2/workload_types.go:681-684, 728-760), raised in the same status
+patch that sets ``Evicted`` (``workload.Evict``, pkg/workload/workload.go:1599-1610;
+``workloadEvictionStateInc``, :1750-1762) and never lowered: the launcher compares it
+with what it has said (:func:`unsaid`). ``status.requeueState`` counts only
+``PodsReadyTimeout`` requeues (``UpdateRequeueState``, workload.go:725-730, called from
+pkg/controller/core/workload_controller.go:977-978), not preemptions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spottrain.runtime.train_job import status
 
@@ -49,6 +59,9 @@ class Queued:
         ended: Kueue finished the Workload before the JobSet ended (the reason and message).
         no_workload: Kueue has made no Workload for the JobSet (yet).
         never_fits: Kueue says the gang needs more than the queue's whole quota.
+        evictions: Kueue's count of the Workload's evictions, by reason (:func:`evictions`).
+        evicted_reason: The reason of the eviction it waits after now, as counted
+            (``""``: it does not wait after one).
     """
 
     admitted: bool = False
@@ -60,6 +73,8 @@ class Queued:
     ended: str = ""
     no_workload: bool = False
     never_fits: bool = False
+    evictions: tuple[tuple[str, int], ...] = field(default=())
+    evicted_reason: str = ""
 
 
 def _condition(obj: Mapping, kind: str) -> Mapping | None:
@@ -98,6 +113,38 @@ def eviction(workload: Mapping) -> str:
     return f"{reason}: {message}" if message else reason
 
 
+def evictions(workload: Mapping | None) -> tuple[tuple[str, int], ...]:
+    """The Workload's evictions by reason, ``(("Preempted", 3),)``, summed over causes."""
+    stats = ((workload or {}).get("status") or {}).get("schedulingStats") or {}
+    counts: dict[str, int] = {}
+    for entry in stats.get("evictions") or []:
+        reason = str(entry.get("reason") or "Evicted")
+        counts[reason] = counts.get(reason, 0) + max(0, int(entry.get("count") or 0))
+    return tuple(sorted((r, n) for r, n in counts.items() if n))
+
+
+def more(counts: Mapping[str, int], than: Mapping[str, int]) -> dict[str, int]:
+    """The evictions of ``counts`` that ``than`` does not hold, by reason."""
+    return {r: n - than.get(r, 0) for r, n in counts.items() if n > than.get(r, 0)}
+
+
+def unsaid(q: Queued, said: Mapping[str, int], now_said: bool) -> dict[str, int]:
+    """Kueue's evictions of the gang no line has said yet, by reason.
+
+    ``said``: the counts said; ``now_said``: the eviction the gang waits after now was
+    said (its own line, :data:`decide.SAID_EVICTED`); when not, it is left to that line.
+    """
+    left = more(dict(q.evictions), said)
+    if q.evicted_reason and not now_said and left.get(q.evicted_reason):
+        left[q.evicted_reason] -= 1
+    return {r: n for r, n in left.items() if n > 0}
+
+
+def named(counts: Mapping[str, int]) -> str:
+    """``"Preempted ×2, LocalQueueStopped"``: the reasons, each with its count above 1."""
+    return ", ".join(f"{r} ×{n}" if n > 1 else r for r, n in sorted(counts.items()))
+
+
 def queued(
     jobset: Mapping, workload: Mapping | None, local_queue: Mapping | None, now: float
 ) -> Queued:
@@ -111,8 +158,12 @@ def queued(
     ended = ""
     if finished is not None:
         ended = f"{finished.get('reason', 'Finished')}: {finished.get('message', '')}".strip(": ")
+    counted = evictions(workload)
     if _true(workload, "Admitted") is not None:
-        return Queued(admitted=True, pending=pending, flavors=flavors_of(workload), ended=ended)
+        return Queued(
+            admitted=True, pending=pending, flavors=flavors_of(workload), ended=ended,
+            evictions=counted,
+        )  # fmt: skip
     reserved = _condition(workload, "QuotaReserved")
     since = status.epoch((reserved or {}).get("lastTransitionTime")) or status.epoch(
         (workload.get("metadata") or {}).get("creationTimestamp")
@@ -127,4 +178,12 @@ def queued(
         evicted=eviction(workload),
         ended=ended,
         never_fits=NEVER_FITS in says,
+        evictions=counted,
+        evicted_reason=_counted_as(str((_true(workload, "Evicted") or {}).get("reason") or "")),
     )
+
+
+def _counted_as(reason: str) -> str:
+    # Evicted's reason is the one counted, but Deactivated's, which names its cause
+    # too (workload.go:1604-1609).
+    return DEACTIVATED if reason.startswith(DEACTIVATED) else reason

@@ -6,6 +6,7 @@ import pytest
 from decide_rows import row
 
 from spottrain.runtime.train_job import decide as d
+from spottrain.runtime.train_job.queue import Queued
 
 SPOT = "cloud.google.com/gke-spot=true"
 CLASS = "compute class spottrain-a100"
@@ -230,6 +231,21 @@ AFTER = [
     (d.Memory(moved=True), d.Action(d.RESUME), d.Seen("running", suspended=True), d.Memory()),
     (d.Memory(moved=True), d.Action(d.FINISH_MOVE), d.Seen("running"), d.Memory(moved=True)),
     (d.Memory(restarts_said=2), d.Action(d.WAIT), d.Seen("running"), d.Memory(restarts_said=2)),
+    # Kueue's evictions said: those between two looks, then the one a look sees.
+    (d.Memory(evictions_said=(("Preempted", 1),)), d.Action(d.REPORT, "x", said=d.SAID_EVICTIONS),
+     d.Seen("running", queued=Queued(admitted=True, evictions=(("Preempted", 3),))),
+     d.Memory(evictions_said=(("Preempted", 3),))),
+    (d.Memory(), d.Action(d.REPORT, "x", said=d.SAID_EVICTIONS),
+     d.Seen("running", queued=Queued(evicted="Preempted: x", evicted_reason="Preempted",
+                                     evictions=(("Preempted", 3),))),
+     d.Memory(evictions_said=(("Preempted", 2),))),
+    (d.Memory(evictions_said=(("Preempted", 2),)), d.Action(d.REPORT, "x", said=d.SAID_EVICTED),
+     d.Seen("running", queued=Queued(evicted="Preempted: x", evicted_reason="Preempted",
+                                     evictions=(("Preempted", 3),))),
+     d.Memory(said=frozenset({d.SAID_EVICTED}), evictions_said=(("Preempted", 3),))),
+    # A move: the next gang's Workload counts from nothing.
+    (d.Memory(evictions_said=(("Preempted", 2),), moves_left=1), d.Action(d.FALL_BACK, "x"),
+     d.Seen("running"), d.Memory(moves_left=0, can_return=True, moved=True)),
 ]  # fmt: skip
 
 

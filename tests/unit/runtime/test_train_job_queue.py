@@ -30,6 +30,12 @@ def workload(*conditions, admission: dict | None = None) -> dict:
     return {"metadata": {"name": "jobset-st-a1b2c", "creationTimestamp": STAMP}, "status": status}
 
 
+def counted(wl: dict, *evictions: tuple[str, str, int]) -> dict:
+    """``wl`` with Kueue's eviction counts (status.schedulingStats, workload_types.go:728-760)."""
+    stats = [{"reason": r, "underlyingCause": c, "count": n} for r, c, n in evictions]
+    return {**wl, "status": {**wl["status"], "schedulingStats": {"evictions": stats}}}
+
+
 JOBSET = {"metadata": {"name": "st", "creationTimestamp": STAMP}}
 LQ = {"status": {"pendingWorkloads": 3}}
 PENDING = cond("QuotaReserved", "False", "Pending",
@@ -68,9 +74,22 @@ READ = [
     (EVICTED, None, 5, q.Queued(
         waiting_seconds=5, says="Preempted to accommodate a workload",
         evicted="Preempted (InClusterQueue): Preempted to accommodate a workload (UID: u) due to "
-        "prioritization in the ClusterQueue")),
+        "prioritization in the ClusterQueue", evicted_reason="Preempted")),
     (workload(cond("Evicted", "True", "DeactivatedDueToRequeuingLimitExceeded", "limit")), None, 0,
-     q.Queued(evicted="DeactivatedDueToRequeuingLimitExceeded: limit")),
+     q.Queued(evicted="DeactivatedDueToRequeuingLimitExceeded: limit",
+              evicted_reason="Deactivated")),
+    # Kueue's count of evictions, by reason over every cause: what no look saw is counted.
+    (counted(ADMITTED, ("Preempted", "", 2), ("LocalQueueStopped", "", 1)), None, 0,
+     q.Queued(admitted=True, flavors="cpu=spot, nvidia.com/gpu=spot",
+              evictions=(("LocalQueueStopped", 1), ("Preempted", 2)))),
+    (counted(EVICTED, ("Preempted", "", 3), ("PodsReadyTimeout", "x", 0)), None, 5, q.Queued(
+        waiting_seconds=5, says="Preempted to accommodate a workload",
+        evicted="Preempted (InClusterQueue): Preempted to accommodate a workload (UID: u) due to "
+        "prioritization in the ClusterQueue", evicted_reason="Preempted",
+        evictions=(("Preempted", 3),))),
+    (counted(workload(cond("Admitted", "True", "Admitted")), ("Deactivated", "A", 1),
+             ("Deactivated", "B", 2)), None, 0,
+     q.Queued(admitted=True, evictions=(("Deactivated", 3),))),
     (workload(cond("Admitted", "True", "Admitted"),
               cond("Finished", "True", "FailedToStart", "conflict for nodeSelector")), None, 0,
      q.Queued(admitted=True, ended="FailedToStart: conflict for nodeSelector")),
@@ -142,7 +161,38 @@ TABLE = [
                         "flavor spot, previously considered podsets requests (0) + current "
                         "podset request (2) > maximum capacity (1)", never_fits=True)),
      d.DELETE_AND_EXIT, exits.FATAL_CONFIG, "can never admit the whole gang"),
+    # Evicted and readmitted between two looks (issue 57): no look saw Evicted, Kueue's
+    # count says it; one line per batch, by reason, each eviction said once.
+    (queued_row(waiting(admitted=True, evictions=(("Preempted", 1),))), d.REPORT, None,
+     "Kueue evicted the gang 1 time(s) between two looks (Preempted) and readmitted it"),
+    (queued_row(waiting(admitted=True, evictions=(("Preempted", 3),)),
+                evictions_said=(("Preempted", 1),)), d.REPORT, None,
+     "2 time(s) between two looks (Preempted ×2) and readmitted it"),
+    (queued_row(waiting(admitted=True, evictions=(("LocalQueueStopped", 1), ("Preempted", 2)))),
+     d.REPORT, None, "3 time(s) between two looks (LocalQueueStopped, Preempted ×2)"),
+    (queued_row(waiting(admitted=True, evictions=(("Preempted", 3),)),
+                evictions_said=(("Preempted", 3),)), d.WAIT, None, ""),
+    # The eviction a look sees has its own line; only the ones before it are said here.
+    (queued_row(waiting(evicted="Preempted (InClusterQueue): x", evicted_reason="Preempted",
+                        evictions=(("Preempted", 1),))), d.REPORT, None, "evicted by Kueue ("),
+    (queued_row(waiting(evicted="Preempted (InClusterQueue): x", evicted_reason="Preempted",
+                        evictions=(("Preempted", 2),))), d.REPORT, None,
+     "1 time(s) between two looks (Preempted) and it waits again in queue team-a"),
+    # Said evicted, readmitted and evicted again before the next look: that one is new.
+    (queued_row(waiting(evicted="Preempted (InClusterQueue): x", evicted_reason="Preempted",
+                        evictions=(("Preempted", 2),)), evicted_said=True,
+                evictions_said=(("Preempted", 1),)), d.REPORT, None,
+     "1 time(s) between two looks (Preempted) and it waits again"),
+    (queued_row(waiting(evicted="Preempted (InClusterQueue): x", evicted_reason="Preempted",
+                        evictions=(("Preempted", 2),)), evicted_said=True,
+                evictions_said=(("Preempted", 2),)), d.WAIT, None, ""),
     # What comes first still does.
+    (queued_row(waiting(admitted=True, evictions=(("Preempted", 1),)), sigterm=True),
+     d.DELETE_AND_EXIT, 143, "SIGTERM"),
+    (row("completed", queue="team-a", queued=waiting(admitted=True, evictions=(("Preempted", 1),))),
+     d.EXIT, 0, "Completed"),
+    (queued_row(waiting(admitted=True, ended="FailedToStart: x", evictions=(("Preempted", 1),))),
+     d.DELETE_AND_EXIT, exits.FATAL_CONFIG, "FailedToStart"),
     (queued_row(waiting(waiting_seconds=5), sigterm=True), d.DELETE_AND_EXIT, 143, "SIGTERM"),
     (row("completed", queue="team-a", queued=waiting(admitted=True)), d.EXIT, 0, "Completed"),
     (queued_row(waiting(waiting_seconds=5), age_seconds=100, deadline=50), d.DELETE_AND_EXIT, 64,
@@ -165,3 +215,24 @@ def test_admission_forgets_the_wait_so_a_later_eviction_is_said_again():
     assert not after.said & d.QUEUE_SAID
     evicted, _, _ = queued_row(waiting(evicted="Preempted (InClusterQueue): x"))
     assert d.decide(evicted, after, settings).said == d.SAID_EVICTED
+
+
+def test_each_eviction_kueue_counts_is_said_once_seen_or_not():
+    """A look sees the gang evicted while Kueue has counted one more before it: the one
+    before is said first, then the one under way, then its readmission; nothing twice."""
+    evicted = waiting(evicted="Preempted (InClusterQueue): x", evicted_reason="Preempted",
+                      evictions=(("Preempted", 2),))  # fmt: skip
+    seen, memory, settings = queued_row(evicted)
+    lines = []
+    for _ in range(3):
+        action = d.decide(seen, memory, settings)
+        lines.append(action.line)
+        memory = memory.after(action, seen)
+    assert "1 time(s) between two looks" in lines[0] and "evicted by Kueue (" in lines[1]
+    assert lines[2] == "" and memory.evictions_said == (("Preempted", 2),)
+    readmitted, _, _ = queued_row(waiting(admitted=True, evictions=(("Preempted", 2),)))
+    action = d.decide(readmitted, memory, settings)
+    assert action.said == d.SAID_ADMITTED
+    memory = memory.after(action, readmitted)
+    assert d.decide(readmitted, memory, settings).kind == d.WAIT
+
