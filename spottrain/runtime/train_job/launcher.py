@@ -44,9 +44,12 @@ from spottrain.runtime.train_job.attempts import PodAttempt
 from spottrain.runtime.train_job.kube import KubeError
 from spottrain.runtime.train_job.logs import ChiefLog
 from spottrain.runtime.train_job.observe import (
+    EVICTIONS_SAID_ANNOTATION,
     HOLDER_ANNOTATION,
     JOBSET_NAME_LABEL,
     RUN_STARTED_ANNOTATION,
+    evictions_annotation,
+    evictions_said,
     generation,
     is_ours,
     observe,
@@ -178,6 +181,9 @@ class JobSetLauncher:
         # Why Kueue took the gang back, while it waits for readmission: a pod that ends
         # meanwhile was stopped by Kueue, which leaves no condition on it.
         self._evicted = ""
+        # Kueue's count of the gang's evictions at the last look (queue.evictions): one
+        # readmitted since leaves no Evicted to see, only a higher count.
+        self._counted: dict[str, int] | None = None
         self._running: dict[str, dict] = {}  # pods last seen running, by uid
 
     @property
@@ -257,11 +263,21 @@ class JobSetLauncher:
             jobset, pods, earlier = self._look()
             if first:
                 jobset = self._claim(jobset)
+                if jobset is not None and is_ours(jobset, ours(self.ws)):
+                    # What an earlier launcher said of Kueue's evictions is not said again.
+                    said = evictions_said(jobset)
+                    self.memory = replace(self.memory, evictions_said=said)
             workload, local_queue = self._look_at_queue(jobset)
+            between = ""
             if workload is not None:
-                # Before the pods are noted: those ending now were stopped by Kueue.
+                # Before the pods are noted: those ending now were stopped by Kueue, as
+                # were those gone since the last look if Kueue counted an eviction since.
                 self._evicted = queue.eviction(workload)
-            self._note(pods)
+                counted = dict(queue.evictions(workload))
+                if self._counted is not None:
+                    between = ", ".join(sorted(queue.more(counted, self._counted)))
+                self._counted = counted
+            self._note(pods, between)
             self.logs.update(pods)
             now = self.clock()
             self._starts = start_failures(pods, self._starts, now)
@@ -303,7 +319,10 @@ class JobSetLauncher:
                     ),
                 )
             self._act(action, pods, seen, earlier)
-            self.memory = self.memory.after(action, seen)
+            before, self.memory = self.memory, self.memory.after(action, seen)
+            if self.memory.evictions_said != before.evictions_said:
+                said = evictions_annotation(self.memory.evictions_said)
+                self.kube.annotate_jobset(self.ws.name, {EVICTIONS_SAID_ANNOTATION: said})
             if action.kind not in (d.CREATE, *d.MOVES, d.RESUME):
                 self.stop.wait(self.poll_seconds)
 
@@ -436,13 +455,27 @@ class JobSetLauncher:
             f"({selector or 'any node'}), maxRestarts {self.ws.placement.retries}"
         )
 
-    def _note(self, pods: list[dict]) -> None:
+    def _note(self, pods: list[dict], between: str = "") -> None:
         """Records each pod that ended, once, with its node's kind (for the ledger).
 
-        While Kueue has the gang evicted, a running pod gone since the last look was
-        stopped by the eviction (:func:`attempts.stopped`).
+        While Kueue has the gang evicted, or if it evicted it since the last look
+        (``between``: the reasons Kueue counted since), a running pod gone since the
+        last look was stopped by the eviction (:func:`attempts.stopped`).
         """
         why = f"Kueue {self._evicted.split(':')[0]}" if self._evicted else ""
+        why = why or (f"Kueue {between}" if between else "")
+        # A pod gone had ended before the pods new since the last look were made: our
+        # Jobs' podReplacementPolicy is Failed, so the Job controller replaces a pod only
+        # once it has terminated (Kubernetes v1.34.3 pkg/controller/job/job_controller.go:
+        # 1712-1718, 2105-2113); the gang's runs then do not overlap in the ledger.
+        made = [
+            status.epoch(meta.get("creationTimestamp"))
+            for p in pods
+            if not status.is_done(p)
+            and ((meta := p.get("metadata") or {}).get("uid") or meta.get("name"))
+            not in self._running
+        ]
+        ended = min([self.clock(), *(t for t in made if t is not None)])
         seen = set()
         for pod in pods:
             meta = pod.get("metadata") or {}
@@ -460,7 +493,7 @@ class JobSetLauncher:
         for key in [k for k in self._running if k not in seen]:
             pod = self._running.pop(key)
             if why and key not in self.attempts:
-                self.attempts[key] = attempts.stopped(pod, *self._where(pod), self.clock(), why)
+                self.attempts[key] = attempts.stopped(pod, *self._where(pod), ended, why)
 
     def _where(self, pod: dict) -> tuple[str, str, dict | None]:
         """A pod's gang run (``<jobset>/<generation>``), its node's kind and its Node."""

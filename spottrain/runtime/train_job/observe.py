@@ -23,6 +23,10 @@ RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"  # pkg/constants/constants.
 RUN_STARTED_ANNOTATION = "spottrain.dev/run-started"
 # The launcher that follows the JobSet now (its pod/pid): an older one leaves it alone.
 HOLDER_ANNOTATION = "spottrain.dev/launcher"
+# Kueue's evictions of the gang the launchers have said, ``Preempted=3``: the count is
+# Kueue's (queue.evictions), this only how much of it was said, so that a launcher
+# started again says only what Kueue counted since.
+EVICTIONS_SAID_ANNOTATION = "spottrain.dev/kueue-evictions-said"
 
 
 def generation(pod: Mapping) -> int:
@@ -87,6 +91,24 @@ def run_started(jobset: Mapping) -> float | None:
         return float(raw)
     except ValueError:
         return status.epoch(meta.get("creationTimestamp"))
+
+
+def evictions_said(jobset: Mapping | None) -> tuple[tuple[str, int], ...]:
+    """Kueue's evictions the launchers said of the gang (``EVICTIONS_SAID_ANNOTATION``)."""
+    raw = (((jobset or {}).get("metadata") or {}).get("annotations") or {}).get(
+        EVICTIONS_SAID_ANNOTATION, ""
+    )
+    said = {}
+    for part in raw.split(","):
+        reason, _, count = part.partition("=")
+        if reason.strip() and count.strip().isdigit():
+            said[reason.strip()] = int(count)
+    return tuple(sorted(said.items()))
+
+
+def evictions_annotation(said: Sequence[tuple[str, int]]) -> str:
+    """The ``EVICTIONS_SAID_ANNOTATION`` value of ``said`` (:func:`evictions_said` reads it)."""
+    return ",".join(f"{reason}={count}" for reason, count in said)
 
 
 def is_ours(jobset: Mapping, expected: Mapping[str, str]) -> bool:

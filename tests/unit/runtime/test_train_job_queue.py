@@ -236,3 +236,12 @@ def test_each_eviction_kueue_counts_is_said_once_seen_or_not():
     memory = memory.after(action, readmitted)
     assert d.decide(readmitted, memory, settings).kind == d.WAIT
 
+
+def test_the_evictions_said_are_kept_on_the_jobset_for_a_launcher_started_again():
+    said = (("LocalQueueStopped", 1), ("Preempted", 12))
+    value = o.evictions_annotation(said)
+    jobset = {"metadata": {"annotations": {o.EVICTIONS_SAID_ANNOTATION: value}}}
+    assert o.evictions_said(jobset) == said
+    assert o.evictions_said({"metadata": {}}) == ()
+    bad = {"metadata": {"annotations": {o.EVICTIONS_SAID_ANNOTATION: "x=,=3,Preempted=-1"}}}
+    assert o.evictions_said(bad) == ()
