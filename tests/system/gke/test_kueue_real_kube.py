@@ -9,12 +9,21 @@ our trainer does after saving on the notice.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 
 import pytest
 from platform_chains import NO_TINI, REPO, have_tini
 from pod_network import can_make_pod_networks
-from real_jobset import Background, child_jobs, namespace, running_pods, wait_in, worker_set
+from real_jobset import (
+    Background,
+    child_jobs,
+    get_jobset,
+    namespace,
+    running_pods,
+    wait_in,
+    worker_set,
+)
 from real_kube import wait_for
 from real_kueue import (
     GROUP,
@@ -31,6 +40,7 @@ from spottrain.ladder import Ladder, Rung
 from spottrain.pipelines import kueue
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube, launcher
+from spottrain.runtime.train_job.attempts import gang_attempts
 
 pytestmark = MARKS
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -191,6 +201,114 @@ def test_a_higher_priority_gang_preempts_ours_for_free_and_ours_resumes_when_rea
         f"\n{evicted}\nworker 1 ended {code}; readmitted -> our 2 pods Running again in "
         f"{training_again:.1f} s; JobSet restarts {out.restarts}, counted {out.restarts_counted}"
     )
+
+
+class Looks:
+    """The launcher's Kube, whose looks (each begins by reading the JobSet) the test lets
+    through one at a time once it holds them: what happens between two looks is the
+    test's, however long Kueue and the machine take, as with a long look interval."""
+
+    def __init__(self, k: kube.Kube):
+        self.k, self.free, self.arrived, self.parked = k, True, 0, False
+        self.gate = threading.Semaphore(0)
+
+    def __getattr__(self, name):
+        return getattr(self.k, name)
+
+    def read_jobset(self, name):
+        self.arrived += 1
+        if not self.free:
+            self.parked = True
+            self.gate.acquire()
+            self.parked = False
+        return self.k.read_jobset(name)
+
+    def look(self) -> None:
+        """One whole look: the launcher decides, acts and comes back for the next."""
+        self.free = False
+        wait_for("the launcher waiting for its next look", lambda: self.parked, timeout=120)
+        arrived = self.arrived
+        self.gate.release()
+        wait_for("the launcher's look", lambda: self.arrived > arrived, timeout=120)
+
+    def let_go(self) -> None:
+        self.free = True
+        self.gate.release()
+
+
+def test_kueue_evictions_readmitted_between_two_looks_are_said_and_recorded(kueue_kube):
+    """Issue 57: Kueue evicts the gang (a higher-priority gang preempts it) and readmits
+    it before the launcher's next look, three times: no look sees Evicted, but Kueue
+    counts each in the Workload's status.schedulingStats.evictions; each is said once
+    and its pods are recorded as stopped by Kueue. A launcher started again on the gang
+    says none of them again (the count said is kept on the JobSet)."""
+    cp, ns = kueue_kube, "kq-between"
+    namespace(cp, ns)
+    queue(cp, ns)
+    priority_class(cp, "kq-between-low", 10)
+    priority_class(cp, "kq-between-high", 1000)
+    ours = gang(ns, "ours", priority_class="kq-between-low", retries=0)
+    lines: list[str] = []
+    looks = Looks(kube.from_client(cp.admin, ns))
+    first = Background(launcher.JobSetLauncher(
+        looks, ours, poll_seconds=0.5, say=lines.append, chief_log=lines.append,
+        own_pod_disrupted=lambda: True,
+    ))  # fmt: skip
+    (job,) = wait_for("our child Job", lambda: child_jobs(cp, ns, "ours"), timeout=120)
+    running = running_pods(cp, ns, job.metadata.uid, 2)
+    looks.look()  # the last look before the evictions sees the gang training
+
+    def between(said):
+        return [s for s in said if "between two looks" in s]
+
+    def gang_running(old):
+        def got():
+            pods = [p for p in pods_of(cp, ns, "ours")
+                    if p.status.phase == "Running" and p.metadata.uid not in old]  # fmt: skip
+            return pods if len(pods) == 2 else None
+
+        return wait_for("our gang Running again", got, timeout=240)
+
+    table = []
+    for n in range(1, 4):
+        gone = {p.metadata.uid for p in running}
+        create(cp, gang(ns, f"urgent-{n}", workers=3, priority_class="kq-between-high"))
+        wait_for("our pods gone", lambda: not pods_of(cp, ns, "ours"), timeout=180)
+        finish(cp, ns, f"urgent-{n}", 3)
+        running = gang_running(gone)
+        stats = workload_of(cp, ns, "ours")["status"].get("schedulingStats", {})
+        counted = sum(e["count"] for e in stats.get("evictions", []))
+        looks.look()
+        told = sum(int(s.split("the gang ")[1].split(" time")[0]) for s in between(lines))
+        restarts = get_jobset(cp, ns, "ours").get("status", {}).get("restarts", 0)
+        table.append((n, counted, told, restarts))
+    first.launcher.stopping()  # its own pod going: the gang runs on for the next launcher
+    looks.let_go()
+    out = first.result(timeout=120)
+    kueue_stopped = [a for a in out.attempts if a.disruption.startswith("Kueue Preempted")]
+    runs = [g for g in gang_attempts(out.attempts) if g["disruption"].startswith("Kueue")]
+
+    again: list[str] = []
+    second = run(cp, ours, again)
+    said(again, "re-attaching to JobSet ours")
+    time.sleep(3)  # its looks go on over the same Workload and its count
+    for pod in running:
+        cp.kubelet.exit(pod, 0)
+    end = second.result(timeout=120)
+    print("\nevictions between two looks: round, Kueue's count, said, JobSet restarts")
+    for row in table:
+        print("  {}  {}  {}  {}".format(*row))
+    print("\n".join(between(lines)))
+    print(f"recorded: {len(kueue_stopped)} pods, {len(runs)} gang runs stopped by Kueue; "
+          f"said again after a restart: {len(between(again))}")  # fmt: skip
+    assert [(n, counted, told) for n, counted, told, _ in table] == [
+        (1, 1, 1), (2, 2, 2), (3, 3, 3)
+    ], (table, lines)  # fmt: skip
+    assert len(between(lines)) == 3, lines
+    assert (len(kueue_stopped), len(runs)) == (6, 3), (out.attempts, lines)
+    assert all(sorted(g["pod_exit_codes"]) == ["0", "1"] for g in runs), runs
+    assert out.code == exits.PREEMPTED and end.code == exits.OK, (lines, again)
+    assert not between(again) and end.restarts_counted == 0, again
 
 
 def test_a_gang_larger_than_the_whole_quota_is_one_line_and_never_starts(kueue_kube):
