@@ -206,6 +206,14 @@ def cmd_kueue(args: argparse.Namespace) -> int:
         ladder = parse(args.ladder, defaults)
         gang = ladder[0].workers * ladder[0].gpu_count
         quota = args.gpu_quota if args.gpu_quota is not None else max(DEFAULT_GPU_QUOTA, gang)
+        if quota < gang:
+            # Kueue admits a workload whole or not at all: one larger than every flavor's
+            # quota waits for ever ("> maximum capacity", the launcher's 64 at run time).
+            raise PlacementError(
+                f"--gpu-quota {quota} is less than one gang's {gang} GPUs ({ladder[0].workers} "
+                f"workers x {ladder[0].gpu_count}): the queue could never admit it; give "
+                f"GPU_QUOTA={gang} or more"
+            )
         objects = kueue.from_ladder(
             ladder, namespace=args.namespace, local_queue=args.local_queue,
             cluster_queue=args.cluster_queue, gpu_quota=quota,

@@ -284,7 +284,27 @@ def _named(component, name: str):
     spec["deploymentSpec"]["executors"] = {
         key.replace(f"exec-{old}", f"exec-{name}"): value for key, value in executors.items()
     }
-    return components.load_component_from_text(yaml.safe_dump(spec, sort_keys=False))
+    return described(
+        components.load_component_from_text(yaml.safe_dump(spec, sort_keys=False)), component
+    )
+
+
+def described(component, *sources):
+    """``component`` with each input's description taken from ``sources`` by its name.
+
+    KFP 2.17.0's ``load_component_from_text`` and GCPC's
+    ``create_custom_training_job_from_component`` rebuild a component's inputs without
+    their descriptions: the KFP and Vertex consoles then show the inputs bare.
+    """
+    for name, spec in component.component_spec.inputs.items():
+        if spec.description:
+            continue
+        for source in sources:
+            given = source.component_spec.inputs or {}
+            if name in given and given[name].description:
+                spec.description = given[name].description
+                break
+    return component
 
 
 def fallback_component(placement: Placement, decide_placement: Placement = COPY_PLACEMENT):

@@ -125,15 +125,6 @@ def from_ladder(
         if rung.capacity in kinds:
             raise LadderError(f"ladder rung {n} ({rung}): a second {rung.capacity} rung")
         kinds.append(rung.capacity)
-    gang = first.workers * first.gpu_count
-    if gpu_quota < gang:
-        # Kueue admits a workload whole or not at all: one larger than every flavor's
-        # quota waits for ever ("> maximum capacity", the launcher's 64 at run time).
-        raise PlacementError(
-            f"gpu quota {gpu_quota} is less than one gang's {gang} GPUs ({first.workers} "
-            f"workers x {first.gpu_count}): the queue could never admit it; give "
-            f"GPU_QUOTA={gang} or more"
-        )
     resources = ["cpu", "memory", GPU_RESOURCE]
     quota = {"cpu": cpu_quota, "memory": memory_quota, GPU_RESOURCE: str(gpu_quota)}
     spec: dict = {

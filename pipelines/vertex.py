@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from google_cloud_pipeline_components.v1.custom_job import (
+    CustomTrainingJobOp,
     create_custom_training_job_from_component,
 )
 from kfp import dsl
@@ -22,7 +23,7 @@ from spottrain import placement
 from spottrain.components.train.component import train
 from spottrain.ledger import CAPACITY_ENV, usage
 from spottrain.pipelines import guards
-from spottrain.pipelines.gke import Outputs, add_profile, copy_inputs
+from spottrain.pipelines.gke import Outputs, add_profile, copy_inputs, described
 from spottrain.runtime.train_settings import DEFAULT_SETTINGS, TrainSettings, as_parameters
 
 NAME = "spottrain-vertex"
@@ -175,7 +176,8 @@ class VertexTraining:
                 reservation_affinity_key="compute.googleapis.com/reservation-name",
                 reservation_affinity_values=[self.reservation],
             )
-        op = with_forwarding_init(create_custom_training_job_from_component(train, **kwargs))
+        job = create_custom_training_job_from_component(train, **kwargs)
+        op = with_forwarding_init(described(job, train, CustomTrainingJobOp))
         return with_fallback_launcher(op, self) if self.fallback else op
 
     def place_profile(self, task: dsl.PipelineTask) -> dsl.PipelineTask:
