@@ -34,7 +34,14 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from spottrain.ledger.schema import INTERRUPTED_OUTCOMES, Record, moved, trained_again
+from spottrain.ledger.schema import (
+    INTERRUPTED_OUTCOMES,
+    Record,
+    capacity,
+    moved,
+    trained_again,
+)
+from spottrain.ledger.usage import describe
 from spottrain.pricing import Quote, Usage
 
 log = logging.getLogger(__name__)
@@ -274,3 +281,29 @@ def totals_line(totals: Mapping[str, Any]) -> str:
     if "price_unknown" in totals:
         return f"Spent, lost, saved: price unknown ({totals['price_unknown']})."
     return ""
+
+
+def basis_line(records: Sequence[Mapping[str, Any]]) -> str:
+    """What the figures are priced on: each machine, capacity and rate, and the prices' source.
+
+    ``""`` when no attempt was priced. A machine is one of the attempt's (its workers
+    each pay it): ``spent`` is the rate times the machine-hours.
+    """
+    seen: list[str] = []
+    sources: list[str] = []
+    for r in records:
+        if r.get("price_per_hour") is None:
+            continue
+        od = r.get("on_demand_price_per_hour")
+        versus = f" (on-demand {od:.4f}/h)" if od and od != r["price_per_hour"] else ""
+        what = (
+            f"{capacity(r)} {describe(r)} at {r['price_per_hour']:.4f} "
+            f"{r.get('currency', '')}/h{versus}"
+        )
+        if what not in seen:
+            seen.append(what)
+        if (source := r.get("price_source")) and source not in sources:
+            sources.append(source)
+    if not seen:
+        return ""
+    return f"Priced per machine-hour: {'; '.join(seen)}. Prices: {', '.join(sources) or 'unknown'}."

@@ -154,6 +154,11 @@ MOVE_WINDOW_S = 900.0
 MOVE_SKEW_S = 5.0
 
 
+def capacity(rec: Record) -> str:
+    """What an attempt ran on, as the ledger knows it."""
+    return str(rec.get("node_kind") or rec.get("capacity") or "unknown")
+
+
 def moved(rec: Record) -> bool:
     """Whether a ladder move of its launcher ended the attempt (not the platform)."""
     return rec.get("moved_at") is not None

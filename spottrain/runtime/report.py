@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spottrain.ladder.decide import utc_clock
-from spottrain.ledger.attempt_cost import TOTAL_FIELDS, totals_line
-from spottrain.ledger.schema import moved, preempted, trained_again
+from spottrain.ledger.attempt_cost import TOTAL_FIELDS, basis_line, totals_line
+from spottrain.ledger.schema import capacity, moved, preempted, trained_again
 
 # One colour per capacity kind (the ledger's ``capacity`` or a Job pod's ``node_kind``).
 COLORS = {
@@ -40,11 +40,6 @@ ROW = 34
 LEFT = 10
 CHAR_PX = 6.6  # a generous width of one 12 px sans-serif character
 WRAP_DY = 14  # a label's second line below its first
-
-
-def capacity(rec: Mapping[str, Any]) -> str:
-    """What an attempt ran on, as the ledger knows it."""
-    return str(rec.get("node_kind") or rec.get("capacity") or "unknown")
 
 
 def _attrs(**values: Any) -> str:
@@ -441,6 +436,7 @@ def page(
         "</style></head><body>"
         f'<h2>Training attempts</h2><p class="totals" {totals_attrs}>{html.escape(summary)}</p>'
         + (f'<p class="figures" {money_attrs}>{html.escape(money)}</p>' if money else "")
+        + (f'<p class="pricing">{html.escape(basis)}</p>' if (basis := basis_line(records)) else "")
         + (f'<p class="deadline-line">{html.escape(deadline)}</p>' if deadline else "")
         + f"<p>{legend}</p>{timeline_svg(records, (ladder or {}).get('finish_by'), moves)}"
         + (f"<h3>Curves</h3>{curves}" if curves else "<p>No scalars were written.</p>")

@@ -293,6 +293,8 @@ def ledger_markdown(records: Sequence[Mapping[str, Any]], totals: Mapping[str, A
     ]
     if line := attempt_cost.totals_line(totals):
         lines.append(line)
+    if basis := attempt_cost.basis_line(records):
+        lines += ["", basis]
     return "\n".join(lines) + "\n"
 
 

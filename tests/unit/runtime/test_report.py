@@ -142,6 +142,24 @@ def test_each_bar_carries_its_figures_and_the_page_the_runs():
     assert f"Spent {totals['spent']:.4f} USD, lost to preemptions {totals['lost']:.4f}" in text
 
 
+def test_the_page_says_what_its_money_is_priced_on():
+    """Issue 57: the machine, its capacity and rate per hour, and where the prices came from."""
+    from spottrain.pricing import Quote
+
+    recs, totals = _priced_run(Quote(0.36, 1.2, "USD", "stand-in prices (SPOTTRAIN_PRICES)"))
+    recs[1].update(machine_type="n1-standard-8", gpu_type="nvidia-tesla-t4", gpu_count=1,
+                   location="us-central1")  # fmt: skip
+    page = _parse(report.page(recs, totals, {}))
+    (line,) = page.of("pricing")
+    text = "".join(page.text)
+    assert (
+        "Priced per machine-hour: spot n1-standard-8 + 1 nvidia-tesla-t4 in us-central1 at "
+        "0.3600 USD/h (on-demand 1.2000/h). Prices: stand-in prices (SPOTTRAIN_PRICES)."
+    ) in text, text
+    unknown, _ = _priced_run(Quote(None, None, reason="catalog unreachable"))
+    assert not _parse(report.page(unknown, ledger.totals(unknown), {})).of("pricing")
+
+
 def test_an_unknown_price_is_said_on_the_page_and_no_figure_is_drawn():
     from spottrain.pricing import Quote
 
@@ -179,6 +197,10 @@ def test_the_figures_become_metrics_and_markdown_columns_or_price_unknown(tmp_pa
     table = (tmp_path / "a.md").read_text()
     assert "| ran on | spent USD | saved USD | lost USD |" in table
     assert "n1-standard-8 + 1 nvidia-tesla-t4 in us-central1" in table
+    assert (
+        "Priced per machine-hour: spot n1-standard-8 + 1 nvidia-tesla-t4 in us-central1 at "
+        in table
+    )
     stored = ledger.read(str(tmp_path))
     assert (
         f"| {stored[0]['spent']:.4f} | {stored[0]['saved']:.4f} | {stored[0]['lost']:.4f} |"
