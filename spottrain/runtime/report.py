@@ -95,6 +95,10 @@ def _labels(r: Mapping[str, Any]) -> tuple[str, str]:
     """An attempt's label: what it did, and what it cost (``""`` when nothing is known)."""
     # The launcher's own cancel for a move ends an attempt as a notice does: said as such.
     outcome = "left by a ladder move" if moved(r) else r.get("outcome")
+    if r.get("resumed_at") is None and r.get("first_step_at") is None:
+        # Ended before its restore: its steps are unknown, not 0→0 (it would have resumed
+        # from the last save).
+        return f"#{r.get('attempt')} {capacity(r)}: ended in its start-up, {outcome}", figures(r)
     did = (
         f"#{r.get('attempt')} {capacity(r)}: steps {r.get('start_step')}→"
         f"{r.get('saved_step')} saved, {outcome}, {r.get('steps_lost', 0)} steps lost"

@@ -300,8 +300,10 @@ def test_an_attempt_a_move_ended_has_no_notice_marker_and_is_no_preemption():
     assert "1 preemption(s)" in html_page and "1 attempt(s) left by a ladder move" in html_page
     assert page.of("attempt")[1]["data-moved-at"] == str(t + 84)
     # Its label says how it ended: by the move, not "preempted" (the first one was).
-    assert "#2 spot: steps None→None saved, left by a ladder move" in html_page
-    assert "#1 spot: steps None→None saved, preempted" in html_page
+    # These never restored (no resumed_at): no "steps 0→0" (issue 57), an end in start-up.
+    assert "#2 spot: ended in its start-up, left by a ladder move" in html_page
+    assert "#1 spot: ended in its start-up, preempted" in html_page
+    assert "→None" not in html_page
     # The standard job's start-up is the move's restart: in its cost, not lost.
     assert html_page.count("s paid, in the move cost") == 1
     assert html_page.count("s paid, in lost") == 1
