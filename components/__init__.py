@@ -47,12 +47,10 @@ def load(name: str, *, image: str):
     import yaml
     from kfp import components
 
-    from spottrain.pipelines.guards import GuardError, check_image_reference
+    from spottrain.images import reference_problem
 
-    try:
-        check_image_reference(image)
-    except GuardError as e:
-        raise ValueError(str(e).replace("--image ", "image=", 1)) from None
+    if problem := reference_problem(image):
+        raise ValueError(f"image={image!r} {problem}")
     spec = yaml.safe_load(yaml_path(name).read_text())
     for executor in spec["deploymentSpec"]["executors"].values():
         executor["container"]["image"] = image

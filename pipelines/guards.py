@@ -16,30 +16,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from spottrain import images
 from spottrain.pipelines import task_check, templates
+from spottrain.pipelines.errors import GuardError
 from spottrain.placement import MAX_WORKERS
 
 PERSISTENT_PREFIXES = ("gs://", "/gcs/")
 _TIMEOUT = re.compile(r"^([0-9]+(\.[0-9]{1,9})?)s$")
-# An image whose name or tag says CPU: Vertex's prebuilt tf-cpu.*, a "-cpu" tag, or
-# the official tensorflow/tensorflow image without its "-gpu" tag.
-_CPU_IMAGE = re.compile(r"(^|[/:._-])cpu([._-]|$)")
-_OFFICIAL_TF = re.compile(r"^(docker\.io/)?tensorflow/tensorflow(:(?P<tag>.+))?$")
-# An image reference as the container runtimes parse it (distribution/reference,
-# regexp.go): [host[:port]/]path[:tag][@digest], path components lower-case.
-_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
-_DOMAIN = rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?"
-_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_IMAGE_REF = re.compile(
-    rf"^(?:{_DOMAIN}/)?{_PATH}(?:/{_PATH})*(?::[\w][\w.-]{{0,127}})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
-)
 # MWMS uses pools 0 (chief) and 1 (workers); 2 is a reduction server, 3 an evaluator.
 _MWMS_POOLS = (0, 1)
-
-
-class GuardError(ValueError):
-    """A run that would fail or hang; the message is one line naming the bad value."""
 
 
 def check_timeout(timeout: str) -> None:
@@ -84,27 +69,15 @@ def check_worker_pools(specs: Iterable[Mapping[str, Any]]) -> None:
         )
 
 
-def is_cpu_only_image(image: str) -> bool:
-    """Whether an image's name or tag marks it CPU-only."""
-    official = _OFFICIAL_TF.match(image)
-    if official:
-        return "gpu" not in (official.group("tag") or "latest")
-    return bool(_CPU_IMAGE.search(image.rsplit("/", 1)[-1]))
-
-
 def check_image_reference(image: str) -> None:
     """An image the nodes cannot pull fails every pod at ImagePullBackOff, after submit."""
-    if not _IMAGE_REF.match(image or ""):
-        raise GuardError(
-            f"--image {image!r} is not an image reference: expected "
-            "[registry/]path[:tag][@sha256:digest] with a lower-case path, e.g. "
-            "us-central1-docker.pkg.dev/my-project/spottrain/trainer:v1"
-        )
+    if problem := images.reference_problem(image):
+        raise GuardError(f"--image {image!r} {problem}")
 
 
 def check_image_gpu(image: str, gpus: int) -> None:
     """GPUs with a CPU-only image train on CPU at GPU prices."""
-    if gpus and is_cpu_only_image(image):
+    if gpus and images.is_cpu_only(image):
         raise GuardError(
             f"{gpus} GPU(s) requested but image {image!r} is CPU-only: use a CUDA build "
             "(tf-gpu.*, tensorflow/tensorflow:*-gpu, or `make image`) or request no GPUs"

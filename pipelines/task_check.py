@@ -56,7 +56,7 @@ def check_task(params: Mapping[str, Any]) -> str | None:
     Raises:
         GuardError: the check failed, with its one line.
     """
-    from spottrain.pipelines.guards import GuardError
+    from spottrain.pipelines.errors import GuardError
 
     if not str(params.get("task") or ""):
         return None
@@ -81,7 +81,7 @@ def _in_image(task: str) -> str:
 
 def _check(params: Mapping[str, Any]) -> str | None:
     from spottrain.exits import ConfigError
-    from spottrain.pipelines.guards import GuardError
+    from spottrain.pipelines.errors import GuardError
     from spottrain.trainer.task_loader import check_spec
 
     task = str(params["task"])
@@ -134,7 +134,7 @@ def _check(params: Mapping[str, Any]) -> str | None:
 def _check_source(task: str) -> str:
     """Without TensorFlow: what the task's source shows (see :mod:`task_source`)."""
     from spottrain.pipelines import task_source
-    from spottrain.pipelines.guards import GuardError
+    from spottrain.pipelines.errors import GuardError
 
     module, _, class_name = task.partition(":")
     try:

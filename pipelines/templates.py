@@ -20,7 +20,7 @@ def load_template(path: str | Path) -> tuple[dict, dict | None]:
         guards.GuardError: the file is missing or unreadable, not YAML, or not a compiled
             pipeline (one line naming the path).
     """
-    from spottrain.pipelines.guards import GuardError  # guards imports this module
+    from spottrain.pipelines.errors import GuardError
 
     try:
         text = Path(path).read_text()

@@ -41,7 +41,13 @@ def test_the_ledger_is_below_the_engine():
     graph = house.imports(house.modules())
     ledger = [m for m in graph if m.startswith("spottrain.ledger")]
     assert ledger
-    up = ("spottrain.trainer", "spottrain.tasks", "spottrain.runtime", "pipelines", "components")
+    up = (
+        "spottrain.trainer",
+        "spottrain.tasks",
+        "spottrain.runtime",
+        "spottrain.pipelines",
+        "spottrain.components",
+    )
     assert sorted((m, t) for m in ledger for t in graph[m] if t.startswith(up)) == []
 
 
@@ -53,3 +59,17 @@ def test_the_figures_see_an_arrow_back_up():
     assert ("spottrain.trainer.config", "spottrain.tasks.image.flags") in house.arrows_back_up(
         graph
     )
+
+
+def test_the_guard_sees_the_top_two_floors_as_they_are_imported():
+    """Issue 58: pipelines/ and components/ were named by folder while the code imports
+    them as spottrain.pipelines.* (setup.py's package_dir), so every such import fell to
+    the package face and the circle pipelines.gke <-> components (through guards) passed."""
+    house = _house()
+    mods = house.modules()
+    assert mods["spottrain.pipelines.gke"].name == "gke.py"
+    assert mods["spottrain.components.train.component"].parent.name == "train"
+    graph = house.imports(mods)
+    assert "spottrain.components.train.component" in graph["spottrain.pipelines.gke"]
+    graph["spottrain.components"].add("spottrain.pipelines.guards")  # as it was before
+    assert ("spottrain.components", "spottrain.pipelines.guards") in house.arrows_back_up(graph)
