@@ -163,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="The run's input folder, local or gs:// (a pipeline's copied data); the task "
         "decides what it holds.",
     )
-    task_loader.default_task_flags().add(p)
+    if own := task_loader.default_task_flags():
+        own.add(p)
     opt = p.add_argument_group("optimisation")
     opt.add_argument(
         "--mixed-precision",
@@ -343,7 +344,8 @@ def parse_args(argv: list[str], env_dirs: dict[str, str]) -> TrainConfig:
     for key in ("checkpoint_dir", "model_dir", "tensorboard_dir"):
         if values[key] is None:
             values[key] = env_dirs.get(key, "")
-    task_loader.default_task_flags().merge(values)
+    if own := task_loader.default_task_flags():
+        own.merge(values)
     return TrainConfig(**values)
 
 
@@ -364,8 +366,9 @@ def validate(cfg: TrainConfig, outputs: bool = True) -> None:
     from spottrain.trainer import task_loader
 
     module, cls, args = task_loader.check_spec(cfg.task, cfg.task_args)
-    if f"{module}:{cls}" == task_loader.DEFAULT_TASK:
-        task_loader.default_task_flags().check(args, cfg.data)
+    own = task_loader.default_task_flags()
+    if f"{module}:{cls}" == task_loader.DEFAULT_TASK and own:
+        own.check(args, cfg.data)
     _require(
         not cfg.optimizer or cfg.optimizer in OPTIMIZERS,
         f"--optimizer {cfg.optimizer!r} is unknown; choose one of {', '.join(OPTIMIZERS)}",

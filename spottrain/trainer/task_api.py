@@ -141,6 +141,18 @@ class Task:
         return False
 
     # -- optional -----------------------------------------------------------------
+    @classmethod
+    def flags(cls):
+        """Trainer flags of the task's own, read of the default task only; ``None``: none.
+
+        A module (or object) importable without TensorFlow, with ``add(parser)``,
+        ``merge(values)`` and ``check(args, data)``: the image's built-in task gives
+        ``--backbone``, ``--image-size``... this way. Only the default task's are read:
+        the trainer parses its flags before it knows ``--task``; another task takes
+        ``--task-args``.
+        """
+        return None
+
     def evaluate(self, model, batch_size: int) -> dict[str, Any]:
         """Validation metrics after training (each worker, whole split); ``{}``: none.
 

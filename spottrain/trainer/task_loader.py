@@ -14,17 +14,18 @@ from spottrain.exits import ConfigError
 from spottrain.trainer.task_api import KerasTask, Task
 from spottrain.trainer.user_code import call_task  # noqa: F401 - where the engine finds it
 
+# Named, and imported when used: a task depends on the engine, never the engine on a task.
 DEFAULT_TASK = "spottrain.tasks.image.task:ImageClassificationTask"
-# The default task's settings also as trainer flags (--image-dir, --backbone...): a
-# module without TensorFlow with add(parser), merge(values) and check(args, data).
-# Named, as DEFAULT_TASK is, and imported when used: a task depends on the engine,
-# never the engine on a task.
-DEFAULT_TASK_FLAGS = "spottrain.tasks.image.flags"
 
 
 def default_task_flags():
-    """The default task's flags module (``DEFAULT_TASK_FLAGS``): the config's hook."""
-    return importlib.import_module(DEFAULT_TASK_FLAGS)
+    """The default task's own trainer flags (``Task.flags()``: --image-dir, --backbone...).
+
+    Its class is imported without TensorFlow (its module imports TF when it builds);
+    ``None`` when it has none.
+    """
+    module, _, name = DEFAULT_TASK.partition(":")
+    return getattr(importlib.import_module(module), name).flags()
 
 
 def check_spec(spec: str, args_json: str) -> tuple[str, str, dict[str, Any]]:

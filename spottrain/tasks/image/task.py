@@ -20,6 +20,13 @@ from spottrain.tasks.image.settings import ImageSettings
 class ImageClassificationTask(Task):
     """Softmax classification of images from a folder or a tfds dataset."""
 
+    @classmethod
+    def flags(cls):
+        """``--image-dir``, ``--backbone``... on the trainer's command line (the default task)."""
+        from spottrain.tasks.image import flags
+
+        return flags
+
     def __init__(self, args: dict[str, Any], cfg):
         super().__init__(args, cfg)
         self.settings = ImageSettings.from_args(args, cfg.data)

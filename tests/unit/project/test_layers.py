@@ -16,9 +16,9 @@ def _house():
 
 
 def test_no_import_goes_back_up():
-    """The engine imports no task (its default task's flags are hooked in by name,
-    task_loader.DEFAULT_TASK_FLAGS): before, trainer.config imported the image task's
-    flags, which import the engine back, and 9 imports closed that circle."""
+    """The engine imports no task (its default task's flags come from Task.flags() of the
+    class task_loader.DEFAULT_TASK names): before, trainer.config imported the image
+    task's flags, which import the engine back, and 9 imports closed that circle."""
     house = _house()
     graph = house.imports(house.modules())
     assert house.arrows_back_up(graph) == []

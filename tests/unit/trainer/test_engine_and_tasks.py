@@ -1,8 +1,8 @@
 """The engine (``spottrain/trainer/``) apart from the built-in task (``spottrain/tasks/``).
 
 The built-in image classifier is a user of the Task API like any user's task; the
-engine names it by string in two places only, ``task_loader.DEFAULT_TASK`` and
-``task_loader.DEFAULT_TASK_FLAGS`` (its flags' hook), and imports no task.
+engine names it by string in one place only, ``task_loader.DEFAULT_TASK``, and imports
+no task: its flags come through its class (``Task.flags()``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_the_default_task_is_a_task_from_the_tasks_package():
     assert issubclass(getattr(__import__(module, fromlist=[cls]), cls), Task)
 
 
-def test_the_engine_imports_no_task_and_hooks_the_default_tasks_flags_by_name():
+def test_the_engine_imports_no_task_and_gets_the_default_tasks_flags_from_its_class():
     uses = {
         (path.name, name)
         for path in sorted(ENGINE.glob("*.py"))
@@ -53,3 +53,13 @@ def test_the_engine_holds_no_image_task_module():
         p.name for p in ENGINE.glob("*.py")
     }
     assert left == set()
+
+
+def test_a_task_without_flags_of_its_own_adds_none(monkeypatch):
+    """Task.flags() is None by default: the trainer's flags are then the engine's alone."""
+    from spottrain.trainer import config, task_loader
+
+    monkeypatch.setattr(task_loader, "DEFAULT_TASK", "examples.regression:Regression")
+    assert task_loader.default_task_flags() is None
+    names = {a.dest for a in config.build_parser()._actions}
+    assert "backbone" not in names and "train_steps" in names
