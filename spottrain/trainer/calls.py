@@ -19,6 +19,15 @@ log = logging.getLogger("trainer")
 SLOW_CALL_SECONDS = 5.0
 
 
+def per_call(cfg: config.TrainConfig, profiled: bool) -> int:
+    """Steps a call, as asked: ``--steps-per-loop`` (0: auto), or 1 when profiled.
+
+    The one place this is decided (the start line says it, :class:`LoopSizes` runs it):
+    a profiled run times each step.
+    """
+    return 1 if profiled else cfg.steps_per_loop
+
+
 class LoopSizes:
     """How many steps the next call runs: 1, ``--steps-per-loop N``, or auto's choice.
 
@@ -31,9 +40,10 @@ class LoopSizes:
     PROBE_CALLS = 10
 
     def __init__(self, cfg: config.TrainConfig, allowed: bool, agree):
-        self.looped = allowed and cfg.steps_per_loop != 1  # a profiled run times each step
-        self.auto = self.looped and cfg.steps_per_loop == 0
-        self.now = cfg.steps_per_loop if self.looped and not self.auto else 1
+        asked = per_call(cfg, profiled=not allowed)
+        self.looped = asked != 1
+        self.auto = asked == 0
+        self.now = asked if self.looped and not self.auto else 1
         self._agree, self._calls, self._seconds, self._steps = agree, 0, 0.0, 0
 
     def measured(self, done: int, seconds: float) -> None:

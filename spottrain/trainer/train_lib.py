@@ -330,7 +330,7 @@ class Trainer:
                 each step (the profiler uses it to open and close its window).
         """
         cfg = self.cfg
-        per_call = cfg.steps_per_loop or "auto" if on_step is None else 1  # profiled: 1
+        per_call = calls.per_call(cfg, profiled=on_step is not None) or "auto"
         print(
             f"start_step={self.start_step} total_steps={self.total_steps} "
             f"global_batch={self.global_batch} replicas={self.replicas} "

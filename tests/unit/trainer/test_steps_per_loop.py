@@ -95,3 +95,25 @@ def test_one_step_a_call_runs_the_next_step_before_reading_the_last():
         ahead.step((0, 0))
     assert not ahead.ahead
     assert ahead.step((0, 0))[0] == 4.0  # none ahead: run and read at once
+
+
+@pytest.mark.parametrize(
+    "flag, profiled, asked, looped, auto, now",
+    [(1, False, 1, False, False, 1), (8, False, 8, True, False, 8), (0, False, 0, True, True, 1),
+     (8, True, 1, False, False, 1), (0, True, 1, False, False, 1)],
+)  # fmt: skip
+def test_steps_a_call_are_decided_once_by_table(flag, profiled, asked, looped, auto, now):
+    """Issue 58: the start line and the loop read the same decision (calls.per_call)."""
+    import dataclasses
+
+    from spottrain.trainer import calls, config
+
+    cfg = dataclasses.replace(
+        config.parse_args(
+            ["--train-steps", "5", "--checkpoint-dir", "/c", "--model-dir", "/m"], {}
+        ),
+        steps_per_loop=flag,
+    )
+    assert calls.per_call(cfg, profiled) == asked
+    sizes = calls.LoopSizes(cfg, not profiled, agree=None)
+    assert (sizes.looped, sizes.auto, sizes.now) == (looped, auto, now)
