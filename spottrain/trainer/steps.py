@@ -88,97 +88,38 @@ def use_xla(cfg, strategy, model, fit: bool = False) -> bool:
     )
 
 
+def resumable(concrete, cfg):
+    """``concrete``, unless ``--deterministic`` and a resume would not repeat its draws.
+
+    Refused before the step's first run: its stateful random ops
+    (:func:`spottrain.trainer.resume_probe.step_problem`), one line as in ``--check``.
+    """
+    if cfg.deterministic:
+        from spottrain.exits import ConfigError
+        from spottrain.trainer import resume_probe
+
+        problem = resume_probe.step_problem(concrete.graph)
+        if problem:
+            raise ConfigError(f"--deterministic: {problem}")
+    return concrete
+
+
 def make_step_functions(parts: StepParts) -> StepFunctions:
-    """The step functions of ``parts`` (see :class:`StepFunctions`)."""
+    """The step functions of ``parts`` (see :class:`StepFunctions`).
+
+    The step's maths on a replica is :class:`~spottrain.trainer.step_maths.ReplicaUpdate`'s;
+    this makes the functions that run it (as Keras's ``TensorFlowTrainer`` separates
+    ``train_step`` from ``make_train_function``): the vote, the fetch, the loop.
+    """
     import tensorflow as tf
 
-    from spottrain.trainer import fit_step, task_calls
+    from spottrain.trainer.step_maths import ReplicaUpdate
 
     blame = parts.blame  # names the task's part a failure at trace or run time came from
-    cfg, model, optimizer, task = parts.cfg, parts.model, parts.optimizer, parts.task
-    strategy, gb, replicas = parts.strategy, parts.global_batch, parts.replicas
-    # Clipping and loss scaling must see the *global* gradient (and every
-    # worker must agree on whether it is finite), so then we all-reduce it
-    # ourselves and hand each replica 1/replicas of it to the optimizer,
-    # whose own sum restores the total. Costs a second gradient all-reduce.
-    reduce_first = bool(cfg.clip_norm) or cfg.mixed_precision
-
-    def own_update(features, labels):
-        with blame("train_step"):
-            loss = task_calls.step_loss(
-                task.train_step(model, parts.optimizers, features, labels, gb)
-            )
-        return loss, tf.constant(0.0)  # its gradients are the task's: the loss is the guard
-
-    metric_names: list = []  # the fit step's logs besides the loss, named at trace time
-
-    def fit_update(data):
-        # Keras's own train_step, or the model's override, as model.fit calls it.
-        fit_step.reset_metrics(model)
-        with blame("fit_step"):
-            logs = model.train_step(data)
-            names, values = fit_step.step_metrics(logs, replicas)
-            metric_names[:] = names
-            loss = fit_step.step_loss(logs, replicas)
-        # Again after the step: compiled metrics that Keras builds in the step's first
-        # trace (a model _symbolic_build could not build before) have no variables when
-        # the reset above is traced, so it resets nothing and their values would run on
-        # over the steps. Traced after the reads above, it runs after them (automatic
-        # control dependencies keep a function's stateful ops in program order).
-        fit_step.reset_metrics(model)
-        return loss, values  # Keras applies the gradients inside: the loss is the guard
-
-    def forward_backward(features, labels):
-        with tf.GradientTape() as tape:
-            with blame("model"):
-                outputs = model(features, training=True)
-            with blame("loss"):
-                per_example = task_calls.per_example_loss(task.loss(labels, outputs), labels)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=gb)
-            scaled = optimizer.scale_loss(loss) if cfg.mixed_precision else loss
-        return loss, tape.gradient(scaled, model.trainable_variables)
-
-    def update(features, labels):
-        loss, grads = forward_backward(features, labels)
-        bad = tf.constant(0.0)
-        # Under loss scaling a non-finite gradient is the scale's to handle (the update is
-        # skipped and the scale lowered), not a failure. An embedding's gradient is
-        # IndexedSlices: its rows are checked, never densified.
-        values = [] if cfg.mixed_precision else [getattr(g, "values", g) for g in grads]
-        finite = [tf.reduce_all(tf.math.is_finite(v)) for v in values if v is not None]
-        if finite:
-            bad = 1.0 - tf.cast(tf.reduce_all(tf.stack(finite)), tf.float32)
-        if reduce_first:
-            ctx = tf.distribute.get_replica_context()
-            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-            if cfg.clip_norm:
-                scale = tf.cast(optimizer.dynamic_scale, tf.float32) if cfg.mixed_precision else 1.0
-                grads, _ = tf.clip_by_global_norm([g / scale for g in grads], cfg.clip_norm)
-                grads = [g * scale for g in grads]
-            grads = [g / replicas for g in grads]
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss, bad
-
-    fit = task.fit_step()
-    own = fit or task.has_own_step()
-    fn = fit_update if fit else own_update if own else update
-    xla = use_xla(cfg, strategy, model, fit=bool(fit))
-    if xla and replicas == 1:
-        # All of it, as fit compiles its whole step (the optimizer's update too).
-        fn = tf.function(fn, jit_compile=True)
-    elif xla and own:
-        said = "--jit-compile on" if cfg.jit_compile == "on" else "compile(jit_compile=True)"
-        log.warning(
-            "%s: a model's or task's own train_step is compiled only on one device "
-            "(here %d replicas); it runs without XLA",
-            said,
-            replicas,
-        )
-        xla = False
-    elif xla:
-        # The gradients' all-reduce and the optimizer's cross-replica update stay
-        # outside: XLA compiles the forward and backward pass.
-        forward_backward = tf.function(forward_backward, jit_compile=True)
+    cfg, strategy = parts.cfg, parts.strategy
+    maths = ReplicaUpdate(parts)
+    fn, xla = maths.compiled(use_xla(cfg, strategy, parts.model, fit=maths.fit))
+    fit, metric_names = maths.fit, maths.metric_names
 
     def replica_step(batch, stop_local, save_local):
         # fit's step takes the element as it is, and returns its logs' shares too.
@@ -200,21 +141,6 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
         # input wait and the step apart.
         return run_step(batch, stop_local, save_local)
 
-    def resumable(concrete):
-        """``concrete``, unless ``--deterministic`` and a resume would not repeat its draws.
-
-        Refused before the step's first run: its stateful random ops
-        (:func:`spottrain.trainer.resume_probe.step_problem`), one line as in ``--check``.
-        """
-        if cfg.deterministic:
-            from spottrain.exits import ConfigError
-            from spottrain.trainer import resume_probe
-
-            problem = resume_probe.step_problem(concrete.graph)
-            if problem:
-                raise ConfigError(f"--deterministic: {problem}")
-        return concrete
-
     def make_train_next(iterator):
         """The step that fetches its own batch from ``iterator`` (captured, not an argument).
 
@@ -234,7 +160,7 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
         # polymorphic function's per-call dispatch (its cache lookup over the
         # captures) would cost another ~0.2 ms a step.
         scalar = tf.TensorSpec([], tf.float32)
-        return resumable(step.get_concrete_function(scalar, scalar))
+        return resumable(step.get_concrete_function(scalar, scalar), cfg)
 
     def make_train_loop(iterator):
         """Up to ``n`` steps in one call, each fetching its batch from ``iterator``.
@@ -271,6 +197,7 @@ def make_step_functions(parts: StepParts) -> StepFunctions:
             return tf.concat([tf.stack([tf.cast(done, tf.float32), first]), out, total], 0)
 
         scalar = tf.TensorSpec([], tf.float32)
-        return resumable(loop.get_concrete_function(tf.TensorSpec([], tf.int32), scalar, scalar))
+        int32 = tf.TensorSpec([], tf.int32)
+        return resumable(loop.get_concrete_function(int32, scalar, scalar), cfg)
 
     return StepFunctions(train_step, make_train_next, make_train_loop, xla, metric_names)

@@ -151,7 +151,7 @@ def test_the_docs_task_trains_through_a_preemption_from_the_docs_alone(tmp_path,
         (
             "tests.task_fixtures:RunsOut",
             "{}",
-            "the task's train_dataset ended before step 5 of 10",
+            "the task's train_dataset() ended before step 5 of 10",
         ),
     ],
 )
