@@ -416,28 +416,21 @@ def preflight(
 def check_job_engine_inputs(spec: Mapping, params: Mapping[str, Any]) -> None:
     """Refuses what the JobSet launcher would refuse in its pod (exit 64, after the copy).
 
-    The launcher's own check (:func:`spottrain.runtime.train_job.inputs.check`) on the
-    inputs this run wires into each ``train_job`` task: a queue or priority class name,
-    a queue with a pool the queue does not choose, ``finish_by``, the timeouts.
+    The launcher's own checks (:class:`spottrain.runtime.train_job.inputs.GangInputs`,
+    which its pod's ``RunInputs`` runs too) on the inputs this run wires into each
+    ``train_job`` task: a queue or priority class name, a queue with a pool the queue
+    does not choose, ``finish_by``, the timeouts.
     """
-    from spottrain.runtime.train_job import inputs
+    from spottrain.runtime.train_job.inputs import GangInputs, InputError
 
+    names = GangInputs.names()
     for name, values in templates.job_engine_inputs(spec, params):
-        given = {key: values[key] for key in _LAUNCHER_INPUTS if key in values}
-        try:
-            inputs.check(**given)
-        except TypeError:
+        if not names <= values.keys():
             continue  # an input wired from another task's output: known at run time only
-        except inputs.InputError as err:
+        try:
+            GangInputs(**{key: values[key] for key in names})
+        except InputError as err:
             raise GuardError(f"the train task {name!r} would refuse its inputs: {err}") from None
-
-
-# train_job's inputs that spottrain.runtime.train_job.inputs.check takes (the same names).
-_LAUNCHER_INPUTS = (
-    "workers", "pool", "gpu_type", "gpus", "memory_limit", "retries", "unschedulable_timeout",
-    "admission_timeout", "deadline", "compute_class", "grace_seconds", "queue",
-    "priority_class", "finish_by", "prior_step_seconds",
-)  # fmt: skip
 
 
 def check_job_engine_checkpoint_dir(checkpoint_dir: str, name: str = "checkpoint_dir") -> None:

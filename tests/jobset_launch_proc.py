@@ -21,6 +21,7 @@ from real_kube import wait_for
 
 from spottrain.placement import Placement
 from spottrain.runtime.train_job import component, kube, launcher
+from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job.kube import KubeError
 
@@ -57,8 +58,9 @@ def main() -> int:
         ws,
         own_pod_disrupted=component.retry_follows(k, pod),
         poll_seconds=0.5,
-        capacity_deadline=spec.get("capacity_deadline", 3600),
-        deadline=spec.get("deadline"),
+        settings=d.Settings(
+            capacity_deadline=spec.get("capacity_deadline", 3600), deadline=spec.get("deadline")
+        ),
         say=lambda line: print(line, flush=True),
         chief_log=lambda line: print(line, flush=True),
     )

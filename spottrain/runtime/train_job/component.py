@@ -17,10 +17,10 @@ from spottrain import exits, ledger
 from spottrain.placement import Placement
 from spottrain.runtime import termination
 from spottrain.runtime import train as in_pod
-from spottrain.runtime.train_job import inputs, kube, launcher, names, preflight, status
 from spottrain.runtime.train_job import jobset as js
+from spottrain.runtime.train_job import kube, launcher, names, preflight, status
 from spottrain.runtime.train_job.attempts import gang_attempts
-from spottrain.runtime.train_job.decide import ADMISSION_DEADLINE
+from spottrain.runtime.train_job.inputs import InputError, RunInputs
 from spottrain.runtime.train_job.kube import KubeError
 from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer import checkpointing
@@ -31,31 +31,10 @@ log = logging.getLogger(__name__)
 # (argoproj/argo-workflows v4.0.5 workflow/common/common.go:13
 # `MainContainerName = "main"`): its image is the trainer image.
 KFP_MAIN_CONTAINER = "main"
-_UNRESOLVED = "{{$."
 
 
 def _fatal(message: str) -> in_pod.TrainFailed:
     return in_pod.TrainFailed(exits.FATAL_CONFIG, message)
-
-
-def check_inputs(*, data_dir: str, checkpoint_dir: str, run_id: str, task_name: str) -> None:
-    """Refuses inputs the pods on other nodes could not use; one line naming the value."""
-    if not checkpoint_dir.startswith("gs://"):
-        raise _fatal(
-            f"checkpoint_dir={checkpoint_dir!r}: the JobSet-engine train needs a gs:// folder "
-            "that its pods on other nodes can reach"
-        )
-    if not data_dir.startswith("gs://"):
-        raise _fatal(
-            f"data {data_dir!r} is not in gs://: its pods cannot read this pod's "
-            "files; copy the data with data_dst=gs://... (or use a gs:// pipeline root)"
-        )
-    for name, value in (("run_id", run_id), ("task_name", task_name)):
-        if not value or _UNRESOLVED in value:
-            raise _fatal(
-                f"{name}={value!r}: pass dsl.PIPELINE_JOB_ID_PLACEHOLDER / "
-                "dsl.PIPELINE_TASK_NAME_PLACEHOLDER so a retry finds its JobSet"
-            )
 
 
 def own_pod(k: kube.Kube) -> dict | None:
@@ -179,82 +158,45 @@ def worker_sets(
 
 def launch(
     k: kube.Kube,
+    run: RunInputs,
     *,
-    data_dir: str,
-    checkpoint_dir: str,
-    settings: TrainSettings,
-    run_id: str,
-    task_name: str,
-    workers: int,
-    pool: str,
-    gpu_type: str,
-    gpus: int,
-    memory_limit: str,
-    retries: int,
-    unschedulable_timeout: int,
-    on_demand: bool,
-    deadline: str,
-    compute_class: str = "",
-    grace_seconds: int = 30,
-    extra_args: Sequence[str] = (),
     default_image: str = "",
-    poll_seconds: float = 10.0,
     launcher_options: dict | None = None,
-    finish_by: str = "",
-    prior_step_seconds: float = 0.0,
-    queue: str = "",
-    priority_class: str = "",
-    admission_timeout: int = int(ADMISSION_DEADLINE),
 ) -> launcher.Outcome:
-    """Builds the JobSets from the component inputs and runs the launcher to the end.
+    """Builds the JobSets from the run's inputs and runs the launcher to the end.
+
+    ``launcher_options``: more (or other) options for :class:`launcher.JobSetLauncher`
+    (a test's ``poll_seconds``).
 
     Raises:
-        TrainFailed: a bad input (exit 64, one line).
+        TrainFailed: a flag the pods would refuse, or a bad ``finish_by`` (exit 64, one line).
         KubeError: an API error (its ``code``).
     """
-    check_inputs(data_dir=data_dir, checkpoint_dir=checkpoint_dir, run_id=run_id,
-                        task_name=task_name)  # fmt: skip
-    try:
-        # finish_by is read by for_the_deadline: a retry keeps the time the ledger holds
-        # (kept_deadline), though a time with its zone may be past by then.
-        checked = inputs.check(
-            workers=workers, pool=pool, gpu_type=gpu_type, gpus=gpus, memory_limit=memory_limit,
-            retries=retries, unschedulable_timeout=unschedulable_timeout,
-            admission_timeout=admission_timeout, deadline=deadline, compute_class=compute_class,
-            grace_seconds=grace_seconds, queue=queue, priority_class=priority_class,
-            prior_step_seconds=prior_step_seconds,
-        )  # fmt: skip
-    except inputs.InputError as err:
-        raise _fatal(str(err)) from None
-    placement, run_seconds = checked.placement, checked.run_seconds
     # What the pods would refuse (their flags, the gang's size): before anything exists.
-    flags = preflight.check(
-        data_dir=data_dir, checkpoint_dir=checkpoint_dir, settings=settings, run_id=run_id,
-        task_name=task_name, workers=workers, extra_args=extra_args,
-    )  # fmt: skip
+    flags = preflight.check(run)
     pod = own_pod(k)
     image, account = image_and_account(pod, default_image)
     sets = worker_sets(
-        run_id=run_id, task_name=task_name, namespace=k.namespace, image=image, args=flags,
-        workers=workers, placement=placement, on_demand=on_demand, service_account=account,
-        owner=run_owner(pod),
+        run_id=run.run_id, task_name=run.task_name, namespace=k.namespace, image=image,
+        args=flags, workers=run.workers, placement=run.placement, on_demand=run.on_demand,
+        service_account=account, owner=run_owner(pod),
     )  # fmt: skip
 
     options = dict(
-        poll_seconds=poll_seconds, capacity_deadline=unschedulable_timeout,
-        admission_deadline=admission_timeout, deadline=run_seconds,
+        settings=run.launcher_settings(), poll_seconds=10.0,
         own_pod_disrupted=retry_follows(k, pod), grace_s=own_grace(pod),
         say=lambda line: log.info("%s", line), chief_log=print,
-        **for_the_deadline(finish_by, checkpoint_dir, settings, sets, prior_step_seconds),
+        **for_the_deadline(run.finish_by, run.checkpoint_dir, run.settings, sets,
+                           run.prior_step_seconds),
     )  # fmt: skip
-    run = launcher.JobSetLauncher(k, sets, **{**options, **(launcher_options or {})})
-    previous = launcher.install_sigterm(run)
+    job = launcher.JobSetLauncher(k, sets, **{**options, **(launcher_options or {})})
+    previous = launcher.install_sigterm(job)
     try:
-        outcome = run.run()
+        outcome = job.run()
     finally:
         signal.signal(signal.SIGTERM, previous)
     try:
-        ledger.annotate(checkpoint_dir, gang_attempts(outcome.attempts))
+        ledger.annotate(run.checkpoint_dir, gang_attempts(outcome.attempts))
     except Exception as err:  # noqa: BLE001 - the ledger must never fail the run
         log.warning("could not add the pods to the attempt ledger: %s", err)
     return outcome
@@ -277,7 +219,7 @@ def for_the_deadline(
 
     Raises:
         TrainFailed: ``finish_by`` is not a deadline (exit 64, one line); the other
-            inputs were checked before (:func:`inputs.check`).
+            inputs were checked before (:class:`inputs.RunInputs`).
     """
     from spottrain.ladder import LadderError
     from spottrain.ladder.decide import kept_deadline
@@ -328,40 +270,21 @@ def run_component(
     model,
     metrics,
     attempts,
-    checkpoint_dir: str,
-    settings: TrainSettings,
-    run_id: str,
-    task_name: str,
-    workers: int,
-    pool: str,
-    gpu_type: str,
-    gpus: int,
-    memory_limit: str,
-    retries: int,
-    unschedulable_timeout: int,
-    on_demand: bool,
-    deadline: str,
-    compute_class: str = "",
-    grace_seconds: int = 30,
-    extra_args: Sequence[str] = (),
     report=None,
     classification=None,
     k: kube.Kube | None = None,
-    finish_by: str = "",
-    prior_step_seconds: float = 0.0,
-    queue: str = "",
-    priority_class: str = "",
-    admission_timeout: int = int(ADMISSION_DEADLINE),
+    **given,
 ) -> None:
     """The ``train_job`` component body.
 
-    Takes the component's inputs and outputs by their names (components/train_job
-    documents each; :func:`launch` checks them), its training settings as
-    ``settings``, and ``k``, the API (default: this pod's service account, in its
-    namespace). The outputs: ``model`` (the chief's, copied from the checkpoint dir),
-    ``metrics`` (the training summary and ledger totals), ``attempts`` (the attempt
-    ledger with the pods' nodes), ``report`` (the attempts page) and ``classification``
-    (the task's confusion matrix).
+    Takes the component's outputs and its ``data`` artifact, and every other input by
+    its name (``given``: :class:`inputs.RunInputs`' fields, typed and checked there;
+    components/train_job documents each), its training settings as ``settings``; and
+    ``k``, the API (default: this pod's service account, in its namespace). The
+    outputs: ``model`` (the chief's, copied from the checkpoint dir), ``metrics`` (the
+    training summary and ledger totals), ``attempts`` (the attempt ledger with the
+    pods' nodes), ``report`` (the attempts page) and ``classification`` (the task's
+    confusion matrix).
     """
     from spottrain.version import IMAGE
 
@@ -370,33 +293,9 @@ def run_component(
     if not location.startswith("gs://") and str(getattr(data, "uri", "")).startswith("gs://"):
         location = data.uri
     try:
-        outcome = launch(
-            k if k is not None else kube.in_cluster(),
-            data_dir=location,
-            checkpoint_dir=checkpoint_dir,
-            settings=settings,
-            run_id=run_id,
-            task_name=task_name,
-            workers=workers,
-            pool=pool,
-            gpu_type=gpu_type,
-            gpus=gpus,
-            memory_limit=memory_limit,
-            retries=retries,
-            unschedulable_timeout=unschedulable_timeout,
-            on_demand=on_demand,
-            deadline=deadline,
-            compute_class=compute_class,
-            grace_seconds=grace_seconds,
-            extra_args=extra_args,
-            default_image=IMAGE,
-            finish_by=finish_by,
-            prior_step_seconds=prior_step_seconds,
-            queue=queue,
-            priority_class=priority_class,
-            admission_timeout=admission_timeout,
-        )
-    except (in_pod.TrainFailed, KubeError) as err:
+        run = RunInputs(data_dir=location, **given)
+        outcome = launch(k if k is not None else kube.in_cluster(), run, default_image=IMAGE)
+    except (InputError, in_pod.TrainFailed, KubeError) as err:
         log.error("%s", err)
         termination.mark_exit(err.code, str(err))
         raise SystemExit(err.code) from None
@@ -412,8 +311,8 @@ def run_component(
         outcome.restarts_counted,
     )
     write_outputs(
-        checkpoint_dir=checkpoint_dir,
-        settings=settings,
+        checkpoint_dir=run.checkpoint_dir,
+        settings=run.settings,
         model=model,
         metrics=metrics,
         attempts=attempts,

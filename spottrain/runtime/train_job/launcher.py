@@ -104,17 +104,10 @@ class JobSetLauncher:
     Args:
         kube: A :class:`kube.Kube` (it waits out an unanswering API server).
         sets: The gang, or the spot gang and then the on-demand one it may move to.
+        settings: The run's :class:`decide.Settings`, its deadlines (a run's are
+            made from its inputs: ``inputs.GangInputs.launcher_settings``); default:
+            ``decide.Settings()``.
         poll_seconds: Seconds between two looks.
-        capacity_deadline: Seconds pods may stay Unschedulable before the run ends
-            with a retryable code (or, on spot with an on-demand gang, moves).
-        deadline: Seconds the whole run may take, from the first JobSet's creation
-            (kept across moves): past it, the JobSet is deleted, exit 64.
-        start_deadline: Seconds a pod may be unable to start (an image that does not
-            pull) before the JobSet is deleted, exit 64.
-        unanswered_after: Seconds past its grace a pod may still be terminating before
-            it is deleted forcibly (its node does not answer).
-        admission_deadline: Seconds a gang queued in Kueue may wait for admission
-            before the JobSet is deleted, exit 172.
         clock: Epoch seconds (the API's timestamps are compared with it).
         own_pod_disrupted: Called on SIGTERM; ``True`` keeps the JobSet (the
             launcher's own pod is going; its retry re-attaches).
@@ -140,12 +133,8 @@ class JobSetLauncher:
         kube,
         sets: js.WorkerSet | Sequence[js.WorkerSet],
         *,
+        settings: d.Settings | None = None,
         poll_seconds: float = 5.0,
-        capacity_deadline: float = 3600.0,
-        deadline: float | None = None,
-        start_deadline: float = d.START_FAILURE_SECONDS,
-        unanswered_after: float = d.UNANSWERED_AFTER,
-        admission_deadline: float = d.ADMISSION_DEADLINE,
         clock: Callable[[], float] = time.time,
         own_pod_disrupted: Callable[[], bool] = lambda: False,
         say: Callable[[str], None] = print,
@@ -167,11 +156,7 @@ class JobSetLauncher:
         self.own_pod_disrupted = own_pod_disrupted
         self.say = say
         self.stop = threading.Event()
-        self.settings = d.Settings(
-            capacity_deadline=capacity_deadline, deadline=deadline,
-            start_deadline=start_deadline, unanswered_after=unanswered_after,
-            admission_deadline=admission_deadline,
-        )  # fmt: skip
+        self.settings = settings or d.Settings()
         self.memory = self._memory_on(0)
         self.attempts: dict[str, PodAttempt] = {}
         self.run_started: float | None = None

@@ -15,7 +15,7 @@ cannot disagree.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from spottrain import exits
 from spottrain.exits import ConfigError
@@ -26,19 +26,13 @@ from spottrain.runtime.train_job import names
 from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer import checkpointing, config
 
+if TYPE_CHECKING:
+    from spottrain.runtime.train_job.inputs import RunInputs
+
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
 
 
-def check(
-    *,
-    data_dir: str,
-    checkpoint_dir: str,
-    settings: TrainSettings,
-    run_id: str,
-    task_name: str,
-    workers: int,
-    extra_args: Sequence[str] = (),
-) -> list[str]:
+def check(run: RunInputs) -> list[str]:
     """The gang's pods' ``spottrain.trainer.task`` flags, checked as the pods will check them.
 
     Raises ``TrainFailed`` (exit 64, one line) for what the pods or JobSets would refuse.
@@ -48,17 +42,17 @@ def check(
     """
     try:
         for on_demand in (False, True):  # the longer name, the on-demand gang's, too
-            name = names.jobset_name(run_id, task_name, on_demand=on_demand)
-            js.WorkerSet(name=name, namespace="", image="", args=(), workers=workers,
+            name = names.jobset_name(run.run_id, run.task_name, on_demand=on_demand)
+            js.WorkerSet(name=name, namespace="", image="", args=(), workers=run.workers,
                          placement=Placement())  # fmt: skip
     except ValueError as err:
         raise _fatal(str(err)) from None
     flags = in_pod.trainer_flags(
-        data_dir=data_dir,
-        checkpoint_dir=checkpoint_dir,
-        model_dir=checkpointing.job_model_dir(checkpoint_dir),
-        settings=settings,
-        extra_args=extra_args,
+        data_dir=run.data_dir,
+        checkpoint_dir=run.checkpoint_dir,
+        model_dir=checkpointing.job_model_dir(run.checkpoint_dir),
+        settings=run.settings,
+        extra_args=run.extra_args,
     )
     try:
         # As the pods' trainer reads them: no Vertex AIP_* dirs on GKE.

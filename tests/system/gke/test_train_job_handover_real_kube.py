@@ -30,6 +30,7 @@ from real_jobset import (  # noqa: F401 - the fixture, by import
     worker_set,
 )
 
+from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube, launcher
 from spottrain.runtime.train_job.observe import HOLDER_ANNOTATION
@@ -96,7 +97,7 @@ def test_a_move_whose_old_gang_has_a_pod_on_an_unanswering_node_still_finishes(j
                 kube.from_client(cp.admin, ns),
                 [old, new],
                 poll_seconds=0.5,
-                unanswered_after=5,
+                settings=d.Settings(unanswered_after=5),
                 say=lines.append,
                 chief_log=lambda line: None,
             )  # fmt: skip

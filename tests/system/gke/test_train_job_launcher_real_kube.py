@@ -46,6 +46,7 @@ from real_kube import real_kube_fixture, wait_for  # noqa: F401 - a fixture, by 
 from trainer_helpers import summary
 
 from spottrain.placement import Placement
+from spottrain.runtime.train_job import decide as d
 from spottrain.runtime.train_job import jobset as js
 from spottrain.runtime.train_job import kube, launcher
 from spottrain.runtime.train_job.kube import KubeError
@@ -316,7 +317,7 @@ def test_no_spot_capacity_moves_the_gang_to_on_demand_and_it_completes(jobset_ku
     namespace(cp, ns)
     spot, on_demand = spot_and_on_demand(ns, name, retries=1)
     lines: list[str] = []
-    run = in_thread(cp, [spot, on_demand], lines, capacity_deadline=20)
+    run = in_thread(cp, [spot, on_demand], lines, settings=d.Settings(capacity_deadline=20))
     try:
         (job,) = wait_for("the on-demand child Job", lambda: child_jobs(cp, ns, on_demand.name),
                           120)  # fmt: skip
@@ -357,7 +358,9 @@ def run_for_a_deadline(cp, ns, name, tmp_path, seconds: float):
     options = for_the_deadline(deadline, str(tmp_path), TrainSettings(train_steps=10_000),
                                [spot, on_demand])  # fmt: skip
     lines: list[str] = []
-    run = in_thread(cp, [spot, on_demand], lines, capacity_deadline=3600, **options)
+    run = in_thread(
+        cp, [spot, on_demand], lines, settings=d.Settings(capacity_deadline=3600), **options
+    )
     return spot, on_demand, deadline, lines, run
 
 
@@ -556,7 +559,9 @@ def test_a_spot_gang_a_return_made_moves_on_to_a_new_on_demand_gang_for_capacity
     custom(cp).create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, js.jobset(gang_two))
     options = for_the_deadline("", str(tmp_path), TrainSettings(), [spot, on_demand])
     lines: list[str] = []
-    run = in_thread(cp, [spot, on_demand], lines, capacity_deadline=20, **options)
+    run = in_thread(
+        cp, [spot, on_demand], lines, settings=d.Settings(capacity_deadline=20), **options
+    )
     (job,) = wait_for("gang 3's child Job", lambda: child_jobs(cp, ns, three), 120)
     pods = running_pods(cp, ns, job.metadata.uid, 2)
     assert gone(cp, ns, two), lines
@@ -604,7 +609,7 @@ def test_the_run_deadline_counts_from_the_first_jobset_and_ends_the_run_with_64(
     cp, ns, name = jobset_kube, "tl-deadline", "st-deadline"
     namespace(cp, ns)
     lines: list[str] = []
-    first = in_thread(cp, worker_set(ns, name), lines, deadline=3600)
+    first = in_thread(cp, worker_set(ns, name), lines, settings=d.Settings(deadline=3600))
     (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
     running_pods(cp, ns, job.metadata.uid, 2)
     started = first.launcher.run_started
@@ -612,17 +617,18 @@ def test_the_run_deadline_counts_from_the_first_jobset_and_ends_the_run_with_64(
     first.launcher.stop.set()
     assert first.result(timeout=60).code == 143
     time.sleep(2)
-    again = in_thread(cp, worker_set(ns, name), lines, deadline=2)
+    again = in_thread(cp, worker_set(ns, name), lines, settings=d.Settings(deadline=2))
     out = again.result(timeout=60)
     assert again.launcher.run_started == pytest.approx(started, abs=0.01)
     assert out.code == 64 and "passed its deadline" in lines[-1], lines
     wait_in(cp, ns, "the JobSet deleted", lambda: gone(cp, ns, name), timeout=120)
 
 
-def component_launch(cp, client, ns, bucket, **kw):
+def component_launch(cp, client, ns, bucket):
     """train_job.component.launch (the component body) as the given API client, in this
     (the main) thread, as in the component's pod; a helper thread ends the pods 0."""
     from spottrain.runtime.train_job import component
+    from spottrain.runtime.train_job.inputs import RunInputs
 
     done = threading.Event()
 
@@ -639,16 +645,16 @@ def component_launch(cp, client, ns, bucket, **kw):
     )[0].name  # fmt: skip
     helper = threading.Thread(target=finish, daemon=True)
     helper.start()
-    inputs = dict(
+    run = RunInputs(
         data_dir=f"gs://{bucket.name}/data", checkpoint_dir=f"gs://{bucket.name}/ckpt",
         run_id="run-rbac",
         task_name="train", workers=2, pool="on-demand", gpu_type="nvidia-tesla-a100", gpus=1,
         memory_limit="48G", retries=1, unschedulable_timeout=300, on_demand=False,
-        deadline="3600s", poll_seconds=0.5, launcher_options={"chief_log": lambda line: None},
-        settings=TrainSettings(),
+        deadline="3600s", settings=TrainSettings(),
     )  # fmt: skip
+    options = {"poll_seconds": 0.5, "chief_log": lambda line: None}
     try:
-        return name, component.launch(kube.from_client(client, ns), **{**inputs, **kw})
+        return name, component.launch(kube.from_client(client, ns), run, launcher_options=options)
     finally:
         done.set()
         helper.join(120)
@@ -742,7 +748,7 @@ def test_an_image_that_does_not_pull_is_said_then_ends_the_run_with_64(jobset_ku
     namespace(cp, ns)
     lines: list[str] = []
     ws = worker_set(ns, name, image=UNPULLABLE + "trainer:v1")
-    out = in_thread(cp, ws, lines, start_deadline=10).result(timeout=120)
+    out = in_thread(cp, ws, lines, settings=d.Settings(start_deadline=10)).result(timeout=120)
     said = "\n".join(lines)
     assert out.code == 64, said
     assert "cannot start yet" in said and "ErrImagePull" in lines[-1], said
@@ -759,7 +765,9 @@ def test_a_pod_on_a_node_that_stopped_answering_is_force_deleted_and_the_gang_re
     cp, ns, name = jobset_kube, "tl-frozen", "st-frozen"
     namespace(cp, ns)
     lines: list[str] = []
-    run = in_thread(cp, worker_set(ns, name, retries=2), lines, unanswered_after=5)
+    run = in_thread(
+        cp, worker_set(ns, name, retries=2), lines, settings=d.Settings(unanswered_after=5)
+    )
     (job,) = wait_for("the child Job", lambda: child_jobs(cp, ns, name), timeout=60)
     frozen, peer = running_pods(cp, ns, job.metadata.uid, 2)
     cp.kubelet.frozen.add(frozen.metadata.uid)

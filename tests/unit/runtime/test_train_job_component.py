@@ -25,6 +25,7 @@ from spottrain.runtime import termination
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher
 from spottrain.runtime.train_job.attempts import PodAttempt
+from spottrain.runtime.train_job.inputs import InputError, RunInputs
 from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer import checkpointing
 
@@ -72,7 +73,7 @@ def chief_writes(ckpt, started):
 @pytest.fixture
 def local_paths(monkeypatch):
     # Pods on other nodes need gs://; here the "bucket" is a local folder.
-    monkeypatch.setattr(component, "check_inputs", lambda **kwargs: None)
+    monkeypatch.setattr(RunInputs, "_check_where", lambda self: None)
     monkeypatch.delenv("HOSTNAME", raising=False)  # no own pod to read
 
 
@@ -106,7 +107,7 @@ def test_outputs_match_the_in_pod_train_and_the_ledger_gains_the_pods(
     )  # fmt: skip
     [(sets, options)] = seen
     assert [ws.placement.pool for ws in sets] == ["spot", "on-demand"]
-    assert options["capacity_deadline"] == 300 and options["deadline"] == 3600
+    assert (options["settings"].capacity_deadline, options["settings"].deadline) == (300, 3600)
     assert (tmp_path / "model" / "model.keras").read_bytes() == b"weights"
     assert metrics.logged["final_step"] == 20 and metrics.logged["ledger_attempts"] == 1
     assert model.metadata["checkpoint_dir"] == str(ckpt)
@@ -165,8 +166,8 @@ def test_a_failed_run_exits_with_its_code_and_one_line(tmp_path, local_paths, mo
 def test_bad_inputs_are_one_line_and_fatal_before_any_api_call(change, message):
     kwargs = dict(BASE, data_dir="gs://my-bucket/data", checkpoint_dir="gs://my-bucket/ckpt")
     kwargs.update(change)
-    with pytest.raises(in_pod.TrainFailed) as err:
-        component.launch(NoApi(), **kwargs)
+    with pytest.raises((InputError, in_pod.TrainFailed)) as err:
+        component.launch(NoApi(), RunInputs(**kwargs))
     assert err.value.code == exits.FATAL_CONFIG
     assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
 
@@ -295,8 +296,8 @@ def test_what_the_dry_run_refuses_the_launcher_refuses_with_the_same_words(chang
     kwargs = dict(BASE, data_dir="gs://my-bucket/data", checkpoint_dir="gs://my-bucket/ckpt",
                   pool="spot")  # fmt: skip
     kwargs.update(change)
-    with pytest.raises(in_pod.TrainFailed) as err:
-        component.launch(NoApi(), **kwargs)
+    with pytest.raises((InputError, in_pod.TrainFailed)) as err:
+        component.launch(NoApi(), RunInputs(**kwargs))
     assert err.value.code == exits.FATAL_CONFIG
     from kfp_api import run_cli
 

@@ -25,6 +25,7 @@ from spottrain.pipelines import compile as comp
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher, names, rbac
 from spottrain.runtime.train_job import jobset as js
+from spottrain.runtime.train_job.inputs import RunInputs
 from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer import gang_env
 
@@ -75,10 +76,8 @@ def sent(path: Path, workers: int, monkeypatch) -> tuple[dict, list[dict]]:
     monkeypatch.delenv("HOSTNAME", raising=False)
     settings = TrainSettings.from_params(inputs)
     others = {k: v for k, v in inputs.items() if k not in TrainSettings.names()}
-    component.launch(
-        SimpleNamespace(namespace="kubeflow"), data_dir="gs://bucket/data",
-        default_image="trainer:test", settings=settings, **others,
-    )  # fmt: skip
+    run = RunInputs(data_dir="gs://bucket/data", settings=settings, **others)
+    component.launch(SimpleNamespace(namespace="kubeflow"), run, default_image="trainer:test")
     return inputs, [js.jobset(ws) for ws in given]
 
 

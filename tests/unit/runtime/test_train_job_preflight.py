@@ -17,6 +17,7 @@ from ended_launcher import ended
 from spottrain import exits
 from spottrain.runtime import train as in_pod
 from spottrain.runtime.train_job import component, launcher
+from spottrain.runtime.train_job.inputs import InputError, RunInputs
 from spottrain.runtime.train_settings import TrainSettings
 from spottrain.trainer import config
 
@@ -61,8 +62,8 @@ def _settings(**change) -> TrainSettings:
     ],
 )  # fmt: skip
 def test_settings_the_pods_would_refuse_are_one_line_before_any_api_call(change, message):
-    with pytest.raises(in_pod.TrainFailed) as err:
-        component.launch(NoApi(), **{**BASE, **GS, **change})
+    with pytest.raises((InputError, in_pod.TrainFailed)) as err:
+        component.launch(NoApi(), RunInputs(**{**BASE, **GS, **change}))
     assert err.value.code == exits.FATAL_CONFIG
     text = str(err.value)
     assert message in text and "\n" not in text, text
@@ -82,7 +83,7 @@ def test_the_check_parses_exactly_the_flags_the_pods_get(monkeypatch):
     monkeypatch.setattr(
         launcher, "JobSetLauncher", ended(launcher.Outcome(1, "stop here", "st-x"), seen)
     )
-    component.launch(NoApi(), **{**BASE, **GS, "extra_args": ["--seed", "7"]})
+    component.launch(NoApi(), RunInputs(**{**BASE, **GS, "extra_args": ["--seed", "7"]}))
     [(sets, _)] = seen
     assert parsed == [list(ws.args) for ws in sets[:1]]
     assert all(ws.args == sets[0].args for ws in sets)
