@@ -407,7 +407,8 @@ def _capacity(o: Seen, memory: Memory, settings: Settings) -> Action | None:
     return None
 
 
-def _queued(o: Seen, memory: Memory, settings: Settings) -> Action | None:
+def _queue_ended_or_unseen(o: Seen, memory: Memory, settings: Settings) -> Action | None:
+    """Kueue ended the Workload, or evicted the gang between two looks (its count)."""
     q = o.queued
     if q is None or o.state != "running":
         return None
@@ -430,6 +431,13 @@ def _queued(o: Seen, memory: Memory, settings: Settings) -> Action | None:
             "each",
             said=SAID_EVICTIONS,
         )
+    return None
+
+
+def _queued(o: Seen, memory: Memory, settings: Settings) -> Action | None:
+    q = o.queued
+    if q is None or o.state != "running":
+        return None
     if q.admitted:
         if memory.said & QUEUE_SAID:
             on = f" on {q.flavors}" if q.flavors else ""
@@ -517,7 +525,7 @@ def _progress(o: Seen, memory: Memory, settings: Settings) -> Action | None:
 # In order: the first rule that returns an action wins.
 RULES: tuple[Rule, ...] = (
     _not_ours, _unanswered, _sigterm, _moving, _deleting, _start, _ended, _cannot_start,
-    _deadline, _queued, _for_the_deadline, _capacity, _progress,
+    _deadline, _queue_ended_or_unseen, _queued, _for_the_deadline, _capacity, _progress,
 )  # fmt: skip
 
 
