@@ -98,6 +98,9 @@ def measured_now(o: Obs, w: World) -> Measured:
         left_spot_at=max((t for t, a, _, _ in o.moved if a == SPOT), default=None),
         left_by=next((rule for _, a, _, rule in reversed(o.moved) if a == SPOT), ""),
         began_at=0.0,
+        held_h=o.realized(o.t)[0],
+        kept_steps=o.realized(o.t)[1] / STEP_S,
+        spot_held_at=o.held_at(o.t),
     )  # fmt: skip
 
 

@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spottrain.ladder.forecast import age_weight, held_hours
+from spottrain.ladder.forecast import REALIZED_HALF_LIFE_H, age_weight, held_hours
 
 DT = 60.0
 SPOT, OD = 0, 1
@@ -160,6 +160,41 @@ class Obs:
     weighed_hours: float = 0.0
     weighed_at: float = 0.0
     moved: list = field(default_factory=list)
+    # What spot realized, as Measured.from_ledger weighs it (REALIZED_HALF_LIFE_H): the
+    # hours held and the work kept (seconds) of spot attempts that are over, and the
+    # running attempt's start and saved work then (None: none runs).
+    realized_h: float = 0.0
+    realized_kept_s: float = 0.0
+    realized_at: float = 0.0
+    attempt_began: float | None = None
+    attempt_saved_s: float = 0.0
+    held_until: float | None = None
+
+    def realized(self, now: float) -> tuple[float, float]:
+        """(hours held on spot, seconds of work kept there) weighed by age at ``now``."""
+        w = age_weight(now - self.realized_at, REALIZED_HALF_LIFE_H)
+        held, kept = self.realized_h * w, self.realized_kept_s * w
+        if self.attempt_began is not None and now > self.attempt_began:
+            paid = held_hours(self.attempt_began, now, now, REALIZED_HALF_LIFE_H)
+            held += paid
+            kept += (self.saved_s - self.attempt_saved_s) * paid * 3600 / (now - self.attempt_began)
+        return held, kept
+
+    def held_at(self, now: float) -> float | None:
+        """When spot capacity was last held: now while an attempt runs."""
+        return now if self.attempt_began is not None else self.held_until
+
+    def _begin(self, now: float) -> None:
+        self.attempt_began, self.attempt_saved_s = now, self.saved_s
+
+    def _end(self, now: float) -> None:
+        """The running spot attempt is over at ``now`` (preempted, or a move's)."""
+        if self.attempt_began is None:
+            return
+        held, kept = self.realized(now)
+        self.realized_h, self.realized_kept_s, self.realized_at = held, kept, now
+        self.held_until = now
+        self.attempt_began = None
 
     def weighed(self, now: float) -> tuple[float, float]:
         """(preemptions, spot hours) weighed by their age at ``now``."""
@@ -203,6 +238,7 @@ def run(world: World, policy, look_s: float = 300.0, step_s: float = 1.0) -> Res
             break
         up, killed = world.up[i], world.kill[i]
         if o.at == SPOT and o.phase != WAIT and (killed or not up):
+            o._end(t)
             o.preemptions += 1
             o._add(t, preemptions=1.0)
             o.idle_end = o.phase == RESTART
@@ -210,6 +246,7 @@ def run(world: World, policy, look_s: float = 300.0, step_s: float = 1.0) -> Res
             o.phase, ask = WAIT, True
         if o.at == SPOT and o.phase == WAIT and up:
             o.phase, restart_left, restarting_since = RESTART, world.restart_s, t
+            o._begin(t)
         o.t, o.up = t, bool(up)
         if ask or t >= next_look:
             to = policy(o, world)
@@ -219,9 +256,13 @@ def run(world: World, policy, look_s: float = 300.0, step_s: float = 1.0) -> Res
                 o.moved.append((t, o.at, to, getattr(policy, "rule", "")))
                 if o.phase == TRAIN:  # the notice of a move: save first
                     o.saved_s, since_save = o.done_s, 0.0
+                if o.at == SPOT:
+                    o._end(t)
                 o.done_s, o.at, o.waited_s = o.saved_s, to, 0.0
                 if to == OD or up:
                     o.phase, restart_left, restarting_since = RESTART, world.restart_s, t
+                    if to == SPOT:
+                        o._begin(t)
                 else:
                     o.phase = WAIT
         if o.phase == WAIT:

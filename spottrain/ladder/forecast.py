@@ -54,6 +54,10 @@ class Prior:
 # Preemptions and spot hours weigh half as much every HALF_LIFE_H hours: a rate measured
 # over a burst is forgotten within a few hours, and a rise is seen within one or two.
 HALF_LIFE_H = 2.0
+# What spot realized (its hours held and the steps it kept) is weighed more slowly: the
+# realized cost of a unit of work is a ratio, and a verdict on it needs many hours of
+# evidence (decide's cost rule), where the rate above needs to see a rise within hours.
+REALIZED_HALF_LIFE_H = 8.0
 
 
 def age_weight(age_s: float, half_life_h: float = HALF_LIFE_H) -> float:
@@ -89,6 +93,13 @@ class Measured:
         left_by: The rule that made that move (``spottrain.ladder.decide.RULES``).
         began_at: When the run was first launched with its deadline (the ladder's
             ``set_at``; ``None``: unknown, and the pace rule does not apply).
+        held_h: Hours held on preemptible capacity, start-ups included (what was paid
+            there), each weighed by its age with :data:`REALIZED_HALF_LIFE_H`.
+        kept_steps: The steps trained there that were kept (saved, never trained again),
+            weighed like ``held_h`` (each attempt's by its mean weight): ``kept_steps``
+            over ``held_h`` is the progress spot realized per hour paid.
+        spot_held_at: When the run last held preemptible capacity (its newest spot
+            attempt's end, or now while one runs; ``None``: never).
     """
 
     steps_done: int
@@ -103,6 +114,9 @@ class Measured:
     left_spot_at: float | None = None
     left_by: str = ""
     began_at: float | None = None
+    held_h: float = 0.0
+    kept_steps: float = 0.0
+    spot_held_at: float | None = None
 
     @property
     def steps_left(self) -> int:
@@ -138,6 +152,7 @@ class Measured:
         steps: dict[str, int] = {}
         replicas: dict[str, int] = {}
         preemptions, spot_hours, restarts = 0.0, 0.0, []
+        held_h, kept_steps, spot_held_at = 0.0, 0.0, None
         if now is None:
             times = [r.get("ended") or r.get("updated") or 0 for r in records]
             now = float(max(times, default=0) or 0)
@@ -170,6 +185,11 @@ class Measured:
                 held = rec.get("started")  # preemptible from its start, start-up included
                 if held and until and until > held:
                     spot_hours += held_hours(held, until, now)
+                    paid = held_hours(held, until, now, REALIZED_HALF_LIFE_H)
+                    kept = max(0, (rec.get("saved_step") or 0) - (rec.get("start_step") or 0))
+                    held_h += paid
+                    spot_held_at = max(spot_held_at or until, until)
+                    kept_steps += kept * paid * 3600 / (until - held)  # its mean weight
             if rec.get("lost_restart_seconds"):
                 restarts.append(float(rec["lost_restart_seconds"]))
         if not restarts:  # not priced yet: from each interrupted attempt's end to the resume
@@ -195,6 +215,9 @@ class Measured:
             left_spot_at=float(last_left["at"]) if last_left else None,
             left_by=str(last_left.get("rule") or "") if last_left else "",
             began_at=began_at,
+            held_h=held_h,
+            kept_steps=kept_steps,
+            spot_held_at=spot_held_at,
         )
 
 
