@@ -14,7 +14,9 @@ not come within its patience gives way to the next. With ``finish_by``:
    a third of the restart, :func:`held_in_hand`).
 2. **Cost** (``cost``). Leave spot when preemptions make its useful hour
    :data:`LEAVE_SHARE` times the backstop's
-   (:func:`~spottrain.ladder.forecast.useful_share`).
+   (:func:`~spottrain.ladder.forecast.useful_share`), or when what it realized (hours
+   paid against steps kept) cost more than the backstop would have by more than
+   :data:`REALIZED_BUDGET` of the run and the rate agrees (:func:`realized_regret`).
 3. **Pace** (``pace``). Waiting for spot capacity while behind the pace
    (:func:`pace_s`: part of the deadline's slack, shrinking evenly to the deadline),
    train on the backstop instead (Wu et al.'s Uniform Progress, section 5.2.2, looser).
@@ -24,7 +26,9 @@ not come within its patience gives way to the next. With ``finish_by``:
    is no dearer (:data:`LEAVE_SHARE`; :data:`RETURN_SHARE` after a cost move). After a
    cost or pace move a return waits :data:`RETURN_WAIT_S`, doubled for each return
    before: a rate that looks lower only because it was forgotten, or a drought that
-   goes on, is tried less and less often.
+   goes on, is tried less and less often; after a pace move at least as long as the
+   drought had lasted. A return also needs what spot realized to be no dearer
+   (:func:`realized_dearer`).
 5. **A queued rung closing** (``queued``). A cheaper queued backstop (flex-start) in
    time now but not at the next look is moved to now when that costs less than spot
    until the last moment.
@@ -45,7 +49,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from spottrain.ladder import Ladder, LadderError, duration_s
-from spottrain.ladder.forecast import Forecast, Measured, Prior, forecast, restart_seconds
+from spottrain.ladder.forecast import (
+    Forecast,
+    Measured,
+    Prior,
+    forecast,
+    restart_seconds,
+    step_seconds,
+    useful_share,
+)
 
 # A finish_by nearer than this is "now" (finish_by=0): no gang starts in it. One further
 # than this is a typo (99999999999999999999d overflowed the clock); Vertex's longest
@@ -75,6 +87,24 @@ PACE_SHARE = 0.5
 # A return after a cost or pace move waits this long after spot was left, doubled for
 # each return before it.
 RETURN_WAIT_S = 3600.0
+# Spot judged by what it realized (Measured.held_h, .kept_steps), not only by a
+# modelled rate: its hours paid less the backstop's price of the work they kept is the
+# regret of having been on spot rather than on the backstop, and on a spot dearer per
+# unit of work it grows at the rate of the gap. The run leaves once that regret is more
+# than REALIZED_BUDGET of the backstop's cost of the whole run and more than
+# REALIZED_MISHAPS mishaps (a restart and a save interval of spot), and the rate's model
+# agrees spot is dearer beyond its own noise (LEAVE_NOISE x the rate's Poisson error
+# times what a preemption loses): so what the run pays beyond the backstop alone is
+# about the budget, and one unlucky hour on a good spot is not taken for a bad one. The
+# rate forgave 16/h as ~12/h for hours; what was realized does not. A return needs
+# spot's realized cost per unit of work, pulled to the prior's by REALIZED_PRIOR_H
+# hours, to be no dearer (at most RETURN_SHARE of it after a cost move): the evidence is
+# weighed by age but the ratio is not, so a spot that realized nothing is tried again
+# only once its evidence has faded to the prior's.
+REALIZED_BUDGET = 0.008
+REALIZED_MISHAPS = 3.0
+REALIZED_PRIOR_H = 0.05
+LEAVE_NOISE = 1.0
 STAY, MOVE = "stay", "move"
 # The rules, as a move names the one that made it (the ledger's Move.rule).
 PATIENCE, ESTIMATE, DEADLINE, COST, PACE, AHEAD, QUEUED, LATE = RULES = (
@@ -213,6 +243,15 @@ def decide(
                 f"{stay.rate_per_h:.1f} preemptions/h leave spot {stay.useful:.0%} useful: its "
                 f"useful hour costs more than {there.rung.capacity}'s"
             ), COST)  # fmt: skip
+        regret = realized_regret(stay, there, measured, prior, prices)
+        model_dearer = bool(price_here and price_there and price_here
+                            >= price_there * stay.useful * (1 + _noise(stay, measured, prior)))  # fmt: skip
+        if regret is not None and regret[0] > regret[1] and model_dearer:
+            return _move(ladder, there, (
+                f"{here.capacity} paid {measured.held_h:.1f} h for {measured.kept_steps:.0f} "
+                f"steps kept: {regret[0]:.2f} more than {there.rung.capacity} would have, "
+                f"beyond the {regret[1]:.2f} allowed"
+            ), COST)  # fmt: skip
         # Waiting for spot capacity burns time in hand: behind the pace, wait on the
         # backstop instead, training (back to spot once ahead again: rule 3).
         spare = finish_by - now - there.finish_s - hold
@@ -280,6 +319,61 @@ def pace_s(f: Forecast, measured: Measured, now: float, finish_by: float) -> flo
     return max(0.0, PACE_SHARE * slack * min(1.0, (finish_by - now) / (finish_by - began)))
 
 
+def realized_regret(
+    spot: Forecast,
+    backstop: Forecast,
+    measured: Measured,
+    prior: Prior,
+    prices: Mapping[str, float],
+) -> tuple[float, float] | None:
+    """(regret, allowed): what spot paid beyond the backstop's price of the work it kept.
+
+    The regret is spot's hours held (:attr:`Measured.held_h`) at its price less the
+    backstop's price of the steps kept there (:attr:`Measured.kept_steps`) at its speed;
+    allowed, :data:`REALIZED_BUDGET` of the backstop's cost of the whole run, at least
+    :data:`REALIZED_MISHAPS` restarts and save intervals of spot. ``None``: no prices.
+    """
+    price_spot, price_back = prices.get(spot.rung.capacity), prices.get(backstop.rung.capacity)
+    per_step = step_seconds(backstop.rung, measured)
+    if not price_spot or not price_back or per_step is None:
+        return None
+    unit = price_back * backstop.rung.workers * per_step / 3600  # the backstop's, a step
+    paid = price_spot * spot.rung.workers * measured.held_h
+    regret = paid - unit * measured.kept_steps
+    mishap = restart_seconds(measured, prior) + measured.save_every_s
+    allowed = max(REALIZED_BUDGET * unit * measured.steps_total,
+                  REALIZED_MISHAPS * price_spot * spot.rung.workers * mishap / 3600)  # fmt: skip
+    return regret, allowed
+
+
+def _noise(spot: Forecast, measured: Measured, prior: Prior) -> float:
+    """The relative error of spot's modelled useful share: the rate's Poisson error over
+    the hours behind it, times what a preemption costs (a restart and half a save)."""
+    hours = prior.weight_hours + measured.preemptible_hours
+    lost_h = (restart_seconds(measured, prior) + measured.save_every_s / 2) / 3600
+    return LEAVE_NOISE * lost_h * math.sqrt(max(spot.rate_per_h, 0.0) / hours)
+
+
+def realized_dearer(
+    spot: Forecast,
+    backstop: Forecast,
+    measured: Measured,
+    prior: Prior,
+    prices: Mapping[str, float],
+    share: float = 1.0,
+) -> bool:
+    """Whether spot's realized cost per unit of work, pulled to the prior's, is dearer."""
+    price_spot, price_back = prices.get(spot.rung.capacity), prices.get(backstop.rung.capacity)
+    per_back, per_spot = step_seconds(backstop.rung, measured), step_seconds(spot.rung, measured)
+    if not price_spot or not price_back or per_back is None or per_spot is None:
+        return False
+    useful = useful_share(prior.preemptions_per_hour, restart_seconds(measured, prior),
+                          measured.save_every_s)  # fmt: skip
+    steps = measured.kept_steps + useful * REALIZED_PRIOR_H * 3600 / per_spot
+    paid = price_spot * spot.rung.workers * (measured.held_h + REALIZED_PRIOR_H)
+    return paid > share * price_back * backstop.rung.workers * per_back / 3600 * steps
+
+
 def _back_to_spot(
     ladder: Ladder,
     at: int,
@@ -302,6 +396,9 @@ def _back_to_spot(
     price_spot, price_here = prices.get(spot.rung.capacity), prices.get(here.capacity)
     if spot.useful <= 0:
         return None
+    if realized_dearer(spot, forecasts[at], measured, prior, prices,
+                       RETURN_SHARE if measured.left_by == COST else 1.0):  # fmt: skip
+        return None
     if price_spot and price_here:
         # Left for its cost: back only once clearly cheaper, and less and less often
         # (a rate that looks lower only because it was forgotten). Else: not dearer.
@@ -311,7 +408,13 @@ def _back_to_spot(
     # Left for its cost or the pace, the run comes back less and less often: each
     # return that found spot no better (or no capacity again) doubles the wait.
     if measured.left_by in (COST, PACE) and measured.left_spot_at is not None:
-        if now - measured.left_spot_at < RETURN_WAIT_S * 2**measured.returns:
+        wait = RETURN_WAIT_S * 2**measured.returns
+        held = measured.spot_held_at if measured.spot_held_at is not None else measured.began_at
+        if measured.left_by == PACE and held is not None:
+            # Left waiting for capacity: a drought that has lasted this long is as likely
+            # to last as long again, and each return into it costs a restart here.
+            wait = max(wait, measured.left_spot_at - held)
+        if now - measured.left_spot_at < wait:
             return None
     # Coming back here later costs a restart: the backstop's finish as if moved to.
     again = forecast(here, measured, prior, moving=True)

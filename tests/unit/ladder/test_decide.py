@@ -31,6 +31,7 @@ from spottrain.ladder.decide import (
     held_in_hand,
 )
 from spottrain.ladder.forecast import (
+    REALIZED_HALF_LIFE_H,
     Measured,
     Prior,
     age_weight,
@@ -234,6 +235,67 @@ def test_returns_after_a_cost_or_pace_move_wait_longer_each_time():
     assert decide(TWO, 1, m, now=0.0, finish_by=90000, look_every_s=300).to == 1
 
 
+# What spot realized (rule 2, by the ledger): 2 h held at 0.3 x 2 workers is 1.20 paid;
+# a step on on-demand costs 1.0 x 2 x 0.5 s = 0.000278, so 4,000 steps kept are worth
+# 1.11 there. Allowed: 0.008 of the whole run on on-demand (10,000 steps: 0.022), at
+# least 3 mishaps of spot (3 x 0.3 x 2 x (180 + 600) s = 0.39). 30 preemptions in 2 h
+# are (1 + 30) / 3 = 10.3/h: 22.4 % useful, 0.3 >= 0.224 x 1.25 (its noise: 480 s x
+# sqrt(10.3 / 3), in hours) so the model agrees spot is dearer, but not 1.5x dearer.
+# 3 preemptions in 2 h (1.3/h) leave spot ~84 % useful: the model disagrees.
+REALIZED = [
+    # (measured, kind, to, rule, a word of the reason)
+    (dict(preemptions=30, preemptible_hours=2.0, held_h=2.0, kept_steps=0.0),
+     MOVE, 1, COST, "0 steps kept: 1.20 more than on-demand would have"),
+    # 4,000 steps kept: 1.20 - 1.11 = 0.09 of regret, within the 0.39 allowed.
+    (dict(preemptions=30, preemptible_hours=2.0, held_h=2.0, kept_steps=4000.0),
+     STAY, 0, "", ""),
+    # Nothing kept, but the rate says spot is cheaper: one unlucky stretch, stay.
+    (dict(preemptions=3, preemptible_hours=2.0, held_h=2.0, kept_steps=0.0), STAY, 0, "", ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("m", "kind", "to", "rule", "word"), REALIZED)
+def test_spot_is_left_once_what_it_realized_cost_more_than_allowed(m, kind, to, rule, word):
+    made = decide(TWO, 0, measured(**m), now=0.0, finish_by=90000, look_every_s=300,
+                  prices=PRICES, margin_s=300)  # fmt: skip
+    assert (made.kind, made.to, made.rule) == (kind, to, rule), made
+    assert word in made.reason, made
+
+
+def test_a_return_needs_spot_to_have_realized_no_dearer_than_the_backstop():
+    """Left for its cost 25 h ago: back only when spot's realized cost per unit of work
+    (pulled to the prior's by 0.05 h at 87.4 %) is at most 0.6 of on-demand's. 2 h
+    held and nothing kept: 0.3 x 2 x 2.05 h = 1.23 > 0.6 x 0.000278 x 315 steps; 2 h
+    and 12,000 steps kept (83 %): 1.23 <= 0.6 x 0.000278 x 12,315 = 2.05: back. Left for
+    the deadline, only not dearer: 2 h and 4,000 steps (1.23 > 1.0 x 1.20) stays away."""
+
+    def to(left_by: str, **kw) -> int:
+        m = measured(left_by=left_by, left_spot_at=-90000.0, **kw)
+        return decide(TWO, 1, m, now=0.0, finish_by=90000, look_every_s=300, prices=PRICES).to
+
+    assert to(COST, held_h=2.0, kept_steps=0.0) == 1
+    assert to(COST, held_h=2.0, kept_steps=12000.0) == 0
+    assert to(DEADLINE, held_h=2.0, kept_steps=4000.0) == 1
+    assert to(DEADLINE, held_h=2.0, kept_steps=5000.0) == 0
+    # Without prices (the JobSet launcher) nothing is realized in money: back.
+    m = measured(left_by=COST, left_spot_at=-90000.0, held_h=2.0, kept_steps=0.0)
+    assert decide(TWO, 1, m, now=0.0, finish_by=90000, look_every_s=300).to == 0
+
+
+def test_a_return_after_a_pace_move_waits_as_long_as_the_drought_had_lasted():
+    """Left for the pace 3,700 s ago (past the first hour's wait), spot last held 40,000 s
+    before now: the drought had lasted 36,300 s when it was left, so the run waits that
+    long. Spot last held 5,000 s before now: 1,300 s of drought, the hour's wait holds."""
+
+    def to(**kw) -> int:
+        m = measured(left_by=PACE, left_spot_at=-3700.0, began_at=-40000.0, **kw)
+        return decide(TWO, 1, m, now=0.0, finish_by=90000, look_every_s=300).to
+
+    assert to() == 1  # never held: the drought is the whole run so far
+    assert to(spot_held_at=-40000.0) == 1
+    assert to(spot_held_at=-5000.0) == 0
+
+
 def test_what_the_ledger_says_the_run_measured():
     """Seconds per step pooled per shape from each attempt's restore to its end; the
     spot kinds' preemptions and hours; the mean priced restart."""
@@ -263,6 +325,14 @@ def test_what_the_ledger_says_the_run_measured():
         held_hours(1000, 1110, 1440) + held_hours(1400, 1440, 1440)
     )
     assert m.preemptible_hours == pytest.approx((110 + 40) / 3600, rel=0.05)
+    # What spot realized (weighed with the slower half-life): 150 s held, the first
+    # attempt's 100 steps kept (the last's 10 steps were not saved), spot held until 1440.
+    slow = REALIZED_HALF_LIFE_H
+    assert m.held_h == pytest.approx(held_hours(1000, 1110, 1440, slow)
+                                     + held_hours(1400, 1440, 1440, slow))  # fmt: skip
+    assert m.kept_steps == pytest.approx(100 * held_hours(1000, 1110, 1440, slow) * 3600 / 110)
+    assert m.kept_steps == pytest.approx(100, rel=0.01)
+    assert m.spot_held_at == 1440
     assert Measured.from_ledger([], 10, 60.0).step_s == {}
 
 
