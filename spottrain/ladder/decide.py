@@ -244,8 +244,9 @@ def decide(
                 f"useful hour costs more than {there.rung.capacity}'s"
             ), COST)  # fmt: skip
         regret = realized_regret(stay, there, measured, prior, prices)
-        model_dearer = bool(price_here and price_there and price_here
-                            >= price_there * stay.useful * (1 + _noise(stay, measured, prior)))  # fmt: skip
+        noise = _noise(stay, measured, prior)
+        model_dearer = bool(price_here and price_there
+                            and price_here >= price_there * stay.useful * (1 + noise))  # fmt: skip
         if regret is not None and regret[0] > regret[1] and model_dearer:
             return _move(ladder, there, (
                 f"{here.capacity} paid {measured.held_h:.1f} h for {measured.kept_steps:.0f} "
@@ -347,8 +348,11 @@ def realized_regret(
 
 
 def _noise(spot: Forecast, measured: Measured, prior: Prior) -> float:
-    """The relative error of spot's modelled useful share: the rate's Poisson error over
-    the hours behind it, times what a preemption costs (a restart and half a save)."""
+    """The relative error of spot's modelled useful share, times :data:`LEAVE_NOISE`.
+
+    The rate's Poisson error over the hours behind it, times what a preemption costs (a
+    restart and half a save interval).
+    """
     hours = prior.weight_hours + measured.preemptible_hours
     lost_h = (restart_seconds(measured, prior) + measured.save_every_s / 2) / 3600
     return LEAVE_NOISE * lost_h * math.sqrt(max(spot.rate_per_h, 0.0) / hours)
