@@ -191,9 +191,6 @@ def cmd_computeclass(args: argparse.Namespace) -> int:
     return _print_or_apply(computeclass.render(cls), args.execute)
 
 
-DEFAULT_GPU_QUOTA = 8
-
-
 def cmd_kueue(args: argparse.Namespace) -> int:
     """Prints (or applies with kubectl) the Kueue queue for the JobSet engine's gangs."""
     from spottrain.ladder import LadderError, Rung, parse
@@ -205,7 +202,7 @@ def cmd_kueue(args: argparse.Namespace) -> int:
     try:
         ladder = parse(args.ladder, defaults)
         gang = ladder[0].workers * ladder[0].gpu_count
-        quota = args.gpu_quota if args.gpu_quota is not None else max(DEFAULT_GPU_QUOTA, gang)
+        quota = args.gpu_quota if args.gpu_quota is not None else max(kueue.DEFAULT_GPU_QUOTA, gang)
         if quota < gang:
             # Kueue admits a workload whole or not at all: one larger than every flavor's
             # quota waits for ever ("> maximum capacity", the launcher's 64 at run time).
@@ -299,6 +296,8 @@ def add_parsers(sub) -> None:
     )
     c.add_argument("--execute", action="store_true", help="kubectl apply instead of printing")
     c.set_defaults(func=cmd_computeclass)
+
+    from spottrain.pipelines.kueue import DEFAULT_GPU_QUOTA  # light: no kfp, no kubernetes
 
     k = sub.add_parser("kueue", help="print (or --execute) a Kueue queue for the JobSet gangs")
     k.add_argument("--namespace", default="kubeflow", help="the pipelines' namespace")

@@ -50,6 +50,10 @@ CHECK_NAME = "spottrain-flex-start"
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
+# GPUs each flavor may hold when the admin gives no quota (make gke-kueue: at least one gang).
+DEFAULT_GPU_QUOTA = 8
+
+
 def _check_name(what: str, name: str) -> None:
     if not _NAME.fullmatch(name):
         raise PlacementError(
@@ -75,7 +79,7 @@ def from_ladder(
     namespace: str,
     local_queue: str = "spottrain",
     cluster_queue: str = "spottrain",
-    gpu_quota: int = 8,
+    gpu_quota: int = DEFAULT_GPU_QUOTA,
     cpu_quota: str = "96",
     memory_quota: str = "1000Gi",
 ) -> list[dict]:

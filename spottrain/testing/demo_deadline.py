@@ -169,8 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--prior_restart_seconds", f"{startup:.1f}"]  # fmt: skip
         code = subprocess.run(argv, env={**env, vj.API_ENV: svc.address}).returncode
     ended = time.time()
-    slowed = slowed_s(ledger.read(str(run / "checkpoints")), startup, per_step)
-    return summary(out, run, code, finish_by, ended, slowed)
+    return summary(out, run, code, finish_by, ended, calibrated=(startup, per_step))
 
 
 def vj_env() -> dict[str, str]:
@@ -179,12 +178,18 @@ def vj_env() -> dict[str, str]:
 
 
 def summary(
-    out: Path, run: Path, code: int, finish_by: float, ended: float, slowed: float = 0.0
+    out: Path,
+    run: Path,
+    code: int,
+    finish_by: float,
+    ended: float,
+    calibrated: tuple[float, float] | None = None,
 ) -> int:
     """Prices the ledger, writes the attempts page, prints the summary; the exit code.
 
-    ``slowed``: what the machine's slowing since the calibration added to the last
-    attempt (:func:`slowed_s`): a finish that late is said, and still in time.
+    ``calibrated``: ``(start-up, seconds a step)`` measured before the run; what the
+    machine's slowing since then added to the last attempt (:func:`slowed_s`) is said,
+    and a finish that late is still in time.
     """
     from spottrain.pricing import quote
 
@@ -208,6 +213,7 @@ def summary(
           f"SPOTTRAIN_PRICES={os.environ['SPOTTRAIN_PRICES']})")  # fmt: skip
     print(f"attempts page: {page}")
     back = [m for m in moved if m["to_capacity"] == "spot"]
+    slowed = slowed_s(records, *calibrated) if calibrated else 0.0
     if finish_by < ended <= finish_by + slowed:
         print(f"finished {ended - finish_by:.0f} s late: this machine slowed after the "
               f"calibration, adding {slowed:.0f} s to the last attempt")  # fmt: skip

@@ -116,14 +116,9 @@ def _check(cfg: config.TrainConfig) -> str:
 
     step += fit_loop.check(task, model, strategy, cfg)
 
+    what = task_calls.named(task, "train_dataset")
     problem = task_loader.call_task(
-        task_calls.named(task, "train_dataset"),
-        resume_probe.probe,
-        task,
-        context,
-        batch,
-        cfg.seed,
-        total,
+        what, resume_probe.probe, task, context, batch, cfg.seed, total
     ) or resume_probe.step_problem(step_fn.graph)
     if problem and cfg.deterministic:
         raise ConfigError(f"--deterministic: {problem}")

@@ -46,8 +46,8 @@ def remedy(trainer, step: int) -> str:
     task = trainer.task
     if found:
         return advice.nan_in_data(step, found, task_calls.named(task, "train_dataset"))
-    keras_task = task.fit_step() and hasattr(task, "examples")
-    return advice.nan_advice(trainer.cfg, task_calls.named(task, "build_model") * keras_task)
+    compiled = task_calls.named(task, "build_model") if task_calls.is_keras_task(task) else ""
+    return advice.nan_advice(trainer.cfg, compiled)
 
 
 def scan(task, context: Any, global_batch: int, seed: int, step: int, total_steps: int) -> str:

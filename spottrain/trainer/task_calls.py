@@ -44,13 +44,21 @@ _THE_TASKS = "the task's "
 _DATASET_HINT = "return a tf.data.Dataset of (features, labels)"
 
 
+def is_keras_task(task) -> bool:
+    """Whether ``task`` is a ``KerasTask``: its author wrote ``model()`` and ``examples()``.
+
+    Known by its shape, not by importing the Task API (which imports this module).
+    """
+    return task.fit_step() and hasattr(task, "examples")
+
+
 def named(task, method: str) -> str:
     """How a line names the task's ``method`` (``build_model``, ``train_dataset``).
 
     A ``KerasTask``'s author wrote ``model()`` and ``examples()`` (or ``fit()``); the
     engine's names for them would send them looking for methods they never wrote.
     """
-    if task.fit_step() and hasattr(task, "examples"):
+    if is_keras_task(task):
         if method == "build_model":
             return f"{type(task).__name__}.model()"
         if method == "train_dataset":
@@ -324,7 +332,7 @@ def step_failure(
         if not isinstance(error, tf.errors.OpError):
             return misfit_error(original, step)
         return ConfigError(f"the task's step failed at step {step} ({text})")
-    if part in ("train_dataset", "model"):
+    if part == "train_dataset":
         return ConfigError(f"{named(task, part)} failed at step {step} ({text})")
     whose = "the" if part == "fit_step" else "the task's"
     return ConfigError(f"{whose} {_PARTS[part]} failed at step {step} ({text})")
